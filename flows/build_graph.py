@@ -1,0 +1,163 @@
+"""Prefect flow ``build-graph``: tool sets -> embeddings, dependency edges, TGR embeddings -> DuckDB.
+
+    python -m flows.build_graph --toolset apibank --toolset toolbench_stable \
+        --discriminator artifacts/discriminator/<run>/best --warehouse artifacts/warehouse/tgr.duckdb
+    python -m flows.build_graph --toolset apibank --no-discriminator   # manual (gold) edges only
+
+A ``--toolset`` is a benchmark name (apibank, toolbench_stable, ultratool, tmdb: read from
+``--data-root``) or a folder in the documented tool set format (tools.jsonl, edges.jsonl, ...).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+from prefect import flow, get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+
+from models.encoder_path import OFFLINE_DEFAULT
+from schemas.toolset import ToolSet
+from tasks.graph_edges import (
+    PRUNING_STRATEGIES,
+    PruningResult,
+    dataset_tables,
+    edges_from_probabilities,
+    prune_candidates,
+    score_pairs,
+)
+from tasks.retrieval import EMBED_STYLES, embed_style_for, embed_text, gcn_propagate
+from tasks.toolsets import BENCHMARKS, load_benchmark, read_toolset_dir
+from warehouse.build import DatasetTables, build_warehouse
+
+DEFAULT_DATA_ROOT = Path("../shared/data/benchmarks")
+DEFAULT_WAREHOUSE = Path("artifacts/warehouse/tgr.duckdb")
+
+
+@dataclass
+class GraphConfig:
+    toolsets: list[str] = field(default_factory=lambda: ["apibank"])
+    warehouse: str = str(DEFAULT_WAREHOUSE)
+    discriminator: str | None = None  # checkpoint folder; None: manual edges only
+    data_root: str = str(DEFAULT_DATA_ROOT)
+    encoder: str = OFFLINE_DEFAULT
+    embed_style: str | None = None  # None: per dataset (API-Bank description, others structured)
+    pruning: str = "params+neighbours"
+    neighbours: int = 5
+    min_prob: float = 0.0  # keep a predicted edge only when its class probability reaches this
+    both_orders: bool = False
+    batch_size: int = 64
+    max_length: int = 256
+    gcn_direction: str = "both"
+    device: str | None = None
+
+
+@task(cache_policy=NO_CACHE)
+def load_toolset(spec: str, data_root: str) -> ToolSet:
+    if spec in BENCHMARKS:
+        return load_benchmark(spec, Path(data_root))
+    if Path(spec).is_dir():
+        return read_toolset_dir(Path(spec))
+    raise ValueError(f"--toolset {spec!r} is neither a benchmark ({', '.join(BENCHMARKS)}) nor a folder")
+
+
+@task(cache_policy=NO_CACHE)
+def encode_texts(texts: list[str], encoder: str, batch_size: int, device: str | None) -> np.ndarray:
+    from models.sentence_encoder import EncoderConfig, SentenceEncoder
+
+    if not texts:
+        return np.zeros((0, 0), dtype=np.float32)
+    return SentenceEncoder(EncoderConfig(encoder, batch_size=batch_size, device=device)).encode(texts)
+
+
+@task(cache_policy=NO_CACHE)
+def prune(toolset: ToolSet, embeddings: np.ndarray, strategy: str, neighbours: int) -> PruningResult:
+    return prune_candidates(toolset.tools, embeddings, strategy, neighbours, toolset.edges)
+
+
+@task(cache_policy=NO_CACHE)
+def score(checkpoint: str, toolset: ToolSet, pairs: list[tuple[int, int]], cfg: GraphConfig) -> np.ndarray:
+    return score_pairs(checkpoint, toolset.tools, pairs, cfg.batch_size, cfg.max_length, cfg.both_orders, cfg.device)
+
+
+@task(cache_policy=NO_CACHE)
+def write_warehouse(target: str, tables: list[DatasetTables], dim: int) -> dict:
+    return build_warehouse(target, tables, dim)
+
+
+@flow(name="build-graph", log_prints=True)
+def build_graph(cfg: GraphConfig | None = None) -> dict:
+    """Build (or rebuild) the warehouse for ``cfg.toolsets``; returns per-dataset summaries."""
+    cfg = cfg or GraphConfig()
+    log = get_run_logger()
+    built_at = datetime.now(timezone.utc).replace(tzinfo=None)
+    tables, summary, dim = [], {}, None
+    for spec in cfg.toolsets:
+        toolset = load_toolset(spec, cfg.data_root)
+        style = cfg.embed_style or embed_style_for(toolset.name)
+        texts = [embed_text(t.doc, style) for t in toolset.tools]
+        base = encode_texts(texts, cfg.encoder, cfg.batch_size, cfg.device)
+        queries = encode_texts([q.text for q in toolset.queries], cfg.encoder, cfg.batch_size, cfg.device)
+        queries = queries if len(toolset.queries) else np.zeros((0, base.shape[1]), dtype=np.float32)
+        dim = base.shape[1]
+        index = {t.tool_id: i for i, t in enumerate(toolset.tools)}
+        embeddings = {"base": base}
+        if toolset.edges:
+            gold = [(index[e.dependent], index[e.prerequisite]) for e in toolset.edges]
+            embeddings["tgr_manual"] = gcn_propagate(base, gold, cfg.gcn_direction)
+
+        pruning, pairs, probs, predicted = None, [], np.zeros((0, 3)), []
+        if cfg.discriminator:
+            pruning = prune(toolset, base, cfg.pruning, cfg.neighbours)
+            pairs = pruning.candidates
+            log.info(f"{toolset.name}: scoring {len(pairs)} of {pruning.pairs_in_groups} same-group pairs "
+                     f"({cfg.pruning}); known edges kept {pruning.known_edges_kept}/{pruning.known_edges_in_groups}")
+            probs = score(cfg.discriminator, toolset, pairs, cfg)
+            predicted = edges_from_probabilities(toolset.tools, pairs, probs, cfg.min_prob)
+            found = [(index[e.dependent], index[e.prerequisite]) for e, _, _ in predicted]
+            embeddings["tgr_discriminator"] = gcn_propagate(base, found, cfg.gcn_direction)
+
+        tables.append(dataset_tables(toolset, style, texts, cfg.encoder, cfg.discriminator, embeddings, queries,
+                                     pruning, pairs, probs, predicted, built_at))
+        summary[toolset.name] = {
+            "tools": len(toolset.tools), "queries": len(toolset.queries), "manual_edges": len(toolset.edges),
+            "scored_pairs": len(pairs), "discriminator_edges": len(predicted),
+            "pruning": pruning.as_row(toolset.name) if pruning else None,
+        }
+    result = write_warehouse(cfg.warehouse, tables, dim)
+    log.info(f"warehouse {result['warehouse']}: {result['rows']}")
+    return {"warehouse": result, "datasets": summary, "config": asdict(cfg)}
+
+
+def parse_args(argv: list[str] | None = None) -> GraphConfig:
+    p = argparse.ArgumentParser(prog="python -m flows.build_graph", description=__doc__.split("\n")[0])
+    p.add_argument("--toolset", action="append", required=True, help="benchmark name or tool set folder (repeat)")
+    p.add_argument("--warehouse", default=str(DEFAULT_WAREHOUSE))
+    group = p.add_mutually_exclusive_group(required=True)
+    group.add_argument("--discriminator", help="checkpoint folder, e.g. artifacts/discriminator/<run>/best")
+    group.add_argument("--no-discriminator", action="store_true", help="manual (gold) edges only")
+    p.add_argument("--data-root", default=str(DEFAULT_DATA_ROOT))
+    p.add_argument("--encoder", default=OFFLINE_DEFAULT, help="sentence encoder (offline-minilm or hub id/folder)")
+    p.add_argument("--embed-style", choices=EMBED_STYLES, default=None)
+    p.add_argument("--pruning", choices=PRUNING_STRATEGIES, default="params+neighbours")
+    p.add_argument("--neighbours", type=int, default=5)
+    p.add_argument("--min-prob", type=float, default=0.0)
+    p.add_argument("--both-orders", action="store_true", help="also score <b,a> and average (2x cost)")
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--max-length", type=int, default=256)
+    p.add_argument("--gcn-direction", choices=("both", "dependent_to_prerequisite", "prerequisite_to_dependent"),
+                   default="both")
+    p.add_argument("--device", default=None)
+    a = p.parse_args(argv)
+    if a.discriminator and not Path(a.discriminator, "config.json").exists():
+        p.error(f"--discriminator {a.discriminator}: no config.json there (train one: make train-discriminator)")
+    return GraphConfig(a.toolset, a.warehouse, a.discriminator, a.data_root, a.encoder, a.embed_style, a.pruning,
+                       a.neighbours, a.min_prob, a.both_orders, a.batch_size, a.max_length, a.gcn_direction, a.device)
+
+
+if __name__ == "__main__":
+    out = build_graph(parse_args())
+    print(json.dumps({k: v for k, v in out.items() if k != "config"}, indent=2, default=str))

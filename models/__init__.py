@@ -1,0 +1,1 @@
+"""Model code: the dependency discriminator, the sentence encoder, the embedded LLM server."""

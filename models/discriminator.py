@@ -1,0 +1,105 @@
+"""The TGR dependency discriminator: a BERT-family 3-class sequence-pair classifier.
+
+Input is ``[CLS] doc_a [SEP] doc_b [SEP]`` (the tokenizer's pair encoding) with
+``truncation="longest_first"`` so that both documents keep tokens when the pair is too long.
+Labels follow schemas.tdi (0 a_depends_on_b, 1 no_dependency, 2 b_depends_on_a).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import torch
+import torch.nn.functional as F
+from transformers import AutoModelForSequenceClassification, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+
+from models.encoder_path import resolve_model_name_or_path
+from schemas.tdi import ID2LABEL, LABEL2ID, NUM_LABELS
+
+DEFAULT_MAX_LENGTH = 256  # MiniLM was trained with 256 word pieces; a doc pair fits in most cases
+
+
+def load_tokenizer(base_model: str | None) -> PreTrainedTokenizerBase:
+    """Tokenizer of ``base_model`` ("offline-minilm", a hub id such as bert-base-uncased, or a folder)."""
+    return AutoTokenizer.from_pretrained(resolve_model_name_or_path(base_model))
+
+
+def load_model(base_model: str | None) -> PreTrainedModel:
+    """A 3-label classifier on top of ``base_model``; a fresh head when the base is an encoder.
+
+    A checkpoint saved by this project already has the 3-label head and is loaded as is.
+    """
+    return AutoModelForSequenceClassification.from_pretrained(
+        resolve_model_name_or_path(base_model),
+        num_labels=NUM_LABELS,
+        id2label=dict(ID2LABEL),
+        label2id=dict(LABEL2ID),
+    )
+
+
+def encode_pairs(
+    tokenizer: PreTrainedTokenizerBase,
+    docs_a: Sequence[str],
+    docs_b: Sequence[str],
+    max_length: int = DEFAULT_MAX_LENGTH,
+) -> dict[str, list[list[int]]]:
+    """Token ids of each pair without padding (batches are padded dynamically later)."""
+    return tokenizer(
+        list(docs_a),
+        list(docs_b),
+        truncation="longest_first",
+        max_length=max_length,
+        padding=False,
+    )
+
+
+def category_averaged_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Eq. 2: the sum over classes present in the batch of the mean cross-entropy of that class.
+
+    L = - sum_k (1 / N_k) sum_{i in class k} log p(i, k). Classes absent from the batch add
+    nothing, so a batch of only "no dependency" pairs gives the plain mean CE.
+    """
+    per_item = F.cross_entropy(logits.float(), labels, reduction="none")
+    present = torch.unique(labels)
+    return torch.stack([per_item[labels == k].mean() for k in present]).sum()
+
+
+def plain_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Eq. 1: mean cross-entropy over the batch (balanced pretraining data)."""
+    return F.cross_entropy(logits.float(), labels)
+
+
+LOSSES = {"ce": plain_loss, "category_averaged": category_averaged_loss}
+
+
+@torch.no_grad()
+def predict_proba(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    docs_a: Sequence[str],
+    docs_b: Sequence[str],
+    max_length: int = DEFAULT_MAX_LENGTH,
+    batch_size: int = 64,
+) -> torch.Tensor:
+    """Class probabilities (n, 3) for doc pairs, in input order; batches sorted by length for speed."""
+    model.eval()
+    device = next(model.parameters()).device
+    enc = encode_pairs(tokenizer, docs_a, docs_b, max_length)
+    order = sorted(range(len(docs_a)), key=lambda i: len(enc["input_ids"][i]))
+    out = torch.empty(len(docs_a), NUM_LABELS)
+    for start in range(0, len(order), batch_size):
+        idx = order[start : start + batch_size]
+        batch = tokenizer.pad({k: [enc[k][i] for i in idx] for k in enc}, return_tensors="pt")
+        batch = {k: v.to(device) for k, v in batch.items()}
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
+            logits = model(**batch).logits
+        out[idx] = logits.float().softmax(-1).cpu()
+    return out
+
+
+def load_discriminator(path: str | Path) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """Model and tokenizer of a checkpoint folder written by flows.train_discriminator (``.../best``)."""
+    path = Path(path)
+    if not (path / "config.json").exists():
+        raise FileNotFoundError(f"{path} is not a discriminator checkpoint (no config.json); run make train-discriminator")
+    return AutoModelForSequenceClassification.from_pretrained(path), AutoTokenizer.from_pretrained(path)

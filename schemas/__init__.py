@@ -1,0 +1,1 @@
+"""Data contracts shared by every stage: tool documents, agent answers, TDI pairs, tool sets."""

@@ -1,0 +1,35 @@
+"""TDI pair labels and the explicit Arrow schema of the Parquet shards."""
+from __future__ import annotations
+
+import pyarrow as pa
+
+# Paper's three classes on an ordered pair <t_a, t_b> (paper-notes.md, "Labels").
+LABEL_A_DEPENDS_ON_B = 0  # t_a -> t_b
+LABEL_NO_DEPENDENCY = 1  # t_a x t_b
+LABEL_B_DEPENDS_ON_A = 2  # t_a <- t_b
+ID2LABEL = {0: "a_depends_on_b", 1: "no_dependency", 2: "b_depends_on_a"}
+LABEL2ID = {v: k for k, v in ID2LABEL.items()}
+NUM_LABELS = 3
+
+
+def swap_label(label: int) -> int:
+    """Label of the swapped pair <t_b, t_a>: classes 0 and 2 trade places, 1 stays."""
+    return {0: 2, 1: 1, 2: 0}[label]
+
+
+TDI_PAIR_SCHEMA = pa.schema(
+    [
+        pa.field("pair_id", pa.string(), nullable=False),  # sha of (doc_a, doc_b)
+        pa.field("doc_a", pa.string(), nullable=False),  # canonical JSON of t_a's API doc
+        pa.field("doc_b", pa.string(), nullable=False),
+        pa.field("tool_a_id", pa.string(), nullable=False),  # schemas.docs.doc_id
+        pa.field("tool_b_id", pa.string(), nullable=False),
+        pa.field("label", pa.int8(), nullable=False),
+        pa.field("label_name", pa.string(), nullable=False),
+        pa.field("split", pa.string(), nullable=False),  # "train" | "validation"
+        pa.field("origin", pa.string(), nullable=False),  # "validated" | "swapped" | "shuffled"
+        pa.field("source_a", pa.string(), nullable=False),  # record id t_a's doc came from
+        pa.field("source_b", pa.string(), nullable=False),
+    ],
+    metadata={"tgr.schema_version": "1"},
+)

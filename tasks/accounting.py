@@ -1,0 +1,98 @@
+"""Every input record ends accepted or rejected with a reason; the books live in a DuckDB file."""
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+OUTCOME_SCHEMA = pa.schema(
+    [
+        pa.field("record_id", pa.string(), nullable=False),
+        pa.field("status", pa.string(), nullable=False),  # accepted | rejected
+        pa.field("stage", pa.string(), nullable=False),  # read | extract | generate | validate | balance | dataset
+        pa.field("reason", pa.string(), nullable=False),
+        pa.field("detail", pa.string()),
+        pa.field("raw_text", pa.string()),  # the LLM's raw answer when parsing failed, or the raw line
+    ]
+)
+
+LEDGER_SCHEMA = pa.schema(
+    [
+        pa.field("agent", pa.string()),
+        pa.field("item_id", pa.string()),
+        pa.field("cache_key", pa.string()),
+        pa.field("attempt", pa.int32()),
+        pa.field("outcome", pa.string()),
+        pa.field("latency_s", pa.float64()),
+        pa.field("tokens_in", pa.int64()),
+        pa.field("tokens_out", pa.int64()),
+        pa.field("cost_usd", pa.float64()),
+        pa.field("detail", pa.string()),
+    ]
+)
+
+
+class AccountingError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class AccountingSummary:
+    read: int
+    accepted: int
+    rejected: int
+    by_reason: dict[str, int]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"read": self.read, "accepted": self.accepted, "rejected": self.rejected, "by_reason": self.by_reason}
+
+
+def write_records_db(
+    path: Path, outcomes: Sequence[dict[str, Any]], ledger: Sequence[dict[str, Any]], n_read: int
+) -> AccountingSummary:
+    """Write ``record_outcomes`` and ``llm_calls`` atomically, then check the books balance."""
+    tmp = path.with_suffix(".duckdb.tmp")
+    tmp.unlink(missing_ok=True)
+    con = duckdb.connect(str(tmp))
+    try:
+        outcome_table = pa.Table.from_pylist(list(outcomes), schema=OUTCOME_SCHEMA)
+        ledger_table = pa.Table.from_pylist(list(ledger), schema=LEDGER_SCHEMA)
+        con.execute("CREATE TABLE record_outcomes AS SELECT * FROM outcome_table")
+        con.execute("CREATE TABLE llm_calls AS SELECT * FROM ledger_table")
+        con.execute("CREATE TABLE run_info AS SELECT ?::BIGINT AS records_read", [n_read])
+        con.execute(
+            """CREATE VIEW llm_usage AS
+               SELECT agent, outcome, count(*) AS calls, sum(tokens_in) AS tokens_in,
+                      sum(tokens_out) AS tokens_out, round(avg(latency_s), 3) AS mean_latency_s,
+                      sum(cost_usd) AS cost_usd
+               FROM llm_calls GROUP BY ALL ORDER BY agent, outcome"""
+        )
+        summary = check_accounting(con)
+    finally:
+        con.close()
+    os.replace(tmp, path)
+    return summary
+
+
+def check_accounting(con: duckdb.DuckDBPyConnection) -> AccountingSummary:
+    """accepted + rejected = read, and each record has exactly one final outcome."""
+    n_read = con.execute("SELECT records_read FROM run_info").fetchone()[0]
+    accepted, rejected, distinct = con.execute(
+        """SELECT count(*) FILTER (WHERE status = 'accepted'), count(*) FILTER (WHERE status = 'rejected'),
+                  count(DISTINCT record_id) FROM record_outcomes"""
+    ).fetchone()
+    if accepted + rejected != n_read or distinct != n_read:
+        raise AccountingError(
+            f"books do not balance: read {n_read}, accepted {accepted} + rejected {rejected} = "
+            f"{accepted + rejected}, distinct records with an outcome {distinct}"
+        )
+    unexplained = con.execute("SELECT count(*) FROM record_outcomes WHERE status = 'rejected' AND coalesce(reason, '') = ''").fetchone()[0]
+    if unexplained:
+        raise AccountingError(f"{unexplained} rejected records have no reason")
+    by_reason = dict(con.execute("SELECT reason, count(*) FROM record_outcomes WHERE status = 'rejected' GROUP BY reason ORDER BY reason").fetchall())
+    return AccountingSummary(n_read, accepted, rejected, by_reason)

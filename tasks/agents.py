@@ -1,0 +1,120 @@
+"""The three agents: build each agent's requests and turn its answers into docs, pairs or rejections."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from schemas.docs import canonical_doc_json, doc_id, schema_errors
+from tasks.llm import StructuredRequest, StructuredResult
+from tasks.prompts import EXTRACT, EXTRACT_SCHEMA, GENERATE_DEPENDENT, GENERATE_SCHEMA, VALIDATE, VALIDATE_SCHEMA, _schema_text
+
+DOC_KEYS = ("name", "description", "input_params", "output_params")
+
+
+@dataclass(frozen=True)
+class Rejection:
+    record_id: str
+    stage: str  # read | extract | generate | validate | balance
+    reason: str  # machine-readable code
+    detail: str = ""
+    raw_text: str | None = None
+
+
+@dataclass(frozen=True)
+class ExtractedDoc:
+    record_id: str
+    doc: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class DependentPair:
+    """A generated pair, oriented by ``satisfied``: ``dependent`` depends on ``prerequisite``."""
+
+    record_id: str
+    given: dict[str, Any]
+    generated: dict[str, Any]
+    satisfied: int  # 1: generated depends on given; 2: given depends on generated
+
+    @property
+    def dependent(self) -> dict[str, Any]:
+        return self.generated if self.satisfied == 1 else self.given
+
+    @property
+    def prerequisite(self) -> dict[str, Any]:
+        return self.given if self.satisfied == 1 else self.generated
+
+
+def _doc_of(value: dict[str, Any]) -> dict[str, Any]:
+    return {k: value[k] for k in DOC_KEYS}
+
+
+def _failed(stage: str, result: StructuredResult) -> Rejection:
+    return Rejection(result.item_id, stage, f"{stage}_{result.reason}", result.detail, result.raw_text)
+
+
+# -- agent 1: extract -------------------------------------------------------------------------
+def extract_request(record_id: str, code: str, language: str, max_code_chars: int) -> StructuredRequest:
+    return StructuredRequest(
+        agent="extract",
+        item_id=record_id,
+        messages=EXTRACT.messages(language=language, code=code[:max_code_chars], schema=_schema_text(EXTRACT_SCHEMA)),
+        schema_name="api_doc",
+        schema=EXTRACT_SCHEMA,
+        prompt_version=EXTRACT.version,
+    )
+
+
+def interpret_extract(result: StructuredResult) -> ExtractedDoc | Rejection:
+    if not result.ok or result.value is None:
+        return _failed("extract", result)
+    doc = _doc_of(result.value)
+    errors = schema_errors(doc, "api_doc")
+    if errors:
+        return Rejection(result.item_id, "extract", "extract_schema_invalid", "; ".join(errors), None)
+    return ExtractedDoc(result.item_id, doc)
+
+
+# -- agent 2: generate a dependent API ----------------------------------------------------------
+def generate_request(extracted: ExtractedDoc) -> StructuredRequest:
+    return StructuredRequest(
+        agent="generate",
+        item_id=extracted.record_id,
+        messages=GENERATE_DEPENDENT.messages(doc=canonical_doc_json(extracted.doc), schema=_schema_text(GENERATE_SCHEMA)),
+        schema_name="dependent_api_doc",
+        schema=GENERATE_SCHEMA,
+        prompt_version=GENERATE_DEPENDENT.version,
+    )
+
+
+def interpret_generate(extracted: ExtractedDoc, result: StructuredResult) -> DependentPair | Rejection:
+    if not result.ok or result.value is None:
+        return _failed("generate", result)
+    generated = _doc_of(result.value)
+    if doc_id(generated) == doc_id(extracted.doc) or generated["name"].strip().lower() == extracted.doc["name"].strip().lower():
+        # Small models echo their input; a tool cannot depend on itself.
+        return Rejection(result.item_id, "generate", "generate_echoed_input", f"generated name {generated['name']!r}", canonical_doc_json(generated))
+    return DependentPair(result.item_id, extracted.doc, generated, int(result.value["satisfied"]))
+
+
+# -- agent 3: validate ------------------------------------------------------------------------
+def validate_request(pair: DependentPair) -> StructuredRequest:
+    return StructuredRequest(
+        agent="validate",
+        item_id=pair.record_id,
+        messages=VALIDATE.messages(
+            doc_a=canonical_doc_json(pair.given),
+            doc_b=canonical_doc_json(pair.generated),
+            schema=_schema_text(VALIDATE_SCHEMA),
+        ),
+        schema_name="dependency_verdict",
+        schema=VALIDATE_SCHEMA,
+        prompt_version=VALIDATE.version,
+    )
+
+
+def interpret_validate(pair: DependentPair, result: StructuredResult) -> DependentPair | Rejection:
+    if not result.ok or result.value is None:
+        return _failed("validate", result)
+    if int(result.value["result"]) != 1:
+        return Rejection(pair.record_id, "validate", "validate_no_dependency", str(result.value.get("reason", "")), None)
+    return pair

@@ -1,0 +1,173 @@
+"""Seeded, shuffled zstd Parquet shards with an explicit schema, a manifest and a dataset card."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from schemas.tdi import ID2LABEL, TDI_PAIR_SCHEMA
+
+SPLITS = ("train", "validation")
+
+
+@dataclass(frozen=True)
+class ShardConfig:
+    rows_per_shard: int = 50_000
+    seed: int = 13
+    compression: str = "zstd"
+    compression_level: int = 6
+
+
+@dataclass(frozen=True)
+class ShardInfo:
+    file: str  # relative to the dataset folder
+    split: str
+    rows: int
+    sha256: str
+    label_counts: dict[str, int]
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def write_shards(rows: Sequence[dict], out_dir: Path, cfg: ShardConfig) -> list[ShardInfo]:
+    """Write ``rows`` as ``shards/<split>-NNNNN-of-MMMMM.parquet``; returns one info per shard.
+
+    Rows are sorted by pair_id before the seeded shuffle, so the bytes depend only on the row set
+    and the seed, not on the order the rows arrived in.
+    """
+    shard_dir = out_dir / "shards"
+    tmp_dir = out_dir / "shards.tmp"
+    shutil.rmtree(tmp_dir, ignore_errors=True)
+    tmp_dir.mkdir(parents=True)
+    infos: list[ShardInfo] = []
+    rng = np.random.default_rng(cfg.seed)
+    for split in SPLITS:
+        split_rows = sorted((r for r in rows if r["split"] == split), key=lambda r: r["pair_id"])
+        if not split_rows:
+            continue
+        table = pa.Table.from_pylist(split_rows, schema=TDI_PAIR_SCHEMA)
+        table = table.take(pa.array(rng.permutation(table.num_rows)))
+        n_shards = max(1, -(-table.num_rows // cfg.rows_per_shard))
+        for k in range(n_shards):
+            part = table.slice(k * cfg.rows_per_shard, cfg.rows_per_shard)
+            name = f"{split}-{k:05d}-of-{n_shards:05d}.parquet"
+            pq.write_table(
+                part,
+                tmp_dir / name,
+                compression=cfg.compression,
+                compression_level=cfg.compression_level,
+                write_statistics=True,
+            )
+            labels = Counter(part.column("label").to_pylist())
+            infos.append(
+                ShardInfo(
+                    file=f"shards/{name}",
+                    split=split,
+                    rows=part.num_rows,
+                    sha256=sha256_file(tmp_dir / name),
+                    label_counts={ID2LABEL[k]: labels.get(k, 0) for k in sorted(ID2LABEL)},
+                )
+            )
+    # Swap in the whole folder at once: readers never see a mix of two runs' shards.
+    old = out_dir / "shards.old"
+    shutil.rmtree(old, ignore_errors=True)
+    if shard_dir.exists():
+        os.replace(shard_dir, old)
+    os.replace(tmp_dir, shard_dir)
+    shutil.rmtree(old, ignore_errors=True)
+    return infos
+
+
+def count_table(infos: Sequence[ShardInfo]) -> dict[str, dict[str, int]]:
+    """{split: {label_name: rows}} summed over shards."""
+    out: dict[str, dict[str, int]] = {}
+    for info in infos:
+        per = out.setdefault(info.split, {name: 0 for name in ID2LABEL.values()})
+        for name, n in info.label_counts.items():
+            per[name] += n
+    return out
+
+
+def write_manifest(out_dir: Path, infos: Sequence[ShardInfo], extra: dict[str, Any]) -> Path:
+    manifest = {
+        "dataset": out_dir.name,
+        "schema": {"fields": [f.name for f in TDI_PAIR_SCHEMA], "arrow": TDI_PAIR_SCHEMA.to_string(show_schema_metadata=False)},
+        "labels": ID2LABEL,
+        "counts": count_table(infos),
+        "total_rows": sum(i.rows for i in infos),
+        "shards": [asdict(i) for i in infos],
+        **extra,
+    }
+    path = out_dir / "manifest.json"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=False, default=str))
+    os.replace(tmp, path)
+    return path
+
+
+def write_dataset_card(out_dir: Path, manifest: dict[str, Any]) -> Path:
+    counts = manifest["counts"]
+    lines = [
+        f"# {manifest['dataset']}: TDI tool-dependency pairs",
+        "",
+        "Pairs of tool API documents labelled for the Tool Graph Retriever dependency "
+        "discriminator, built by the `build-tdi` flow of tgr-pipeline: CodeSearchNet-style "
+        "function records -> agent 1 writes the API doc -> agent 2 writes a dependent API -> "
+        "agent 3 checks the dependency -> swap and reshuffle into three balanced classes.",
+        "",
+        "## Labels",
+        "| id | name | meaning |",
+        "|---|---|---|",
+        "| 0 | a_depends_on_b | t_a needs t_b's output (or t_b's verification) |",
+        "| 1 | no_dependency | independent tools (pairs reshuffled within a split) |",
+        "| 2 | b_depends_on_a | t_b depends on t_a (class 0 swapped) |",
+        "",
+        "## Counts",
+        "| split | " + " | ".join(ID2LABEL.values()) + " |",
+        "|---|" + "---|" * len(ID2LABEL),
+    ]
+    for split, per in counts.items():
+        lines.append(f"| {split} | " + " | ".join(str(per[n]) for n in ID2LABEL.values()) + " |")
+    acc = manifest.get("accounting", {})
+    lines += [
+        "",
+        "## Provenance",
+        f"- source: `{json.dumps(manifest.get('config', {}).get('source', {}))}`",
+        f"- LLM: `{manifest.get('llm', {}).get('model', '?')}` at `{manifest.get('llm', {}).get('base_url', '?')}`",
+        f"- prompt versions: {', '.join(manifest.get('prompt_versions', {}).values())}",
+        f"- records read {acc.get('read', '?')}, accepted {acc.get('accepted', '?')}, rejected {acc.get('rejected', '?')} "
+        "(reasons in `records.duckdb`, table `record_outcomes`)",
+        f"- seed {manifest.get('config', {}).get('balance', {}).get('seed', '?')}; no tool doc appears in two splits",
+        "",
+        "## Load",
+        "```python",
+        "import datasets, polars as pl",
+        f'ds = datasets.load_dataset("parquet", data_files={{"train": "{out_dir}/shards/train-*.parquet", '
+        f'"validation": "{out_dir}/shards/validation-*.parquet"}})',
+        f'df = pl.read_parquet("{out_dir}/shards/*.parquet")',
+        "```",
+        "",
+        "## Limits",
+        "Documents are written by an LLM from real functions; the dependency judgement is an LLM's, "
+        "so labels carry that model's errors. Quality checks (great-expectations) guarantee the "
+        "structure, not the semantics.",
+    ]
+    path = out_dir / "README.md"
+    path.write_text("\n".join(lines) + "\n")
+    return path

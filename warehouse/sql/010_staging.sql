@@ -1,0 +1,90 @@
+-- Layer 1, staging: typed TEMP views over the Parquet files the build wrote, one folder per table
+-- ({inputs}/<table>/*.parquet: the datasets being built plus rows carried over from the previous
+-- warehouse). Temporary on purpose: the finished warehouse file holds core tables and marts only,
+-- so it is self-contained and can be copied or opened read-only anywhere.
+-- Placeholders filled by warehouse/build.py: {inputs} (folder), {dim} (embedding size).
+
+CREATE OR REPLACE TEMP VIEW stg_datasets AS
+SELECT CAST(dataset AS VARCHAR) AS dataset,
+       CAST(embed_style AS VARCHAR) AS embed_style,
+       CAST(encoder AS VARCHAR) AS encoder,
+       CAST(discriminator AS VARCHAR) AS discriminator,
+       CAST(built_at AS TIMESTAMP) AS built_at
+FROM read_parquet('{inputs}/datasets/*.parquet', union_by_name = true);
+
+CREATE OR REPLACE TEMP VIEW stg_tools AS
+SELECT CAST(dataset AS VARCHAR) AS dataset,
+       CAST(tool_id AS VARCHAR) AS tool_id,
+       CAST(name AS VARCHAR) AS name,
+       CAST(tool_group AS VARCHAR) AS tool_group,
+       CAST(doc_json AS JSON) AS doc_json,
+       CAST(embed_text AS VARCHAR) AS embed_text
+FROM read_parquet('{inputs}/tools/*.parquet', union_by_name = true);
+
+CREATE OR REPLACE TEMP VIEW stg_queries AS
+SELECT CAST(dataset AS VARCHAR) AS dataset,
+       CAST(query_id AS VARCHAR) AS query_id,
+       CAST(query_text AS VARCHAR) AS query_text,
+       CAST(query_group AS VARCHAR) AS query_group
+FROM read_parquet('{inputs}/queries/*.parquet', union_by_name = true);
+
+CREATE OR REPLACE TEMP VIEW stg_query_gold_tools AS
+SELECT CAST(dataset AS VARCHAR) AS dataset,
+       CAST(query_id AS VARCHAR) AS query_id,
+       CAST(tool_id AS VARCHAR) AS tool_id
+FROM read_parquet('{inputs}/query_gold_tools/*.parquet', union_by_name = true);
+
+CREATE OR REPLACE TEMP VIEW stg_edges AS
+SELECT CAST(dataset AS VARCHAR) AS dataset,
+       CAST(tool_group AS VARCHAR) AS tool_group,
+       CAST(dependent AS VARCHAR) AS dependent,
+       CAST(prerequisite AS VARCHAR) AS prerequisite,
+       CAST(prob AS DOUBLE) AS prob,
+       CAST(predicted_class AS TINYINT) AS predicted_class,
+       CAST(source AS VARCHAR) AS source
+FROM read_parquet('{inputs}/edges/*.parquet', union_by_name = true);
+
+CREATE OR REPLACE TEMP VIEW stg_scored_pairs AS
+SELECT CAST(dataset AS VARCHAR) AS dataset,
+       CAST(tool_group AS VARCHAR) AS tool_group,
+       CAST(tool_a AS VARCHAR) AS tool_a,
+       CAST(tool_b AS VARCHAR) AS tool_b,
+       CAST(p_a_depends_on_b AS DOUBLE) AS p_a_depends_on_b,
+       CAST(p_no_dependency AS DOUBLE) AS p_no_dependency,
+       CAST(p_b_depends_on_a AS DOUBLE) AS p_b_depends_on_a,
+       CAST(predicted_class AS TINYINT) AS predicted_class
+FROM read_parquet('{inputs}/scored_pairs/*.parquet', union_by_name = true);
+
+CREATE OR REPLACE TEMP VIEW stg_candidate_pruning AS
+SELECT CAST(dataset AS VARCHAR) AS dataset,
+       CAST(strategy AS VARCHAR) AS strategy,
+       CAST(pairs_in_groups AS BIGINT) AS pairs_in_groups,
+       CAST(pairs_kept AS BIGINT) AS pairs_kept,
+       CAST(known_edges AS BIGINT) AS known_edges,
+       CAST(known_edges_in_groups AS BIGINT) AS known_edges_in_groups,
+       CAST(known_edges_kept AS BIGINT) AS known_edges_kept
+FROM read_parquet('{inputs}/candidate_pruning/*.parquet', union_by_name = true);
+
+CREATE OR REPLACE TEMP VIEW stg_tool_embeddings AS
+SELECT CAST(dataset AS VARCHAR) AS dataset,
+       CAST(tool_id AS VARCHAR) AS tool_id,
+       CAST(kind AS VARCHAR) AS kind,
+       CAST(embedding AS FLOAT[{dim}]) AS embedding
+FROM read_parquet('{inputs}/tool_embeddings/*.parquet', union_by_name = true);
+
+CREATE OR REPLACE TEMP VIEW stg_query_embeddings AS
+SELECT CAST(dataset AS VARCHAR) AS dataset,
+       CAST(query_id AS VARCHAR) AS query_id,
+       CAST(embedding AS FLOAT[{dim}]) AS embedding
+FROM read_parquet('{inputs}/query_embeddings/*.parquet', union_by_name = true);
+
+CREATE OR REPLACE TEMP VIEW stg_retrieval_metrics AS
+SELECT CAST(dataset AS VARCHAR) AS dataset,
+       CAST(method AS VARCHAR) AS method,
+       CAST(k AS INTEGER) AS k,
+       CAST(recall AS DOUBLE) AS recall,
+       CAST(ndcg AS DOUBLE) AS ndcg,
+       CAST(pass_rate AS DOUBLE) AS pass_rate,
+       CAST(n_queries AS INTEGER) AS n_queries,
+       CAST(evaluated_at AS TIMESTAMP) AS evaluated_at
+FROM read_parquet('{inputs}/retrieval_metrics/*.parquet', union_by_name = true);
