@@ -109,12 +109,13 @@ def build_graph(cfg: GraphConfig | None = None) -> dict:
             gold = [(index[e.dependent], index[e.prerequisite]) for e in toolset.edges]
             embeddings["tgr_manual"] = gcn_propagate(base, gold, cfg.gcn_direction)
 
-        pruning, pairs, probs, predicted = None, [], np.zeros((0, 3)), []
+        # Pruning stats are cheap, so they are recorded even when nothing is scored.
+        pruning = prune(toolset, base, cfg.pruning, cfg.neighbours)
+        log.info(f"{toolset.name}: {len(pruning.candidates)} of {pruning.pairs_in_groups} same-group pairs kept "
+                 f"({cfg.pruning}); known edges kept {pruning.known_edges_kept}/{pruning.known_edges_in_groups}")
+        pairs, probs, predicted = [], np.zeros((0, 3)), []
         if cfg.discriminator:
-            pruning = prune(toolset, base, cfg.pruning, cfg.neighbours)
             pairs = pruning.candidates
-            log.info(f"{toolset.name}: scoring {len(pairs)} of {pruning.pairs_in_groups} same-group pairs "
-                     f"({cfg.pruning}); known edges kept {pruning.known_edges_kept}/{pruning.known_edges_in_groups}")
             probs = score(cfg.discriminator, toolset, pairs, cfg)
             predicted = edges_from_probabilities(toolset.tools, pairs, probs, cfg.min_prob)
             found = [(index[e.dependent], index[e.prerequisite]) for e, _, _ in predicted]
@@ -125,7 +126,7 @@ def build_graph(cfg: GraphConfig | None = None) -> dict:
         summary[toolset.name] = {
             "tools": len(toolset.tools), "queries": len(toolset.queries), "manual_edges": len(toolset.edges),
             "scored_pairs": len(pairs), "discriminator_edges": len(predicted),
-            "pruning": pruning.as_row(toolset.name) if pruning else None,
+            "pruning": pruning.as_row(toolset.name),
         }
     result = write_warehouse(cfg.warehouse, tables, dim)
     log.info(f"warehouse {result['warehouse']}: {result['rows']}")
@@ -134,7 +135,8 @@ def build_graph(cfg: GraphConfig | None = None) -> dict:
 
 def parse_args(argv: list[str] | None = None) -> GraphConfig:
     p = argparse.ArgumentParser(prog="python -m flows.build_graph", description=__doc__.split("\n")[0])
-    p.add_argument("--toolset", action="append", required=True, help="benchmark name or tool set folder (repeat)")
+    p.add_argument("--toolset", action="append", required=True,
+                   help="benchmark name or tool set folder; repeat or comma-separate (apibank,toolbench_stable)")
     p.add_argument("--warehouse", default=str(DEFAULT_WAREHOUSE))
     group = p.add_mutually_exclusive_group(required=True)
     group.add_argument("--discriminator", help="checkpoint folder, e.g. artifacts/discriminator/<run>/best")
@@ -154,7 +156,8 @@ def parse_args(argv: list[str] | None = None) -> GraphConfig:
     a = p.parse_args(argv)
     if a.discriminator and not Path(a.discriminator, "config.json").exists():
         p.error(f"--discriminator {a.discriminator}: no config.json there (train one: make train-discriminator)")
-    return GraphConfig(a.toolset, a.warehouse, a.discriminator, a.data_root, a.encoder, a.embed_style, a.pruning,
+    toolsets = [t.strip() for value in a.toolset for t in value.split(",") if t.strip()]
+    return GraphConfig(toolsets, a.warehouse, a.discriminator, a.data_root, a.encoder, a.embed_style, a.pruning,
                        a.neighbours, a.min_prob, a.both_orders, a.batch_size, a.max_length, a.gcn_direction, a.device)
 
 

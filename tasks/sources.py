@@ -27,7 +27,7 @@ import sysconfig
 import textwrap
 import tokenize
 import zlib
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Iterator, Literal, Mapping
@@ -246,6 +246,8 @@ class _Candidate:
     locator: str
     load: Callable[[], FunctionRecord]   # raises _Rejected
     fallback_id: str                     # record_id when the load fails before a record exists
+    # Fills in costly fields (tree code_tokens) once the record has passed the filter.
+    finish: Callable[[FunctionRecord], FunctionRecord] | None = None
 
 
 EXCERPT_CHARS = 300
@@ -282,13 +284,25 @@ def record_from_mapping(obj: Any, excerpt: str = "") -> FunctionRecord:
         elif not isinstance(value, str):
             raise _Rejected(Reason.WRONG_TYPE, f"{name} must be a string, got {type(value).__name__}",
                             excerpt, partial_id)
+        # JSON \ud800-style escapes decode to lone surrogates, which Arrow/Parquet cannot store.
+        for text in value if isinstance(value, list) else (value,):
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise _Rejected(Reason.BAD_ENCODING, f"{name} is not encodable as UTF-8 (lone "
+                                f"surrogate at index {exc.start})", excerpt, partial_id) from None
     return FunctionRecord(**{name: obj[name] for name in CSN_FIELDS})
 
 
 def _partial_id(obj: Mapping[str, Any]) -> str | None:
     parts = [obj.get(k) for k in ("repo", "path", "func_name")]
     if all(isinstance(p, str) and p for p in parts):
-        return ":".join(parts)  # type: ignore[arg-type]
+        joined = ":".join(parts)  # type: ignore[arg-type]
+        try:
+            joined.encode("utf-8")
+            return joined
+        except UnicodeEncodeError:
+            pass
     if isinstance(obj.get("code"), str):
         return content_id(obj["code"])
     return None
@@ -384,8 +398,8 @@ def _record_from_hf_row(row: Mapping[str, Any], partition: str) -> FunctionRecor
 def _hf_error(spec: SourceSpec, what: str, exc: BaseException) -> SourceUnavailableError:
     return SourceUnavailableError(
         f"cannot {what} Hugging Face dataset {spec.hf_dataset_id!r} (revision {spec.hf_revision!r}): "
-        f"{type(exc).__name__}: {exc}. The 'hf' source streams from the hub and needs network access "
-        "(and HF_HUB_OFFLINE unset); offline, use kind='codesearchnet' with a local copy of the "
+        f"{type(exc).__name__}: {str(exc).rstrip('.')}. The 'hf' source streams from the hub and "
+        "needs network access (and HF_HUB_OFFLINE unset); offline, use kind='codesearchnet' with a local copy of the "
         "release or kind='stdlib'.")
 
 
@@ -400,7 +414,8 @@ def _hf_candidates(spec: SourceSpec) -> Iterator[_Candidate]:
             pattern = spec.hf_data_files.format(dataset_id=spec.hf_dataset_id, language=lang, split=split,
                                                 revision=quote(spec.hf_revision, safe=""))
             try:
-                ds = datasets.load_dataset("parquet", data_files={split: pattern}, split=split, streaming=True)
+                ds = datasets.load_dataset("parquet", data_files={split: pattern}, split=split,
+                                           streaming=True)
                 if spec.sample_seed is not None:
                     ds = ds.shuffle(seed=spec.sample_seed, buffer_size=spec.hf_shuffle_buffer)
                 rows = iter(ds)
@@ -555,13 +570,17 @@ def docstring_tokens(docstring: str) -> list[str]:
 def _record_from_function(parsed: _ParsedFile, qualname: str, node: ast.AST) -> FunctionRecord:
     code = textwrap.dedent(_source_segment(parsed.lines, node))
     doc = ast.get_docstring(node, clean=True) or ""  # type: ignore[arg-type]
-    tokens = python_code_tokens(code, skip_docstring=True)
     start, end = node.lineno, node.end_lineno  # type: ignore[attr-defined]
     return FunctionRecord(
         repo=parsed.repo, path=parsed.rel, func_name=qualname, original_string=code, language="python",
-        code=code, code_tokens=tokens if tokens is not None else code.split(), docstring=doc,
+        code=code, code_tokens=[], docstring=doc,  # code_tokens: filled by _with_code_tokens
         docstring_tokens=docstring_tokens(doc), sha=parsed.sha,
         url=f"{parsed.file.resolve().as_uri()}#L{start}-L{end}", partition="train")
+
+
+def _with_code_tokens(rec: FunctionRecord) -> FunctionRecord:
+    tokens = python_code_tokens(rec.code, skip_docstring=True)
+    return replace(rec, code_tokens=tokens if tokens is not None else rec.code.split())
 
 
 def _file_candidates(file: Path, rel: str, repo: str) -> list[_Candidate]:
@@ -575,7 +594,8 @@ def _file_candidates(file: Path, rel: str, repo: str) -> list[_Candidate]:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
         source = data.decode(encoding)
     except (SyntaxError, LookupError, UnicodeDecodeError) as exc:
-        return [_failed(locator, file_id, Reason.BAD_ENCODING, f"{type(exc).__name__}: {exc}", _excerpt(data))]
+        return [_failed(locator, file_id, Reason.BAD_ENCODING, f"{type(exc).__name__}: {exc}",
+                        _excerpt(data))]
     try:
         tree = ast.parse(source, filename=str(file))
     except (SyntaxError, ValueError) as exc:  # ValueError: null bytes in source
@@ -584,7 +604,7 @@ def _file_candidates(file: Path, rel: str, repo: str) -> list[_Candidate]:
                         _excerpt(source))]
     parsed = _ParsedFile(file, rel, repo, _LINE.findall(source), hashlib.sha1(data).hexdigest())
     return [_Candidate(f"{rel}::{qualname}", partial(_record_from_function, parsed, qualname, node),
-                       f"{repo}:{rel}:{qualname}")
+                       f"{repo}:{rel}:{qualname}", _with_code_tokens)
             for qualname, node in _functions_in_order(tree)]
 
 
@@ -686,6 +706,8 @@ def read_function_records(source_spec: SourceSpec, limit: int | None = None,
                                         f"to {seen_normalized[norm]}", _excerpt(rec.code), rid)
                     seen_exact[exact] = seen_normalized[norm] = rid
                 seen_ids[rid] = cand.locator
+                if cand.finish is not None:
+                    rec = cand.finish(rec)
             except _Rejected as rej:
                 record_id = rej.record_id or (rec.record_id if rec is not None else cand.fallback_id)
                 result.rejected.append(Rejection(record_id=record_id, source=cand.locator, stage="read",

@@ -92,7 +92,8 @@ def grouped_split(
     """Train/validation split where no group (tool set) straddles the split.
 
     Groups are shuffled (seeded) and moved to validation until it holds ``valid_fraction`` of
-    the pairs. With a single group the unit becomes the tool: a seeded ~10.6% of the tools are
+    the pairs; a group that would push validation past 1.25 x the target is skipped, so one
+    large tool set does not turn a 20% split into 35%. With a single group the unit becomes the tool: a seeded ~10.6% of the tools are
     held out and every pair touching one of them goes to validation (1 - 0.894^2 = 20% of
     pairs), so validation always contains a tool never seen in training.
     """
@@ -107,11 +108,16 @@ def grouped_split(
         for g in groups:
             if total >= target or len(held) == len(groups) - 1:
                 break
-            held.add(g)
-            total += sizes[g]
+            if total + sizes[g] <= 1.25 * target:
+                held.add(g)
+                total += sizes[g]
+        if not held:  # every group is larger than the margin: hold out the smallest one
+            smallest = min(groups, key=lambda g: (sizes[g], g))
+            held, total = {smallest}, sizes[smallest]
         train = [e for e in examples if e.group not in held]
         valid = [e for e in examples if e.group in held]
-        return train, valid, f"grouped by tool set: {len(held)} of {len(groups)} groups held out ({sorted(held)})"
+        return train, valid, (f"grouped by tool set: {len(held)} of {len(groups)} groups held out "
+                              f"({sorted(held)}), {len(valid) / len(examples):.1%} of pairs")
     tools = sorted({e.tool_a for e in examples} | {e.tool_b for e in examples})
     n_held = max(1, round(len(tools) * (1 - math.sqrt(1 - valid_fraction))))
     held_tools = set(random.Random(seed).sample(tools, n_held))
@@ -152,7 +158,8 @@ def load_tdi_examples(tdi_dir: Path) -> tuple[list[PairExample], list[PairExampl
 class TokenizedPairs:
     def __init__(self, tokenizer: PreTrainedTokenizerBase, examples: Sequence[PairExample], max_length: int):
         self.tokenizer = tokenizer
-        self.encoded = encode_pairs(tokenizer, [e.doc_a for e in examples], [e.doc_b for e in examples], max_length)
+        self.encoded = (encode_pairs(tokenizer, [e.doc_a for e in examples], [e.doc_b for e in examples], max_length)
+                        if examples else {"input_ids": [], "token_type_ids": [], "attention_mask": []})
         self.labels = [e.label for e in examples]
         self.lengths = [len(ids) for ids in self.encoded["input_ids"]]
 

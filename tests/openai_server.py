@@ -111,6 +111,7 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length", 0))
         request = json.loads(self.rfile.read(length))
+        self.state.counts["body:" + hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()] += 1
         fault = self.state.next_fault()
         self.state.counts[f"fault:{fault}"] += fault is not None
         if fault == "429":
@@ -161,6 +162,10 @@ class FakeOpenAIServer:
     @property
     def requests(self) -> int:
         return self.state.counts["requests"]
+
+    def repeated_bodies(self) -> int:
+        """Requests whose exact body had been sent before."""
+        return sum(n - 1 for k, n in self.state.counts.items() if k.startswith("body:"))
 
     def __enter__(self) -> "FakeOpenAIServer":
         self.thread.start()

@@ -1,0 +1,112 @@
+# tgr-pipeline: every install step lives here, so a fresh clone needs only `make build-tdi` / `make test`.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+PY := $(BIN)/python
+# CPU build of torch (a CUDA build is several GB); override e.g. TORCH_SPEC='torch' on a GPU box.
+TORCH_SPEC ?= torch==2.13.0
+# Downloads and builds that outlive a clone (the llama.cpp wheel, GGUF models).
+TGR_CACHE_DIR ?= $(HOME)/.cache/tgr-pipeline
+export TGR_CACHE_DIR
+export HF_HUB_OFFLINE ?= 1
+export TOKENIZERS_PARALLELISM ?= false
+
+# llama-cpp-python only ships an sdist; the native build crashes on these CPUs (AMX), so pin flags.
+LLAMA_CPP_VERSION := 0.3.36
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
+LLAMA_WHEEL_DIR := $(TGR_CACHE_DIR)/wheels
+LLM_MODEL ?= qwen2.5-coder-1.5b
+
+# build-tdi on the embedded default: a small dataset from the stdlib corpus on the local LLM.
+BUILD_TDI_ARGS ?= --source stdlib --limit 12 --dataset tdi-stdlib-demo
+# Discriminator: pretraining shards from build-tdi, finetune/test sets from ../shared/data.
+TDI_DATA ?= artifacts/tdi/tdi-stdlib-demo
+BASE_MODEL ?= offline-minilm
+RUN ?= minilm
+TRAIN_ARGS ?=
+TOOLSETS ?= apibank,toolbench_stable
+DISCRIMINATOR ?= artifacts/discriminator/$(RUN)/best
+WAREHOUSE ?= artifacts/warehouse/tgr.duckdb
+PREFECT_PORT ?= 4200
+PREFECT_API := http://127.0.0.1:$(PREFECT_PORT)/api
+PREFECT_RUN_DIR := artifacts/prefect
+
+.PHONY: help setup setup-llm fetch-llm build-tdi test test-fast train-discriminator graph eval-retrieval bench prefect-up prefect-down deploy clean
+
+help:  ## list targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-22s %s\n", $$1, $$2}'
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q "$(TORCH_SPEC)"
+	$(BIN)/pip install -q -e ".[dev]"
+	touch $@
+
+setup: $(VENV)/.installed  ## create .venv with the project and its dev tools
+
+$(VENV)/.llm-installed: $(VENV)/.installed
+	@mkdir -p "$(LLAMA_WHEEL_DIR)"
+	@if ! ls "$(LLAMA_WHEEL_DIR)"/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl >/dev/null 2>&1; then \
+	  echo "building llama-cpp-python $(LLAMA_CPP_VERSION) from source (about 10 minutes on 2 cores, once per machine)"; \
+	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip wheel -q --no-deps --no-cache-dir "llama-cpp-python==$(LLAMA_CPP_VERSION)" -w "$(LLAMA_WHEEL_DIR)"; \
+	fi
+	$(BIN)/pip install -q "$$(ls "$(LLAMA_WHEEL_DIR)"/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl | head -1)[server]" "fastapi>=0.139,<0.155"
+	touch $@
+
+setup-llm: $(VENV)/.llm-installed  ## build (once) and install the embedded llama.cpp server
+
+fetch-llm: setup-llm  ## fetch and verify the embedded model ($(LLM_MODEL))
+	$(PY) -m models.embedded_llm fetch --model $(LLM_MODEL)
+
+build-tdi: fetch-llm  ## main job: build a small TDI dataset from the stdlib on the embedded LLM
+	$(PY) -m flows.build_tdi --embedded-model $(LLM_MODEL) $(BUILD_TDI_ARGS)
+
+test: setup-llm  ## run the test suite
+	$(PY) -m models.embedded_llm fetch --model smollm2-135m
+	$(BIN)/pytest -q
+
+test-fast: setup  ## tests without the embedded-LLM smoke test
+	$(BIN)/pytest -q -m "not slow"
+
+train-discriminator: setup  ## pretrain on TDI shards, finetune on UltraTool+TMDB, test on API-Bank
+	$(PY) -m flows.train_discriminator --pretrain-data $(TDI_DATA) --base-model $(BASE_MODEL) --output artifacts/discriminator/$(RUN) $(TRAIN_ARGS)
+
+graph: setup  ## score tool pairs and build the DuckDB tool-graph warehouse
+	$(PY) -m flows.build_graph --toolset $(TOOLSETS) --discriminator $(DISCRIMINATOR) --warehouse $(WAREHOUSE)
+
+eval-retrieval: setup  ## Recall/NDCG/Pass Rate@5/10 for BM25, TF-IDF, embeddings, +TGR
+	$(PY) -m flows.eval_retrieval --warehouse $(WAREHOUSE)
+
+bench: setup  ## run the benchmarks (results: bench/RESULTS.md)
+	$(PY) -m bench.bench_llm_throughput
+	$(PY) -m bench.bench_balance_shards
+	$(PY) -m bench.bench_train_throughput
+	$(PY) -m bench.bench_graph
+
+prefect-up: setup-llm  ## start a local Prefect server + worker and register the deployments
+	@mkdir -p $(PREFECT_RUN_DIR)
+	@if ! curl -sf $(PREFECT_API)/health >/dev/null; then \
+	  nohup $(BIN)/prefect server start --host 127.0.0.1 --port $(PREFECT_PORT) > $(PREFECT_RUN_DIR)/server.log 2>&1 & echo $$! > $(PREFECT_RUN_DIR)/server.pid; \
+	  for i in $$(seq 90); do curl -sf $(PREFECT_API)/health >/dev/null && break; sleep 1; done; \
+	fi
+	@curl -sf $(PREFECT_API)/health >/dev/null || (echo "Prefect server did not start; see $(PREFECT_RUN_DIR)/server.log" && exit 1)
+	$(BIN)/prefect config set PREFECT_API_URL=$(PREFECT_API) >/dev/null
+	$(MAKE) deploy
+	@if [ ! -f $(PREFECT_RUN_DIR)/worker.pid ] || ! kill -0 $$(cat $(PREFECT_RUN_DIR)/worker.pid) 2>/dev/null; then \
+	  PATH="$(CURDIR)/$(BIN):$$PATH" nohup $(BIN)/prefect worker start --pool tgr-local --type process > $(PREFECT_RUN_DIR)/worker.log 2>&1 & echo $$! > $(PREFECT_RUN_DIR)/worker.pid; \
+	fi
+	@echo "Prefect UI: http://127.0.0.1:$(PREFECT_PORT)  (worker log: $(PREFECT_RUN_DIR)/worker.log)"
+	@echo "Run:  $(BIN)/prefect deployment run build-tdi/stdlib-demo"
+
+deploy:  ## register the deployments in prefect.yaml with the running server
+	PREFECT_API_URL=$(PREFECT_API) TGR_REPO=$(CURDIR) $(BIN)/prefect --no-prompt deploy --all
+
+prefect-down:  ## stop the worker and server started by prefect-up
+	-@for p in worker server; do [ -f $(PREFECT_RUN_DIR)/$$p.pid ] && kill $$(cat $(PREFECT_RUN_DIR)/$$p.pid) 2>/dev/null; rm -f $(PREFECT_RUN_DIR)/$$p.pid; done; true
+
+clean:  ## remove run outputs (keeps .venv and the model cache)
+	rm -rf artifacts .pytest_cache

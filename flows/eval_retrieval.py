@@ -1,0 +1,242 @@
+"""Prefect flow ``eval-retrieval``: Table-2 style retrieval metrics from a built warehouse.
+
+    python -m flows.eval_retrieval --warehouse artifacts/warehouse/tgr.duckdb
+
+Methods per dataset: BM25, TF-IDF, the sentence encoder (``embedding``), and embedding + TGR with
+the discriminator graph (``embedding+TGR-d``) and the manual/gold graph (``embedding+TGR-m``)
+where the warehouse has them. Every query ranks all tools of its dataset (ToolBench: all 2,479,
+as the paper does, not the per-query candidate lists). Results go to the warehouse table
+``retrieval_metrics`` (view ``retrieval_table``), ``<out>/retrieval.md`` and ``<out>/retrieval.png``.
+The dense rankings are computed with numpy and checked against the SQL macro ``query_top_k``.
+"""
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+from prefect import flow, get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+
+from tasks.retrieval import BM25, TfIdf, cosine_scores, evaluate_rankings, top_k_from_scores
+from warehouse.build import connect, rows_of, update_warehouse
+
+EMBEDDING_METHODS = {"embedding": "base", "embedding+TGR-d": "tgr_discriminator", "embedding+TGR-m": "tgr_manual"}
+METRIC_COLUMNS = [("recall", 5), ("recall", 10), ("ndcg", 5), ("ndcg", 10), ("pass_rate", 5), ("pass_rate", 10)]
+# Paper Table 2 (paraphrase-MiniLM-L3-v2 rows; the paper's ToolBench row is its I1 split).
+PAPER_TABLE_2 = {
+    "apibank": {"BM25": [0.391, 0.493, 0.353, 0.394, 0.228, 0.302],
+                "TF-IDF": [0.566, 0.746, 0.501, 0.573, 0.383, 0.605],
+                "paraphrase-MiniLM-L3-v2": [0.659, 0.763, 0.569, 0.609, 0.479, 0.592],
+                "+ TGR": [0.736, 0.834, 0.622, 0.659, 0.576, 0.698]},
+    "toolbench_stable": {"BM25": [0.175, 0.218, 0.224, 0.221, 0.030, 0.090],
+                         "TF-IDF": [0.406, 0.525, 0.442, 0.473, 0.210, 0.330],
+                         "paraphrase-MiniLM-L3-v2": [0.365, 0.468, 0.399, 0.421, 0.140, 0.250],
+                         "+ TGR": [0.429, 0.556, 0.451, 0.483, 0.240, 0.450]},
+}
+
+
+@dataclass
+class EvalConfig:
+    warehouse: str = "artifacts/warehouse/tgr.duckdb"
+    datasets: list[str] = field(default_factory=list)  # empty: every dataset that has queries
+    ks: tuple[int, ...] = (5, 10)
+    out_dir: str = "artifacts/eval"
+
+
+@dataclass
+class EvalInputs:
+    dataset: str
+    tool_ids: list[str]  # sorted, so index order = SQL tie-break order (tool_id)
+    texts: list[str]
+    embeddings: dict[str, np.ndarray]  # kind -> (n_tools, dim)
+    query_ids: list[str]
+    query_texts: list[str]
+    query_embeddings: np.ndarray
+    golds: list[set[str]]
+
+
+@task(cache_policy=NO_CACHE)
+def load_inputs(warehouse: str, dataset: str) -> EvalInputs:
+    con = connect(warehouse)
+    try:
+        tools = rows_of(con, "SELECT tool_id, embed_text FROM tools WHERE dataset = ? ORDER BY tool_id", [dataset])
+        embeddings = {}
+        for (kind,) in con.execute("SELECT DISTINCT kind FROM tool_embeddings WHERE dataset = ?", [dataset]).fetchall():
+            rows = con.execute("SELECT embedding FROM tool_embeddings WHERE dataset = ? AND kind = ? ORDER BY tool_id",
+                               [dataset, kind]).fetchall()
+            embeddings[kind] = np.array([r[0] for r in rows], dtype=np.float32)
+        queries = rows_of(con, """
+            SELECT q.query_id, q.query_text, e.embedding, list(g.tool_id ORDER BY g.tool_id) AS gold
+            FROM queries q JOIN query_embeddings e USING (dataset, query_id)
+            JOIN query_gold_tools g USING (dataset, query_id)
+            WHERE q.dataset = ? GROUP BY ALL ORDER BY q.query_id""", [dataset])
+    finally:
+        con.close()
+    return EvalInputs(dataset, [t["tool_id"] for t in tools], [t["embed_text"] for t in tools], embeddings,
+                      [q["query_id"] for q in queries], [q["query_text"] for q in queries],
+                      np.array([q["embedding"] for q in queries], dtype=np.float32), [set(q["gold"]) for q in queries])
+
+
+@task(cache_policy=NO_CACHE)
+def rank_all(inputs: EvalInputs, k: int) -> dict[str, list[list[str]]]:
+    """Top-k tool ids per query for every method the warehouse supports."""
+    ids = np.array(inputs.tool_ids)
+    rankings: dict[str, list[list[str]]] = {}
+    for name, model in (("BM25", BM25(inputs.texts)), ("TF-IDF", TfIdf(inputs.texts))):
+        scores = np.stack([model.scores(q) for q in inputs.query_texts])
+        rankings[name] = [list(ids[r]) for r in top_k_from_scores(scores, k)]
+    for name, kind in EMBEDDING_METHODS.items():
+        if kind in inputs.embeddings:
+            top = top_k_from_scores(cosine_scores(inputs.query_embeddings, inputs.embeddings[kind]), k)
+            rankings[name] = [list(ids[r]) for r in top]
+    return rankings
+
+
+def same_ranking(ranked: list[str], scores: dict[str, float], best: list[float], tol: float = 1e-6) -> bool:
+    """Whether ``ranked`` is a correct top-k under ``scores`` up to ties within ``tol``: its scores do
+    not increase and match the best k scores one by one (float32 rounding in SQL vs numpy may order
+    tools with equal scores, e.g. two tools made identical by the GCN step, either way)."""
+    got = [scores[t] for t in ranked]
+    return len(got) == len(best) and all(abs(g - b) <= tol for g, b in zip(got, best))
+
+
+@task(cache_policy=NO_CACHE)
+def sql_agreement(warehouse: str, inputs: EvalInputs, rankings: dict[str, list[list[str]]], k: int) -> dict[str, float]:
+    """Share of queries whose SQL top-k (macro query_top_k) is the numpy top-k (ties within 1e-6 aside)."""
+    con = connect(warehouse)
+    try:
+        out = {}
+        for name, kind in EMBEDDING_METHODS.items():
+            if name not in rankings:
+                continue
+            sql = dict(con.execute("SELECT query_id, list(tool_id ORDER BY rank) FROM query_top_k(?, ?, ?) GROUP BY 1",
+                                   [inputs.dataset, kind, k]).fetchall())
+            scores = cosine_scores(inputs.query_embeddings, inputs.embeddings[kind])
+            same = []
+            for qi, q in enumerate(inputs.query_ids):
+                by_tool = dict(zip(inputs.tool_ids, scores[qi].tolist()))
+                best = [by_tool[t] for t in rankings[name][qi]]
+                same.append(same_ranking(sql.get(q, []), by_tool, best))
+            out[name] = float(np.mean(same))
+    finally:
+        con.close()
+    return out
+
+
+def metric_rows(dataset: str, rankings: dict[str, list[list[str]]], golds: list[set[str]],
+                ks: tuple[int, ...], at: datetime) -> list[dict]:
+    rows = []
+    for method, ranked in rankings.items():
+        m = evaluate_rankings(ranked, golds, ks)
+        rows += [{"dataset": dataset, "method": method, "k": k, "recall": m[f"recall@{k}"], "ndcg": m[f"ndcg@{k}"],
+                  "pass_rate": m[f"pass_rate@{k}"], "n_queries": len(golds), "evaluated_at": at} for k in ks]
+    return rows
+
+
+def markdown_table(rows: list[dict], agreement: dict[str, dict[str, float]]) -> str:
+    by = {(r["dataset"], r["method"], r["k"]): r for r in rows}
+    lines = ["# Retrieval evaluation (Table 2 layout)", "",
+             "Every query ranks all tools of its dataset. R = Recall, N = NDCG (binary relevance), "
+             "P = Pass Rate (whole gold set in the top k). `paper:` rows are the TGR paper's Table 2 "
+             "(paraphrase-MiniLM-L3-v2 encoder, ToolBench I1 split, API-Bank with 119 tools) for orientation only; "
+             "this project uses all-MiniLM-L6-v2 and the shared data sets, so they are not the same experiment.", ""]
+    for dataset in dict.fromkeys(r["dataset"] for r in rows):
+        n = next(r["n_queries"] for r in rows if r["dataset"] == dataset)
+        lines += [f"## {dataset} ({n} queries)", "",
+                  "| method | R@5 | R@10 | N@5 | N@10 | P@5 | P@10 |", "|---|---|---|---|---|---|---|"]
+        for method in dict.fromkeys(r["method"] for r in rows if r["dataset"] == dataset):
+            vals = [by[(dataset, method, k)][metric] for metric, k in METRIC_COLUMNS]
+            lines.append(f"| {method} | " + " | ".join(f"{v:.3f}" for v in vals) + " |")
+        for method, vals in PAPER_TABLE_2.get(dataset, {}).items():
+            lines.append(f"| paper: {method} | " + " | ".join(f"{v:.3f}" for v in vals) + " |")
+        if agreement.get(dataset):
+            lines += ["", "SQL `query_top_k` vs numpy top-10, share of queries with the same ranking (ties within 1e-6 aside): "
+                      + ", ".join(f"{m} {v:.3f}" for m, v in agreement[dataset].items())]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def plot(rows: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    datasets = list(dict.fromkeys(r["dataset"] for r in rows))
+    fig, axes = plt.subplots(1, len(datasets), figsize=(7 * len(datasets), 4), squeeze=False)
+    for ax, dataset in zip(axes[0], datasets):
+        methods = list(dict.fromkeys(r["method"] for r in rows if r["dataset"] == dataset))
+        by = {(r["method"], r["k"]): r for r in rows if r["dataset"] == dataset}
+        x = np.arange(len(METRIC_COLUMNS))
+        width = 0.8 / len(methods)
+        for i, method in enumerate(methods):
+            ax.bar(x + i * width, [by[(method, k)][m] for m, k in METRIC_COLUMNS], width, label=method)
+        ax.set_xticks(x + 0.4 - width / 2, [f"{m.split('_')[0][0].upper()}@{k}" for m, k in METRIC_COLUMNS])
+        ax.set_ylim(0, 1)
+        ax.set_title(dataset)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+@task(cache_policy=NO_CACHE)
+def store_metrics(warehouse: str, rows: list[dict]) -> None:
+    datasets = sorted({r["dataset"] for r in rows})
+
+    def change(con):
+        con.execute("DELETE FROM retrieval_metrics WHERE list_contains(?, dataset)", [datasets])
+        con.executemany("INSERT INTO retrieval_metrics VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                        [[r["dataset"], r["method"], r["k"], r["recall"], r["ndcg"], r["pass_rate"],
+                          r["n_queries"], r["evaluated_at"]] for r in rows])
+
+    update_warehouse(warehouse, change)
+
+
+@flow(name="eval-retrieval", log_prints=True)
+def eval_retrieval(cfg: EvalConfig | None = None) -> dict:
+    cfg = cfg or EvalConfig()
+    log = get_run_logger()
+    con = connect(cfg.warehouse)
+    try:
+        available = [d for (d,) in con.execute(
+            "SELECT DISTINCT dataset FROM query_gold_tools ORDER BY 1").fetchall()]
+    finally:
+        con.close()
+    missing = [d for d in cfg.datasets if d not in available]
+    if missing:
+        raise ValueError(f"no queries with gold tools for {missing} in {cfg.warehouse}; it has {available}")
+    at = datetime.now(timezone.utc).replace(tzinfo=None)
+    rows, agreement = [], {}
+    for dataset in cfg.datasets or available:
+        inputs = load_inputs(cfg.warehouse, dataset)
+        rankings = rank_all(inputs, max(cfg.ks))
+        agreement[dataset] = sql_agreement(cfg.warehouse, inputs, rankings, max(cfg.ks))
+        rows += metric_rows(dataset, rankings, inputs.golds, cfg.ks, at)
+        log.info(f"{dataset}: {len(inputs.query_ids)} queries over {len(inputs.tool_ids)} tools; "
+                 f"SQL/numpy agreement {agreement[dataset]}")
+    store_metrics(cfg.warehouse, rows)
+    out = Path(cfg.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    table = markdown_table(rows, agreement)
+    (out / "retrieval.md").write_text(table + "\n", encoding="utf-8")
+    plot(rows, out / "retrieval.png")
+    print(table)
+    return {"rows": rows, "sql_agreement": agreement, "markdown": str(out / "retrieval.md"),
+            "plot": str(out / "retrieval.png")}
+
+
+def parse_args(argv: list[str] | None = None) -> EvalConfig:
+    p = argparse.ArgumentParser(prog="python -m flows.eval_retrieval", description=__doc__.split("\n")[0])
+    p.add_argument("--warehouse", default=EvalConfig.warehouse)
+    p.add_argument("--dataset", action="append", default=[], help="limit to these datasets (repeat)")
+    p.add_argument("--out-dir", default=EvalConfig.out_dir)
+    a = p.parse_args(argv)
+    return EvalConfig(warehouse=a.warehouse, datasets=a.dataset, out_dir=a.out_dir)
+
+
+if __name__ == "__main__":
+    eval_retrieval(parse_args())

@@ -1,0 +1,162 @@
+"""Balancing invariants, shard schema/manifest/determinism, and the great-expectations gate."""
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import polars as pl
+import pyarrow.parquet as pq
+import pytest
+
+from schemas.docs import canonical_doc_json, doc_id, schema_errors
+from schemas.tdi import TDI_PAIR_SCHEMA, swap_label
+from tasks.agents import DependentPair
+from tasks.balance import BalanceConfig, balance_pairs
+from tasks.quality import validate_shards
+from tasks.shards import ShardConfig, write_dataset_card, write_manifest, write_shards
+
+
+def _doc(name: str, inputs: list[str], outputs: list[str]) -> dict:
+    p = lambda n: {"name": n, "type": "string", "description": n}  # noqa: E731
+    return {"name": name, "description": f"{name} does work", "input_params": [p(i) for i in inputs], "output_params": [p(o) for o in outputs]}
+
+
+def _pairs(n: int, shared_every: int = 0) -> list[DependentPair]:
+    pairs = []
+    for i in range(n):
+        given = _doc(f"api_{i}", [f"in_{i}"], [f"out_{i}"])
+        if shared_every and i % shared_every == 1:  # reuse the previous given doc: docs shared across pairs
+            given = _doc(f"api_{i - 1}", [f"in_{i - 1}"], [f"out_{i - 1}"])
+        generated = _doc(f"gen_{i}", [f"out_{i}"], ["report"])
+        pairs.append(DependentPair(f"rec-{i:04d}", given, generated, satisfied=1 + i % 2))
+    return pairs
+
+
+def test_classes_are_exactly_balanced_and_none_pairs_are_never_dependent():
+    validated = _pairs(200, shared_every=7)
+    out = balance_pairs(validated, BalanceConfig(per_class=150, validation_fraction=0.2, seed=3))
+    counts = Counter((r["split"], r["label"]) for r in out.rows)
+    for split in ("train", "validation"):
+        assert counts[(split, 0)] == counts[(split, 1)] == counts[(split, 2)] == out.per_split[split] > 0
+    assert sum(counts[(s, 0)] for s in ("train", "validation")) == 150
+    known = {frozenset((doc_id(p.dependent), doc_id(p.prerequisite))) for p in validated}
+    for r in out.rows:
+        assert r["tool_a_id"] != r["tool_b_id"]
+        if r["label"] == 1:
+            assert frozenset((r["tool_a_id"], r["tool_b_id"])) not in known
+    assert len({(r["tool_a_id"], r["tool_b_id"]) for r in out.rows}) == len(out.rows)
+    # surplus pairs are recorded, never dropped silently
+    used = {r["source_a"].split("#")[0] for r in out.rows if r["origin"] == "validated"}
+    assert len(used) + len(out.rejections) == len(validated)
+    assert {r.reason for r in out.rejections} <= {"balance_surplus", "balance_duplicate_pair"}
+
+
+def test_direction_follows_satisfied_and_swap_flips_the_label():
+    given, generated = _doc("login", ["user"], ["token"]), _doc("update_email", ["token"], ["status"])
+    out = balance_pairs([DependentPair("r1", given, generated, 1), DependentPair("r2", _doc("validate", ["x"], ["ok"]), _doc("check", ["y"], ["x"]), 2)],
+                        BalanceConfig(per_class=10, validation_fraction=0.0))
+    by_origin = {(r["source_a"].split("#")[0], r["origin"]): r for r in out.rows}
+    # satisfied 1: generated depends on given -> <generated, given> is class 0
+    assert json.loads(by_origin[("r1", "validated")]["doc_a"])["name"] == "update_email"
+    # satisfied 2: given depends on generated -> <given, generated> is class 0
+    assert json.loads(by_origin[("r2", "validated")]["doc_a"])["name"] == "validate"
+    for rid in ("r1", "r2"):
+        v, s = by_origin[(rid, "validated")], by_origin[(rid, "swapped")]
+        assert (s["doc_a"], s["doc_b"]) == (v["doc_b"], v["doc_a"]) and s["label"] == swap_label(v["label"]) == 2
+
+
+def test_no_doc_appears_in_two_splits():
+    out = balance_pairs(_pairs(300, shared_every=3), BalanceConfig(per_class=300, validation_fraction=0.25, seed=1))
+    docs = {}
+    for r in out.rows:
+        for t in (r["tool_a_id"], r["tool_b_id"]):
+            docs.setdefault(t, set()).add(r["split"])
+    assert all(len(s) == 1 for s in docs.values())
+    assert 0.15 < out.per_split["validation"] / 300 < 0.35
+
+
+def test_balancing_is_seeded_and_deterministic():
+    a = balance_pairs(_pairs(80), BalanceConfig(per_class=50, seed=9))
+    b = balance_pairs(list(reversed(_pairs(80))), BalanceConfig(per_class=50, seed=9))
+    c = balance_pairs(_pairs(80), BalanceConfig(per_class=50, seed=10))
+    key = lambda rows: sorted(r["pair_id"] for r in rows)  # noqa: E731
+    assert key(a.rows) == key(b.rows) != key(c.rows)
+
+
+def test_duplicate_and_self_pairs_are_rejected_with_reasons():
+    p = _pairs(4)
+    same = DependentPair("rec-dup", p[0].given, p[0].generated, p[0].satisfied)
+    selfp = DependentPair("rec-self", p[1].given, p[1].given, 1)
+    out = balance_pairs([*p, same, selfp], BalanceConfig(per_class=10, validation_fraction=0))
+    reasons = {r.record_id: r.reason for r in out.rejections}
+    assert reasons == {"rec-dup": "balance_duplicate_pair", "rec-self": "balance_self_pair"}
+
+
+def _write(tmp_path, per_class=120, seed=5, rows_per_shard=100):
+    out = balance_pairs(_pairs(per_class + 10), BalanceConfig(per_class=per_class, validation_fraction=0.2, seed=seed))
+    infos = write_shards(out.rows, tmp_path, ShardConfig(rows_per_shard=rows_per_shard, seed=seed))
+    return out, infos
+
+
+def test_shards_have_the_explicit_schema_and_load_with_datasets_and_polars(tmp_path):
+    out, infos = _write(tmp_path)
+    files = sorted((tmp_path / "shards").glob("*.parquet"))
+    assert [f"shards/{f.name}" for f in files] == sorted(i.file for i in infos)
+    assert len([i for i in infos if i.split == "train"]) == 3  # 288 train rows, 100 a shard
+    for f in files:
+        meta = pq.read_metadata(f)
+        assert pq.read_schema(f).remove_metadata().equals(TDI_PAIR_SCHEMA.remove_metadata())
+        assert meta.row_group(0).column(0).compression == "ZSTD"
+    df = pl.read_parquet(tmp_path / "shards" / "*.parquet")
+    assert df.height == len(out.rows) and df["label"].value_counts().height == 3
+    assert all(not schema_errors(json.loads(d), "api_doc") for d in df["doc_a"].to_list())
+
+    import datasets
+
+    ds = datasets.load_dataset(
+        "parquet",
+        data_files={"train": str(tmp_path / "shards" / "train-*.parquet"), "validation": str(tmp_path / "shards" / "validation-*.parquet")},
+        cache_dir=str(tmp_path / "hf-cache"),
+    )
+    assert ds["train"].num_rows + ds["validation"].num_rows == len(out.rows)
+    assert set(ds["train"].column_names) == set(TDI_PAIR_SCHEMA.names)
+
+
+def test_shard_bytes_depend_only_on_rows_and_seed(tmp_path):
+    _, a = _write(tmp_path / "a")
+    _, b = _write(tmp_path / "b")
+    _, c = _write(tmp_path / "c", seed=6)
+    assert [i.sha256 for i in a] == [i.sha256 for i in b]
+    assert [i.sha256 for i in a] != [i.sha256 for i in c]
+
+
+def test_manifest_and_card(tmp_path):
+    out, infos = _write(tmp_path)
+    path = write_manifest(tmp_path, infos, {"config": {"balance": {"seed": 5}}, "prompt_versions": {"extract": "extract-v1"}, "accounting": {"read": 1, "accepted": 1, "rejected": 0}})
+    manifest = json.loads(path.read_text())
+    assert manifest["counts"]["train"] == {"a_depends_on_b": 96, "no_dependency": 96, "b_depends_on_a": 96}
+    assert manifest["total_rows"] == len(out.rows) == sum(s["rows"] for s in manifest["shards"])
+    card = write_dataset_card(tmp_path, manifest).read_text()
+    assert "| train | 96 | 96 | 96 |" in card and "load_dataset" in card
+
+
+def test_quality_gate_passes_clean_shards_and_catches_each_defect(tmp_path):
+    out, _ = _write(tmp_path / "clean", rows_per_shard=1000)
+    report = validate_shards(tmp_path / "clean" / "shards")
+    assert report.success, report.failures()
+
+    rows = [dict(r) for r in out.rows]
+    train_doc = next(r for r in rows if r["split"] == "train")
+    val_row = next(r for r in rows if r["split"] == "validation" and r["label"] == 1)
+    val_row.update(doc_a=train_doc["doc_a"], tool_a_id=train_doc["tool_a_id"])  # leakage
+    rows[0] = {**rows[0], "tool_b_id": rows[0]["tool_a_id"], "doc_b": rows[0]["doc_a"]}  # self pair
+    broken = {**rows[1], "doc_a": canonical_doc_json({"name": "x", "description": "y", "input_params": [], "output_params": []}).replace('"input_params":[]', '"input_params":"none"')}
+    rows[1] = broken  # doc not valid against the schema
+    rows.append({**rows[5], "pair_id": "extra-row"})  # duplicate pair + imbalance
+    write_shards(rows, tmp_path / "bad", ShardConfig(rows_per_shard=1000))
+    failed = {(c["frame"], c["expectation"]) for c in validate_shards(tmp_path / "bad" / "shards").failures()}
+    assert ("leaked_tools", "expect_table_row_count_to_equal") in failed
+    assert ("pairs", "expect_select_column_values_to_be_unique_within_record") in failed
+    assert ("pairs", "expect_column_values_to_match_json_schema") in failed
+    assert ("pairs", "expect_compound_columns_to_be_unique") in failed
+    assert any(f == "balance" for f, _ in failed)

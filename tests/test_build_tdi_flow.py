@@ -1,0 +1,96 @@
+"""build-tdi end to end: real CodeSearchNet records, a real Prefect flow run, a local OpenAI server."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import polars as pl
+import pytest
+
+from flows.build_tdi import build_tdi, config_from_args
+from tests.conftest import REPO_ROOT
+from tests.openai_server import FakeOpenAIServer
+
+pytestmark = pytest.mark.slow
+
+
+def _args(shared_data: Path, server: FakeOpenAIServer, tmp: Path, name: str, cache: str = "cache", limit: int = -1) -> list[str]:
+    return [
+        "--source", "codesearchnet", "--source-path", str(shared_data / "codesearchnet"), "--limit", str(limit),
+        "--base-url", server.base_url, "--model", "fake", "--concurrency", "4",
+        "--cache-dir", str(tmp / cache), "--output-root", str(tmp / "out"), "--dataset", name,
+        "--rows-per-shard", "200", "--per-class", "1000",
+    ]
+
+
+def test_flow_on_real_codesearchnet_accounts_for_every_record(shared_data, tmp_path, prefect_harness):
+    with FakeOpenAIServer() as server:
+        manifest = build_tdi(config_from_args(_args(shared_data, server, tmp_path, "csn")))
+    out = tmp_path / "out" / "csn"
+    acc = manifest["accounting"]
+    assert acc["read"] == 370  # 120 + 120 + 130 lines in the sample
+    assert acc["accepted"] + acc["rejected"] == acc["read"] and acc["accepted"] > 100
+
+    con = duckdb.connect(str(out / "records.duckdb"), read_only=True)
+    assert con.execute("SELECT count(*) FROM record_outcomes").fetchone()[0] == 370
+    assert con.execute("SELECT count(*) FROM record_outcomes WHERE status='rejected' AND reason = ''").fetchone()[0] == 0
+    stages = dict(con.execute("SELECT stage, count(*) FROM record_outcomes WHERE status='rejected' GROUP BY stage").fetchall())
+    assert stages.get("validate", 0) > 0  # the judge rejects some pairs, with its reason kept
+    ledger_agents = {a for (a,) in con.execute("SELECT DISTINCT agent FROM llm_calls").fetchall()}
+    assert ledger_agents == {"extract", "generate", "validate"}
+
+    per_class = manifest["per_class"]
+    for split, counts in manifest["counts"].items():
+        assert len(set(counts.values())) == 1, f"unbalanced {split}: {counts}"
+    assert sum(c["a_depends_on_b"] for c in manifest["counts"].values()) == per_class == acc["accepted"]
+    assert manifest["quality"]["success"] and (out / "quality.json").exists() and (out / "README.md").exists()
+    df = pl.read_parquet(out / "shards" / "*.parquet")
+    assert df.height == manifest["total_rows"] == 3 * per_class
+
+
+def _run_cli(args: list[str], env: dict) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "flows.build_tdi", *args], cwd=REPO_ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def test_resume_after_a_kill_repeats_no_answered_call_and_reproduces_the_shards(shared_data, tmp_path, prefect_harness):
+    from prefect.settings import get_current_settings
+
+    # The child runs report to the harness's API instead of each starting a temporary server.
+    env = {**os.environ, "PREFECT_API_URL": str(get_current_settings().api.url), "PREFECT_LOGGING_LEVEL": "WARNING"}
+    with FakeOpenAIServer(delay_s=0.05) as server:
+        # A clean reference run.
+        ref = _run_cli(_args(shared_data, server, tmp_path, "reference", cache="cache-ref", limit=30), env)
+        assert ref.wait(timeout=300) == 0, ref.stdout.read().decode()[-3000:]
+        clean_total = server.requests
+
+        # Kill a second run mid-way, then resume it on the same cache.
+        before = server.requests
+        victim = _run_cli(_args(shared_data, server, tmp_path, "resumed", limit=30), env)
+        deadline = time.time() + 300
+        while server.requests - before < clean_total // 2 and time.time() < deadline:
+            time.sleep(0.05)
+        os.killpg(victim.pid, signal.SIGKILL)
+        victim.wait()
+        sent_before_kill = server.requests - before
+        assert 0 < sent_before_kill < clean_total
+        answered = sum(1 for _ in (tmp_path / "cache").rglob("*.json"))
+
+        before = server.requests
+        resumed = _run_cli(_args(shared_data, server, tmp_path, "resumed", limit=30), env)
+        assert resumed.wait(timeout=300) == 0, resumed.stdout.read().decode()[-3000:]
+        sent_on_resume = server.requests - before
+
+    # Only requests that never got an answer before the kill are sent again.
+    assert sent_on_resume == clean_total - answered
+    assert sent_before_kill - answered <= 4  # at most the in-flight ones (concurrency 4)
+    ref_manifest = json.loads((tmp_path / "out" / "reference" / "manifest.json").read_text())
+    new_manifest = json.loads((tmp_path / "out" / "resumed" / "manifest.json").read_text())
+    assert [s["sha256"] for s in new_manifest["shards"]] == [s["sha256"] for s in ref_manifest["shards"]]
+    assert new_manifest["llm_usage"]["cache_hits"] >= answered

@@ -1,0 +1,124 @@
+"""One real train-discriminator run on CPU: tiny BERT, tiny TDI shards, tiny tool sets."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from flows.train_discriminator import TrainDiscriminatorConfig, _parse_args, resolve_pretrain_data, train_discriminator  # noqa: E402
+from schemas.docs import canonical_doc_json, doc_id  # noqa: E402
+from schemas.tdi import ID2LABEL, TDI_PAIR_SCHEMA, swap_label  # noqa: E402
+from schemas.toolset import DependencyEdge, Tool, ToolSet  # noqa: E402
+from tasks.toolsets import write_toolset_dir  # noqa: E402
+from tests.test_discriminator import make_tiny_model, toy_toolset  # noqa: E402
+
+
+def write_tiny_tdi(folder: Path, n_per_class: int = 8) -> Path:
+    """Balanced TDI shards in the real Arrow schema: producer/consumer doc pairs and their swaps."""
+    rows = []
+    for split, n in (("train", n_per_class), ("validation", 3)):
+        for i in range(n):
+            producer = {"name": f"get_{split}_{i}", "description": f"returns item {i}", "input_params": [],
+                        "output_params": [{"name": f"item_{i}", "type": "str", "description": "the item"}]}
+            consumer = {"name": f"use_{split}_{i}", "description": f"uses item {i}", "output_params": [],
+                        "input_params": [{"name": f"item_{i}", "type": "str", "description": "the item"}]}
+            other = {"name": f"clock_{split}_{i}", "description": "tells the time", "input_params": [], "output_params": []}
+            for a, b, label, origin in ((consumer, producer, 0, "validated"), (producer, consumer, swap_label(0), "swapped"),
+                                        (consumer, other, 1, "shuffled")):
+                ja, jb = canonical_doc_json(a), canonical_doc_json(b)
+                rows.append({"pair_id": doc_id(ja + jb), "doc_a": ja, "doc_b": jb, "tool_a_id": doc_id(ja),
+                             "tool_b_id": doc_id(jb), "label": label, "label_name": ID2LABEL[label], "split": split,
+                             "origin": origin, "source_a": f"rec{i}", "source_b": f"rec{i}"})
+    shards = folder / "shards"
+    shards.mkdir(parents=True)
+    for split in ("train", "validation"):
+        table = pa.Table.from_pylist([r for r in rows if r["split"] == split], schema=TDI_PAIR_SCHEMA)
+        pq.write_table(table, shards / f"{split}-00000.parquet")
+    return folder
+
+
+def second_toolset() -> ToolSet:
+    doc = lambda n, i, o: {"name": n, "description": f"{n} tool", "input_params":  # noqa: E731
+                           [{"name": p, "type": "str", "description": p} for p in i],
+                           "output_params": [{"name": p, "type": "str", "description": p} for p in o]}
+    tools = [Tool("SearchMovie", "movies", doc("SearchMovie", ["query"], ["movie_id"])),
+             Tool("GetCredits", "movies", doc("GetCredits", ["movie_id"], ["cast"])),
+             Tool("GetImages", "movies", doc("GetImages", ["movie_id"], ["images"]))]
+    return ToolSet("movies", tools, [DependencyEdge("movies", "GetCredits", "SearchMovie"),
+                                     DependencyEdge("movies", "GetImages", "SearchMovie")])
+
+
+@pytest.fixture()
+def tiny_run(tmp_path):
+    model_dir = make_tiny_model(tmp_path / "tiny-bert")
+    tdi = write_tiny_tdi(tmp_path / "tdi" / "tiny")
+    finetune = [str(write_toolset_dir(toy_toolset(), tmp_path / "toy")), str(write_toolset_dir(second_toolset(), tmp_path / "movies"))]
+    test = str(write_toolset_dir(second_toolset(), tmp_path / "test"))
+    cfg = TrainDiscriminatorConfig(output=tmp_path / "run", pretrain_data=str(tdi), finetune=tuple(finetune), test=(test,),
+                                   base_model=str(model_dir), max_length=64, batch_size=4, pretrain_epochs=1,
+                                   finetune_epochs=2, pretrain_learning_rate=1e-3, finetune_learning_rate=1e-3,
+                                   progress=False, seed=7)
+    return cfg
+
+
+def test_flow_trains_evaluates_and_saves_a_pipeline_loadable_checkpoint(tiny_run):
+    from transformers import pipeline
+
+    result = train_discriminator(tiny_run)
+    out = Path(tiny_run.output)
+    best = out / "best"
+    for name in ("config.json", "model.safetensors", "tokenizer.json", "README.md", "metrics.json"):
+        assert (best / name).exists(), name
+    for name in ("metrics.json", "confusion_matrix_test.png", "training_curves.png", "pretrain/best/config.json",
+                 "finetune/last/training_state.pt"):
+        assert (out / name).exists(), name
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["pretrain"]["data"].endswith("tiny")
+    assert metrics["pretrain"]["counts"]["train"] == {"a_depends_on_b": 8, "no_dependency": 8, "b_depends_on_a": 8}
+    # test set = every ordered pair of the 3 movie tools: 2 edges in both directions + 2 none pairs
+    assert metrics["test_counts"] == {"a_depends_on_b": 2, "no_dependency": 2, "b_depends_on_a": 2}
+    assert sum(map(sum, metrics["test"]["confusion_matrix"])) == 6
+    assert result["test"]["n"] == 6 and set(result["test"]["dependency"]) == {"precision", "recall", "f1"}
+    assert "paper Table 3" in (best / "README.md").read_text()
+
+    clf = pipeline("text-classification", model=str(best), device=-1)
+    pred = clf({"text": '{"name":"GetCredits"}', "text_pair": '{"name":"SearchMovie"}'}, top_k=None)
+    assert {p["label"] for p in pred} == set(ID2LABEL.values())
+    assert sum(p["score"] for p in pred) == pytest.approx(1.0, abs=1e-4)
+
+
+def test_resume_continues_from_the_last_epoch(tiny_run):
+    train_discriminator(tiny_run)
+    state_file = Path(tiny_run.output) / "finetune" / "last" / "training_state.pt"
+    first = state_file.stat().st_mtime_ns
+    tiny_run.resume = True
+    tiny_run.finetune_epochs = 3  # one more epoch: resume trains only epoch 3
+    train_discriminator(tiny_run)
+    import torch
+
+    state = torch.load(state_file, weights_only=False)
+    assert state["epoch"] == 2 and [h["epoch"] for h in state["history"]] == [1, 2, 3]
+    assert state_file.stat().st_mtime_ns > first
+
+
+def test_missing_pretraining_data_skips_or_errors(tmp_path):
+    assert resolve_pretrain_data("none") is None
+    assert resolve_pretrain_data("auto", artifacts=tmp_path / "nothing") is None
+    with pytest.raises(FileNotFoundError, match="no shards"):
+        resolve_pretrain_data(str(tmp_path / "missing"))
+    found = write_tiny_tdi(tmp_path / "tdi" / "x")
+    assert resolve_pretrain_data("auto", artifacts=tmp_path / "tdi") == found
+
+
+def test_cli_parses_into_the_typed_config():
+    cfg = _parse_args(["--finetune", "ultratool,tmdb", "--test", "apibank", "--batch-size", "8", "--resume",
+                       "--output", "artifacts/discriminator/x", "--finetune-max-none", "100"])
+    assert cfg.finetune == ("ultratool", "tmdb") and cfg.test == ("apibank",)
+    assert cfg.batch_size == 8 and cfg.resume is True and cfg.finetune_max_none == 100
+    assert cfg.output == Path("artifacts/discriminator/x") and cfg.base_model == "offline-minilm"

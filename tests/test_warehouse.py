@@ -1,0 +1,183 @@
+"""The layered SQL against small temporary DuckDB warehouses: marts, closure on a cycle, atomic
+rebuilds, carry-over of other datasets, SQL vs numpy retrieval."""
+from __future__ import annotations
+
+import csv
+from datetime import datetime
+
+import duckdb
+import numpy as np
+import pytest
+
+from tasks.retrieval import cosine_top_k
+from warehouse.build import (
+    SCHEMA_VERSION,
+    DatasetTables,
+    WarehouseError,
+    build_warehouse,
+    connect,
+    rows_of,
+    sql_files,
+    update_warehouse,
+)
+
+DIM = 4
+BUILT = datetime(2024, 1, 1)
+
+
+def tiny_dataset(name: str = "tiny", extra_edges: list[tuple[str, str]] = ()) -> DatasetTables:
+    """Tools a..e in group g1, f in g2. Manual edges form the cycle a -> b -> c -> a plus d -> a
+    (x -> y: x depends on y); one discriminator edge e -> d."""
+    rng = np.random.default_rng(7)
+    tools = ["a", "b", "c", "d", "e", "f"]
+    groups = {t: "g1" for t in tools[:5]} | {"f": "g2"}
+    emb = rng.normal(size=(len(tools), DIM)).astype(np.float32)
+    manual = [("a", "b"), ("b", "c"), ("c", "a"), ("d", "a"), *extra_edges]
+
+    def edge(dep, pre, source, prob=1.0, cls=0):
+        return {"dataset": name, "tool_group": groups[dep], "dependent": dep, "prerequisite": pre, "prob": prob,
+                "predicted_class": cls, "source": source}
+
+    rows = {
+        "datasets": [{"dataset": name, "embed_style": "structured", "encoder": "test", "discriminator": None,
+                      "built_at": BUILT}],
+        "tools": [{"dataset": name, "tool_id": t, "name": t.upper(), "tool_group": groups[t],
+                   "doc_json": f'{{"name": "{t}"}}', "embed_text": f"tool {t}"} for t in tools],
+        "queries": [{"dataset": name, "query_id": "q1", "query_text": "find a", "query_group": None}],
+        "query_gold_tools": [{"dataset": name, "query_id": "q1", "tool_id": "a"}],
+        "edges": [edge(d, p, "manual") for d, p in manual] + [edge("e", "d", "discriminator", 0.8, 2)],
+        "tool_embeddings": [{"dataset": name, "tool_id": t, "kind": "base", "embedding": emb[i].tolist()}
+                            for i, t in enumerate(tools)],
+        "query_embeddings": [{"dataset": name, "query_id": "q1", "embedding": emb[0].tolist()}],
+    }
+    return DatasetTables(name, rows)
+
+
+@pytest.fixture()
+def warehouse(tmp_path):
+    path = tmp_path / "wh" / "tgr.duckdb"
+    build_warehouse(path, [tiny_dataset()], DIM)
+    return path
+
+
+def test_schema_version_records_every_sql_file(warehouse):
+    con = connect(warehouse)
+    rows = con.execute("SELECT version, sql_file FROM schema_version ORDER BY sql_file").fetchall()
+    assert rows == [(SCHEMA_VERSION, name) for name, _ in sql_files()]
+    assert [n for n, _ in sql_files()][:4] == ["000_schema_version.sql", "010_staging.sql", "020_core.sql",
+                                               "030_marts.sql"]
+    # Staging views are temporary: the finished file holds no view that reads the build's Parquet.
+    views = {v for (v,) in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
+    assert views == {"edge_list", "prerequisite_closure", "graph_density", "retrieval_table"}
+
+
+def test_prerequisite_closure_terminates_on_a_cycle(warehouse):
+    con = connect(warehouse)
+    closure = con.execute("SELECT tool_id, list(prerequisite ORDER BY prerequisite) FROM prerequisite_closure "
+                          "WHERE dataset = 'tiny' AND source = 'manual' GROUP BY 1 ORDER BY 1").fetchall()
+    # a, b, c sit on the cycle: each reaches all three (itself included); d reaches the cycle.
+    assert closure == [("a", ["a", "b", "c"]), ("b", ["a", "b", "c"]), ("c", ["a", "b", "c"]),
+                       ("d", ["a", "b", "c"])]
+    walk = con.execute("SELECT prerequisite, depth, call_order FROM prerequisites_of('tiny', 'manual', 'd') "
+                       "ORDER BY depth").fetchall()
+    # d -> a -> b -> c; the path stops before revisiting a; call order lists prerequisites first.
+    assert walk == [("a", 1, ["a", "d"]), ("b", 2, ["b", "a", "d"]), ("c", 3, ["c", "b", "a", "d"])]
+    assert con.execute("SELECT count(*) FROM prerequisites_of('tiny', 'manual', 'f')").fetchone()[0] == 0
+
+
+def test_graph_density_per_group_and_total(warehouse):
+    con = connect(warehouse)
+    rows = rows_of(con, "SELECT source, tool_group, n_tools, n_connected, connected_share FROM graph_density "
+                        "ORDER BY source, tool_group")
+    # manual edges touch a, b, c, d; the discriminator edge touches d, e; f (group g2) has none.
+    assert rows == [
+        {"source": "discriminator", "tool_group": "*", "n_tools": 6, "n_connected": 2, "connected_share": 0.333},
+        {"source": "discriminator", "tool_group": "g1", "n_tools": 5, "n_connected": 2, "connected_share": 0.4},
+        {"source": "discriminator", "tool_group": "g2", "n_tools": 1, "n_connected": 0, "connected_share": 0.0},
+        {"source": "manual", "tool_group": "*", "n_tools": 6, "n_connected": 4, "connected_share": 0.667},
+        {"source": "manual", "tool_group": "g1", "n_tools": 5, "n_connected": 4, "connected_share": 0.8},
+        {"source": "manual", "tool_group": "g2", "n_tools": 1, "n_connected": 0, "connected_share": 0.0},
+    ]
+
+
+def test_edge_list_exports_with_names(warehouse, tmp_path):
+    con = connect(warehouse)
+    out = tmp_path / "edges.csv"
+    con.execute(f"COPY (SELECT * FROM edge_list WHERE dataset = 'tiny' ORDER BY source, dependent) TO '{out}' (HEADER)")
+    with out.open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == 5
+    assert rows[0]["source"] == "discriminator" and rows[0]["dependent_name"] == "E"
+    assert rows[0]["prerequisite_name"] == "D" and float(rows[0]["prob"]) == 0.8
+
+
+def test_sql_top_k_agrees_with_numpy(warehouse):
+    con = connect(warehouse)
+    ids, emb = zip(*con.execute("SELECT tool_id, embedding FROM tool_embeddings WHERE dataset = 'tiny' "
+                                "AND kind = 'base' ORDER BY tool_id").fetchall())
+    emb = np.array(emb, dtype=np.float32)
+    query = np.random.default_rng(3).normal(size=DIM).astype(np.float32)
+    sql = con.execute("SELECT tool_id, score FROM tool_top_k('tiny', 'base', ?, 3)", [query.tolist()]).fetchall()
+    expected = [ids[i] for i in cosine_top_k(query, emb, 3)[0]]
+    assert [t for t, _ in sql] == expected
+    cos = emb @ query / np.linalg.norm(emb, axis=1) / np.linalg.norm(query)
+    np.testing.assert_allclose([s for _, s in sql], np.sort(cos)[::-1][:3], rtol=1e-5)
+    per_query = con.execute("SELECT tool_id FROM query_top_k('tiny', 'base', 1)").fetchall()
+    assert per_query == [("a",)]  # q1's embedding is a's embedding
+
+
+def test_rebuild_carries_other_datasets_and_replaces_rebuilt_ones(warehouse):
+    build_warehouse(warehouse, [tiny_dataset("other")], DIM)
+    con = connect(warehouse)
+    assert con.execute("SELECT dataset, count(*) FROM tools GROUP BY 1 ORDER BY 1").fetchall() == [
+        ("other", 6), ("tiny", 6)]
+    con.close()
+    build_warehouse(warehouse, [tiny_dataset("tiny", extra_edges=[("e", "f")])], DIM)
+    con = connect(warehouse)
+    edges = dict(con.execute("SELECT dataset, count(*) FROM edges GROUP BY 1").fetchall())
+    assert edges == {"tiny": 6, "other": 5}
+
+
+def test_failed_build_leaves_the_old_file_untouched(warehouse):
+    before = warehouse.read_bytes()
+    bad = tiny_dataset()
+    bad.rows["edges"].append({"dataset": "tiny", "tool_group": "g1", "dependent": "a", "prerequisite": "nope",
+                              "prob": 1.0, "predicted_class": 0, "source": "manual"})
+    with pytest.raises(WarehouseError, match="edges whose tools are unknown"):
+        build_warehouse(warehouse, [bad], DIM)
+    assert warehouse.read_bytes() == before
+    assert sorted(p.name for p in warehouse.parent.iterdir()) == ["tgr.duckdb"]  # no temp leftovers
+    wrong_dim = tiny_dataset()
+    with pytest.raises(WarehouseError, match="expected 8"):
+        build_warehouse(warehouse, [wrong_dim], 8)
+    with pytest.raises(WarehouseError, match="another dataset"):
+        DatasetTables("x", {"tools": [{"dataset": "y"}]})
+
+
+def test_bad_edge_class_is_rejected_by_the_core_checks(tmp_path):
+    bad = tiny_dataset()
+    bad.rows["edges"][0]["predicted_class"] = 1  # "no dependency" is never an edge
+    with pytest.raises(duckdb.ConstraintException):
+        build_warehouse(tmp_path / "w.duckdb", [bad], DIM)
+    assert not (tmp_path / "w.duckdb").exists()
+
+
+def test_update_is_atomic_and_other_schema_versions_are_refused(warehouse):
+    def add_metric(con):
+        con.execute("INSERT INTO retrieval_metrics VALUES ('tiny', 'BM25', 5, 0.5, 0.4, 0.3, 1, now())")
+
+    update_warehouse(warehouse, add_metric)
+    assert connect(warehouse).execute("SELECT recall_5 FROM retrieval_table").fetchall() == [(0.5,)]
+
+    def fail(con):
+        con.execute("DELETE FROM tools")
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        update_warehouse(warehouse, fail)
+    assert connect(warehouse).execute("SELECT count(*) FROM tools").fetchone()[0] == 6
+    update_warehouse(warehouse, lambda con: con.execute("UPDATE schema_version SET version = 999"))
+    with pytest.raises(WarehouseError, match="schema version"):
+        connect(warehouse)
+    with pytest.raises(WarehouseError, match="schema version"):
+        build_warehouse(warehouse, [tiny_dataset("new")], DIM)
