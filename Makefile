@@ -13,6 +13,7 @@ TGR_CACHE_DIR ?= $(HOME)/.cache/tgr-pipeline
 export TGR_CACHE_DIR
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
+export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
 
 # llama-cpp-python only ships an sdist; the native build crashes on these CPUs (AMX), so pin flags.
 LLAMA_CPP_VERSION := 0.3.36
@@ -54,7 +55,7 @@ $(VENV)/.llm-installed: $(VENV)/.installed
 	  echo "building llama-cpp-python $(LLAMA_CPP_VERSION) from source (about 10 minutes on 2 cores, once per machine)"; \
 	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip wheel -q --no-deps --no-cache-dir "llama-cpp-python==$(LLAMA_CPP_VERSION)" -w "$(LLAMA_WHEEL_DIR)"; \
 	fi
-	$(BIN)/pip install -q "$$(ls "$(LLAMA_WHEEL_DIR)"/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl | head -1)[server]" "fastapi>=0.139,<0.155"
+	$(BIN)/pip install -q "$$(ls "$(LLAMA_WHEEL_DIR)"/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl | head -1)[server]" "fastapi>=0.139,<0.151"
 	touch $@
 
 setup-llm: $(VENV)/.llm-installed  ## build (once) and install the embedded llama.cpp server
@@ -103,6 +104,7 @@ prefect-up: setup-llm  ## start a local Prefect server + worker and register the
 	@echo "Run:  $(BIN)/prefect deployment run build-tdi/stdlib-demo"
 
 deploy:  ## register the deployments in prefect.yaml with the running server
+	PREFECT_API_URL=$(PREFECT_API) $(BIN)/prefect work-pool create tgr-local --type process --overwrite >/dev/null
 	PREFECT_API_URL=$(PREFECT_API) TGR_REPO=$(CURDIR) $(BIN)/prefect --no-prompt deploy --all
 
 prefect-down:  ## stop the worker and server started by prefect-up

@@ -157,6 +157,7 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--reference-pairs", type=int, default=3000, help="max all-pairs scored for the recall reference")
     p.add_argument("--repeats", type=int, default=200)
     p.add_argument("--out", default=None, help="also write the JSON here")
+    p.add_argument("--no-results", action="store_true", help="do not rewrite the section in bench/RESULTS.md")
     a = p.parse_args(argv)
 
     from tasks.graph_edges import prune_candidates
@@ -178,7 +179,50 @@ def main(argv: list[str] | None = None) -> dict:
     if a.out:
         Path(a.out).parent.mkdir(parents=True, exist_ok=True)
         Path(a.out).write_text(text + "\n")
+    if not a.no_results:
+        from bench.results import write_section
+
+        write_section("Graph and retrieval", results_markdown(result, argv))
     return result
+
+
+def results_markdown(r: dict, argv: list[str] | None) -> str:
+    sc, lat, pr = r["scoring"], r["latency"], r["pruning"]
+    cmd = " ".join(["python -m bench.bench_graph", *(argv or [])])
+    rates = {k: v for k, v in sc.items() if k.startswith("pairs_per_s")}
+    lines = [f"Command: `{cmd}`",
+             f"Machine: {r['machine']}, {sc['device']} ({sc['threads']} torch threads); other jobs may share the "
+             "CPU, so read ratios, not absolute numbers.", "",
+             f"**Pair scoring** ({sc['model']}, {sc['pairs']} ToolBench candidate pairs, max length 256): "
+             + ", ".join(f"{v} pairs/s at batch {k.split('batch')[1]}" for k, v in rates.items()) + ". "
+             "Projected CPU time to score all 161,228 same-category ToolBench pairs vs the default pruning: see "
+             "the kept share below (time scales with pairs).", "",
+             "**Candidate pruning** (unordered pairs inside a category / API-Bank level group):", "",
+             "| strategy | ToolBench pairs kept | kept share | API-Bank pairs kept | API-Bank gold edges kept |"
+             + (" ToolBench ref. edge recall |" if "reference" in pr else ""),
+             "|---|---|---|---|---|" + ("---|" if "reference" in pr else "")]
+    for key, v in pr["strategies"].items():
+        row = (f"| {key} | {v['toolbench_pairs_kept']:,} / {v['toolbench_pairs_in_categories']:,} | "
+               f"{v['toolbench_kept_share']:.3f} | {v['apibank_pairs_kept']} | {v['apibank_gold_edges_kept']} |")
+        if "reference" in pr:
+            row += f" {v['toolbench_ref_edge_recall']:.3f} |"
+        lines.append(row)
+    if "reference" in pr:
+        ref = pr["reference"]
+        lines += ["", f"ToolBench has no gold edges: the reference is the discriminator's own edges on all "
+                      f"{ref['pairs_scored']:,} pairs of the {ref['categories']} smallest categories "
+                      f"({ref['edges']} edges)."]
+    else:
+        lines += ["", "ToolBench edge recall needs `--discriminator` (reference: the discriminator on all pairs of "
+                      "the smallest categories; ToolBench ships no gold edges)."]
+    lines += ["", f"**Retrieval latency**, one query, top 10 over {lat['tools']:,} tools x 384 dims, "
+                  f"{lat['repeats']} queries:", "",
+              "| path | p50 ms | p95 ms |", "|---|---|---|",
+              f"| numpy (`tasks.retrieval.cosine_top_k`) | {lat['numpy_ms_p50']} | {lat['numpy_ms_p95']} |",
+              f"| SQL (`tool_top_k` macro, DuckDB file) | {lat['sql_ms_p50']} | {lat['sql_ms_p95']} |", "",
+              f"SQL / numpy at p50: {lat['sql_over_numpy_p50']}x (the SQL path includes query parsing and the "
+              "result round trip)."]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -46,6 +46,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "qwen2.5-coder-1.5b"
 CACHE_ENV = "TGR_CACHE_DIR"
+THREADS_ENV = "TGR_LLM_THREADS"
 _HASH_BLOCK = 1 << 20
 
 
@@ -355,6 +356,22 @@ class ResponseFormatTranslator:
 # --------------------------------------------------------------------------------------------
 # Serving
 # --------------------------------------------------------------------------------------------
+def default_threads(n_threads: int | None = None) -> int:
+    """``n_threads``, else ``$TGR_LLM_THREADS``, else ``os.cpu_count()``.
+
+    llama.cpp's worker threads spin on barriers: when other processes compete for the cores,
+    fewer threads than cores can be several times faster (see docs/embedded-llm.md).
+    """
+    if n_threads:
+        return n_threads
+    from_env = os.environ.get(THREADS_ENV, "").strip()
+    if from_env:
+        if not from_env.isdigit() or int(from_env) < 1:
+            raise ValueError(f"{THREADS_ENV} must be a positive integer, got {from_env!r}")
+        return int(from_env)
+    return os.cpu_count() or 1
+
+
 def build_app(model_file: Path, alias: str, n_ctx: int = 4096, n_threads: int | None = None):
     """The llama-cpp-python server app for one GGUF file, wrapped in the translator."""
     try:
@@ -365,7 +382,7 @@ def build_app(model_file: Path, alias: str, n_ctx: int = 4096, n_threads: int | 
             "the embedded LLM needs llama-cpp-python with the [server] extra, built for these "
             "CPUs: see docs/embedded-llm.md (make llama-wheel)"
         ) from exc
-    threads = n_threads or os.cpu_count() or 1
+    threads = default_threads(n_threads)
     model_settings = ModelSettings(
         model=str(model_file),
         model_alias=alias,
@@ -540,7 +557,8 @@ def main(argv: list[str] | None = None) -> int:
     serve_cmd.add_argument("--host", default="127.0.0.1")
     serve_cmd.add_argument("--port", type=int, default=None, help="default: a free port")
     serve_cmd.add_argument("--n-ctx", type=int, default=4096)
-    serve_cmd.add_argument("--n-threads", type=int, default=None, help="default: os.cpu_count()")
+    serve_cmd.add_argument("--n-threads", type=int, default=None,
+                           help=f"default: ${THREADS_ENV} or os.cpu_count()")
 
     sub.add_parser("list", help="list registry models and whether they are fetched")
 

@@ -168,10 +168,16 @@ def parse_answer(text: str | None, schema: dict[str, Any]) -> tuple[dict[str, An
     return value, "", ""
 
 
+_VALIDATORS: dict[str, Any] = {}
+
+
 def _schema_errors(value: Any, schema: dict[str, Any]) -> list[str]:
     import jsonschema
 
-    validator = jsonschema.validators.validator_for(schema)(schema)
+    key = json.dumps(schema, sort_keys=True)
+    validator = _VALIDATORS.get(key)
+    if validator is None:  # building a validator is costly next to validating one answer
+        validator = _VALIDATORS[key] = jsonschema.validators.validator_for(schema)(schema)
     return [
         f"{'/'.join(map(str, e.path)) or '<root>'}: {e.message}"
         for e in sorted(validator.iter_errors(value), key=lambda e: list(e.path))

@@ -1,0 +1,1 @@
+"""Benchmarks; results and how to rerun them are in bench/RESULTS.md."""
