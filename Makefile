@@ -107,8 +107,9 @@ deploy:  ## register the deployments in prefect.yaml with the running server
 	PREFECT_API_URL=$(PREFECT_API) $(BIN)/prefect work-pool create tgr-local --type process --overwrite >/dev/null
 	PREFECT_API_URL=$(PREFECT_API) TGR_REPO=$(CURDIR) $(BIN)/prefect --no-prompt deploy --all
 
-prefect-down:  ## stop the worker and server started by prefect-up
+prefect-down:  ## stop the worker and server started by prefect-up (plain runs go back to a temporary server)
 	-@for p in worker server; do [ -f $(PREFECT_RUN_DIR)/$$p.pid ] && kill $$(cat $(PREFECT_RUN_DIR)/$$p.pid) 2>/dev/null; rm -f $(PREFECT_RUN_DIR)/$$p.pid; done; true
+	-@$(BIN)/prefect config unset PREFECT_API_URL -y >/dev/null 2>&1; true
 
 clean:  ## remove run outputs (keeps .venv and the model cache)
 	rm -rf artifacts .pytest_cache

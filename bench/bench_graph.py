@@ -171,6 +171,7 @@ def main(argv: list[str] | None = None) -> dict:
     candidates = prune_candidates(toolbench.tools, None, "params").candidates
     sample = [candidates[i] for i in np.random.default_rng(0).permutation(len(candidates))[: a.pairs]]
     result = {"machine": f"{platform.machine()} {os.cpu_count()} cpus", "python": platform.python_version(),
+              "load_avg_1min_at_start": round(os.getloadavg()[0], 1),
               "scoring": bench_scoring(toolbench.tools, sample, a.discriminator),
               "pruning": bench_pruning(toolbench, apibank, a.discriminator, a.reference_pairs),
               "latency": bench_latency(toolbench, a.repeats)}
@@ -191,12 +192,12 @@ def results_markdown(r: dict, argv: list[str] | None) -> str:
     cmd = " ".join(["python -m bench.bench_graph", *(argv or [])])
     rates = {k: v for k, v in sc.items() if k.startswith("pairs_per_s")}
     lines = [f"Command: `{cmd}`",
-             f"Machine: {r['machine']}, {sc['device']} ({sc['threads']} torch threads); other jobs may share the "
-             "CPU, so read ratios, not absolute numbers.", "",
+             f"Machine: {r['machine']}, {sc['device']} ({sc['threads']} torch threads), 1-min load average "
+             f"{r.get('load_avg_1min_at_start', 'n/a')}: other jobs shared the CPU, so read ratios, not absolute numbers.", "",
              f"**Pair scoring** ({sc['model']}, {sc['pairs']} ToolBench candidate pairs, max length 256): "
              + ", ".join(f"{v} pairs/s at batch {k.split('batch')[1]}" for k, v in rates.items()) + ". "
-             "Projected CPU time to score all 161,228 same-category ToolBench pairs vs the default pruning: see "
-             "the kept share below (time scales with pairs).", "",
+             "Scoring time scales with the number of pairs, so the kept share below is the saving factor of "
+             "pruning.", "",
              "**Candidate pruning** (unordered pairs inside a category / API-Bank level group):", "",
              "| strategy | ToolBench pairs kept | kept share | API-Bank pairs kept | API-Bank gold edges kept |"
              + (" ToolBench ref. edge recall |" if "reference" in pr else ""),

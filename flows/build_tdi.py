@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import json
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -128,16 +128,22 @@ def account(out_dir: Path, outcomes: list[dict], ledger: list[dict], n_read: int
 
 # -- helpers ------------------------------------------------------------------------------------
 @contextlib.contextmanager
-def llm_endpoint(cfg: BuildTDIConfig) -> Iterator[LLMConfig]:
-    """The LLM config to use, starting the embedded llama.cpp server when asked to."""
+def llm_endpoint(cfg: BuildTDIConfig) -> Iterator[tuple[LLMConfig, Callable[[], None]]]:
+    """The LLM config to use, starting the embedded llama.cpp server when asked to, plus a check
+    that raises if that server died (else every request would just time out into a rejection)."""
     if cfg.llm.base_url != EMBEDDED:
-        yield cfg.llm
+        yield cfg.llm, lambda: None
         return
-    from models.embedded_llm import EmbeddedLLMServer
+    from models.embedded_llm import EmbeddedLLMError, EmbeddedLLMServer
 
     with EmbeddedLLMServer(model=cfg.embedded_model) as server:
         get_run_logger().info("embedded LLM %s ready at %s", cfg.embedded_model, server.base_url)
-        yield LLMConfig(**{**asdict(cfg.llm), "base_url": server.base_url, "model": cfg.embedded_model})
+
+        def ensure_alive() -> None:
+            if server.process is not None and server.process.poll() is not None:
+                raise EmbeddedLLMError(f"the embedded LLM server exited (code {server.process.returncode}); log {server.log_path}:\n{server._log_tail(10)[-3000:]}")
+
+        yield LLMConfig(**{**asdict(cfg.llm), "base_url": server.base_url, "model": cfg.embedded_model}), ensure_alive
 
 
 def _outcome(record_id: str, status: str, stage: str, reason: str, detail: str = "", raw: str | None = None) -> dict:
@@ -146,6 +152,17 @@ def _outcome(record_id: str, status: str, stage: str, reason: str, detail: str =
 
 def _rejected(r: Rejection) -> dict:
     return _outcome(r.record_id, "rejected", r.stage, r.reason, r.detail, r.raw_text)
+
+
+def _keep(outputs: Iterable[Any], outcomes: list[dict]) -> list[Any]:
+    """Items that passed an agent; rejections go to the books."""
+    kept = []
+    for out in outputs:
+        if isinstance(out, Rejection):
+            outcomes.append(_rejected(out))
+        else:
+            kept.append(out)
+    return kept
 
 
 # -- the flow -----------------------------------------------------------------------------------
@@ -161,28 +178,22 @@ def build_tdi(cfg: BuildTDIConfig = BuildTDIConfig()) -> dict[str, Any]:
     records: dict[str, FunctionRecord] = {r.record_id: r for r in read.accepted}
     ledger: list[dict] = []
 
-    with llm_endpoint(cfg) as llm_cfg:
+    with llm_endpoint(cfg) as (llm_cfg, ensure_alive):
+
+        def stage(name: str, requests: list[StructuredRequest]) -> list[StructuredResult]:
+            results, calls = run_agent(name, requests, llm_cfg)
+            ensure_alive()
+            ledger.extend(calls)
+            return results
+
         requests = [extract_request(rid, r.code, r.language, cfg.max_code_chars) for rid, r in records.items()]
-        results, calls = run_agent("extract", requests, llm_cfg)
-        ledger += calls
-        extracted: list[ExtractedDoc] = []
-        for res in results:
-            out = interpret_extract(res)
-            extracted.append(out) if isinstance(out, ExtractedDoc) else outcomes.append(_rejected(out))
-
-        results, calls = run_agent("generate", [generate_request(e) for e in extracted], llm_cfg)
-        ledger += calls
-        generated: list[DependentPair] = []
-        for e, res in zip(extracted, results):
-            out = interpret_generate(e, res)
-            generated.append(out) if isinstance(out, DependentPair) else outcomes.append(_rejected(out))
-
-        results, calls = run_agent("validate", [validate_request(p) for p in generated], llm_cfg)
-        ledger += calls
-        validated: list[DependentPair] = []
-        for p, res in zip(generated, results):
-            out = interpret_validate(p, res)
-            validated.append(out) if isinstance(out, DependentPair) else outcomes.append(_rejected(out))
+        extracted: list[ExtractedDoc] = _keep(map(interpret_extract, stage("extract", requests)), outcomes)
+        generated: list[DependentPair] = _keep(
+            map(interpret_generate, extracted, stage("generate", [generate_request(e) for e in extracted])), outcomes
+        )
+        validated: list[DependentPair] = _keep(
+            map(interpret_validate, generated, stage("validate", [validate_request(p) for p in generated])), outcomes
+        )
 
     balanced = balance(validated, cfg.balance)
     outcomes += [_rejected(r) for r in balanced.rejections]

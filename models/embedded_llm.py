@@ -380,7 +380,7 @@ def build_app(model_file: Path, alias: str, n_ctx: int = 4096, n_threads: int | 
     except ImportError as exc:
         raise ImportError(
             "the embedded LLM needs llama-cpp-python with the [server] extra, built for these "
-            "CPUs: see docs/embedded-llm.md (make llama-wheel)"
+            "CPUs: `make setup-llm` (see docs/embedded-llm.md)"
         ) from exc
     threads = default_threads(n_threads)
     model_settings = ModelSettings(

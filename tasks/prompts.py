@@ -30,12 +30,23 @@ _PARAM = load_schema("api_doc")["$defs"]["param"]
 _DOC_PROPERTIES = load_schema("api_doc")["properties"]
 
 
+def _without_string_bounds(schema: Any) -> Any:
+    """Drop minLength/maxLength: llama.cpp's grammar compiler unrolls them into one optional rule
+    per character and gives up (the embedded server dies) at a few hundred. Answers are still
+    checked against the full doc schema, with its bounds, after parsing."""
+    if isinstance(schema, dict):
+        return {k: _without_string_bounds(v) for k, v in schema.items() if k not in ("minLength", "maxLength")}
+    if isinstance(schema, list):
+        return [_without_string_bounds(v) for v in schema]
+    return schema
+
+
 def _inline_params(props: dict[str, Any]) -> dict[str, Any]:
     # Answer schemas are sent standalone (no $defs), so the param shape is inlined.
     out = dict(props)
     for key in ("input_params", "output_params"):
         out[key] = {**props[key], "items": _PARAM}
-    return out
+    return _without_string_bounds(out)
 
 
 EXTRACT_SCHEMA: dict[str, Any] = {
@@ -58,12 +69,12 @@ VALIDATE_SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
     "properties": {
         "result": {"type": "integer", "enum": [0, 1]},
-        "reason": {"type": "string", "maxLength": 240},
+        "reason": {"type": "string"},
     },
 }
 
 EXTRACT = Prompt(
-    version="extract-v1",
+    version="extract-v2",
     system=(
         "You are a precise technical writer. You document functions as API specifications in "
         "English and answer with one JSON object only."
@@ -80,7 +91,7 @@ EXTRACT = Prompt(
 )
 
 GENERATE_DEPENDENT = Prompt(
-    version="generate-dependent-v1",
+    version="generate-dependent-v2",
     system=(
         "You design realistic software APIs that work together. Every field you write is in "
         "English. Answer with one JSON object only."
@@ -99,7 +110,7 @@ GENERATE_DEPENDENT = Prompt(
 )
 
 VALIDATE = Prompt(
-    version="validate-v1",
+    version="validate-v2",
     system="You review API designs carefully. Answer with one JSON object only.",
     user_template=(
         "API A:\n{doc_a}\n\nAPI B:\n{doc_b}\n\n"

@@ -248,12 +248,40 @@ def test_asgi_translator_passes_other_requests_through():
 
 
 # --------------------------------------------------------------------------------------------
+# server lifecycle errors (a fake child instead of llama.cpp)
+# --------------------------------------------------------------------------------------------
+def _fake_child(tmp_path: Path, monkeypatch, body: str) -> None:
+    script = tmp_path / "fake_python"
+    script.write_text("#!/bin/sh\n" + body + "\n")
+    script.chmod(0o755)
+    monkeypatch.setattr(el, "fetch_model", lambda *args, **kwargs: tmp_path / "unused.gguf")
+    monkeypatch.setattr(el.sys, "executable", str(script))
+
+
+def test_server_reports_child_crash_with_log_tail(tmp_path, monkeypatch):
+    _fake_child(tmp_path, monkeypatch, "echo 'boom: failed to load model' >&2\nexit 3")
+    server = el.EmbeddedLLMServer(model="smollm2-135m", log_path=tmp_path / "child.log",
+                                  ready_timeout_s=20)
+    with pytest.raises(el.EmbeddedLLMError, match=r"(?s)exited with code 3.*boom: failed to load"):
+        server.start()
+
+
+def test_server_times_out_and_stops_the_child(tmp_path, monkeypatch):
+    _fake_child(tmp_path, monkeypatch, "echo 'still loading' >&2\nexec sleep 60")
+    server = el.EmbeddedLLMServer(model="smollm2-135m", log_path=tmp_path / "child.log",
+                                  ready_timeout_s=1)
+    with pytest.raises(el.EmbeddedLLMError, match=r"(?s)not ready after 1 s.*still loading"):
+        server.start()
+    assert server.process is not None and server.process.poll() is not None  # terminated
+
+
+# --------------------------------------------------------------------------------------------
 # real smoke test: SmolLM2-135M served by llama.cpp, called through the openai client
 # --------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def smollm2_server():
     if importlib.util.find_spec("llama_cpp") is None:
-        pytest.skip("llama_cpp is not importable: build/install it with `make llama-wheel` "
+        pytest.skip("llama_cpp is not importable: build and install it with `make setup-llm` "
                     "(see docs/embedded-llm.md)")
     try:
         el.fetch_model("smollm2-135m")

@@ -67,6 +67,7 @@ def tiny_run(tmp_path):
     return cfg
 
 
+@pytest.mark.slow
 def test_flow_trains_evaluates_and_saves_a_pipeline_loadable_checkpoint(tiny_run):
     from transformers import pipeline
 
@@ -93,6 +94,7 @@ def test_flow_trains_evaluates_and_saves_a_pipeline_loadable_checkpoint(tiny_run
     assert sum(p["score"] for p in pred) == pytest.approx(1.0, abs=1e-4)
 
 
+@pytest.mark.slow
 def test_resume_continues_from_the_last_epoch(tiny_run):
     train_discriminator(tiny_run)
     state_file = Path(tiny_run.output) / "finetune" / "last" / "training_state.pt"
