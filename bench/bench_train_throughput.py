@@ -108,9 +108,10 @@ linear warmup, grad clipping) against the stock `transformers.Trainer` (default 
 - ours (samples/s per repeat): {', '.join(f'{x:.1f}' for x in ours)}; includes tokenization and one checkpoint save
 - Trainer (samples/s per repeat): {', '.join(f'{x:.1f}' for x in stock)}; pre-tokenized, no save
 - **ratio ours / Trainer (medians): {ratio:.2f}x**
-- the gain comes from padding each batch only to its longest member inside length-sorted
-  buckets; on short docs the effect grows with the length spread of the data. CPU timings
-  here were taken on a shared 2-core machine: compare only the ratio, not absolute numbers.
+- 1-min load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores. When other jobs share the
+  CPU the repeats spread widely; read the ratio against that spread, and no absolute times.
+  The loop's design advantage is padding each batch only to its longest member inside
+  length-sorted buckets (the Trainer pads to the longest member of a random batch).
 
 Rerun: `{cmd}`
 """

@@ -74,7 +74,7 @@ VALIDATE_SCHEMA: dict[str, Any] = {
 }
 
 EXTRACT = Prompt(
-    version="extract-v2",
+    version="extract-v3",
     system=(
         "You are a precise technical writer. You document functions as API specifications in "
         "English and answer with one JSON object only."
@@ -86,12 +86,14 @@ EXTRACT = Prompt(
         "- description: what the API does, in one or two sentences\n"
         "- input_params: list of {{name, type, description}} for each input parameter\n"
         "- output_params: list of {{name, type, description}} for each value it returns\n"
+        "Be concise: each type is a short type name (string, integer, number, boolean, list, "
+        "dict, bytes, object, none) and each description is one sentence.\n"
         "JSON schema of the answer: {schema}"
     ),
 )
 
 GENERATE_DEPENDENT = Prompt(
-    version="generate-dependent-v2",
+    version="generate-dependent-v3",
     system=(
         "You design realistic software APIs that work together. Every field you write is in "
         "English. Answer with one JSON object only."
@@ -104,7 +106,8 @@ GENERATE_DEPENDENT = Prompt(
         "2. the new API's output parameters can serve as the given API's input parameters.\n"
         "Set `satisfied` to 1 or 2 to say which condition your API meets, and describe the new "
         "API with name, description, input_params and output_params (each parameter with name, "
-        "type and description).\n"
+        "type and description). Be concise: short type names (string, integer, number, "
+        "boolean, list, dict, bytes, object) and one-sentence descriptions.\n"
         "JSON schema of the answer: {schema}"
     ),
 )
