@@ -23,11 +23,15 @@ LLM_MODEL ?= qwen2.5-coder-1.5b
 
 # build-tdi on the embedded default: a small dataset from the stdlib corpus on the local LLM.
 BUILD_TDI_ARGS ?= --source stdlib --limit 12 --dataset tdi-stdlib-demo
-# Discriminator: pretraining shards from build-tdi, finetune/test sets from ../shared/data.
-TDI_DATA ?= artifacts/tdi/tdi-stdlib-demo
+# Discriminator: pretraining shards from build-tdi (auto = newest under artifacts/tdi), finetune/test
+# tool sets from ../shared/data/benchmarks (or tool-set folders, docs/toolsets.md).
+TDI_DATA ?= auto
 BASE_MODEL ?= offline-minilm
 RUN ?= minilm
+FINETUNE ?= ultratool,tmdb
+TEST_SET ?= apibank
 TRAIN_ARGS ?=
+GRAPH_ARGS ?=
 TOOLSETS ?= apibank,toolbench_stable
 DISCRIMINATOR ?= artifacts/discriminator/$(RUN)/best
 WAREHOUSE ?= artifacts/warehouse/tgr.duckdb
@@ -35,7 +39,7 @@ PREFECT_PORT ?= 4200
 PREFECT_API := http://127.0.0.1:$(PREFECT_PORT)/api
 PREFECT_RUN_DIR := artifacts/prefect
 
-.PHONY: help setup setup-llm fetch-llm build-tdi test test-fast train-discriminator graph eval-retrieval bench prefect-up prefect-down deploy clean
+.PHONY: help setup setup-llm fetch-llm build-tdi test test-fast train-discriminator graph graph-gold eval-retrieval bench prefect-up prefect-down deploy clean
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-22s %s\n", $$1, $$2}'
@@ -74,10 +78,13 @@ test-fast: setup  ## tests without the embedded-LLM smoke test
 	$(BIN)/pytest -q -m "not slow"
 
 train-discriminator: setup  ## pretrain on TDI shards, finetune on UltraTool+TMDB, test on API-Bank
-	$(PY) -m flows.train_discriminator --pretrain-data $(TDI_DATA) --base-model $(BASE_MODEL) --output artifacts/discriminator/$(RUN) $(TRAIN_ARGS)
+	$(PY) -m flows.train_discriminator --pretrain-data $(TDI_DATA) --finetune $(FINETUNE) --test $(TEST_SET) --base-model $(BASE_MODEL) --output artifacts/discriminator/$(RUN) $(TRAIN_ARGS)
 
 graph: setup  ## score tool pairs and build the DuckDB tool-graph warehouse
-	$(PY) -m flows.build_graph --toolset $(TOOLSETS) --discriminator $(DISCRIMINATOR) --warehouse $(WAREHOUSE)
+	$(PY) -m flows.build_graph --toolset $(TOOLSETS) --discriminator $(DISCRIMINATOR) --warehouse $(WAREHOUSE) $(GRAPH_ARGS)
+
+graph-gold: setup  ## warehouse with the gold (manual) edges only, no discriminator
+	$(PY) -m flows.build_graph --toolset $(TOOLSETS) --no-discriminator --warehouse $(WAREHOUSE) $(GRAPH_ARGS)
 
 eval-retrieval: setup  ## Recall/NDCG/Pass Rate@5/10 for BM25, TF-IDF, embeddings, +TGR
 	$(PY) -m flows.eval_retrieval --warehouse $(WAREHOUSE)

@@ -181,3 +181,21 @@ def test_update_is_atomic_and_other_schema_versions_are_refused(warehouse):
         connect(warehouse)
     with pytest.raises(WarehouseError, match="schema version"):
         build_warehouse(warehouse, [tiny_dataset("new")], DIM)
+
+
+def test_every_sql_example_in_the_readme_runs(warehouse, tmp_path):
+    """The README's SQL block is documentation users paste: each statement must run on a warehouse."""
+    import re
+
+    from tests.conftest import REPO_ROOT
+
+    readme = (REPO_ROOT / "README.md").read_text()
+    block = re.search(r"```sql\n(.*?)```", readme, re.S).group(1)
+    statements = [s.strip() for s in "\n".join(l for l in block.splitlines() if not l.strip().startswith("--")).split(";") if s.strip()]
+    assert len(statements) >= 6
+    con = connect(warehouse)
+    for sql in statements:
+        sql = sql.replace("'apibank_edges.csv'", f"'{tmp_path / 'edges.csv'}'")
+        params = [np.zeros(DIM, dtype=np.float32).tolist()] if "$query_vec" in sql else None
+        con.execute(sql.replace("$query_vec", "?::FLOAT[4]"), params)  # raises on any error
+    assert (tmp_path / "edges.csv").exists()
