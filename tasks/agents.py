@@ -86,13 +86,31 @@ def generate_request(extracted: ExtractedDoc) -> StructuredRequest:
     )
 
 
+def _param_names(doc: dict[str, Any], side: str) -> frozenset[str]:
+    return frozenset(p["name"].strip().lower() for p in doc[side])
+
+
+def echo_reason(given: dict[str, Any], generated: dict[str, Any]) -> str | None:
+    """Why ``generated`` is the given API again rather than another tool (small models echo)."""
+    if doc_id(generated) == doc_id(given):
+        return "identical document"
+    if generated["name"].strip().lower() == given["name"].strip().lower():
+        return f"same name {generated['name']!r}"
+    if all(_param_names(generated, side) == _param_names(given, side) for side in ("input_params", "output_params")):
+        return f"{generated['name']!r} has exactly the given API's input and output parameters"
+    return None
+
+
 def interpret_generate(extracted: ExtractedDoc, result: StructuredResult) -> DependentPair | Rejection:
     if not result.ok or result.value is None:
         return _failed("generate", result)
     generated = _doc_of(result.value)
-    if doc_id(generated) == doc_id(extracted.doc) or generated["name"].strip().lower() == extracted.doc["name"].strip().lower():
-        # Small models echo their input; a tool cannot depend on itself.
-        return Rejection(result.item_id, "generate", "generate_echoed_input", f"generated name {generated['name']!r}", canonical_doc_json(generated))
+    errors = schema_errors(generated, "api_doc")
+    if errors:
+        return Rejection(result.item_id, "generate", "generate_schema_invalid", "; ".join(errors), canonical_doc_json(generated))
+    echo = echo_reason(extracted.doc, generated)
+    if echo:
+        return Rejection(result.item_id, "generate", "generate_echoed_input", echo, canonical_doc_json(generated))
     return DependentPair(result.item_id, extracted.doc, generated, int(result.value["satisfied"]))
 
 

@@ -1,0 +1,50 @@
+"""Agents' answer interpretation: docs, direction, echoes and judge verdicts become pairs or reasons."""
+from __future__ import annotations
+
+from tasks.agents import DependentPair, ExtractedDoc, Rejection, interpret_extract, interpret_generate, interpret_validate
+from tasks.llm import StructuredResult
+
+
+def _doc(name, inputs, outputs):
+    p = lambda n: {"name": n, "type": "string", "description": n}  # noqa: E731
+    return {"name": name, "description": f"{name} api", "input_params": [p(i) for i in inputs], "output_params": [p(o) for o in outputs]}
+
+
+GIVEN = ExtractedDoc("rec-1", _doc("login", ["user", "password"], ["token"]))
+
+
+def _gen(doc, satisfied=1):
+    return StructuredResult("rec-1", True, value={"satisfied": satisfied, **doc})
+
+
+def test_extract_rejects_docs_outside_the_doc_schema_with_the_field():
+    long_type = {**_doc("f", ["x"], []), "input_params": [{"name": "x", "type": "t" * 200, "description": "d"}]}
+    out = interpret_extract(StructuredResult("rec-1", True, value=long_type))
+    assert isinstance(out, Rejection) and out.reason == "extract_schema_invalid" and "input_params/0/type" in out.detail
+    assert interpret_extract(StructuredResult("rec-1", True, value=_doc("f", ["x"], ["y"]))).doc["name"] == "f"
+
+
+def test_generate_orients_the_pair_by_satisfied():
+    consumer = _doc("update_email", ["token", "email"], ["status"])
+    pair = interpret_generate(GIVEN, _gen(consumer, 1))
+    assert (pair.dependent["name"], pair.prerequisite["name"]) == ("update_email", "login")
+    producer = _doc("validate_user", ["user"], ["password"])
+    pair = interpret_generate(GIVEN, _gen(producer, 2))
+    assert (pair.dependent["name"], pair.prerequisite["name"]) == ("login", "validate_user")
+
+
+def test_generate_rejects_echoes_of_the_given_api():
+    for echo in (GIVEN.doc, {**GIVEN.doc, "description": "other words"}, _doc("sign_in", ["password", "user"], ["token"])):
+        out = interpret_generate(GIVEN, _gen(echo))
+        assert isinstance(out, Rejection) and out.reason == "generate_echoed_input" and out.raw_text
+
+
+def test_failed_calls_and_judge_verdicts_keep_their_reasons():
+    failed = StructuredResult("rec-1", False, reason="invalid_json", detail="Expecting value", raw_text="nope")
+    for fn, stage in ((interpret_extract, "extract"),):
+        out = fn(failed)
+        assert (out.reason, out.raw_text) == (f"{stage}_invalid_json", "nope")
+    pair = DependentPair("rec-1", GIVEN.doc, _doc("update_email", ["token"], ["status"]), 1)
+    no = interpret_validate(pair, StructuredResult("rec-1", True, value={"result": 0, "reason": "no shared parameter"}))
+    assert isinstance(no, Rejection) and no.reason == "validate_no_dependency" and no.detail == "no shared parameter"
+    assert interpret_validate(pair, StructuredResult("rec-1", True, value={"result": 1, "reason": "token"})) is pair
