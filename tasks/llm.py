@@ -207,6 +207,7 @@ class StructuredLLM:
         self.cfg = cfg
         self.cache = ResponseCache(cfg.cache_dir)
         self._client = client
+        self._owns_client = client is None
         self._sleep = sleep
         self.ledger: list[CallRecord] = []
 
@@ -235,7 +236,13 @@ class StructuredLLM:
                 on_done(result)
             return result
 
-        return list(await asyncio.gather(*(one(r) for r in requests)))
+        try:
+            return list(await asyncio.gather(*(one(r) for r in requests)))
+        finally:
+            if self._owns_client and self._client is not None:
+                # Close on this event loop: a client left to the garbage collector fails on a closed one.
+                await self._client.close()
+                self._client = None
 
     async def run_one(self, req: StructuredRequest) -> StructuredResult:
         calls: list[CallRecord] = []
