@@ -163,6 +163,10 @@ def balance_pairs(validated: Sequence[DependentPair], cfg: BalanceConfig) -> Bal
     for i in order[per_class:]:
         rejections.append(Rejection(unique[i].record_id, "balance", "balance_surplus", f"class target {cfg.per_class} reached"))
 
+    if len(selected) == 1:  # two docs that depend on each other leave no "none" pair to draw
+        only = selected.pop()
+        rejections.append(Rejection(only.record_id, "balance", "balance_too_few_pairs", "a balanced set needs at least 2 validated pairs"))
+        per_class = 0
     splits = _assign_splits(selected, cfg.validation_fraction, rng)
     rows: list[dict] = []
     per_split: dict[str, int] = {}

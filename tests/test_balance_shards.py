@@ -92,6 +92,12 @@ def test_duplicate_and_self_pairs_are_rejected_with_reasons():
     assert reasons == {"rec-dup": "balance_duplicate_pair", "rec-self": "balance_self_pair"}
 
 
+def test_a_single_pair_is_rejected_with_a_reason_not_a_crash():
+    out = balance_pairs(_pairs(1), BalanceConfig(per_class=10))
+    assert out.rows == [] and out.per_class == 0
+    assert [(r.record_id, r.reason) for r in out.rejections] == [("rec-0000", "balance_too_few_pairs")]
+
+
 def _write(tmp_path, per_class=120, seed=5, rows_per_shard=100):
     out = balance_pairs(_pairs(per_class + 10), BalanceConfig(per_class=per_class, validation_fraction=0.2, seed=seed))
     infos = write_shards(out.rows, tmp_path, ShardConfig(rows_per_shard=rows_per_shard, seed=seed))
