@@ -22,7 +22,7 @@ LLAMA_WHEEL_DIR := $(TGR_CACHE_DIR)/wheels
 LLM_MODEL ?= qwen2.5-coder-1.5b
 
 # build-tdi on the embedded default: a small dataset from the stdlib corpus on the local LLM.
-BUILD_TDI_ARGS ?= --source stdlib --limit 8 --dataset tdi-stdlib-demo
+BUILD_TDI_ARGS ?= --source stdlib --limit 12 --dataset tdi-stdlib-demo
 # Discriminator: pretraining shards from build-tdi (auto = newest under artifacts/tdi), finetune/test
 # tool sets from ../shared/data/benchmarks (or tool-set folders, docs/toolsets.md).
 TDI_DATA ?= auto

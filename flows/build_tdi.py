@@ -47,7 +47,7 @@ class BuildTDIConfig:
     output_root: str = "artifacts/tdi"
     source: SourceSpec = field(default_factory=lambda: SourceSpec(kind="stdlib", sample_seed=13))
     source_filter: SourceFilter = field(default_factory=lambda: SourceFilter(max_chars=1800))
-    limit: int | None = 8
+    limit: int | None = 12
     max_code_chars: int = 1800  # what agent 1 sees of a function (prompt budget of small models)
     llm: LLMConfig = field(default_factory=lambda: LLMConfig(model="qwen2.5-coder-1.5b", base_url=EMBEDDED, concurrency=1))
     embedded_model: str = "qwen2.5-coder-1.5b"

@@ -93,15 +93,16 @@ EXTRACT = Prompt(
 )
 
 GENERATE_DEPENDENT = Prompt(
-    version="generate-dependent-v3",
+    version="generate-dependent-v4",
     system=(
         "You design realistic software APIs that work together. Every field you write is in "
         "English. Answer with one JSON object only."
     ),
     user_template=(
         "Here is the documentation of an API:\n\n{doc}\n\n"
-        "Study its input parameters and output parameters. Then invent a DIFFERENT API that "
-        "depends on it in one of these two ways:\n"
+        "Study its input parameters and output parameters. Then invent a DIFFERENT API (a "
+        "separate tool with its own name, purpose and parameters, not a variant or new version "
+        "of the given one) that works together with it in one of these two ways:\n"
         "1. the new API's input parameters are obtained from the given API's output parameters;\n"
         "2. the new API's output parameters can serve as the given API's input parameters.\n"
         "Set `satisfied` to 1 or 2 to say which condition your API meets, and describe the new "
