@@ -17,16 +17,22 @@ def load_schema(name: str) -> dict[str, Any]:
 
 
 @lru_cache(maxsize=None)
-def _validator(name: str) -> jsonschema.protocols.Validator:
-    schema = load_schema(name)
-    cls = jsonschema.validators.validator_for(schema)
-    return cls(schema)
+def _validator(schema_json: str) -> jsonschema.protocols.Validator:
+    # Keyed by the schema's JSON text: building a validator costs more than one validation.
+    schema = json.loads(schema_json)
+    return jsonschema.validators.validator_for(schema)(schema)
+
+
+def validation_errors(instance: Any, schema: dict[str, Any]) -> list[str]:
+    """All errors of ``instance`` against ``schema`` as readable strings (empty when valid)."""
+    validator = _validator(json.dumps(schema, sort_keys=True))
+    errors = sorted(validator.iter_errors(instance), key=lambda e: list(e.path))
+    return [f"{'/'.join(map(str, e.path)) or '<root>'}: {e.message}" for e in errors]
 
 
 def schema_errors(instance: Any, schema_name: str = "api_doc") -> list[str]:
-    """All validation errors as readable strings (empty when valid)."""
-    errors = sorted(_validator(schema_name).iter_errors(instance), key=lambda e: list(e.path))
-    return [f"{'/'.join(map(str, e.path)) or '<root>'}: {e.message}" for e in errors]
+    """Errors against a schema shipped in this package, e.g. ``schema_errors(doc, "api_doc")``."""
+    return validation_errors(instance, load_schema(schema_name))
 
 
 def canonical_doc_json(doc: dict[str, Any]) -> str:

@@ -24,6 +24,8 @@ from typing import Any
 import httpx
 import openai
 
+from schemas.docs import validation_errors
+
 
 CACHE_FORMAT = "tgr-llm-cache-v1"
 
@@ -162,26 +164,10 @@ def parse_answer(text: str | None, schema: dict[str, Any]) -> tuple[dict[str, An
         return None, "invalid_json", f"{exc.msg} at char {exc.pos}"
     if not isinstance(value, dict):
         return None, "schema_invalid", f"expected a JSON object, got {type(value).__name__}"
-    errors = _schema_errors(value, schema)
+    errors = validation_errors(value, schema)
     if errors:
         return None, "schema_invalid", "; ".join(errors[:5])
     return value, "", ""
-
-
-_VALIDATORS: dict[str, Any] = {}
-
-
-def _schema_errors(value: Any, schema: dict[str, Any]) -> list[str]:
-    import jsonschema
-
-    key = json.dumps(schema, sort_keys=True)
-    validator = _VALIDATORS.get(key)
-    if validator is None:  # building a validator is costly next to validating one answer
-        validator = _VALIDATORS[key] = jsonschema.validators.validator_for(schema)(schema)
-    return [
-        f"{'/'.join(map(str, e.path)) or '<root>'}: {e.message}"
-        for e in sorted(validator.iter_errors(value), key=lambda e: list(e.path))
-    ]
 
 
 def retry_delay(cfg: LLMConfig, retry_index: int, retry_after: str | None) -> float:
