@@ -64,7 +64,7 @@ $(VENV)/.llm-installed: $(VENV)/.installed
 
 setup-llm: $(VENV)/.llm-installed  ## build (once) and install the embedded llama.cpp server
 
-fetch-llm: setup-llm  ## fetch and verify the embedded model ($(LLM_MODEL))
+fetch-llm: setup-llm  ## fetch and verify the embedded model (LLM_MODEL=qwen2.5-coder-1.5b)
 	$(PY) -m models.embedded_llm fetch --model $(LLM_MODEL)
 
 build-tdi: fetch-llm  ## main job: build a small TDI dataset from the stdlib on the embedded LLM
@@ -74,7 +74,7 @@ test: setup-llm  ## run the test suite
 	$(PY) -m models.embedded_llm fetch --model smollm2-135m
 	$(BIN)/pytest -q
 
-test-fast: setup  ## tests without the embedded-LLM smoke test
+test-fast: setup  ## tests without the slow end-to-end flow runs
 	$(BIN)/pytest -q -m "not slow"
 
 train-discriminator: setup  ## pretrain on TDI shards, finetune on UltraTool+TMDB, test on API-Bank
