@@ -32,7 +32,7 @@ from tasks.agents import (
     validate_request,
 )
 from tasks.balance import BalanceConfig, BalancedPairs, balance_pairs
-from tasks.llm import LLMConfig, StructuredLLM, StructuredRequest, StructuredResult, ledger_rows
+from tasks.llm import LLMConfig, StructuredLLM, StructuredRequest, StructuredResult, ledger_rows, usage_summary
 from tasks.prompts import PROMPT_VERSIONS
 from tasks.quality import QualityGateError, QualityReport, validate_shards
 from tasks.shards import ShardConfig, ShardInfo, write_dataset_card, write_manifest, write_shards
@@ -134,16 +134,11 @@ def llm_endpoint(cfg: BuildTDIConfig) -> Iterator[tuple[LLMConfig, Callable[[], 
     if cfg.llm.base_url != EMBEDDED:
         yield cfg.llm, lambda: None
         return
-    from models.embedded_llm import EmbeddedLLMError, EmbeddedLLMServer
+    from models.embedded_llm import EmbeddedLLMServer
 
     with EmbeddedLLMServer(model=cfg.embedded_model) as server:
         get_run_logger().info("embedded LLM %s ready at %s", cfg.embedded_model, server.base_url)
-
-        def ensure_alive() -> None:
-            if server.process is not None and server.process.poll() is not None:
-                raise EmbeddedLLMError(f"the embedded LLM server exited (code {server.process.returncode}); log {server.log_path}:\n{server._log_tail(10)[-3000:]}")
-
-        yield LLMConfig(**{**asdict(cfg.llm), "base_url": server.base_url, "model": cfg.embedded_model}), ensure_alive
+        yield LLMConfig(**{**asdict(cfg.llm), "base_url": server.base_url, "model": cfg.embedded_model}), server.raise_if_exited
 
 
 def _outcome(record_id: str, status: str, stage: str, reason: str, detail: str = "", raw: str | None = None) -> dict:
@@ -205,7 +200,7 @@ def build_tdi(cfg: BuildTDIConfig = BuildTDIConfig()) -> dict[str, Any]:
         raise RuntimeError(f"no validated pairs: nothing to write (rejections by reason: {summary.by_reason}); see {out_dir / 'records.duckdb'}")
     infos = write_dataset(balanced.rows, out_dir, cfg.shards)
     report = quality_gate(out_dir)
-    manifest_path = write_manifest(
+    manifest = write_manifest(
         out_dir,
         infos,
         {
@@ -216,25 +211,13 @@ def build_tdi(cfg: BuildTDIConfig = BuildTDIConfig()) -> dict[str, Any]:
             "per_class_target": cfg.balance.per_class,
             "accounting": summary.as_dict(),
             "quality": {"success": report.success, "checks": len(report.checks)},
-            "llm_usage": _usage(ledger),
+            "llm_usage": usage_summary(ledger),
         },
     )
-    manifest = json.loads(manifest_path.read_text())
     write_dataset_card(out_dir, manifest)
     create_markdown_artifact(key="tdi-dataset", markdown=(out_dir / "README.md").read_text(), description=str(out_dir))
     logger.info("wrote %d rows in %d shards to %s", manifest["total_rows"], len(infos), out_dir)
     return manifest
-
-
-def _usage(ledger: Sequence[dict]) -> dict[str, Any]:
-    calls = [c for c in ledger if c["outcome"] != "cache_hit"]
-    return {
-        "requests_sent": len(calls),
-        "cache_hits": sum(c["outcome"] == "cache_hit" for c in ledger),
-        "tokens_in": sum(c["tokens_in"] for c in calls),
-        "tokens_out": sum(c["tokens_out"] for c in calls),
-        "cost_usd": round(sum(c["cost_usd"] for c in calls), 6),
-    }
 
 
 # -- command line -------------------------------------------------------------------------------

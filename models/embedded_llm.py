@@ -520,6 +520,14 @@ class EmbeddedLLMServer:
                 )
             time.sleep(0.2)
 
+    def raise_if_exited(self) -> None:
+        """Raise with the log tail if the child died after start (requests would only time out)."""
+        if self.process is not None and self.process.poll() is not None:
+            raise EmbeddedLLMError(
+                f"embedded LLM server for {self.model!r} exited with code {self.process.returncode}; "
+                f"log {self.log_path}:\n{self._log_tail(10)[-3000:]}"
+            )
+
     def stop(self, grace_s: float = 10.0) -> None:
         if self.process is None or self.process.poll() is not None:
             return

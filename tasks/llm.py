@@ -315,3 +315,14 @@ class StructuredLLM:
 def ledger_rows(calls: Sequence[CallRecord]) -> list[dict[str, Any]]:
     return [asdict(c) for c in calls]
 
+
+def usage_summary(ledger: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Requests actually sent (cache hits aside), their tokens and estimated cost."""
+    sent = [c for c in ledger if c["outcome"] != "cache_hit"]
+    return {
+        "requests_sent": len(sent),
+        "cache_hits": len(ledger) - len(sent),
+        "tokens_in": sum(c["tokens_in"] for c in sent),
+        "tokens_out": sum(c["tokens_out"] for c in sent),
+        "cost_usd": round(sum(c["cost_usd"] for c in sent), 6),
+    }

@@ -104,7 +104,8 @@ def count_table(infos: Sequence[ShardInfo]) -> dict[str, dict[str, int]]:
     return out
 
 
-def write_manifest(out_dir: Path, infos: Sequence[ShardInfo], extra: dict[str, Any]) -> Path:
+def write_manifest(out_dir: Path, infos: Sequence[ShardInfo], extra: dict[str, Any]) -> dict[str, Any]:
+    """Write ``manifest.json`` atomically; returns the manifest as written (JSON types)."""
     manifest = {
         "dataset": out_dir.name,
         "schema": {"fields": [f.name for f in TDI_PAIR_SCHEMA], "arrow": TDI_PAIR_SCHEMA.to_string(show_schema_metadata=False)},
@@ -116,9 +117,10 @@ def write_manifest(out_dir: Path, infos: Sequence[ShardInfo], extra: dict[str, A
     }
     path = out_dir / "manifest.json"
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=False, default=str))
+    text = json.dumps(manifest, indent=2, sort_keys=False, default=str)
+    tmp.write_text(text)
     os.replace(tmp, path)
-    return path
+    return json.loads(text)
 
 
 def write_dataset_card(out_dir: Path, manifest: dict[str, Any]) -> Path:

@@ -138,8 +138,9 @@ def test_shard_bytes_depend_only_on_rows_and_seed(tmp_path):
 
 def test_manifest_and_card(tmp_path):
     out, infos = _write(tmp_path)
-    path = write_manifest(tmp_path, infos, {"config": {"balance": {"seed": 5}}, "prompt_versions": {"extract": "extract-v1"}, "accounting": {"read": 1, "accepted": 1, "rejected": 0}})
-    manifest = json.loads(path.read_text())
+    written = write_manifest(tmp_path, infos, {"config": {"balance": {"seed": 5}}, "prompt_versions": {"extract": "extract-v1"}, "accounting": {"read": 1, "accepted": 1, "rejected": 0}})
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert written == manifest
     assert manifest["counts"]["train"] == {"a_depends_on_b": 96, "no_dependency": 96, "b_depends_on_a": 96}
     assert manifest["total_rows"] == len(out.rows) == sum(s["rows"] for s in manifest["shards"])
     card = write_dataset_card(tmp_path, manifest).read_text()
