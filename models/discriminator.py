@@ -6,15 +6,17 @@ Labels follow schemas.tdi (0 a_depends_on_b, 1 no_dependency, 2 b_depends_on_a).
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Sequence
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from transformers import AutoModelForSequenceClassification, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from models.encoder_path import resolve_model_name_or_path
-from schemas.tdi import ID2LABEL, LABEL2ID, NUM_LABELS
+from schemas.tdi import ID2LABEL, LABEL2ID, LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A, LABEL_NO_DEPENDENCY, NUM_LABELS
 
 DEFAULT_MAX_LENGTH = 256  # MiniLM was trained with 256 word pieces; a doc pair fits in most cases
 
@@ -70,6 +72,31 @@ def plain_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
 
 
 LOSSES = {"ce": plain_loss, "category_averaged": category_averaged_loss}
+
+
+def decide(probs: np.ndarray, threshold: float | None = None) -> np.ndarray:
+    """Labels from class probabilities (n, 3).
+
+    Without a threshold: argmax. With one: a pair is a dependency when ``p0 + p2``, the
+    probability of *some* dependency, reaches ``threshold``; its direction is the larger of p0 and
+    p2. The threshold is chosen on validation data (``choose_threshold``) and stored beside the
+    checkpoint (``calibration.json``), so the graph step keeps an edge by a calibrated cut.
+    """
+    probs = np.asarray(probs, dtype=np.float64)
+    if threshold is None:
+        return probs.argmax(-1)
+    direction = np.where(probs[:, LABEL_A_DEPENDS_ON_B] >= probs[:, LABEL_B_DEPENDS_ON_A], LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A)
+    dependent = probs[:, LABEL_A_DEPENDS_ON_B] + probs[:, LABEL_B_DEPENDS_ON_A] >= threshold
+    return np.where(dependent, direction, LABEL_NO_DEPENDENCY)
+
+
+CALIBRATION_FILE = "calibration.json"
+
+
+def load_calibration(checkpoint: str | Path) -> dict | None:
+    """The calibration a training run stored beside ``checkpoint`` (threshold, criterion, figures), or None."""
+    path = Path(checkpoint) / CALIBRATION_FILE
+    return json.loads(path.read_text()) if path.exists() else None
 
 
 @torch.no_grad()

@@ -1,0 +1,88 @@
+"""The parameter-match rule: a dependency when an output of one tool names an input of the other.
+
+This is the baseline every discriminator figure is reported beside (``source='schema'`` edges in
+the warehouse), and a candidate rule for pair pruning. Tools that declare no outputs get one
+derived from their name (``get_user_token`` / ``GetUserToken`` -> ``user_token``), because many
+real tool sets (UltraTool, TMDB, most REST catalogues) list inputs only.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from schemas.tdi import LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A, LABEL_NO_DEPENDENCY
+
+# Output names that say how a call went, not what it produced: matching on them links everything.
+GENERIC_OUTPUT_NAMES = frozenset(
+    {"status", "message", "msg", "success", "error", "errors", "code", "result", "results", "data",
+     "response", "ok", "detail", "details", "info", "meta", "type", "count", "total", "value", "output",
+     "return", "returns", "none", "self", "args", "kwargs"}
+)
+# Leading verbs that say "this call produces X": dropped to get X from the name.
+PRODUCER_VERBS = frozenset(
+    {"get", "fetch", "retrieve", "query", "search", "find", "list", "load", "read", "create", "make", "build",
+     "generate", "compute", "calculate", "calc", "lookup", "obtain", "request", "parse", "new", "open", "acquire",
+     "extract", "resolve", "select", "download", "export", "convert", "to", "as", "from"}
+)
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+_NON_WORD = re.compile(r"[^a-z0-9]+")
+
+
+def identifier_tokens(name: str) -> list[str]:
+    """``GetUserToken``, ``get_user_token``, ``get-user token`` -> ``['get', 'user', 'token']``."""
+    return [t for t in _NON_WORD.split(_CAMEL.sub("_", name).lower()) if t]
+
+
+def normalise_param_name(name: str) -> str:
+    """``userId``, ``user_id``, ``User-ID`` -> ``userid``."""
+    return "".join(identifier_tokens(name))
+
+
+def name_derived_output(tool_name: str) -> str | None:
+    """What a tool's name says it returns: the name without a leading producer verb, snake_case.
+
+    ``GetUserToken`` -> ``user_token``; ``geocoding`` -> ``geocoding``; ``get`` -> None.
+    """
+    tokens = identifier_tokens(tool_name)
+    while len(tokens) > 1 and tokens[0] in PRODUCER_VERBS:
+        tokens = tokens[1:]
+    if not tokens or tokens[0] in PRODUCER_VERBS:
+        return None
+    return "_".join(tokens)
+
+
+def output_names(doc: dict[str, Any], derive: bool = True) -> set[str]:
+    """Normalised, non-generic output names; the name-derived one when none is declared."""
+    names = {normalise_param_name(p["name"]) for p in doc.get("output_params") or []}
+    if not names and derive:
+        derived = name_derived_output(doc.get("name", ""))
+        names = {normalise_param_name(derived)} if derived else set()
+    return {n for n in names if n and n not in GENERIC_OUTPUT_NAMES}
+
+
+def input_names(doc: dict[str, Any]) -> set[str]:
+    return {n for n in (normalise_param_name(p["name"]) for p in doc.get("input_params") or []) if n}
+
+
+def feeds(producer: dict[str, Any], consumer: dict[str, Any], derive: bool = True) -> set[str]:
+    """Normalised names through which ``producer``'s outputs can reach ``consumer``'s inputs."""
+    return output_names(producer, derive) & input_names(consumer)
+
+
+def schema_rule_label(doc_a: dict[str, Any], doc_b: dict[str, Any], derive: bool = True) -> int:
+    """The rule's 3-class label of <a, b>: 0 when b's outputs feed a's inputs, 2 for the reverse.
+
+    When both directions match, the one with more matching names wins; a tie is "no dependency"
+    (the rule cannot tell the direction).
+    """
+    a_needs_b, b_needs_a = len(feeds(doc_b, doc_a, derive)), len(feeds(doc_a, doc_b, derive))
+    if a_needs_b > b_needs_a:
+        return LABEL_A_DEPENDS_ON_B
+    if b_needs_a > a_needs_b:
+        return LABEL_B_DEPENDS_ON_A
+    return LABEL_NO_DEPENDENCY
+
+
+def schema_rule_labels(docs_a: Sequence[dict[str, Any]], docs_b: Sequence[dict[str, Any]], derive: bool = True) -> list[int]:
+    return [schema_rule_label(a, b, derive) for a, b in zip(docs_a, docs_b)]
