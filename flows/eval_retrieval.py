@@ -3,8 +3,9 @@
     python -m flows.eval_retrieval --warehouse artifacts/warehouse/tgr.duckdb
 
 Methods per dataset: BM25, TF-IDF, the sentence encoder (``embedding``), and embedding + TGR with
-the discriminator graph (``embedding+TGR-d``) and the manual/gold graph (``embedding+TGR-m``)
-where the warehouse has them. Every query ranks all tools of its dataset (ToolBench: all 2,479,
+each graph the warehouse has for it: the discriminator graph (``embedding+TGR-d``), the
+manual/gold graph (``embedding+TGR-m``), the parameter-match (schema) graph (``embedding+TGR-s``)
+and the fused discriminator-or-schema graph (``embedding+TGR-f``). Every query ranks all tools of its dataset (ToolBench: all 2,479,
 as the paper does, not the per-query candidate lists). Results go to the warehouse table
 ``retrieval_metrics`` (view ``retrieval_table``), ``<out>/retrieval.md`` and ``<out>/retrieval.png``.
 The dense rankings are computed with numpy and checked against the SQL macro ``query_top_k``.
@@ -23,7 +24,11 @@ from prefect.cache_policies import NO_CACHE
 from tasks.retrieval import BM25, TfIdf, cosine_scores, evaluate_rankings, top_k_from_scores
 from warehouse.build import connect, rows_of, update_warehouse
 
-EMBEDDING_METHODS = {"embedding": "base", "embedding+TGR-d": "tgr_discriminator", "embedding+TGR-m": "tgr_manual"}
+# method -> tool_embeddings.kind; a +TGR row is reported for every graph source the dataset has.
+EMBEDDING_METHODS = {"embedding": "base", "embedding+TGR-d": "tgr_discriminator", "embedding+TGR-m": "tgr_manual",
+                     "embedding+TGR-s": "tgr_schema", "embedding+TGR-f": "tgr_fused"}
+GRAPH_SOURCE_OF_METHOD = {"embedding+TGR-d": "discriminator", "embedding+TGR-m": "manual (gold)",
+                          "embedding+TGR-s": "schema (parameter match)", "embedding+TGR-f": "fused (discriminator or schema)"}
 METRIC_COLUMNS = [("recall", 5), ("recall", 10), ("ndcg", 5), ("ndcg", 10), ("pass_rate", 5), ("pass_rate", 10)]
 # Paper Table 2 (paraphrase-MiniLM-L3-v2 rows; the paper's ToolBench row is its I1 split).
 PAPER_TABLE_2 = {
@@ -142,7 +147,8 @@ def markdown_table(rows: list[dict], agreement: dict[str, dict[str, float]]) -> 
              "Every query ranks all tools of its dataset. R = Recall, N = NDCG (binary relevance), "
              "P = Pass Rate (whole gold set in the top k). `paper:` rows are the TGR paper's Table 2 "
              "(paraphrase-MiniLM-L3-v2 encoder, ToolBench I1 split, API-Bank with 119 tools) for orientation only; "
-             "this project uses all-MiniLM-L6-v2 and the shared data sets, so they are not the same experiment.", ""]
+             "this project uses all-MiniLM-L6-v2 and the shared data sets, so they are not the same experiment.",
+             "Graphs: " + "; ".join(f"`{m}` {src}" for m, src in GRAPH_SOURCE_OF_METHOD.items()) + ".", ""]
     for dataset in dict.fromkeys(r["dataset"] for r in rows):
         n = next(r["n_queries"] for r in rows if r["dataset"] == dataset)
         lines += [f"## {dataset} ({n} queries)", "",

@@ -2,21 +2,32 @@
 build-graph / eval-retrieval flows end to end on a small tool set and on real API-Bank."""
 from __future__ import annotations
 
+import json
+import logging
 import os
+
 import numpy as np
 import pytest
 
 from schemas.tdi import ID2LABEL, LABEL2ID
 from schemas.toolset import DependencyEdge, Query, Tool, ToolSet
 from tasks.graph_edges import (
+    DEFAULT_PRUNING,
     check_label_order,
+    edge_decision,
     edges_from_probabilities,
+    fuse_edges,
+    log_pruning,
     normalise_param_name,
     param_compatible,
     prune_candidates,
+    pruning_rules,
     same_group_pairs,
+    schema_edges,
     score_pairs,
+    text_compatible,
 )
+from tasks.schema_rule import schema_rule_label
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -68,10 +79,33 @@ def tiny_checkpoint(tmp_path_factory):
 
 
 def test_param_names_and_compatibility():
+    import tasks.graph_edges as ge
+    import tasks.schema_rule as sr
+
+    # One home for the helpers: graph_edges re-uses schema_rule's objects, no copies.
+    assert ge.normalise_param_name is sr.normalise_param_name and ge.GENERIC_OUTPUT_NAMES is sr.GENERIC_OUTPUT_NAMES
     assert normalise_param_name("userToken") == normalise_param_name("user_token") == "usertoken"
     assert param_compatible(TOOLS[0], TOOLS[1])  # Login.userToken -> UpdateEmail.user_token
     assert param_compatible(TOOLS[4], TOOLS[3])  # either direction
     assert not param_compatible(TOOLS[1], TOOLS[2])  # they only share the generic output "status"
+    # No declared outputs: the name says what the tool returns (GetUserToken -> user_token).
+    getter = Tool("get_token", "account", doc("GetUserToken", ["username"], []))
+    assert param_compatible(getter, TOOLS[1])
+
+
+def test_text_rule_without_any_parameters():
+    search = Tool("s", "tmdb", doc("SearchMovie", description="Search and find movies."))
+    credit = Tool("c", "tmdb", doc("GetMovieCredit", description="Get the cast and crew of a movie by its ID."))
+    images = Tool("i", "tmdb", doc("GetPersonImage", description="Fetch the images of a person."))
+    login = Tool("l", "bank", doc("account_login", description="Account Login Tool"))
+    pay = Tool("p", "bank", doc("transfer_money", description="Perform transfer operation"))
+    assert not param_compatible(search, credit)  # nothing declared: the params rule is blind here
+    assert text_compatible(search, credit)  # SearchMovie's output "movie(s)" is in GetMovieCredit's text
+    assert not text_compatible(search, images)
+    assert text_compatible(login, pay) and text_compatible(pay, login)  # a gatekeeper (login) tool
+    # An input named in the other tool's name: "token" in GetUserToken.
+    assert text_compatible(Tool("a", "g", doc("AddAgenda", ["token"], ["status"], "Add an agenda item.")),
+                           Tool("b", "g", doc("GetUserToken", ["username"], ["token"], "Get the token.")))
 
 
 def test_pruning_counts_pairs_and_known_edges():
@@ -80,6 +114,8 @@ def test_pruning_counts_pairs_and_known_edges():
     assert params.candidates == [(0, 1), (0, 2), (3, 4)]
     assert (params.pairs_in_groups, params.pairs_removed) == (4, 1)
     assert (params.known_edges, params.known_edges_in_groups, params.known_edges_kept) == (3, 3, 3)
+    assert params.known_edge_recall == 1.0 and params.as_row("toy")["known_edge_recall"] == 1.0
+    assert prune_candidates(TOOLS, strategy="params").known_edge_recall is None  # no known edges
     # Embeddings where tool 1's nearest neighbour is 2 and 0's is 1: m = 1 keeps (0,1), (1,2), (3,4).
     emb = np.array([[1, 0.1, 0], [0.8, 1, 0], [0.5, 1, 0.1], [0, 0, 1], [0, 0.1, 1]], dtype=np.float32)
     near = prune_candidates(TOOLS, emb, "neighbours", neighbours=1, known_edges=EDGES)
@@ -90,27 +126,102 @@ def test_pruning_counts_pairs_and_known_edges():
         prune_candidates(TOOLS, None, "neighbours")
     with pytest.raises(ValueError, match="unknown pruning"):
         prune_candidates(TOOLS, emb, "magic")
+    with pytest.raises(ValueError, match="unknown pruning"):
+        prune_candidates(TOOLS, emb, "params+params")
+    assert pruning_rules(DEFAULT_PRUNING) == ("params", "text", "neighbours") and pruning_rules("none") == ()
+    assert prune_candidates(TOOLS, emb, DEFAULT_PRUNING, 1, EDGES).known_edge_recall == 1.0
+
+
+def test_low_pruning_recall_is_a_loud_warning(caplog):
+    near = prune_candidates(TOOLS, np.array([[1, 0.1, 0], [0.8, 1, 0], [0.5, 1, 0.1], [0, 0, 1], [0, 0.1, 1]]),
+                            "neighbours", neighbours=1, known_edges=EDGES)
+    with caplog.at_level(logging.INFO, logger="tasks.graph_edges"):
+        log_pruning("toy", near)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "recall 0.667 < 0.9" in warnings[0] and "2 of 3" in warnings[0]
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="tasks.graph_edges"):
+        log_pruning("toy", prune_candidates(TOOLS, strategy="params", known_edges=EDGES))
+    assert not [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert "gold-edge recall 1.000" in caplog.records[0].getMessage()
+
+
+def test_schema_edges_follow_the_rule_and_store_matched_names():
+    found = schema_edges(TOOLS)
+    got = {(s.edge.dependent, s.edge.prerequisite, s.edge.source, s.matched_params) for s in found}
+    assert got == {("update_email", "login", "schema", ("usertoken",)),
+                   ("delete_account", "login", "schema", ("usertoken",)),
+                   ("clothes", "weather", "schema", ("temperature",))}
+    index = {t.tool_id: i for i, t in enumerate(TOOLS)}
+    for s in found:  # the same labels as tasks.schema_rule on the pair <a, b> (a first in tool order)
+        i, j = sorted((index[s.edge.dependent], index[s.edge.prerequisite]))
+        assert schema_rule_label(TOOLS[i].doc, TOOLS[j].doc) == s.predicted_class
+    assert schema_edges(TOOLS, [(1, 2)]) == []  # only "status" in common: no edge
+
+
+def test_fused_graph_is_the_union_with_schema_direction_on_conflicts():
+    pairs = [(0, 1), (1, 2)]
+    # <login, update_email>: class 0 (login depends on update_email: the wrong way round);
+    # <update_email, delete_account>: class 2 (delete_account depends on update_email).
+    probs = np.array([[0.6, 0.3, 0.1], [0.1, 0.2, 0.7]])
+    predicted = edges_from_probabilities(TOOLS, pairs, probs)
+    fused = fuse_edges(predicted, schema_edges(TOOLS))
+    got = {(f.edge.dependent, f.edge.prerequisite): (f.fused_from, f.prob) for f in fused}
+    assert got == {("update_email", "login"): (("discriminator", "schema"), 1.0),
+                   ("delete_account", "login"): (("schema",), 1.0),
+                   ("clothes", "weather"): (("schema",), 1.0),
+                   ("delete_account", "update_email"): (("discriminator",), pytest.approx(0.8))}
+    assert all(f.edge.source == "fused" for f in fused)
 
 
 def test_edges_from_probabilities_by_hand():
     pairs = [(0, 1), (0, 2), (3, 4)]
     probs = np.array([[0.1, 0.2, 0.7],   # class 2 on <login, update_email>: update_email depends on login
-                      [0.5, 0.3, 0.2],   # class 0: login depends on delete_account (prob 0.5)
-                      [0.2, 0.6, 0.2]])  # no dependency
-    edges = edges_from_probabilities(TOOLS, pairs, probs)
-    assert [(e.dependent, e.prerequisite, p, c) for e, p, c in edges] == [
-        ("update_email", "login", 0.7, 2), ("login", "delete_account", 0.5, 0)]
-    assert [e.dependent for e, _, _ in edges_from_probabilities(TOOLS, pairs, probs, min_prob=0.6)] == ["update_email"]
+                      [0.5, 0.3, 0.2],   # class 0: login depends on delete_account
+                      [0.2, 0.6, 0.2]])  # argmax: no dependency; but p0 + p2 = 0.4
+    edges = edges_from_probabilities(TOOLS, pairs, probs)  # argmax
+    # prob = p0 + p2 (some dependency), p_direction = the chosen class alone.
+    assert [(e.dependent, e.prerequisite, round(p, 6), c) for e, p, c in edges] == [
+        ("update_email", "login", 0.8, 2), ("login", "delete_account", 0.7, 0)]
+    assert [e.p_direction for e in edges] == [0.7, 0.5]
+    assert [e.dependent for e, _, _ in edges_from_probabilities(TOOLS, pairs, probs, min_prob=0.75)] == ["update_email"]
+    # A calibrated threshold on p0 + p2: 0.4 makes the third pair an edge (direction: p0 = p2 -> class 0),
+    # 0.75 keeps only the first.
+    low = edges_from_probabilities(TOOLS, pairs, probs, threshold=0.4)
+    assert [(e.edge.dependent, e.edge.prerequisite, e.predicted_class) for e in low][-1] == ("weather", "clothes", 0)
+    assert [e.edge.dependent for e in edges_from_probabilities(TOOLS, pairs, probs, threshold=0.75)] == ["update_email"]
+    assert all(e.prob >= 0.4 for e in low)
+
+
+def test_edge_decision_reads_calibration_or_falls_back_to_argmax(tmp_path, caplog):
+    ckpt = tmp_path / "best"
+    ckpt.mkdir()
+    with caplog.at_level(logging.WARNING, logger="tasks.graph_edges"):
+        d = edge_decision(ckpt)
+    assert d.threshold is None and d.rule == "argmax" and d.both_orders
+    assert any("no calibration.json" in r.getMessage() for r in caplog.records)
+    (ckpt / "calibration.json").write_text(json.dumps({"threshold": 0.35, "criterion": "max_f1_validation"}))
+    d = edge_decision(ckpt, both_orders=False)
+    assert (d.threshold, d.criterion, d.threshold_source, d.rule) == (0.35, "max_f1_validation", "calibration.json",
+                                                                        "threshold")
+    d = edge_decision(ckpt, threshold=0.6)  # the --threshold flag wins
+    assert (d.threshold, d.criterion, d.threshold_source) == (0.6, "--threshold", "--threshold")
+    with pytest.raises(ValueError, match="in \\[0, 1\\]"):
+        edge_decision(ckpt, threshold=1.5)
+    (ckpt / "calibration.json").write_text(json.dumps({"criterion": "x"}))
+    with pytest.raises(ValueError, match="no 'threshold'"):
+        edge_decision(ckpt)
 
 
 def test_score_pairs_with_a_tiny_checkpoint(tiny_checkpoint):
     pairs = [(0, 1), (0, 2), (3, 4)]
-    probs = score_pairs(tiny_checkpoint, TOOLS, pairs, batch_size=2)
+    probs = score_pairs(tiny_checkpoint, TOOLS, pairs, batch_size=2, both_orders=False, progress=False)
     assert probs.shape == (3, 3)
     np.testing.assert_allclose(probs.sum(axis=1), 1.0, rtol=1e-5)
     # Averaging with the swapped order makes the scores order-free: <b,a> is <a,b> label-swapped.
-    ab = score_pairs(tiny_checkpoint, TOOLS, pairs, both_orders=True)
-    ba = score_pairs(tiny_checkpoint, TOOLS, [(j, i) for i, j in pairs], both_orders=True)
+    # (the default; batch_size 1 makes chunks of 16 pairs, so chunking is exercised on 3 pairs too)
+    ab = score_pairs(tiny_checkpoint, TOOLS, pairs, batch_size=1)
+    ba = score_pairs(tiny_checkpoint, TOOLS, [(j, i) for i, j in pairs], progress=False)
     np.testing.assert_allclose(ab, ba[:, [2, 1, 0]], atol=1e-6)
     assert score_pairs(tiny_checkpoint, TOOLS, []).shape == (0, 3)
     with pytest.raises(ValueError, match="id2label"):
@@ -118,37 +229,94 @@ def test_score_pairs_with_a_tiny_checkpoint(tiny_checkpoint):
 
 
 def test_build_and_eval_flows_end_to_end(tiny_checkpoint, tmp_path, prefect_harness):
-    from flows.build_graph import GraphConfig, build_graph
+    from flows.build_graph import GraphConfig, build_graph, parse_args
     from flows.eval_retrieval import EvalConfig, eval_retrieval
     from tasks.toolsets import write_toolset_dir
-    from warehouse.build import connect
+    from warehouse.build import connect, rows_of
 
     folder = write_toolset_dir(TOYSET, tmp_path / "toy")
     target = tmp_path / "wh" / "tgr.duckdb"
-    cfg = GraphConfig(toolsets=[str(folder)], warehouse=str(target), discriminator=str(tiny_checkpoint),
-                      pruning="none", batch_size=4)
-    out = build_graph(cfg)
+    (tiny_checkpoint / "calibration.json").write_text(json.dumps({"threshold": 0.5, "criterion": "test"}))
+    try:
+        cfg = parse_args(["--toolset", str(folder), "--warehouse", str(target), "--discriminator",
+                          str(tiny_checkpoint), "--pruning", "none", "--batch-size", "4", "--no-progress"])
+        assert cfg.both_orders and cfg.threshold is None and cfg.schema_edges
+        out = build_graph(cfg)
+    finally:
+        (tiny_checkpoint / "calibration.json").unlink()
     summary = out["datasets"]["toy"]
-    assert summary["scored_pairs"] == 4 and summary["manual_edges"] == 3
+    assert summary["scored_pairs"] == 4 and summary["manual_edges"] == 3 and summary["schema_edges"] == 3
+    assert summary["edge_decision"] == {"rule": "threshold", "threshold": 0.5, "criterion": "test",
+                                        "threshold_source": "calibration.json", "both_orders": True}
     con = connect(target)
     kinds = {k for (k,) in con.execute("SELECT DISTINCT kind FROM tool_embeddings").fetchall()}
-    assert kinds == {"base", "tgr_manual", "tgr_discriminator"}
+    assert kinds == {"base", "tgr_manual", "tgr_discriminator", "tgr_schema", "tgr_fused"}
     n_disc = con.execute("SELECT count(*) FROM edges WHERE source = 'discriminator'").fetchone()[0]
     assert n_disc == summary["discriminator_edges"]
-    # Every scored pair whose argmax is a dependency class became exactly one discriminator edge.
+    # Every scored pair the threshold calls a dependency became exactly one discriminator edge, with prob p0 + p2.
+    assert n_disc == con.execute("SELECT count(*) FROM scored_pairs "
+                                 "WHERE p_a_depends_on_b + p_b_depends_on_a >= 0.5").fetchone()[0]
     assert n_disc == con.execute("SELECT count(*) FROM scored_pairs WHERE predicted_class <> 1").fetchone()[0]
+    assert con.execute("SELECT count(*) FROM edges WHERE source = 'discriminator' AND prob < 0.5").fetchone()[0] == 0
+    cal = rows_of(con, "SELECT decision_rule, threshold, criterion, threshold_source, both_orders, pairs_scored, "
+                       "edges_kept, calibration_json->>'criterion' AS stored FROM edge_calibration")
+    assert cal == [{"decision_rule": "threshold", "threshold": 0.5, "criterion": "test",
+                    "threshold_source": "calibration.json", "both_orders": True, "pairs_scored": 4,
+                    "edges_kept": n_disc, "stored": "test"}]
+    schema = con.execute("SELECT dependent, prerequisite, matched_params FROM edges WHERE source = 'schema' "
+                         "ORDER BY 1").fetchall()
+    assert schema == [("clothes", "weather", ["temperature"]), ("delete_account", "login", ["usertoken"]),
+                      ("update_email", "login", ["usertoken"])]
+    pruning = rows_of(con, "SELECT strategy, known_edge_recall FROM candidate_pruning")
+    assert pruning == [{"strategy": "none", "known_edge_recall": 1.0}]
+    n_fused = con.execute("SELECT count(*) FROM edges WHERE source = 'fused'").fetchone()[0]
+    assert n_fused == summary["fused_edges"] >= 3
     con.close()
 
     result = eval_retrieval(EvalConfig(warehouse=str(target), out_dir=str(tmp_path / "eval")))
     methods = {r["method"] for r in result["rows"]}
-    assert methods == {"BM25", "TF-IDF", "embedding", "embedding+TGR-d", "embedding+TGR-m"}
+    assert methods == {"BM25", "TF-IDF", "embedding", "embedding+TGR-d", "embedding+TGR-m", "embedding+TGR-s",
+                       "embedding+TGR-f"}
     assert all(v == 1.0 for v in result["sql_agreement"]["toy"].values())
     # 5 tools and k = 10: every method finds every gold tool.
     assert all(r["recall"] == 1.0 and r["pass_rate"] == 1.0 for r in result["rows"] if r["k"] == 10)
     assert (tmp_path / "eval" / "retrieval.png").stat().st_size > 0
     assert "| embedding+TGR-m |" in (tmp_path / "eval" / "retrieval.md").read_text()
     stored = connect(target).execute("SELECT count(*) FROM retrieval_metrics").fetchone()[0]
-    assert stored == len(result["rows"]) == 10
+    assert stored == len(result["rows"]) == 14
+
+
+def test_build_graph_without_calibration_falls_back_to_argmax(tiny_checkpoint, tmp_path, prefect_harness):
+    from flows.build_graph import GraphConfig, build_graph
+    from tasks.toolsets import write_toolset_dir
+    from warehouse.build import connect
+
+    folder = write_toolset_dir(TOYSET, tmp_path / "toy")
+    target = tmp_path / "tgr.duckdb"
+    out = build_graph(GraphConfig(toolsets=[str(folder)], warehouse=str(target), discriminator=str(tiny_checkpoint),
+                                  pruning="params", both_orders=False, progress=False, schema_edges=False))
+    assert out["datasets"]["toy"]["edge_decision"]["rule"] == "argmax"
+    con = connect(target)
+    assert con.execute("SELECT decision_rule, threshold, both_orders FROM edge_calibration").fetchall() == [
+        ("argmax", None, False)]
+    assert con.execute("SELECT count(*) FROM edges WHERE source IN ('schema', 'fused')").fetchone()[0] == 0
+    # argmax: an edge exactly where the stored class probabilities have a dependency argmax
+    n_argmax = con.execute("SELECT count(*) FROM scored_pairs WHERE greatest(p_a_depends_on_b, p_b_depends_on_a) "
+                           "> p_no_dependency").fetchone()[0]
+    assert con.execute("SELECT count(*) FROM edges WHERE source = 'discriminator'").fetchone()[0] == n_argmax
+
+
+def test_parse_args_flags():
+    from flows.build_graph import parse_args
+
+    cfg = parse_args(["--toolset", "apibank,tmdb", "--no-discriminator", "--single-order", "--threshold", "0.3",
+                      "--no-schema-edges", "--pruning", "text+neighbours"])
+    assert (cfg.toolsets, cfg.both_orders, cfg.threshold, cfg.schema_edges, cfg.pruning) == (
+        ["apibank", "tmdb"], False, 0.3, False, "text+neighbours")
+    assert parse_args(["--toolset", "x", "--no-discriminator"]).pruning == DEFAULT_PRUNING
+    for bad in (["--pruning", "magic"], ["--threshold", "2"]):
+        with pytest.raises(SystemExit):
+            parse_args(["--toolset", "x", "--no-discriminator", *bad])
 
 
 @pytest.mark.slow
@@ -163,9 +331,14 @@ def test_build_graph_on_real_apibank_manual_edges(shared_data, tmp_path, prefect
     assert con.execute("SELECT count(*) FROM tools").fetchone()[0] == 71
     assert con.execute("SELECT count(*) FROM queries").fetchone()[0] == 311
     assert con.execute("SELECT count(*) FROM edges WHERE source = 'manual'").fetchone()[0] == 26
-    # The GetUserToken -> token edges are parameter-compatible, so no pruning loses them.
+    # The default pruning (params+text+neighbours) keeps every gold edge.
     pruning = out["datasets"]["apibank"]["pruning"]
     assert pruning["known_edges_in_groups"] == 26 and pruning["known_edges_kept"] == 26
+    assert pruning["known_edge_recall"] == 1.0 and pruning["strategy"] == "params+text+neighbours"
+    # Schema edges: GetUserToken's output token feeds AddAgenda's input token.
+    matched = con.execute("SELECT matched_params FROM edges WHERE source = 'schema' AND dependent = 'AddAgenda' "
+                          "AND prerequisite = 'GetUserToken'").fetchone()
+    assert matched == (["token"],)
     assert pruning["pairs_kept"] < pruning["pairs_in_groups"]
     style = con.execute("SELECT embed_style FROM datasets").fetchone()[0]
     assert style == "description"  # API-Bank is embedded from descriptions, as in the paper

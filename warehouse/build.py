@@ -26,7 +26,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: schema/fused edges, edge_calibration, pruning recall
 
 _EMB = pa.list_(pa.float32())
 ARROW_SCHEMAS: dict[str, pa.Schema] = {
@@ -39,7 +39,8 @@ ARROW_SCHEMAS: dict[str, pa.Schema] = {
     "query_gold_tools": pa.schema([("dataset", pa.string()), ("query_id", pa.string()), ("tool_id", pa.string())]),
     "edges": pa.schema([("dataset", pa.string()), ("tool_group", pa.string()), ("dependent", pa.string()),
                         ("prerequisite", pa.string()), ("prob", pa.float64()), ("predicted_class", pa.int8()),
-                        ("source", pa.string())]),
+                        ("source", pa.string()), ("p_direction", pa.float64()),
+                        ("matched_params", pa.list_(pa.string())), ("fused_from", pa.list_(pa.string()))]),
     "scored_pairs": pa.schema([("dataset", pa.string()), ("tool_group", pa.string()), ("tool_a", pa.string()),
                                ("tool_b", pa.string()), ("p_a_depends_on_b", pa.float64()),
                                ("p_no_dependency", pa.float64()), ("p_b_depends_on_a", pa.float64()),
@@ -47,7 +48,13 @@ ARROW_SCHEMAS: dict[str, pa.Schema] = {
     "candidate_pruning": pa.schema([("dataset", pa.string()), ("strategy", pa.string()),
                                     ("pairs_in_groups", pa.int64()), ("pairs_kept", pa.int64()),
                                     ("known_edges", pa.int64()), ("known_edges_in_groups", pa.int64()),
-                                    ("known_edges_kept", pa.int64())]),
+                                    ("known_edges_kept", pa.int64()), ("known_edge_recall", pa.float64())]),
+    "edge_calibration": pa.schema([("dataset", pa.string()), ("discriminator", pa.string()),
+                                   ("decision_rule", pa.string()), ("threshold", pa.float64()),
+                                   ("criterion", pa.string()), ("threshold_source", pa.string()),
+                                   ("both_orders", pa.bool_()), ("min_prob", pa.float64()),
+                                   ("calibration_json", pa.string()), ("pairs_scored", pa.int64()),
+                                   ("edges_kept", pa.int64())]),
     "tool_embeddings": pa.schema([("dataset", pa.string()), ("tool_id", pa.string()), ("kind", pa.string()),
                                   ("embedding", _EMB)]),
     "query_embeddings": pa.schema([("dataset", pa.string()), ("query_id", pa.string()), ("embedding", _EMB)]),
@@ -164,6 +171,10 @@ INTEGRITY_CHECKS = {
         SELECT count(*) FROM tool_embeddings e ANTI JOIN tools t USING (dataset, tool_id)""",
     "tools of datasets not in the datasets table": """
         SELECT count(*) FROM tools t ANTI JOIN datasets d USING (dataset)""",
+    "edge calibrations of datasets not in the datasets table": """
+        SELECT count(*) FROM edge_calibration c ANTI JOIN datasets d USING (dataset)""",
+    "schema edges without matched parameters": """
+        SELECT count(*) FROM edges WHERE source = 'schema' AND coalesce(len(matched_params), 0) = 0""",
 }
 
 

@@ -41,7 +41,10 @@ SELECT CAST(dataset AS VARCHAR) AS dataset,
        CAST(prerequisite AS VARCHAR) AS prerequisite,
        CAST(prob AS DOUBLE) AS prob,
        CAST(predicted_class AS TINYINT) AS predicted_class,
-       CAST(source AS VARCHAR) AS source
+       CAST(source AS VARCHAR) AS source,
+       CAST(p_direction AS DOUBLE) AS p_direction,
+       CAST(matched_params AS VARCHAR[]) AS matched_params,
+       CAST(fused_from AS VARCHAR[]) AS fused_from
 FROM read_parquet('{inputs}/edges/*.parquet', union_by_name = true);
 
 CREATE OR REPLACE TEMP VIEW stg_scored_pairs AS
@@ -62,8 +65,23 @@ SELECT CAST(dataset AS VARCHAR) AS dataset,
        CAST(pairs_kept AS BIGINT) AS pairs_kept,
        CAST(known_edges AS BIGINT) AS known_edges,
        CAST(known_edges_in_groups AS BIGINT) AS known_edges_in_groups,
-       CAST(known_edges_kept AS BIGINT) AS known_edges_kept
+       CAST(known_edges_kept AS BIGINT) AS known_edges_kept,
+       CAST(known_edge_recall AS DOUBLE) AS known_edge_recall
 FROM read_parquet('{inputs}/candidate_pruning/*.parquet', union_by_name = true);
+
+CREATE OR REPLACE TEMP VIEW stg_edge_calibration AS
+SELECT CAST(dataset AS VARCHAR) AS dataset,
+       CAST(discriminator AS VARCHAR) AS discriminator,
+       CAST(decision_rule AS VARCHAR) AS decision_rule,
+       CAST(threshold AS DOUBLE) AS threshold,
+       CAST(criterion AS VARCHAR) AS criterion,
+       CAST(threshold_source AS VARCHAR) AS threshold_source,
+       CAST(both_orders AS BOOLEAN) AS both_orders,
+       CAST(min_prob AS DOUBLE) AS min_prob,
+       CAST(calibration_json AS JSON) AS calibration_json,
+       CAST(pairs_scored AS BIGINT) AS pairs_scored,
+       CAST(edges_kept AS BIGINT) AS edges_kept
+FROM read_parquet('{inputs}/edge_calibration/*.parquet', union_by_name = true);
 
 CREATE OR REPLACE TEMP VIEW stg_tool_embeddings AS
 SELECT CAST(dataset AS VARCHAR) AS dataset,

@@ -39,14 +39,23 @@ CREATE TABLE query_gold_tools (
 );
 INSERT INTO query_gold_tools SELECT DISTINCT * FROM stg_query_gold_tools;
 
+-- Sources: 'manual' (gold, prob 1), 'discriminator' (prob = p(a->b) + p(b->a), the probability
+-- of some dependency, given to the chosen direction; p_direction = that direction's class
+-- probability alone), 'schema' (the parameter-match rule, prob 1, matched_params = the normalised
+-- names through which the prerequisite's outputs feed the dependent's inputs), 'fused' (one edge
+-- per pair found by the discriminator or the schema rule; the schema rule's direction and prob 1
+-- when both found it; fused_from says which sources found it, matched_params the schema rule's).
 CREATE TABLE edges (
     dataset         VARCHAR NOT NULL,
     tool_group      VARCHAR NOT NULL,
     dependent       VARCHAR NOT NULL,
     prerequisite    VARCHAR NOT NULL,
-    prob            DOUBLE NOT NULL CHECK (prob BETWEEN 0 AND 1),  -- 1.0 for manual edges
-    predicted_class TINYINT NOT NULL CHECK (predicted_class IN (0, 2)),  -- class on the scored pair
-    source          VARCHAR NOT NULL CHECK (source IN ('discriminator', 'manual')),
+    prob            DOUBLE NOT NULL CHECK (prob BETWEEN 0 AND 1),
+    predicted_class TINYINT NOT NULL CHECK (predicted_class IN (0, 2)),  -- class on the pair <a, b>
+    source          VARCHAR NOT NULL CHECK (source IN ('discriminator', 'manual', 'schema', 'fused')),
+    p_direction     DOUBLE CHECK (p_direction BETWEEN 0 AND 1),
+    matched_params  VARCHAR[],
+    fused_from      VARCHAR[],
     PRIMARY KEY (dataset, source, dependent, prerequisite)
 );
 INSERT INTO edges SELECT * FROM stg_edges;
@@ -60,7 +69,7 @@ CREATE TABLE scored_pairs (
     p_a_depends_on_b DOUBLE NOT NULL,
     p_no_dependency  DOUBLE NOT NULL,
     p_b_depends_on_a DOUBLE NOT NULL,
-    predicted_class  TINYINT NOT NULL CHECK (predicted_class IN (0, 1, 2)),
+    predicted_class  TINYINT NOT NULL CHECK (predicted_class IN (0, 1, 2)),  -- by the edge rule (edge_calibration)
     PRIMARY KEY (dataset, tool_a, tool_b)
 );
 INSERT INTO scored_pairs SELECT * FROM stg_scored_pairs;
@@ -73,14 +82,32 @@ CREATE TABLE candidate_pruning (
     known_edges           BIGINT NOT NULL,   -- manual edges of the set (0 when it has none)
     known_edges_in_groups BIGINT NOT NULL,   -- of those, both ends in one group
     known_edges_kept      BIGINT NOT NULL,   -- of those, still a candidate after pruning
+    known_edge_recall     DOUBLE CHECK (known_edge_recall BETWEEN 0 AND 1),  -- kept / in_groups; NULL: no known edges
     PRIMARY KEY (dataset, strategy)
 );
 INSERT INTO candidate_pruning SELECT * FROM stg_candidate_pruning;
 
+-- How discriminator probabilities became edges: one row per dataset scored by a discriminator.
+CREATE TABLE edge_calibration (
+    dataset          VARCHAR PRIMARY KEY,
+    discriminator    VARCHAR NOT NULL,      -- checkpoint folder
+    decision_rule    VARCHAR NOT NULL CHECK (decision_rule IN ('threshold', 'argmax')),
+    threshold        DOUBLE CHECK (threshold BETWEEN 0 AND 1),  -- on p(a->b) + p(b->a); NULL for argmax
+    criterion        VARCHAR,               -- how the threshold was chosen (calibration.json), or '--threshold'
+    threshold_source VARCHAR NOT NULL,      -- 'calibration.json' | '--threshold' | 'argmax (no calibration.json)'
+    both_orders      BOOLEAN NOT NULL,      -- symmetric scoring: <a,b> averaged with the label-swapped <b,a>
+    min_prob         DOUBLE NOT NULL,       -- further cut on an edge's prob
+    calibration_json JSON,                  -- the checkpoint's calibration.json as read
+    pairs_scored     BIGINT NOT NULL,
+    edges_kept       BIGINT NOT NULL,
+    CHECK ((decision_rule = 'argmax') = (threshold IS NULL))
+);
+INSERT INTO edge_calibration SELECT * FROM stg_edge_calibration;
+
 CREATE TABLE tool_embeddings (
     dataset   VARCHAR NOT NULL,
     tool_id   VARCHAR NOT NULL,
-    kind      VARCHAR NOT NULL CHECK (kind IN ('base', 'tgr_discriminator', 'tgr_manual')),
+    kind      VARCHAR NOT NULL CHECK (kind IN ('base', 'tgr_discriminator', 'tgr_manual', 'tgr_schema', 'tgr_fused')),
     embedding FLOAT[{dim}] NOT NULL,
     PRIMARY KEY (dataset, kind, tool_id)
 );

@@ -5,7 +5,7 @@ CREATE VIEW edge_list AS
 SELECT e.dataset, e.source, e.tool_group,
        e.dependent, d.name AS dependent_name,
        e.prerequisite, p.name AS prerequisite_name,
-       e.prob, e.predicted_class
+       e.prob, e.predicted_class, e.matched_params, e.fused_from
 FROM edges e
 JOIN tools d ON d.dataset = e.dataset AND d.tool_id = e.dependent
 JOIN tools p ON p.dataset = e.dataset AND p.tool_id = e.prerequisite;
@@ -61,7 +61,7 @@ FROM per_tool
 GROUP BY GROUPING SETS ((dataset, source, tool_group), (dataset, source));
 
 -- Top k tools for one query embedding: SELECT * FROM tool_top_k('apibank', 'tgr_manual', <vec>, 5).
--- kind: 'base' | 'tgr_discriminator' | 'tgr_manual'. Ties go to the smaller tool_id.
+-- kind: 'base' | 'tgr_discriminator' | 'tgr_manual' | 'tgr_schema' | 'tgr_fused'. Ties go to the smaller tool_id.
 CREATE MACRO tool_top_k(ds, emb_kind, query_vec, k) AS TABLE
 SELECT tool_id,
        array_cosine_similarity(embedding, CAST(query_vec AS FLOAT[{dim}])) AS score,
