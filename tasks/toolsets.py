@@ -12,7 +12,7 @@ import logging
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Sequence
 
 from schemas.docs import load_schema, schema_errors
 from schemas.toolset import DependencyEdge, Query, Tool, ToolSet
@@ -20,6 +20,7 @@ from schemas.toolset import DependencyEdge, Query, Tool, ToolSet
 log = logging.getLogger(__name__)
 
 BENCHMARKS = ("apibank", "toolbench_stable", "ultratool", "tmdb")
+DEFAULT_DATA_ROOT = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "benchmarks"
 GROUPINGS = ("native", "dataset")
 
 _SCHEMA = load_schema("api_doc")
@@ -119,19 +120,101 @@ def _type_of_example(value: Any) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# Per-benchmark tool converters: raw record -> (tool_id, group, doc)
+# The shared benchmark layout, read by one generic importer
+#
+#   tools.jsonl       {"name", "description", "input_parameters"?, "output_parameters"?,
+#                      "group" | "category" | "category_name" | "domain"?}   (parameters: a dict
+#                      name -> {"type", "description"} or name -> type, or a list of
+#                      {"name", "type"?, "description"?} objects or of names)
+#   *edges*.jsonl     {"producer", "consumer", "count"?}   consumer depends on producer (optional)
+#   queries.jsonl     {"qid" | "query_id", "query" | "text", "gold_tools": [name, ...]} (optional)
+#
+# The four shipped benchmarks are configurations of it (``LAYOUTS``).
+
+GROUP_FIELDS = ("group", "category", "category_name", "domain")
 
 
-def _apibank_tool(rec: dict, report: ImportReport) -> tuple[str, str, dict]:
-    def items(params: dict | None):
-        return [(n, (p or {}).get("type"), (p or {}).get("description")) for n, p in (params or {}).items()]
-
-    doc = make_doc(rec["name"], rec.get("description"), items(rec.get("input_parameters")),
-                   items(rec.get("output_parameters")), report)
-    return rec["name"], rec["group"], doc
+def _where(file: Path, lineno: int) -> str:
+    return f"{file}:{lineno}"
 
 
-def _toolbench_tool(rec: dict, report: ImportReport) -> tuple[str, str, dict]:
+def _as_id(value: Any, field_name: str, where: str) -> str:
+    """A tool / query id: a non-empty string or an integer (converted to str)."""
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise ToolSetFormatError(f"{where}: field {field_name!r} must be a string or an integer, "
+                                 f"got {type(value).__name__}")
+    text = str(value)  # not stripped: ids are matched exactly (ToolBench has names with a leading space)
+    if not text.strip():
+        raise ToolSetFormatError(f"{where}: field {field_name!r} is empty")
+    return text
+
+
+def _first_field(rec: dict, names: Sequence[str], where: str, required: bool = True) -> Any:
+    for n in names:
+        if n in rec and rec[n] is not None:
+            return rec[n]
+    if required:
+        raise ToolSetFormatError(f"{where}: missing field {' or '.join(repr(n) for n in names)}")
+    return None
+
+
+def _param_items(value: Any, field_name: str, where: str) -> list[tuple[Any, Any, Any]]:
+    if value is None:
+        return []
+    if isinstance(value, dict):
+        items = []
+        for name, spec in value.items():
+            if isinstance(spec, dict):
+                items.append((name, spec.get("type"), spec.get("description")))
+            elif isinstance(spec, str) or spec is None:
+                items.append((name, spec, None))
+            else:
+                raise ToolSetFormatError(f"{where}: {field_name}.{name} must be an object or a type name, "
+                                         f"got {type(spec).__name__}")
+        return items
+    if isinstance(value, list):
+        items = []
+        for n, spec in enumerate(value):
+            if isinstance(spec, str):
+                items.append((spec, None, None))
+            elif isinstance(spec, dict) and "name" in spec:
+                items.append((spec["name"], spec.get("type"), spec.get("description")))
+            else:
+                raise ToolSetFormatError(f"{where}: {field_name}[{n}] must be a parameter name or an object "
+                                         "with a 'name'")
+        return items
+    raise ToolSetFormatError(f"{where}: field {field_name!r} must be an object or a list, got {type(value).__name__}")
+
+
+def _groups_field(rec: dict, where: str) -> list[str]:
+    value = _first_field(rec, GROUP_FIELDS, where, required=False)
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value] if value.strip() else []
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return [v for v in value if v.strip()]
+    raise ToolSetFormatError(f"{where}: group field must be a string or a list of strings, got {value!r}")
+
+
+def generic_tool(rec: Any, where: str, report: ImportReport) -> tuple[str, list[str], dict]:
+    """(tool_id, candidate groups, doc) of one tools.jsonl row of the shared layout."""
+    if not isinstance(rec, dict):
+        raise ToolSetFormatError(f"{where}: expected a JSON object, got {type(rec).__name__}")
+    tool_id = _as_id(_first_field(rec, ("name",), where), "name", where)
+    description = _first_field(rec, ("description", "api_description"), where, required=False)
+    if description is not None and not isinstance(description, str):
+        raise ToolSetFormatError(f"{where}: field 'description' must be a string, got {type(description).__name__}")
+    doc = make_doc(tool_id, description, _param_items(rec.get("input_parameters"), "input_parameters", where),
+                   _param_items(rec.get("output_parameters"), "output_parameters", where), report)
+    return tool_id, _groups_field(rec, where), doc
+
+
+def toolbench_tool(rec: Any, where: str, report: ImportReport) -> tuple[str, list[str], dict]:
+    """ToolBench: required + optional parameters, outputs = top-level keys of template_response."""
+    if not isinstance(rec, dict):
+        raise ToolSetFormatError(f"{where}: expected a JSON object, got {type(rec).__name__}")
+    tool_id = _as_id(_first_field(rec, ("name",), where), "name", where)
     inputs = [(p.get("name"), p.get("type"), p.get("description")) for p in rec.get("required_parameters") or []]
     inputs += [
         (p.get("name"), p.get("type"), ("(optional) " + (p.get("description") or "")).strip())
@@ -139,34 +222,46 @@ def _toolbench_tool(rec: dict, report: ImportReport) -> tuple[str, str, dict]:
     ]
     template = rec.get("template_response")
     outputs = [(k, _type_of_example(v), "") for k, v in template.items()] if isinstance(template, dict) else []
-    doc = make_doc(rec["name"], rec.get("api_description"), inputs, outputs, report)
-    return rec["name"], rec["category_name"], doc
+    doc = make_doc(tool_id, rec.get("api_description"), inputs, outputs, report)
+    return tool_id, _groups_field(rec, where), doc
 
 
-def _name_description_tool(rec: dict, report: ImportReport) -> tuple[str, str, dict]:
-    return rec["name"], "", make_doc(rec["name"], rec.get("description"), [], [], report)
+@dataclass(frozen=True)
+class BenchmarkLayout:
+    """How one folder in the shared layout is read; the defaults are the generic importer."""
+
+    tool_reader: Callable[[Any, str, ImportReport], tuple[str, list[str], dict]] = generic_tool
+    edge_file: str | None = None  # None: the one ``*edges*.jsonl`` file of the folder, if any
+    default_group: str | None = None  # group of tools without one; None: the dataset name
 
 
-def _ultratool_groups(records: list[dict], edges: list[tuple[str, str, int]]) -> dict[str, str]:
-    """One domain per tool, chosen to keep dependency partners together.
+LAYOUTS: dict[str, BenchmarkLayout] = {
+    "apibank": BenchmarkLayout(edge_file="dependency_edges.jsonl"),
+    "toolbench_stable": BenchmarkLayout(tool_reader=toolbench_tool),
+    "ultratool": BenchmarkLayout(edge_file="dependency_edges_from_gold_links.jsonl", default_group="Other"),
+    "tmdb": BenchmarkLayout(edge_file="dependency_edges_from_gold_links.jsonl"),
+}
 
-    UltraTool lists 1..14 domains per tool, but a Tool has one group and pairs are only built
-    inside a group. Start from the first listed domain, then (3 passes, deterministic order)
-    move each tool to the listed domain holding most of its dependency partners; ties keep the
-    earlier-listed domain. On the shipped data this keeps 454 of 598 edges inside a group
-    (first domain only: 334).
+
+def choose_groups(candidates: dict[str, list[str]], edges: list[tuple[str, str, int]]) -> dict[str, str]:
+    """One group per tool when tools list several (UltraTool: 1..14 domains), keeping dependency
+    partners together.
+
+    A Tool has one group and pairs are only built inside a group. Start from the first listed
+    group, then (3 passes, deterministic order) move each tool to the listed group holding most of
+    its dependency partners; ties keep the earlier-listed group. On UltraTool this keeps 454 of
+    598 edges inside a group (first domain only: 334).
     """
-    domains = {r["name"]: list(r.get("domain") or ["Other"]) for r in records}
     partners: dict[str, list[str]] = defaultdict(list)
     for producer, consumer, _ in edges:
-        if producer in domains and consumer in domains and producer != consumer:
+        if producer in candidates and consumer in candidates and producer != consumer:
             partners[producer].append(consumer)
             partners[consumer].append(producer)
-    group = {name: ds[0] for name, ds in domains.items()}
+    group = {name: gs[0] for name, gs in candidates.items()}
     for _ in range(3):
-        for name, ds in domains.items():
-            score = {d: sum(group[p] == d for p in partners[name]) for d in ds}
-            group[name] = max(ds, key=lambda d: (score[d], -ds.index(d)))
+        for name, gs in candidates.items():
+            score = {g: sum(group[p] == g for p in partners[name]) for g in gs}
+            group[name] = max(gs, key=lambda g: (score[g], -gs.index(g)))
     return group
 
 
@@ -210,99 +305,124 @@ def resolve_edges(
     return edges
 
 
-def _queries(records: list[dict], known: set[str], report: ImportReport) -> list[Query]:
-    queries = []
-    for rec in records:
-        gold = [str(t) for t in rec.get("gold_tools") or []]
+def _raw_edges(file: Path) -> list[tuple[str, str, int]]:
+    raw = []
+    for lineno, rec in _numbered_rows(file):
+        where = _where(file, lineno)
+        if not isinstance(rec, dict):
+            raise ToolSetFormatError(f"{where}: expected a JSON object, got {type(rec).__name__}")
+        producer = _as_id(_first_field(rec, ("producer",), where), "producer", where)
+        consumer = _as_id(_first_field(rec, ("consumer",), where), "consumer", where)
+        count = rec.get("count", 1)
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise ToolSetFormatError(f"{where}: field 'count' must be a positive integer, got {count!r}")
+        raw.append((producer, consumer, count))
+    return raw
+
+
+def _queries(file: Path, known: set[str], report: ImportReport) -> list[Query]:
+    queries, seen = [], {}
+    for lineno, rec in _numbered_rows(file):
+        where = _where(file, lineno)
+        if not isinstance(rec, dict):
+            raise ToolSetFormatError(f"{where}: expected a JSON object, got {type(rec).__name__}")
+        qid = _as_id(_first_field(rec, ("qid", "query_id"), where), "qid", where)
+        text = _first_field(rec, ("query", "text"), where)
+        if not isinstance(text, str) or not text.strip():
+            raise ToolSetFormatError(f"{where}: query text must be a non-empty string")
+        gold_raw = _first_field(rec, ("gold_tools",), where)
+        if not isinstance(gold_raw, list):
+            raise ToolSetFormatError(f"{where}: field 'gold_tools' must be a list, got {type(gold_raw).__name__}")
+        if qid in seen:
+            raise ToolSetFormatError(f"{where}: duplicate query id {qid!r} (first on line {seen[qid]})")
+        seen[qid] = lineno
+        gold = [_as_id(t, "gold_tools", where) for t in gold_raw]
         unknown = [t for t in gold if t not in known]
         if unknown:
-            report.rejected.append(f"query {rec['qid']}: unknown gold tools {unknown} removed")
+            report.rejected.append(f"query {qid}: unknown gold tools {unknown} removed")
         kept = tuple(t for t in gold if t in known)
         if not kept:
-            report.rejected.append(f"query {rec['qid']}: no known gold tool, query dropped")
+            report.rejected.append(f"query {qid}: no known gold tool, query dropped")
             continue
-        queries.append(Query(query_id=str(rec["qid"]), text=str(rec["query"]).strip(), gold_tools=kept))
+        queries.append(Query(query_id=qid, text=text.strip(), gold_tools=kept))
     return queries
 
 
-def _read_jsonl(path: Path) -> list[dict]:
-    rows = []
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise ToolSetFormatError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from exc
-    return rows
+def _edge_file(folder: Path, layout: BenchmarkLayout) -> Path | None:
+    if layout.edge_file:
+        return folder / layout.edge_file if (folder / layout.edge_file).exists() else None
+    found = sorted(folder.glob("*edges*.jsonl"))
+    if len(found) > 1:
+        raise ToolSetFormatError(f"{folder}: several edge files {[p.name for p in found]}; keep one "
+                                 "(or pass a BenchmarkLayout with edge_file)")
+    return found[0] if found else None
 
 
-_CONVERTERS: dict[str, Callable[[dict, ImportReport], tuple[str, str, dict]]] = {
-    "apibank": _apibank_tool,
-    "toolbench_stable": _toolbench_tool,
-    "ultratool": _name_description_tool,
-    "tmdb": _name_description_tool,
-}
-_EDGE_FILES = {
-    "apibank": "dependency_edges.jsonl",
-    "ultratool": "dependency_edges_from_gold_links.jsonl",
-    "tmdb": "dependency_edges_from_gold_links.jsonl",
-}
+def _resolve_folder(path_or_name: str | Path, data_root: Path | None) -> tuple[Path, str, BenchmarkLayout]:
+    spec = str(path_or_name)
+    if spec in LAYOUTS and data_root is not None and (Path(data_root) / spec).is_dir():
+        return Path(data_root) / spec, spec, LAYOUTS[spec]
+    folder = Path(path_or_name)
+    if folder.is_dir():
+        name = folder.resolve().name
+        return folder, name, LAYOUTS.get(name, BenchmarkLayout())
+    if spec in LAYOUTS:
+        raise FileNotFoundError(f"{Path(data_root or '.') / spec}: benchmark folder not found "
+                                "(data_root is ../shared/data/benchmarks)")
+    raise ValueError(f"unknown benchmark {spec!r}: neither a known name ({', '.join(BENCHMARKS)}) nor a folder")
 
 
 def load_benchmark_with_report(
-    name: str, data_root: Path, grouping: str = "native"
+    path_or_name: str | Path, data_root: Path | None = None, grouping: str = "native",
+    layout: BenchmarkLayout | None = None,
 ) -> tuple[ToolSet, ImportReport]:
-    """Import ``data_root/<name>/`` (data_root is ``../shared/data/benchmarks``).
+    """Import a folder in the shared layout: a benchmark name (read from ``data_root/<name>/``,
+    data_root being ``../shared/data/benchmarks``) or a folder path.
 
-    grouping="native": ToolBench category, API-Bank group field, UltraTool domain (see
-    ``_ultratool_groups``), TMDB one group. grouping="dataset": every tool in one group named
-    after the dataset (keeps every edge; useful for a whole-dataset graph).
+    grouping="native": the tools' group field (API-Bank group, ToolBench category, UltraTool
+    domain chosen by ``choose_groups`` when several are listed); tools without one share a group
+    named after the dataset (TMDB). grouping="dataset": every tool in one group named after the
+    dataset (keeps every edge; useful for a whole-dataset graph). Bad rows raise
+    ``ToolSetFormatError`` naming file and line; usable-but-odd records go to the report.
     """
-    if name not in _CONVERTERS:
-        raise ValueError(f"unknown benchmark {name!r}; known: {', '.join(BENCHMARKS)}")
     if grouping not in GROUPINGS:
         raise ValueError(f"unknown grouping {grouping!r}; known: {', '.join(GROUPINGS)}")
-    folder = Path(data_root) / name
-    if not (folder / "tools.jsonl").exists():
-        raise FileNotFoundError(f"{folder / 'tools.jsonl'} not found (expected the shared benchmark layout)")
+    folder, name, default_layout = _resolve_folder(path_or_name, data_root)
+    layout = layout or default_layout
+    tools_file = folder / "tools.jsonl"
+    if not tools_file.exists():
+        raise FileNotFoundError(f"{tools_file} not found (expected the shared benchmark layout)")
     report = ImportReport(dataset=name)
-    records = _read_jsonl(folder / "tools.jsonl")
+    edge_file = _edge_file(folder, layout)
+    raw_edges = _raw_edges(edge_file) if edge_file else []
 
-    raw_edges: list[tuple[str, str, int]] = []
-    if name in _EDGE_FILES:
-        raw_edges = [(str(e["producer"]), str(e["consumer"]), int(e.get("count", 1)))
-                     for e in _read_jsonl(folder / _EDGE_FILES[name])]
-
-    tools: list[Tool] = []
-    seen: set[str] = set()
-    for rec in records:
-        tool_id, group, doc = _CONVERTERS[name](rec, report)
-        if tool_id in seen:
+    docs: dict[str, dict] = {}
+    candidates: dict[str, list[str]] = {}
+    for lineno, rec in _numbered_rows(tools_file):
+        tool_id, groups, doc = layout.tool_reader(rec, _where(tools_file, lineno), report)
+        if tool_id in docs:
             report.rejected.append(f"tool {tool_id}: duplicate name, later record dropped")
             continue
-        seen.add(tool_id)
-        tools.append(Tool(tool_id=tool_id, group=group, doc=doc))
-
+        docs[tool_id] = doc
+        candidates[tool_id] = groups or [layout.default_group or name]
+    if not docs:
+        raise ToolSetFormatError(f"{tools_file}: no tools")
     if grouping == "dataset":
-        tools = [Tool(t.tool_id, name, t.doc) for t in tools]
-    elif name == "ultratool":
-        groups = _ultratool_groups(records, raw_edges)
-        tools = [Tool(t.tool_id, groups[t.tool_id], t.doc) for t in tools]
-    elif name == "tmdb":
-        tools = [Tool(t.tool_id, "tmdb", t.doc) for t in tools]
-
-    group_of = {t.tool_id: t.group for t in tools}
+        group_of = {t: name for t in docs}
+    elif any(len(gs) > 1 for gs in candidates.values()):
+        group_of = choose_groups(candidates, raw_edges)
+    else:
+        group_of = {t: gs[0] for t, gs in candidates.items()}
+    tools = [Tool(tool_id=t, group=group_of[t], doc=doc) for t, doc in docs.items()]
     edges = resolve_edges(raw_edges, group_of, report)
-    queries = _queries(_read_jsonl(folder / "queries.jsonl"), set(group_of), report) \
-        if (folder / "queries.jsonl").exists() else []
+    queries_file = folder / "queries.jsonl"
+    queries = _queries(queries_file, set(group_of), report) if queries_file.exists() else []
     return ToolSet(name=name, tools=tools, edges=edges, queries=queries), report
 
 
-def load_benchmark(name: str, data_root: Path, grouping: str = "native") -> ToolSet:
+def load_benchmark(path_or_name: str | Path, data_root: Path | None = None, grouping: str = "native") -> ToolSet:
     """Like ``load_benchmark_with_report``; the report's rejections go to the log."""
-    toolset, report = load_benchmark_with_report(name, data_root, grouping)
+    toolset, report = load_benchmark_with_report(path_or_name, data_root or DEFAULT_DATA_ROOT, grouping)
     if report.rejected:  # one line, not hundreds: the full list is in the report
         log.warning("%s; first rejections: %s", report.summary(), "; ".join(report.rejected[:3]))
     else:
@@ -310,28 +430,64 @@ def load_benchmark(name: str, data_root: Path, grouping: str = "native") -> Tool
     return toolset
 
 
+def is_toolset_dir(folder: Path) -> bool:
+    """Whether ``folder`` is in the project's tool set format (tools.jsonl rows with tool_id and doc)
+    rather than the shared benchmark layout (rows with name and description)."""
+    tools_file = Path(folder) / "tools.jsonl"
+    if not tools_file.exists():
+        return False
+    for _, row in _numbered_rows(tools_file):
+        return isinstance(row, dict) and "tool_id" in row and "doc" in row
+    return False
+
+
+def load_toolset_spec(spec: str | Path, data_root: Path | None = None) -> ToolSet:
+    """A benchmark name, a folder in the project format (``read_toolset_dir``) or a folder in the
+    shared benchmark layout (``load_benchmark``)."""
+    if str(spec) in BENCHMARKS and (Path(data_root or DEFAULT_DATA_ROOT) / str(spec)).is_dir():
+        return load_benchmark(str(spec), Path(data_root or DEFAULT_DATA_ROOT))
+    folder = Path(spec)
+    if folder.is_dir():
+        return read_toolset_dir(folder) if is_toolset_dir(folder) else load_benchmark(folder)
+    raise ValueError(f"{spec!r} is neither a benchmark ({', '.join(BENCHMARKS)}) under "
+                     f"{data_root or DEFAULT_DATA_ROOT} nor a tool set folder")
+
+
 # ---------------------------------------------------------------------------------------------
 # The documented user format (schemas/toolset.py, docs/toolsets.md)
 
 
-def _require(row: Any, keys: dict[str, type], where: str) -> None:
+class _Id:
+    """Marker for ``_require``: a tool / query id, a string or an integer (converted to str)."""
+
+
+def _require(row: Any, keys: dict[str, type], where: str) -> dict:
+    """Check ``row`` has ``keys`` of the given kinds; returns the row with ids as strings."""
     if not isinstance(row, dict):
         raise ToolSetFormatError(f"{where}: expected a JSON object, got {type(row).__name__}")
+    out = dict(row)
     for key, kind in keys.items():
         if key not in row:
             raise ToolSetFormatError(f"{where}: missing field {key!r}")
+        if kind is _Id:
+            out[key] = _as_id(row[key], key, where)
+            continue
         if not isinstance(row[key], kind):
             raise ToolSetFormatError(f"{where}: field {key!r} must be {kind.__name__}")
         if kind is str and not row[key].strip():
             raise ToolSetFormatError(f"{where}: field {key!r} is empty")
+    return out
 
 
 def read_toolset_dir(path: Path, name: str | None = None) -> ToolSet:
     """Read tools.jsonl, edges.jsonl (optional) and queries.jsonl (optional) from ``path``.
 
     Bad lines raise ``ToolSetFormatError`` naming file and line: invalid JSON, missing fields,
-    docs that fail the API doc schema, duplicate tool ids, edges naming unknown tools or
-    crossing groups, and gold tools that are not in the set.
+    docs that fail the API doc schema, duplicate tool ids, edges naming unknown tools, crossing
+    groups, looping on one tool, repeated, or contradicting an earlier edge (A->B and B->A: one
+    ordered pair holds one direction), gold tools that are not in the set, empty gold sets and
+    duplicate query ids. Integer ids (tool_id, dependent, prerequisite, query_id, gold tools) are
+    read as strings, as the benchmark importer does.
     """
     path = Path(path)
     tools_file = path / "tools.jsonl"
@@ -341,7 +497,7 @@ def read_toolset_dir(path: Path, name: str | None = None) -> ToolSet:
     group_of: dict[str, str] = {}
     for lineno, row in _numbered_rows(tools_file):
         where = f"{tools_file}:{lineno}"
-        _require(row, {"tool_id": str, "group": str, "doc": dict}, where)
+        row = _require(row, {"tool_id": _Id, "group": str, "doc": dict}, where)
         errors = schema_errors(row["doc"])
         if errors:
             raise ToolSetFormatError(f"{where}: doc of {row['tool_id']!r} fails the API doc schema: {errors}")
@@ -351,11 +507,12 @@ def read_toolset_dir(path: Path, name: str | None = None) -> ToolSet:
         tools.append(Tool(tool_id=row["tool_id"], group=row["group"], doc=row["doc"]))
 
     edges: list[DependencyEdge] = []
+    edge_line: dict[tuple[str, str], int] = {}
     edges_file = path / "edges.jsonl"
     if edges_file.exists():
         for lineno, row in _numbered_rows(edges_file):
             where = f"{edges_file}:{lineno}"
-            _require(row, {"group": str, "dependent": str, "prerequisite": str}, where)
+            row = _require(row, {"group": str, "dependent": _Id, "prerequisite": _Id}, where)
             for key in ("dependent", "prerequisite"):
                 if row[key] not in group_of:
                     raise ToolSetFormatError(f"{where}: {key} {row[key]!r} is not a tool in tools.jsonl")
@@ -363,20 +520,38 @@ def read_toolset_dir(path: Path, name: str | None = None) -> ToolSet:
                     raise ToolSetFormatError(
                         f"{where}: {key} {row[key]!r} is in group {group_of[row[key]]!r}, not {row['group']!r}"
                     )
-            if row["dependent"] == row["prerequisite"]:
-                raise ToolSetFormatError(f"{where}: a tool cannot depend on itself ({row['dependent']!r})")
-            edges.append(DependencyEdge(row["group"], row["dependent"], row["prerequisite"], str(row.get("source", "manual"))))
+            dep, pre = row["dependent"], row["prerequisite"]
+            if dep == pre:
+                raise ToolSetFormatError(f"{where}: a tool cannot depend on itself ({dep!r})")
+            if (dep, pre) in edge_line:
+                raise ToolSetFormatError(f"{where}: duplicate edge {dep!r} -> {pre!r} (first on line {edge_line[dep, pre]})")
+            if (pre, dep) in edge_line:
+                raise ToolSetFormatError(
+                    f"{where}: mutual edges: {dep!r} depends on {pre!r} here, but line {edge_line[pre, dep]} says "
+                    f"{pre!r} depends on {dep!r}; one ordered pair holds one direction (label 0 or 2), keep one"
+                )
+            edge_line[(dep, pre)] = lineno
+            edges.append(DependencyEdge(row["group"], dep, pre, str(row.get("source", "manual"))))
 
     queries: list[Query] = []
+    query_line: dict[str, int] = {}
     queries_file = path / "queries.jsonl"
     if queries_file.exists():
         for lineno, row in _numbered_rows(queries_file):
             where = f"{queries_file}:{lineno}"
-            _require(row, {"query_id": str, "text": str, "gold_tools": list}, where)
-            unknown = [t for t in row["gold_tools"] if t not in group_of]
+            row = _require(row, {"query_id": _Id, "text": str, "gold_tools": list}, where)
+            if row["query_id"] in query_line:
+                raise ToolSetFormatError(
+                    f"{where}: duplicate query_id {row['query_id']!r} (first on line {query_line[row['query_id']]})")
+            query_line[row["query_id"]] = lineno
+            if not row["gold_tools"]:
+                raise ToolSetFormatError(f"{where}: empty gold_tools for query {row['query_id']!r}; a query needs "
+                                         "at least one gold tool to be evaluated")
+            gold = tuple(_as_id(t, "gold_tools", where) for t in row["gold_tools"])
+            unknown = [t for t in gold if t not in group_of]
             if unknown:
                 raise ToolSetFormatError(f"{where}: gold tools not in tools.jsonl: {unknown}")
-            queries.append(Query(row["query_id"], row["text"], tuple(row["gold_tools"])))
+            queries.append(Query(row["query_id"], row["text"], gold))
     return ToolSet(name=name or path.name, tools=tools, edges=edges, queries=queries)
 
 
