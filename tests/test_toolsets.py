@@ -161,3 +161,156 @@ def test_bad_lines_give_clear_errors_with_file_and_line(tmp_path, file, line, me
 def test_missing_tools_file_is_an_error(tmp_path):
     with pytest.raises(ToolSetFormatError, match="tools.jsonl"):
         read_toolset_dir(tmp_path)
+
+
+# ---------------------------------------------------------------------------------------------
+# read_toolset_dir: mutual edges, integer ids, empty gold sets
+
+
+@pytest.mark.parametrize(
+    "file, line, message",
+    [
+        ("edges.jsonl", json.dumps({"group": "g", "dependent": "login", "prerequisite": "update"}), "mutual edges"),
+        ("edges.jsonl", json.dumps({"group": "g", "dependent": "update", "prerequisite": "login"}), "duplicate edge"),
+        ("edges.jsonl", json.dumps({"group": "g", "dependent": "login", "prerequisite": "login"}), "cannot depend on itself"),
+        ("edges.jsonl", json.dumps({"group": "g", "dependent": 1.5, "prerequisite": "login"}), "string or an integer"),
+        ("queries.jsonl", json.dumps({"query_id": "q2", "text": "t", "gold_tools": []}), "empty gold_tools"),
+        ("queries.jsonl", json.dumps({"query_id": "q1", "text": "t", "gold_tools": ["login"]}), "duplicate query_id"),
+        ("queries.jsonl", json.dumps({"query_id": "", "text": "t", "gold_tools": ["login"]}), "'query_id' is empty"),
+        ("tools.jsonl", json.dumps({"tool_id": True, "group": "g", "doc": {}}), "string or an integer"),
+    ],
+)
+def test_more_bad_lines_name_file_and_line(tmp_path, file, line, message):
+    folder = write_toolset_dir(_toy_toolset(), tmp_path / "toy")
+    with (folder / file).open("a") as fh:
+        fh.write(line + "\n")
+    n_lines = len((folder / file).read_text().splitlines())
+    with pytest.raises(ToolSetFormatError, match=message) as err:
+        read_toolset_dir(folder)
+    assert f"{file}:{n_lines}" in str(err.value)
+    if message == "mutual edges":
+        assert "line 1 says" in str(err.value)
+
+
+def test_integer_ids_are_read_as_strings(tmp_path):
+    folder = tmp_path / "ints"
+    folder.mkdir()
+    doc = lambda n: {"name": n, "description": f"{n} tool", "input_params": [], "output_params": []}  # noqa: E731
+    (folder / "tools.jsonl").write_text("\n".join(json.dumps(r) for r in [
+        {"tool_id": 1, "group": "g", "doc": doc("one")}, {"tool_id": 2, "group": "g", "doc": doc("two")}]) + "\n")
+    (folder / "edges.jsonl").write_text(json.dumps({"group": "g", "dependent": 2, "prerequisite": 1}) + "\n")
+    (folder / "queries.jsonl").write_text(json.dumps({"query_id": 7, "text": "t", "gold_tools": [1, "2"]}) + "\n")
+    ts = read_toolset_dir(folder)
+    assert [t.tool_id for t in ts.tools] == ["1", "2"]
+    assert ts.edges == [DependencyEdge("g", "2", "1", "manual")]
+    assert ts.queries == [Query("7", "t", ("1", "2"))]
+
+
+# ---------------------------------------------------------------------------------------------
+# The generic importer (shared benchmark layout)
+
+
+def _layout_folder(tmp_path, tools, edges=None, queries=None, edge_name="my_edges.jsonl"):
+    folder = tmp_path / "mybench"
+    folder.mkdir(exist_ok=True)
+    write = lambda name, rows: (folder / name).write_text("".join(  # noqa: E731
+        (r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows))
+    write("tools.jsonl", tools)
+    if edges is not None:
+        write(edge_name, edges)
+    if queries is not None:
+        write("queries.jsonl", queries)
+    return folder
+
+
+def test_generic_importer_reads_any_folder_in_the_shared_layout(tmp_path):
+    folder = _layout_folder(
+        tmp_path,
+        [{"name": "Login", "description": "Log in.", "input_parameters": {"user": {"type": "str", "description": "u"}},
+          "output_parameters": [{"name": "token", "type": "str"}], "category": "account"},
+         {"name": "Update", "description": "Update the email.", "input_parameters": ["token", "email"],
+          "category": "account"},
+         {"name": 3, "description": "", "domain": ["misc", "account"]}],
+        edges=[{"producer": "Login", "consumer": "Update", "count": 2}, {"producer": "Login", "consumer": 3}],
+        queries=[{"qid": 1, "query": "change my email", "gold_tools": ["Update", "Login"]},
+                 {"query_id": "q2", "text": "nothing", "gold_tools": ["Ghost"]}],
+    )
+    ts, report = load_benchmark_with_report(folder)
+    assert ts.name == "mybench"
+    assert [(t.tool_id, t.group) for t in ts.tools] == [("Login", "account"), ("Update", "account"), ("3", "account")]
+    login = ts.tools[0].doc
+    assert [p["name"] for p in login["input_params"]] == ["user"] and login["output_params"][0]["name"] == "token"
+    assert [p["name"] for p in ts.tools[1].doc["input_params"]] == ["token", "email"]
+    # tool "3" lists two domains and moves to the one of its dependency partner
+    assert {(e.dependent, e.prerequisite) for e in ts.edges} == {("Update", "Login"), ("3", "Login")}
+    assert ts.queries == [Query("1", "change my email", ("Update", "Login"))]
+    assert any("no known gold tool" in r for r in report.rejected)
+    assert any("empty description" in f for f in report.fixes)
+    assert load_benchmark(folder).tools == ts.tools  # a path works for load_benchmark too
+
+
+@pytest.mark.parametrize(
+    "file, row, message",
+    [
+        ("tools.jsonl", {"description": "no name"}, "missing field 'name'"),
+        ("tools.jsonl", {"name": "X", "input_parameters": 5}, "'input_parameters' must be an object or a list"),
+        ("tools.jsonl", {"name": "X", "input_parameters": [{"type": "str"}]}, r"input_parameters\[0\]"),
+        ("tools.jsonl", {"name": "X", "output_parameters": {"a": 5}}, r"output_parameters.a must be"),
+        ("tools.jsonl", {"name": "X", "description": 5}, "'description' must be a string"),
+        ("tools.jsonl", {"name": "X", "group": 5}, "group field must be"),
+        ("tools.jsonl", "[1, 2]", "expected a JSON object"),
+        ("tools.jsonl", "{oops", "not valid JSON"),
+        ("my_edges.jsonl", {"consumer": "A"}, "missing field 'producer'"),
+        ("my_edges.jsonl", {"producer": "A", "consumer": "B", "count": 0}, "'count' must be a positive integer"),
+        ("queries.jsonl", {"query": "q", "gold_tools": ["A"]}, "missing field 'qid' or 'query_id'"),
+        ("queries.jsonl", {"qid": 9, "gold_tools": ["A"]}, "missing field 'query' or 'text'"),
+        ("queries.jsonl", {"qid": 9, "query": "q"}, "missing field 'gold_tools'"),
+        ("queries.jsonl", {"qid": 9, "query": "q", "gold_tools": "A"}, "'gold_tools' must be a list"),
+        ("queries.jsonl", {"qid": 1, "query": "again", "gold_tools": ["A"]}, "duplicate query id"),
+    ],
+)
+def test_generic_importer_errors_name_file_and_line(tmp_path, file, row, message):
+    tools = [{"name": "A", "description": "a"}, {"name": "B", "description": "b"}]
+    edges = [{"producer": "A", "consumer": "B"}]
+    queries = [{"qid": 1, "query": "q", "gold_tools": ["A"]}]
+    files = {"tools.jsonl": tools, "my_edges.jsonl": edges, "queries.jsonl": queries}
+    files[file] = files[file] + [row]
+    folder = _layout_folder(tmp_path, files["tools.jsonl"], files["my_edges.jsonl"], files["queries.jsonl"])
+    with pytest.raises(ToolSetFormatError, match=message) as err:
+        load_benchmark_with_report(folder)
+    assert f"{folder / file}:{len(files[file])}" in str(err.value)
+
+
+def test_generic_importer_folder_level_errors(tmp_path):
+    with pytest.raises(ValueError, match="neither a known name"):
+        load_benchmark_with_report(tmp_path / "nowhere")
+    folder = _layout_folder(tmp_path, [{"name": "A"}], edges=[{"producer": "A", "consumer": "A"}])
+    (folder / "other_edges.jsonl").write_text("")
+    with pytest.raises(ToolSetFormatError, match="several edge files"):
+        load_benchmark_with_report(folder)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "tools.jsonl").write_text("\n")
+    with pytest.raises(ToolSetFormatError, match="no tools"):
+        load_benchmark_with_report(empty)
+    with pytest.raises(FileNotFoundError, match="tools.jsonl"):
+        load_benchmark_with_report(tmp_path)
+
+
+def test_load_toolset_spec_tells_the_two_folder_formats_apart(tmp_path):
+    from tasks.toolsets import is_toolset_dir, load_toolset_spec
+
+    project = write_toolset_dir(_toy_toolset(), tmp_path / "toy")
+    shared = _layout_folder(tmp_path, [{"name": "A", "description": "a"}])
+    assert is_toolset_dir(project) and not is_toolset_dir(shared)
+    assert load_toolset_spec(project) == _toy_toolset()
+    assert [t.tool_id for t in load_toolset_spec(shared).tools] == ["A"]
+    with pytest.raises(ValueError, match="neither a benchmark"):
+        load_toolset_spec(tmp_path / "missing")
+
+
+@needs_shared
+def test_benchmark_folder_path_equals_the_name(tmp_path):
+    by_name = load_benchmark("tmdb", BENCHMARKS)
+    by_path = load_benchmark(BENCHMARKS / "tmdb")
+    assert by_name == by_path
