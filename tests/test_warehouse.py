@@ -199,3 +199,47 @@ def test_every_sql_example_in_the_readme_runs(warehouse, tmp_path):
         params = [np.zeros(DIM, dtype=np.float32).tolist()] if "$query_vec" in sql else None
         con.execute(sql.replace("$query_vec", "?::FLOAT[4]"), params)  # raises on any error
     assert (tmp_path / "edges.csv").exists()
+
+
+def test_schema_and_fused_edges_calibration_and_pruning_recall_round_trip(tmp_path):
+    ds = tiny_dataset()
+    edge = ds.rows["edges"]
+    edge.append({"dataset": "tiny", "tool_group": "g1", "dependent": "e", "prerequisite": "a", "prob": 1.0,
+                 "predicted_class": 0, "source": "schema", "matched_params": ["token"]})
+    edge.append({"dataset": "tiny", "tool_group": "g1", "dependent": "e", "prerequisite": "a", "prob": 1.0,
+                 "predicted_class": 0, "source": "fused", "matched_params": ["token"], "fused_from": ["schema"]})
+    ds.rows["candidate_pruning"] = [{"dataset": "tiny", "strategy": "params+text+neighbours", "pairs_in_groups": 10,
+                                     "pairs_kept": 4, "known_edges": 4, "known_edges_in_groups": 4,
+                                     "known_edges_kept": 3, "known_edge_recall": 0.75}]
+    ds.rows["edge_calibration"] = [{"dataset": "tiny", "discriminator": "ckpt", "decision_rule": "threshold",
+                                    "threshold": 0.4, "criterion": "max_f1", "threshold_source": "calibration.json",
+                                    "both_orders": True, "min_prob": 0.0, "calibration_json": '{"threshold": 0.4}',
+                                    "pairs_scored": 10, "edges_kept": 1}]
+    path = tmp_path / "w.duckdb"
+    out = build_warehouse(path, [ds], DIM)
+    assert out["rows"]["edge_calibration"] == 1
+    con = connect(path)
+    assert con.execute("SELECT source, matched_params, fused_from FROM edge_list WHERE dependent = 'e' "
+                       "AND source IN ('schema', 'fused') ORDER BY source").fetchall() == [
+        ("fused", ["token"], ["schema"]), ("schema", ["token"], None)]
+    assert con.execute("SELECT known_edge_recall FROM candidate_pruning").fetchone() == (0.75,)
+    assert con.execute("SELECT threshold, calibration_json->>'threshold' FROM edge_calibration").fetchone() == (
+        0.4, "0.4")
+    con.close()
+    # A schema edge must say which parameters matched; an argmax row must not carry a threshold.
+    bad = tiny_dataset()
+    bad.rows["edges"].append({"dataset": "tiny", "tool_group": "g1", "dependent": "e", "prerequisite": "a",
+                              "prob": 1.0, "predicted_class": 0, "source": "schema"})
+    with pytest.raises(WarehouseError, match="schema edges without matched parameters"):
+        build_warehouse(tmp_path / "x.duckdb", [bad], DIM)
+    bad = tiny_dataset()
+    bad.rows["edge_calibration"] = [dict(ds.rows["edge_calibration"][0], decision_rule="argmax")]
+    with pytest.raises(duckdb.ConstraintException):
+        build_warehouse(tmp_path / "y.duckdb", [bad], DIM)
+
+
+def test_an_old_schema_version_is_not_carried_over(warehouse):
+    assert SCHEMA_VERSION == 2
+    update_warehouse(warehouse, lambda con: con.execute("UPDATE schema_version SET version = 1"))
+    with pytest.raises(WarehouseError, match="schema version 1, this code writes 2"):
+        build_warehouse(warehouse, [tiny_dataset("new")], DIM)
