@@ -27,7 +27,7 @@ TDI_PAIR_SCHEMA = pa.schema(
         pa.field("label", pa.int8(), nullable=False),
         pa.field("label_name", pa.string(), nullable=False),
         pa.field("split", pa.string(), nullable=False),  # "train" | "validation"
-        pa.field("origin", pa.string(), nullable=False),  # "validated" | "swapped" | "shuffled"
+        pa.field("origin", pa.string(), nullable=False),  # "validated" | "swapped" | "shuffled" (build-tdi); "mined" | "mined_swapped" | "hard_negative" (mine-tdi)
         pa.field("source_a", pa.string(), nullable=False),  # record id t_a's doc came from
         pa.field("source_b", pa.string(), nullable=False),
     ],

@@ -53,14 +53,17 @@ class AccountingSummary:
 
 
 def write_records_db(
-    path: Path, outcomes: Sequence[dict[str, Any]], ledger: Sequence[dict[str, Any]], n_read: int
+    path: Path, outcomes: Sequence[dict[str, Any]] | pa.Table, ledger: Sequence[dict[str, Any]], n_read: int
 ) -> AccountingSummary:
-    """Write ``record_outcomes`` and ``llm_calls`` atomically, then check the books balance."""
+    """Write ``record_outcomes`` and ``llm_calls`` atomically, then check the books balance.
+
+    ``outcomes`` may be an Arrow table with OUTCOME_SCHEMA (millions of mined candidates: columns
+    are far cheaper than one dict per row)."""
     tmp = path.with_suffix(".duckdb.tmp")
     tmp.unlink(missing_ok=True)
     con = duckdb.connect(str(tmp))
     try:
-        outcome_table = pa.Table.from_pylist(list(outcomes), schema=OUTCOME_SCHEMA)
+        outcome_table = outcomes if isinstance(outcomes, pa.Table) else pa.Table.from_pylist(list(outcomes), schema=OUTCOME_SCHEMA)
         ledger_table = pa.Table.from_pylist(list(ledger), schema=LEDGER_SCHEMA)
         con.execute("CREATE TABLE record_outcomes AS SELECT * FROM outcome_table")
         con.execute("CREATE TABLE llm_calls AS SELECT * FROM ledger_table")

@@ -14,6 +14,9 @@ from schemas.tdi import ID2LABEL
 
 logger = logging.getLogger(__name__)
 
+# build-tdi's LLM pairs (validated/swapped/shuffled) and mine-tdi's mined pairs and negatives
+ORIGINS = ("validated", "swapped", "shuffled", "mined", "mined_swapped", "hard_negative")
+
 
 @dataclass
 class QualityReport:
@@ -71,7 +74,7 @@ def _suites(gx: Any) -> dict[str, list[Any]]:
             E.ExpectColumnValuesToBeInSet(column="label", value_set=list(ID2LABEL)),
             E.ExpectColumnPairValuesToBeInSet(column_A="label", column_B="label_name", value_pairs_set=[(k, v) for k, v in ID2LABEL.items()]),
             E.ExpectColumnValuesToBeInSet(column="split", value_set=["train", "validation"]),
-            E.ExpectColumnValuesToBeInSet(column="origin", value_set=["validated", "swapped", "shuffled"]),
+            E.ExpectColumnValuesToBeInSet(column="origin", value_set=list(ORIGINS)),
             E.ExpectColumnValuesToBeUnique(column="pair_id"),
             E.ExpectCompoundColumnsToBeUnique(column_list=["tool_a_id", "tool_b_id"]),
             E.ExpectSelectColumnValuesToBeUniqueWithinRecord(column_list=["tool_a_id", "tool_b_id"]),  # no self-pairs

@@ -1,0 +1,378 @@
+"""mine-tdi: Python code -> data-flow dependency pairs (no LLM) -> balanced Parquet TDI shards.
+
+A value returned by a documented function that reaches an argument of another documented function
+makes a <consumer, producer> pair (docs/mining.md). Output as build-tdi: artifacts/tdi/<dataset>/.
+
+    .venv/bin/python -m flows.mine_tdi --source stdlib,site-packages --dataset tdi-mined
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from prefect import flow, get_run_logger, task
+from prefect.artifacts import create_markdown_artifact
+from prefect.cache_policies import NO_CACHE
+
+from schemas.docs import schema_errors
+from tasks.accounting import OUTCOME_SCHEMA, AccountingSummary, write_records_db
+from tasks.mined_dataset import ORIGIN_LLM, DependencyPair, MinedBalanceConfig, MinedBalanced, balance_mined
+from tasks.mining import (
+    FileItem,
+    FileRejection,
+    MineResult,
+    ModuleFacts,
+    build_docs,
+    default_roots,
+    parse_file,
+    parse_record,
+    resolve_flows,
+    top_package,
+    tree_files,
+)
+from tasks.quality import QualityGateError, QualityReport, validate_shards
+from tasks.shards import ShardConfig, ShardInfo, write_manifest, write_shards
+
+SOURCES = ("stdlib", "site-packages", "tree", "codesearchnet")
+
+
+@dataclass(frozen=True)
+class MineTDIConfig:
+    """The one config surface of mine-tdi; the CLI is generated from it."""
+
+    dataset: str = field(default="tdi-mined", metadata={"help": "output folder name under --output-root"})
+    output_root: str = field(default="artifacts/tdi", metadata={"help": "where datasets are written"})
+    source: tuple[str, ...] = field(default=("stdlib", "site-packages"), metadata={"help": f"comma separated, of {', '.join(SOURCES)}"})
+    tree_paths: tuple[str, ...] = field(default=(), metadata={"help": "comma separated source tree roots (source 'tree')"})
+    codesearchnet_path: str | None = field(default=None, metadata={"help": "CodeSearchNet release root (source 'codesearchnet')"})
+    limit_files: int | None = field(default=None, metadata={"help": "seeded sample of this many source files (none: all)"})
+    per_class: int | None = field(default=None, metadata={"help": "cap on pairs per class (none: every usable mined pair)"})
+    seed: int = field(default=13, metadata={"help": "seed of sampling, dropout, splits, negatives and shard order"})
+    validation_fraction: float = field(default=0.1, metadata={"help": "share of pairs in the validation split"})
+    output_dropout: float = field(default=0.3, metadata={"help": "share of docs whose declared outputs are removed"})
+    hard_negative_share: float = field(default=0.5, metadata={"help": "share of class 1 that are same-package hard negatives"})
+    mix_tdi: str | None = field(default=None, metadata={"help": "a build-tdi dataset folder whose LLM 'validated' pairs are added"})
+    workers: int = field(default=2, metadata={"help": "parser processes"})
+    rows_per_shard: int = field(default=50_000, metadata={"help": "rows per Parquet shard"})
+
+    @property
+    def out_dir(self) -> Path:
+        return Path(self.output_root) / self.dataset
+
+
+# -- tasks --------------------------------------------------------------------------------------
+@task(name="list-source-files", cache_policy=NO_CACHE)
+def list_files(cfg: MineTDIConfig) -> list[FileItem]:
+    items: list[FileItem] = []
+    for kind in cfg.source:
+        if kind in ("stdlib", "site-packages"):
+            for root in default_roots(kind):
+                items += tree_files(root, kind)
+        elif kind == "tree":
+            if not cfg.tree_paths:
+                raise ValueError("source 'tree' needs --tree-paths")
+            for root in cfg.tree_paths:
+                items += tree_files(Path(root), "tree")
+        elif kind != "codesearchnet":
+            raise ValueError(f"unknown source {kind!r}; expected some of {SOURCES}")
+    seen: set[str] = set()
+    items = [i for i in items if not (i.path in seen or seen.add(i.path))]  # purelib == platlib
+    if cfg.limit_files is not None and len(items) > cfg.limit_files:
+        items = sorted(random.Random(cfg.seed).sample(items, cfg.limit_files), key=lambda i: i.path)
+    get_run_logger().info("%d source files from %s", len(items), ",".join(cfg.source))
+    return items
+
+
+def _codesearchnet_modules(path: str) -> tuple[list[ModuleFacts | FileRejection], int]:
+    """Every function record of a CodeSearchNet release as a one-function module."""
+    from tasks.sources import SourceFilter, SourceSpec, read_function_records
+
+    read = read_function_records(
+        SourceSpec(kind="codesearchnet", path=path),
+        source_filter=SourceFilter(require_docstring=False, min_lines=0, min_chars=0, max_chars=10**7, dedup=False),
+    )
+    out: list[ModuleFacts | FileRejection] = [FileRejection(f"record:{r.record_id}", r.reason, r.detail) for r in read.rejected]
+    out += [parse_record(r.repo, r.path, r.func_name, r.code) for r in read.accepted if r.language == "python"]
+    return out, len(out)
+
+
+@task(name="mine-flows", cache_policy=NO_CACHE)
+def mine(items: list[FileItem], cfg: MineTDIConfig) -> MineResult:
+    from concurrent.futures import ProcessPoolExecutor
+
+    from tasks.mining import _parse_chunk
+
+    t0 = time.perf_counter()
+    chunks = [items[i: i + 64] for i in range(0, len(items), 64)]
+    parsed: list[ModuleFacts | FileRejection] = []
+    if cfg.workers <= 1 or len(chunks) <= 1:
+        parsed = [parse_file(i) for i in items]
+    else:
+        with ProcessPoolExecutor(max_workers=cfg.workers) as pool:
+            for out in pool.map(_parse_chunk, chunks):
+                parsed += out
+    n_read = len(items)
+    if "codesearchnet" in cfg.source:
+        if not cfg.codesearchnet_path:
+            raise ValueError("source 'codesearchnet' needs --codesearchnet-path")
+        records, n_records = _codesearchnet_modules(cfg.codesearchnet_path)
+        parsed += records
+        n_read += n_records
+    result = resolve_flows(parsed, n_read)
+    get_run_logger().info(
+        "mined %d files (%d parsed) in %.1fs: %d candidates, %d accepted pairs; rejected %s; files rejected %s",
+        result.files_read, result.files_parsed, time.perf_counter() - t0, result.candidates, len(result.flows),
+        result.reason_counts(), result.file_reason_counts(),
+    )
+    return result
+
+
+@task(name="load-llm-pairs", cache_policy=NO_CACHE)
+def load_llm_pairs(folder: str) -> tuple[list[DependencyPair], dict[str, dict[str, Any]]]:
+    """A build-tdi dataset's LLM-validated pairs (class 0, origin 'validated') as dependency pairs."""
+    table = pq.read_table(Path(folder) / "shards")
+    pairs: list[DependencyPair] = []
+    docs: dict[str, dict[str, Any]] = {}
+    for row in table.filter(pa.compute.equal(table["origin"], ORIGIN_LLM)).to_pylist():
+        if row["label"] != 0:
+            continue
+        dep, pre = f"tdi:{row['tool_a_id']}", f"tdi:{row['tool_b_id']}"
+        docs[dep], docs[pre] = json.loads(row["doc_a"]), json.loads(row["doc_b"])
+        pairs.append(DependencyPair(f"tdi:{row['pair_id']}", dep, pre, ORIGIN_LLM, "tdi"))
+    get_run_logger().info("%d LLM-validated pairs from %s", len(pairs), folder)
+    return pairs, docs
+
+
+@task(name="build-docs", cache_policy=NO_CACHE)
+def docs_for(result: MineResult, workers: int) -> dict[str, dict[str, Any]]:
+    docs = build_docs(sorted(result.targets.values(), key=lambda t: t.key), workers=workers)
+    get_run_logger().info("built %d API docs from signatures and docstrings", len(docs))
+    return docs
+
+
+@task(name="balance-classes", cache_policy=NO_CACHE)
+def balance(pairs: list[DependencyPair], docs: dict[str, dict[str, Any]], cfg: MinedBalanceConfig) -> MinedBalanced:
+    balanced = balance_mined(pairs, docs, cfg)
+    get_run_logger().info("balanced: %d pairs per class, per split %s, negatives %s, outputs dropped from %d docs",
+                          balanced.per_class, balanced.per_split, balanced.negatives, balanced.dropped_outputs)
+    return balanced
+
+
+@task(name="write-shards", cache_policy=NO_CACHE)
+def stage_shards(rows: list[dict], staging: Path, cfg: ShardConfig) -> list[ShardInfo]:
+    return write_shards(rows, staging, cfg)
+
+
+@task(name="quality-gate", cache_policy=NO_CACHE)
+def quality_gate(out_dir: Path, staging: Path) -> QualityReport:
+    """Validate the staged shards; publish them only when every check passes, else remove them
+    (and any earlier run's shards and manifest: the folder must not look like a dataset)."""
+    report = validate_shards(staging / "shards")
+    (out_dir / "quality.json").write_text(json.dumps({"success": report.success, "checks": report.checks}, indent=2, default=str))
+    if not report.success:
+        shutil.rmtree(staging, ignore_errors=True)
+        shutil.rmtree(out_dir / "shards", ignore_errors=True)
+        (out_dir / "manifest.json").unlink(missing_ok=True)
+        raise QualityGateError(f"{len(report.failures())} quality checks failed: {json.dumps(report.failures(), default=str)[:2000]}")
+    old = out_dir / "shards.old"
+    shutil.rmtree(old, ignore_errors=True)
+    if (out_dir / "shards").exists():
+        os.replace(out_dir / "shards", old)
+    os.replace(staging / "shards", out_dir / "shards")
+    shutil.rmtree(old, ignore_errors=True)
+    shutil.rmtree(staging, ignore_errors=True)
+    get_run_logger().info("quality gate: %d checks passed", len(report.checks))
+    return report
+
+
+def outcome_table(result: MineResult, balanced: MinedBalanced, llm_pairs: list[DependencyPair]) -> pa.Table:
+    """One final outcome per file, record, candidate and LLM pair read (columns, not dicts: millions)."""
+    cols: dict[str, list] = {f.name: [] for f in OUTCOME_SCHEMA}
+
+    def add(record_id: str, status: str, stage: str, reason: str, detail: str = "") -> None:
+        cols["record_id"].append(record_id)
+        cols["status"].append(status)
+        cols["stage"].append(stage)
+        cols["reason"].append(reason)
+        cols["detail"].append(detail)
+        cols["raw_text"].append(None)
+
+    for rid in result.parsed_ids:
+        add(rid, "accepted", "parse", "parsed")
+    for r in result.file_rejections:
+        add(r.record_id, "rejected", "parse", r.reason, r.detail)
+    for r in result.rejections:
+        add(r.record_id, "rejected", r.stage, r.reason, r.detail)
+    unused = {rid: (reason, detail) for rid, reason, detail in balanced.rejections}
+    for rid in [f.record_id for f in result.flows] + [p.record_id for p in llm_pairs]:
+        if rid in unused:
+            add(rid, "rejected", "balance", *unused[rid])
+        else:
+            add(rid, "accepted", "dataset", "in_dataset")
+    # two files with one module name can repeat a location: keep every outcome, ids unique
+    seen: Counter[str] = Counter()
+    ids = cols["record_id"]
+    for i, rid in enumerate(ids):
+        seen[rid] += 1
+        if seen[rid] > 1:
+            ids[i] = f"{rid}#{seen[rid]}"
+    return pa.table(cols, schema=OUTCOME_SCHEMA)
+
+
+@task(name="account-records", cache_policy=NO_CACHE)
+def account(out_dir: Path, outcomes: pa.Table, n_read: int) -> AccountingSummary:
+    summary = write_records_db(out_dir / "records.duckdb", outcomes, [], n_read)
+    get_run_logger().info("accounting: read %d = accepted %d + rejected %d %s", summary.read, summary.accepted, summary.rejected, summary.by_reason)
+    return summary
+
+
+def write_mined_card(out_dir: Path, manifest: dict[str, Any]) -> Path:
+    counts = manifest["counts"]
+    mining, acc = manifest["mining"], manifest["accounting"]
+    lines = [
+        f"# {manifest['dataset']}: mined TDI tool-dependency pairs",
+        "",
+        "Pairs of tool API documents labelled for the Tool Graph Retriever dependency discriminator, "
+        "mined without an LLM by the `mine-tdi` flow of tgr-pipeline: inside a function body, the value "
+        "returned by a documented function that reaches an argument of another documented function makes "
+        "the pair <consumer, producer> (class 0). Docs are built from signatures and docstrings.",
+        "",
+        "## Labels and origins",
+        "| id | name | origins |",
+        "|---|---|---|",
+        "| 0 | a_depends_on_b | `mined` (t_a consumes t_b's return value); `validated` when mixed from build-tdi |",
+        "| 1 | no_dependency | `hard_negative` (same top-level package, no flow either way), `shuffled` (across packages) |",
+        "| 2 | b_depends_on_a | `mined_swapped` / `swapped`: class 0 swapped |",
+        "",
+        "## Counts",
+        "| split | a_depends_on_b | no_dependency | b_depends_on_a |",
+        "|---|---|---|---|",
+        *(f"| {s} | {c['a_depends_on_b']} | {c['no_dependency']} | {c['b_depends_on_a']} |" for s, c in counts.items()),
+        "",
+        "## Provenance",
+        f"- sources: {', '.join(manifest['config']['source'])}; files read {mining['files_read']}, parsed {mining['files_parsed']}",
+        f"- candidates {mining['candidates']}, accepted distinct pairs {mining['accepted_pairs']}; rejected by reason "
+        f"`{json.dumps(mining['rejected_by_reason'])}`",
+        f"- LLM pairs mixed in: {mining['llm_pairs']}; negatives by origin `{json.dumps(mining['negatives'])}`",
+        f"- output dropout: declared outputs removed from {mining['docs_outputs_dropped']} of {mining['docs']} docs "
+        f"(fraction {manifest['config']['output_dropout']})",
+        f"- records read {acc['read']}, accepted {acc['accepted']}, rejected {acc['rejected']} (`records.duckdb`, table `record_outcomes`)",
+        f"- seed {manifest['config']['seed']}; no tool doc appears in two splits",
+        "",
+        "## Limits",
+        "A flow is syntactic: the producer's value reaches the consumer's argument, which is a real data "
+        "dependency in that code, but the docs come from docstrings of uneven quality, and call targets "
+        "reached only through objects of unknown type are not seen (rejected as `unresolved_target`).",
+    ]
+    path = out_dir / "README.md"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+# -- the flow -----------------------------------------------------------------------------------
+@flow(name="mine-tdi", log_prints=True)
+def mine_tdi(cfg: MineTDIConfig = MineTDIConfig()) -> dict[str, Any]:
+    """Mine a TDI dataset from code; returns the manifest."""
+    logger = get_run_logger()
+    out_dir = cfg.out_dir
+    out_dir.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+
+    result = mine(list_files(cfg), cfg)
+    docs = docs_for(result, cfg.workers)
+    pairs = [DependencyPair(f.record_id, f.consumer, f.producer, "mined", top_package(f.consumer)) for f in result.flows]
+    llm_pairs: list[DependencyPair] = []
+    if cfg.mix_tdi:
+        llm_pairs, llm_docs = load_llm_pairs(cfg.mix_tdi)
+        docs = {**docs, **llm_docs}
+    bad = {k for k, d in docs.items() if schema_errors(d)}
+    if bad:  # make_doc validates, so this is a bug, not data
+        raise ValueError(f"{len(bad)} docs break the API doc schema, e.g. {sorted(bad)[:3]}")
+    balance_cfg = MinedBalanceConfig(cfg.per_class, cfg.validation_fraction, cfg.seed, cfg.output_dropout, cfg.hard_negative_share)
+    balanced = balance(pairs + llm_pairs, docs, balance_cfg)
+    n_read = result.files_read + result.candidates + len(llm_pairs)
+    summary = account(out_dir, outcome_table(result, balanced, llm_pairs), n_read)
+    if not balanced.rows:
+        raise RuntimeError(f"no usable pairs: nothing to write (rejections by reason: {summary.by_reason}); see {out_dir / 'records.duckdb'}")
+
+    staging = out_dir / ".staging"
+    shutil.rmtree(staging, ignore_errors=True)
+    infos = stage_shards(balanced.rows, staging, ShardConfig(rows_per_shard=cfg.rows_per_shard, seed=cfg.seed))
+    report = quality_gate(out_dir, staging)
+    mining = {
+        "files_read": result.files_read,
+        "files_parsed": result.files_parsed,
+        "files_rejected_by_reason": result.file_reason_counts(),
+        "candidates": result.candidates,
+        "accepted_pairs": len(result.flows),
+        "rejected_by_reason": result.reason_counts(),
+        "llm_pairs": len(llm_pairs),
+        "docs": len(docs),
+        "docs_outputs_dropped": balanced.dropped_outputs,
+        "negatives": balanced.negatives,
+        "seconds": round(time.perf_counter() - t0, 1),
+    }
+    manifest = write_manifest(
+        out_dir,
+        infos,
+        {
+            "config": json.loads(json.dumps(asdict(cfg), default=str)),
+            "origin": "mined (no LLM)",
+            "per_class": balanced.per_class,
+            "per_class_target": cfg.per_class,
+            "output_dropout": cfg.output_dropout,
+            "mining": mining,
+            "accounting": summary.as_dict(),
+            "quality": {"success": report.success, "checks": len(report.checks)},
+        },
+    )
+    write_mined_card(out_dir, manifest)
+    create_markdown_artifact(key="tdi-mined-dataset", markdown=(out_dir / "README.md").read_text(), description=str(out_dir))
+    logger.info("wrote %d rows in %d shards to %s", manifest["total_rows"], len(infos), out_dir)
+    return manifest
+
+
+# -- command line -------------------------------------------------------------------------------
+def _none_or(kind: type) -> Any:
+    return lambda text: None if text.lower() in ("none", "") else kind(text)
+
+
+def _parse_args(argv: list[str] | None = None) -> MineTDIConfig:
+    """argparse generated from MineTDIConfig: one flag per field, its help from the field."""
+    defaults = MineTDIConfig()
+    parser = argparse.ArgumentParser(prog="python -m flows.mine_tdi", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    for f in fields(MineTDIConfig):
+        flag = "--" + f.name.replace("_", "-")
+        default = getattr(defaults, f.name)
+        help_text = f"{f.metadata.get('help', '')} (default: {default if not isinstance(default, tuple) else ','.join(default) or 'none'})"
+        if isinstance(default, bool):
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=default, help=help_text)
+        elif isinstance(default, tuple):
+            parser.add_argument(flag, default=",".join(default), help=help_text)
+        else:
+            kind = {"int | None": _none_or(int), "str | None": _none_or(str), "float": float, "int": int}.get(str(f.type), str)
+            parser.add_argument(flag, type=kind, default=default, help=help_text)
+    args = vars(parser.parse_args(argv))
+    for f in fields(MineTDIConfig):
+        if isinstance(getattr(defaults, f.name), tuple):
+            args[f.name] = tuple(s for s in args[f.name].split(",") if s)
+    return MineTDIConfig(**args)
+
+
+def main(argv: list[str] | None = None) -> None:
+    manifest = mine_tdi(_parse_args(argv))
+    print(json.dumps({"dataset": manifest["dataset"], "counts": manifest["counts"], "mining": manifest["mining"]}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
