@@ -8,6 +8,8 @@
 2. Candidate pruning on ToolBench stable: pairs kept per strategy; edge recall against the
    discriminator's edges on *all* same-category pairs of the smallest categories (needs
    --discriminator; ToolBench ships no gold edges), and against API-Bank's gold edges.
+2b. Gold-edge recall of every pruning strategy on the sets with gold edges (API-Bank, UltraTool,
+   TMDB): ``python -m bench.bench_graph --pruning-only`` (seconds; no scoring).
 3. Latency p50/p95 of one query's top-10 over all 2,479 ToolBench tools: numpy vs the SQL macro
    ``tool_top_k`` on a warehouse file (random unit embeddings: the cost does not depend on values).
 """
@@ -110,6 +112,42 @@ def bench_pruning(toolbench, apibank, checkpoint: str | None, max_reference_pair
     return result
 
 
+def bench_gold_recall(root: Path, neighbours=(5, 10)) -> dict:
+    """Pairs kept and gold-edge recall (kept / in groups) per strategy on the gold-edge tool sets."""
+    from models.sentence_encoder import SentenceEncoder
+    from tasks.graph_edges import PRUNING_STRATEGIES, prune_candidates
+    from tasks.retrieval import embed_style_for, embed_text
+    from tasks.toolsets import load_benchmark
+
+    encoder = SentenceEncoder()
+    out: dict = {}
+    for name in ("apibank", "ultratool", "tmdb"):
+        ts = load_benchmark(name, root)
+        emb = encoder.encode([embed_text(t.doc, embed_style_for(name)) for t in ts.tools])
+        for strategy in PRUNING_STRATEGIES:
+            for m in (neighbours if "neighbours" in strategy else (0,)):
+                r = prune_candidates(ts.tools, emb, strategy, m or 5, ts.edges)
+                key = strategy + (f" m={m}" if m else "")
+                out.setdefault(key, {})[name] = {"pairs_kept": len(r.candidates), "pairs": r.pairs_in_groups,
+                                                 "kept_share": round(r.kept_share, 3),
+                                                 "gold_kept": r.known_edges_kept, "gold": r.known_edges_in_groups,
+                                                 "recall": round(r.known_edge_recall, 3)}
+    return out
+
+
+def gold_recall_markdown(r: dict) -> str:
+    names = ("apibank", "ultratool", "tmdb")
+    lines = ["**Pruning recall on gold edges** (`python -m bench.bench_graph --pruning-only`; recall = gold edges "
+             "kept / gold edges inside a group; share = pairs kept / same-group pairs):", "",
+             "| strategy | " + " | ".join(f"{n} recall | {n} share" for n in names) + " |",
+             "|---|" + "---|---|" * len(names)]
+    for key, per in r.items():
+        lines.append(f"| {key} | " + " | ".join(
+            f"{per[n]['recall']:.3f} ({per[n]['gold_kept']}/{per[n]['gold']}) | {per[n]['kept_share']:.3f}"
+            for n in names) + " |")
+    return "\n".join(lines)
+
+
 def bench_latency(toolbench, repeats: int) -> dict:
     from tasks.retrieval import cosine_top_k
     from warehouse.build import DatasetTables, build_warehouse, connect
@@ -158,7 +196,20 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--repeats", type=int, default=200)
     p.add_argument("--out", default=None, help="also write the JSON here")
     p.add_argument("--no-results", action="store_true", help="do not rewrite the section in bench/RESULTS.md")
+    p.add_argument("--pruning-only", action="store_true",
+                   help="only the gold-edge recall of pruning on API-Bank, UltraTool, TMDB (seconds)")
     a = p.parse_args(argv)
+    if a.pruning_only:
+        recall = bench_gold_recall(Path(a.data_root))
+        print(gold_recall_markdown(recall))
+        if a.out:
+            Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+            Path(a.out).write_text(json.dumps(recall, indent=2) + "\n")
+        if not a.no_results:
+            from bench.results import write_section
+
+            write_section("Pruning recall on gold edges", gold_recall_markdown(recall))
+        return recall
 
     from tasks.graph_edges import prune_candidates
     from tasks.toolsets import load_benchmark
