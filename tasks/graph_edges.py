@@ -45,7 +45,7 @@ from tasks.schema_rule import (
     identifier_tokens,
     input_names,
     name_derived_output,
-    normalise_param_name,
+    normalise_param_name,  # noqa: F401  (re-exported: its home is tasks.schema_rule)
     output_names,
 )
 from warehouse.build import DatasetTables
