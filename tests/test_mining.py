@@ -1,0 +1,397 @@
+"""The data-flow miner, docstring docs, mined balancing and the mine-tdi flow on small packages."""
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import duckdb
+import pyarrow.parquet as pq
+import pytest
+
+from schemas.docs import schema_errors
+from tasks.docstrings import docs_from_source
+from tasks.mined_dataset import DependencyPair, MinedBalanceConfig, balance_mined, drop_outputs
+from tasks.mining import MineReason, build_docs, mine_files, tree_files
+
+
+def _doc(summary: str) -> str:
+    return f'    """{summary}"""\n'
+
+
+def write_package(root: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    return root
+
+
+PKG = {
+    "pkg/__init__.py": """
+        from .core import load_config
+        from . import util
+    """,
+    "pkg/core.py": '''
+        def load_config(path):
+            """Read the configuration file at path."""
+            return {"path": path}
+
+
+        def connect(config, timeout=3):
+            """Open a connection described by config."""
+            return object()
+
+
+        def make_token(user):
+            """Make an access token for a user."""
+            return user + "-token"
+
+
+        def undocumented_source(x):
+            return x
+
+
+        def pair(x):
+            """Split x into two halves."""
+            return x[:1], x[1:]
+
+
+        def sink(value):
+            """Consume a value."""
+            return None
+
+
+        def nothing(x):
+            """Log x and return nothing."""
+            print(x)
+
+
+        class Client:
+            """A client for the service."""
+
+            def fetch(self, token):
+                """Fetch data with a token."""
+                return token
+
+            def run(self, user):
+                """Fetch for a user."""
+                tok = make_token(user)
+                return self.fetch(tok)                     # self.method via a local variable
+    ''',
+    "pkg/util.py": '''
+        def undocumented_sink(value):
+            return value
+
+
+        def render(data, fmt="text"):
+            """Render data in a format."""
+            return str(data)
+    ''',
+    "pkg/sub/__init__.py": "",
+    "pkg/sub/jobs.py": '''
+        import pkg.core as core
+        from pkg.core import connect as open_connection
+        from ..util import render
+        from .. import util
+        import pkg
+        import somewhere_unknown
+
+
+        def direct():
+            """g(f(x))."""
+            return open_connection(pkg.load_config("a.ini"))         # import alias + re-export via pkg/__init__
+
+
+        def keyword():
+            """keyword argument."""
+            return core.connect(config=core.load_config("b.ini"))      # module.attr, keyword
+
+
+        def variable():
+            """v = f(x); g(v) with a positional argument mapped to its name."""
+            tok = core.make_token("bob")
+            out = render(tok)                                           # relative import
+            return out
+
+
+        def reassigned():
+            """a value killed before the call is not a flow."""
+            cfg = core.load_config("c.ini")
+            cfg = {}
+            return core.connect(cfg)
+
+
+        def not_passed():
+            """a value computed but never passed."""
+            cfg = core.load_config("d.ini")
+            return core.connect({})
+
+
+        def undocumented():
+            """flows through undocumented functions are rejected."""
+            core.sink(core.undocumented_source(1))
+            return util.undocumented_sink(core.make_token("x"))
+
+
+        def unresolved():
+            """targets nobody defines are rejected."""
+            return somewhere_unknown.consume(core.make_token("y"))
+
+
+        def unpacked():
+            """tuple unpacking is not a flow."""
+            a, b = core.pair("xy")
+            return core.sink(a)
+
+
+        def odd_calls():
+            """self-flow, an argument beyond the signature, a producer that returns nothing."""
+            core.make_token(core.make_token("z"))
+            core.sink(1, core.make_token("w"))
+            return core.sink(core.nothing(1))
+
+
+        def repeated():
+            """the same pair again is a duplicate."""
+            return render(core.make_token("again"))
+    ''',
+}
+
+
+@pytest.fixture()
+def mined(tmp_path: Path):
+    root = write_package(tmp_path / "src", PKG)
+    return mine_files(tree_files(root, "tree"), workers=1)
+
+
+def _pairs(result) -> dict[tuple[str, str], str]:
+    return {(f.consumer, f.producer): f.param for f in result.flows}
+
+
+def test_known_flows_are_mined_with_the_parameter_they_reach(mined) -> None:
+    pairs = _pairs(mined)
+    assert pairs[("pkg.core.connect", "pkg.core.load_config")] == "config"  # direct, alias, re-export, keyword
+    assert pairs[("pkg.util.render", "pkg.core.make_token")] == "data"  # local variable, positional 0 -> name
+    assert pairs[("pkg.core.Client.fetch", "pkg.core.make_token")] == "token"  # self.method, bound
+    assert len(pairs) == 3
+    vias = {(f.consumer, f.producer): f.via for f in mined.flows}
+    assert vias[("pkg.core.connect", "pkg.core.load_config")] == "direct"
+    assert vias[("pkg.util.render", "pkg.core.make_token")] == "variable"
+
+
+def test_non_flows_are_rejected_with_their_reasons(mined) -> None:
+    reasons = mined.reason_counts()
+    by_reason = {}
+    for r in mined.rejections:
+        by_reason.setdefault(r.reason, []).append(r)
+    assert reasons[MineReason.UNDOCUMENTED_PRODUCER] == 1  # sink(undocumented_source(1))
+    assert reasons[MineReason.UNDOCUMENTED_CONSUMER] == 1  # util.undocumented_sink(...)
+    assert reasons[MineReason.TUPLE_UNPACK] == 1
+    assert reasons[MineReason.SELF_FLOW] == 1
+    assert reasons[MineReason.BAD_ARGUMENT_POSITION] == 1  # sink(1, make_token(...))
+    assert reasons[MineReason.PRODUCER_RETURNS_NOTHING] == 1
+    assert reasons[MineReason.DUPLICATE_FLOW] == 2  # render(make_token(...)) again; connect(config=load_config(...)) after direct()
+    unresolved = [r.detail for r in by_reason[MineReason.UNRESOLVED_TARGET]]
+    assert any("somewhere_unknown.consume" in d for d in unresolved)
+    # the reassigned and the never-passed value produce no candidate at all
+    ids = {r.record_id for r in mined.rejections} | {f.record_id for f in mined.flows}
+    assert not any(":reassigned:" in i or ":not_passed:" in i for i in ids if "core.load_config" in i)
+    assert not any(f.record_id.startswith("pkg.sub.jobs:reassigned") or f.record_id.startswith("pkg.sub.jobs:not_passed") for f in mined.flows)
+
+
+def test_every_candidate_ends_accepted_or_rejected(mined) -> None:
+    assert len(mined.flows) + len(mined.rejections) == mined.candidates
+    assert len({f.record_id for f in mined.flows} | {r.record_id for r in mined.rejections}) == mined.candidates
+    assert mined.files_parsed + len(mined.file_rejections) == mined.files_read == len(PKG) == 5
+
+
+def test_unparsable_and_oversized_files_are_rejected_sources(tmp_path: Path) -> None:
+    root = write_package(tmp_path / "src", {"bad/__init__.py": "", "bad/broken.py": "def f(:\n", "bad/ok.py": "x = 1\n"})
+    (root / "bad" / "tests").mkdir()
+    (root / "bad" / "tests" / "test_x.py").write_text("def test(): pass\n")  # test folders are skipped
+    (root / "bad" / "huge.py").write_text("x = 1\n" * 200_000)
+    result = mine_files(tree_files(root, "tree"), workers=1)
+    assert result.files_read == 4
+    assert result.file_reason_counts() == {MineReason.FILE_TOO_LARGE: 1, MineReason.SYNTAX_ERROR: 1}
+
+
+GOOGLE = '''
+def get_user_token(user: str, scope="read") -> str:
+    """Fetch a user's token.
+
+    Longer text.
+
+    Args:
+        user: The user name.
+        scope (str): The scope.
+
+    Returns:
+        The token string.
+    """
+    return "t"
+'''
+NUMPY = '''
+def load_frame(path, *args, **kwargs):
+    """Load a data frame.
+
+    Parameters
+    ----------
+    path : str
+        Where the file is.
+    *args
+        Passed on.
+
+    Returns
+    -------
+    frame : DataFrame
+        The loaded data.
+    """
+    return path
+'''
+REST = '''
+class Store:
+    def get_item_count(self, key):
+        """Look a key up.
+
+        :param key: the key
+        :type key: bytes
+        :returns: the stored value
+        :rtype: int
+        """
+        return 1
+
+    def clear(self):
+        """Drop everything."""
+        self.items = {}
+'''
+
+
+@pytest.mark.parametrize(
+    "source,name,inputs,output",
+    [
+        (GOOGLE, "get_user_token", [("user", "str", "The user name."), ("scope", "str", "The scope.")], ("user_token", "str", "The token string.")),
+        (NUMPY, "load_frame", [("path", "str", "Where the file is."), ("args", "any", "Passed on.")], ("frame", "DataFrame", "The loaded data.")),
+        (REST, "Store.get_item_count", [("key", "bytes", "the key")], ("item_count", "int", "the stored value")),
+    ],
+)
+def test_docstring_styles_give_schema_valid_docs(source: str, name: str, inputs: list, output: tuple) -> None:
+    doc = docs_from_source(source)[name]
+    assert schema_errors(doc) == []
+    assert doc["name"] == name
+    assert [(p["name"], p["type"], p["description"]) for p in doc["input_params"]] == inputs
+    assert [(p["name"], p["type"], p["description"]) for p in doc["output_params"]] == [output]
+
+
+def test_doc_details() -> None:
+    docs = docs_from_source(GOOGLE + REST + "\ndef bare(x):\n    return x\n")
+    assert docs["get_user_token"]["description"] == "Fetch a user's token.\n\nLonger text."
+    assert docs["Store.clear"]["output_params"] == []  # returns nothing: no output
+    assert "bare" not in docs  # undocumented: not usable
+    assert docs_from_source(NUMPY)["load_frame"]["input_params"][-1]["name"] == "args"  # **kwargs undocumented: left out
+
+
+def test_hard_negatives_never_pair_known_dependencies() -> None:
+    def doc(name: str) -> dict:
+        return {"name": name, "description": f"{name} tool", "input_params": [], "output_params": [{"name": "x", "type": "any", "description": ""}]}
+
+    # a dense package: most same-package pairs are known, so a careless sampler would hit them
+    names = [f"p{pkg}.m.f{i}" for pkg in range(3) for i in range(8)]
+    docs = {n: doc(n) for n in names}
+    pairs = []
+    for pkg in range(3):
+        group = [n for n in names if n.startswith(f"p{pkg}.")]
+        for i, a in enumerate(group):
+            for b in group[i + 1: i + 5]:
+                pairs.append(DependencyPair(f"{a}>{b}", a, b, "mined", f"p{pkg}"))
+    balanced = balance_mined(pairs, docs, MinedBalanceConfig(validation_fraction=0.0, output_dropout=0.0, seed=3))
+    known = {frozenset((r["tool_a_id"], r["tool_b_id"])) for r in balanced.rows if r["label"] != 1}
+    negatives = [r for r in balanced.rows if r["label"] == 1]
+    assert len(negatives) == balanced.per_class == len(pairs)
+    assert all(frozenset((r["tool_a_id"], r["tool_b_id"])) not in known for r in negatives)
+    assert all(r["tool_a_id"] != r["tool_b_id"] for r in negatives)
+    assert balanced.negatives.get("hard_negative", 0) > 0
+    for r in negatives:
+        same = r["source_a"].split(".")[0] == r["source_b"].split(".")[0]
+        assert same == (r["origin"] == "hard_negative")
+
+
+def test_output_dropout_is_seeded_and_keyed() -> None:
+    docs = {f"k{i}": {"name": f"k{i}", "description": "d", "input_params": [], "output_params": [{"name": "o", "type": "t", "description": ""}]} for i in range(400)}
+    a, n = drop_outputs(docs, 0.3, 7)
+    b, _ = drop_outputs(dict(reversed(list(docs.items()))), 0.3, 7)
+    assert 80 < n < 160
+    assert {k for k, d in a.items() if not d["output_params"]} == {k for k, d in b.items() if not d["output_params"]}
+
+
+def test_docs_for_targets_are_built(mined) -> None:
+    docs = build_docs(list(mined.targets.values()), workers=1)
+    assert set(docs) == set(mined.targets)
+    assert docs["pkg.core.make_token"]["output_params"][0]["name"] == "token"  # make_token -> token
+    assert all(schema_errors(d) == [] for d in docs.values())
+
+
+def _bigger_tree(root: Path, n_modules: int = 6, n_funcs: int = 6) -> Path:
+    """Modules whose functions feed each other: enough pairs for both splits."""
+    files = {"lib/__init__.py": ""}
+    for m in range(n_modules):
+        lines = []
+        for i in range(n_funcs):
+            lines.append(f'def produce_{m}_{i}(x):\n    """Produce value {m}.{i} from x."""\n    return x\n\n')
+            lines.append(f'def consume_{m}_{i}(value, flag=False):\n    """Consume value {m}.{i}."""\n    return value\n\n')
+        lines.append(f'def pipeline_{m}():\n    """Wire the functions."""\n')
+        for i in range(n_funcs):
+            lines.append(f"    v{i} = produce_{m}_{i}({i})\n    consume_{m}_{i}(v{i})\n    consume_{m}_{(i + 1) % n_funcs}(value=produce_{m}_{i}(0))\n")
+        lines.append("    return None\n")
+        files[f"lib/mod{m}.py"] = "".join(lines)
+    return write_package(root, files)
+
+
+def test_mine_tdi_flow_end_to_end(tmp_path: Path, prefect_harness) -> None:
+    from flows.mine_tdi import MineTDIConfig, _parse_args, mine_tdi
+
+    src = _bigger_tree(tmp_path / "src")
+    cfg = _parse_args(["--source", "tree", "--tree-paths", str(src), "--output-root", str(tmp_path / "out"),
+                       "--dataset", "mini", "--workers", "1", "--validation-fraction", "0.2"])
+    assert isinstance(cfg, MineTDIConfig) and cfg.per_class is None and cfg.output_dropout == 0.3
+    manifest = mine_tdi(cfg)
+    out = tmp_path / "out" / "mini"
+    table = pq.read_table(out / "shards")
+    rows = table.to_pylist()
+    assert manifest["mining"]["accepted_pairs"] == 6 * 6 * 2
+    assert manifest["quality"]["success"] and json.loads((out / "quality.json").read_text())["success"]
+    labels = [r["label"] for r in rows]
+    assert labels.count(0) == labels.count(1) == labels.count(2) == manifest["per_class"] > 0
+    assert {r["origin"] for r in rows} <= {"mined", "mined_swapped", "hard_negative", "shuffled"}
+    assert {r["split"] for r in rows} == {"train", "validation"}
+    assert all(schema_errors(json.loads(r["doc_a"])) == [] for r in rows)
+    assert 0 < manifest["mining"]["docs_outputs_dropped"] < manifest["mining"]["docs"]
+    con = duckdb.connect(str(out / "records.duckdb"), read_only=True)
+    read, accepted, rejected = con.execute(
+        "SELECT (SELECT records_read FROM run_info), count(*) FILTER (WHERE status='accepted'), count(*) FILTER (WHERE status='rejected') FROM record_outcomes"
+    ).fetchone()
+    assert read == accepted + rejected == manifest["accounting"]["read"]
+    assert con.execute("SELECT count(*) FROM record_outcomes WHERE reason='in_dataset'").fetchone()[0] == manifest["per_class"]
+    con.close()
+    assert (out / "README.md").read_text().startswith("# mini: mined TDI")
+
+    # a per-class cap keeps the books balanced: the surplus is rejected with a reason
+    capped = mine_tdi(_parse_args(["--source", "tree", "--tree-paths", str(src), "--output-root", str(tmp_path / "out"),
+                                   "--dataset", "capped", "--workers", "1", "--per-class", "10"]))
+    assert capped["per_class"] == 10
+    assert capped["accounting"]["by_reason"]["balance_surplus"] == 72 - 10
+
+
+def test_failing_quality_gate_publishes_no_shards(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, prefect_harness) -> None:
+    import flows.mine_tdi as mt
+    from tasks.quality import QualityGateError, QualityReport
+
+    src = _bigger_tree(tmp_path / "src", n_modules=2, n_funcs=3)
+    monkeypatch.setattr(mt, "validate_shards", lambda d: QualityReport(success=False, checks=[{"success": False, "expectation": "injected"}]))
+    with pytest.raises(QualityGateError):
+        mt.mine_tdi(mt._parse_args(["--source", "tree", "--tree-paths", str(src), "--output-root", str(tmp_path / "out"),
+                                    "--dataset", "bad", "--workers", "1"]))
+    out = tmp_path / "out" / "bad"
+    assert not list(out.rglob("*.parquet"))
+    assert not (out / "manifest.json").exists()
+    assert (out / "records.duckdb").exists()
