@@ -1,77 +1,101 @@
-"""Prefect flow ``train-discriminator``: pretrain (Eq. 1) on TDI shards, finetune (Eq. 2), test.
+"""Prefect flow ``train-discriminator``: pretrain (Eq. 1) on TDI shards, finetune (Eq. 2), calibrate, test.
 
-    python -m flows.train_discriminator --pretrain-data auto --finetune ultratool,tmdb \
+    python -m flows.train_discriminator --pretrain-data artifacts/tdi/tdi-mined --finetune ultratool,tmdb \
         --test apibank --base-model offline-minilm --output artifacts/discriminator/minilm
+    python -m flows.train_discriminator --checkpoint artifacts/discriminator/minilm/best --test apibank,my/toolset \
+        --output artifacts/discriminator/minilm-eval          # evaluate only: no training
 
-Writes ``<output>/best`` (save_pretrained model + tokenizer + README.md model card +
-metrics.json), ``<output>/metrics.json``, ``<output>/confusion_matrix_test.png``,
-``<output>/training_curves.png``, and per-stage ``last`` checkpoints for ``--resume``.
+1. Pretrain on TDI pairs (both orders; plain cross-entropy) with the HF ``Trainer``.
+2. Finetune on real tool sets (category-averaged loss, Eq. 2) on a grouped 80/20 split; the best
+   checkpoint by validation dependency F1 at its best cut.
+3. Calibrate: the cut on p(dependency) that the graph step uses, chosen on validation
+   (symmetrized probabilities), stored as ``best/calibration.json``.
+4. Test: argmax and calibrated P/R/F1, direction accuracy, and the parameter-match rule on the same
+   pairs, in ``metrics.json`` (strict JSON), a printed table and the model card.
 See docs/discriminator.md.
 """
 from __future__ import annotations
 
 import argparse
 import json
-import platform
+import random
+import types
+import typing
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-import torch
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from models.discriminator import load_model, load_tokenizer
+from models.discriminator import CALIBRATION_FILE, DEFAULT_MAX_LENGTH, load_calibration, load_discriminator, load_model, load_tokenizer
 from schemas.toolset import ToolSet
 from tasks.toolsets import BENCHMARKS, load_benchmark, read_toolset_dir
 from tasks.training import (
-    LoopConfig,
     PairExample,
-    TokenizedPairs,
+    StageArguments,
     TrainResult,
     build_pairs,
-    evaluate,
-    format_metrics_table,
+    choose_threshold,
+    evaluate_probs,
+    format_comparison,
     grouped_split,
     label_counts,
     load_tdi_examples,
     pick_device,
     plot_confusion,
     plot_training_curves,
+    predict_examples,
+    schema_rule_metrics,
     seed_everything,
     train_classifier,
+    with_both_orders,
     write_json,
 )
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_BENCHMARKS = REPO_ROOT.parent / "shared" / "data" / "benchmarks"
+PAPER_TABLE_3 = {"precision": 0.893, "recall": 0.760, "f1": 0.817}
+
+
+def _help(text: str) -> dict:
+    return {"help": text}
 
 
 @dataclass
 class TrainDiscriminatorConfig:
-    output: Path = Path("artifacts/discriminator/default")
-    # "auto": newest artifacts/tdi/*/shards if any, else skip pretraining (logged);
-    # "none": skip; a folder: required, missing shards are an error.
-    pretrain_data: str = "auto"
-    finetune: tuple[str, ...] = ("ultratool", "tmdb")  # benchmark names or tool set folders
-    test: tuple[str, ...] = ("apibank",)
-    benchmarks_root: Path = DEFAULT_BENCHMARKS
-    base_model: str = "offline-minilm"
-    max_length: int = 256
-    batch_size: int | None = None  # None: 32 on CPU, 128 on CUDA (bf16)
-    pretrain_epochs: int = 1
-    pretrain_learning_rate: float = 5e-5
-    pretrain_max_pairs: int | None = None  # cap TDI train pairs (seeded sample) to bound CPU time
-    finetune_epochs: int = 3
-    finetune_learning_rate: float = 3e-5
-    finetune_max_none: int | None = None  # None: every "no dependency" pair (imbalanced like real use)
-    test_max_none: int | None = 500  # paper's API-Bank test: all dependency pairs + 500 none
-    valid_fraction: float = 0.2
-    select_metric: str = "dependency.f1"  # finetune checkpoint choice; pretraining uses macro.f1
-    max_steps_per_epoch: int | None = None
-    seed: int = 42
-    resume: bool = False
-    progress: bool = True
+    output: Path = field(default=Path("artifacts/discriminator/default"), metadata=_help("run folder"))
+    checkpoint: Path | None = field(default=None, metadata=_help(
+        "evaluate only: score the --test tool sets with this checkpoint (its calibration.json), no training"))
+    pretrain_data: str = field(default="auto", metadata=_help(
+        "TDI dataset folder; 'auto': the newest published one under artifacts/tdi (by manifest); 'none': skip"))
+    finetune: tuple[str, ...] = field(default=("ultratool", "tmdb"), metadata=_help(
+        "benchmark names or tool set folders; empty: no finetuning (calibrate on the TDI validation split)"))
+    test: tuple[str, ...] = field(default=("apibank",), metadata=_help("benchmark names or tool set folders"))
+    benchmarks_root: Path = field(default=DEFAULT_BENCHMARKS, metadata=_help("where benchmark names are looked up"))
+    base_model: str = field(default="offline-minilm", metadata=_help("offline-minilm, a hub id or a folder"))
+    max_length: int = field(default=DEFAULT_MAX_LENGTH, metadata=_help("word pieces per pair"))
+    batch_size: int | None = field(default=None, metadata=_help("pairs per step; default 32 on CPU, 128 on CUDA (bf16)"))
+    pretrain_epochs: float = field(default=1.0, metadata=_help("passes over the TDI training pairs"))
+    pretrain_learning_rate: float = field(default=5e-5, metadata=_help("peak learning rate, pretraining"))
+    pretrain_max_pairs: int | None = field(default=None, metadata=_help("cap on TDI training pairs (seeded sample)"))
+    pretrain_evals: int = field(default=2, metadata=_help("validation runs per pretraining epoch"))
+    finetune_epochs: float = field(default=2.0, metadata=_help("passes over the finetuning pairs"))
+    finetune_learning_rate: float = field(default=2e-5, metadata=_help("peak learning rate, finetuning"))
+    finetune_max_none: int | None = field(default=1500, metadata=_help(
+        "cap on 'no dependency' pairs per tool set (seeded); none: all (imbalanced like real use)"))
+    finetune_replay: int = field(default=2000, metadata=_help(
+        "TDI training pairs mixed into finetuning so the parameter-level skill is not forgotten"))
+    test_max_none: int | None = field(default=500, metadata=_help("paper's API-Bank test: all dependency pairs + 500 none"))
+    valid_fraction: float = field(default=0.2, metadata=_help("finetuning validation share (grouped by tool set)"))
+    calibration: str = field(default="max_f1", metadata=_help("threshold criterion: max_f1 or precision"))
+    target_precision: float = field(default=0.9, metadata=_help("with --calibration precision"))
+    symmetric: bool = field(default=True, metadata=_help("average p(a,b) with the swapped p(b,a) at inference"))
+    select_metric: str = field(default="dependency_f1_calibrated", metadata=_help("checkpoint choice (compute_metrics key)"))
+    max_steps: int = field(default=-1, metadata=_help("cap on steps per stage (-1: all epochs)"))
+    seed: int = field(default=42, metadata=_help("seed of sampling, splits, init and shuffling"))
+    resume: bool = field(default=False, metadata=_help("continue each stage from its newest checkpoint"))
+    progress: bool = field(default=True, metadata=_help("progress bars"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -87,29 +111,41 @@ def _load_toolset(spec: str, benchmarks_root: Path) -> ToolSet:
     raise ValueError(f"{spec!r} is neither a benchmark ({', '.join(BENCHMARKS)}) nor a tool set folder")
 
 
+def published_tdi(artifacts: Path = Path("artifacts/tdi")) -> list[Path]:
+    """TDI datasets that were published whole: a manifest (written last) whose quality gate passed,
+    oldest first by manifest time. A run that failed its gate or died mid-write has no manifest."""
+    found = []
+    for manifest in artifacts.glob("*/manifest.json"):
+        try:
+            quality = json.loads(manifest.read_text()).get("quality", {})
+        except json.JSONDecodeError:
+            continue
+        if quality.get("success", False) and any((manifest.parent / "shards").glob("*.parquet")):
+            found.append(manifest)
+    return [m.parent for m in sorted(found, key=lambda m: m.stat().st_mtime)]
+
+
 def resolve_pretrain_data(spec: str, artifacts: Path = Path("artifacts/tdi")) -> Path | None:
-    """The TDI dataset folder to pretrain on, or None to skip (see the config comment)."""
+    """The TDI dataset folder to pretrain on, or None to skip (see the config help)."""
     if spec == "none":
         return None
     if spec == "auto":
-        found = sorted((p.parent for p in artifacts.glob("*/shards") if any(p.glob("*.parquet"))),
-                       key=lambda p: p.stat().st_mtime)
+        found = published_tdi(artifacts)
         return found[-1] if found else None
     folder = Path(spec)
     if not any((folder / "shards").glob("*.parquet")):
-        raise FileNotFoundError(f"--pretrain-data {folder}: no shards/*.parquet there; run make build-tdi "
+        raise FileNotFoundError(f"--pretrain-data {folder}: no shards/*.parquet there; run make mine-tdi or make build-tdi, "
                                 "or pass --pretrain-data none to skip pretraining")
     return folder
 
 
 @task(cache_policy=NO_CACHE)
 def load_pretraining_pairs(folder: Path, max_pairs: int | None, seed: int) -> tuple[list[PairExample], list[PairExample]]:
-    import random
-
     train, valid = load_tdi_examples(folder)
     if max_pairs is not None and len(train) > max_pairs:
         train = random.Random(seed).sample(train, max_pairs)
-    return train, valid
+    # both orders of every pair; balanced shards already hold them, a capped sample may not
+    return with_both_orders(train), with_both_orders(valid)
 
 
 @task(cache_policy=NO_CACHE)
@@ -117,32 +153,50 @@ def build_toolset_pairs(specs: tuple[str, ...], benchmarks_root: Path, max_none:
     pairs: list[PairExample] = []
     for spec in specs:
         pairs += build_pairs(_load_toolset(spec, benchmarks_root), max_none=max_none, seed=seed)
-    return pairs
+    return with_both_orders(pairs)
 
 
 @task(cache_policy=NO_CACHE)
-def train_stage(stage: str, init_model: str, train: list[PairExample], valid: list[PairExample], loop: LoopConfig,
+def train_stage(stage: str, init_model: str, train: list[PairExample], valid: list[PairExample], args: StageArguments,
                 out_dir: Path, loss_name: str, resume: bool, best_dir: Path | None = None) -> TrainResult:
     tokenizer = load_tokenizer(init_model)
     model = load_model(init_model)
-    return train_classifier(model, tokenizer, train, valid, loop, out_dir, loss_name=loss_name, resume=resume,
+    return train_classifier(model, tokenizer, train, valid, args, out_dir, loss_name=loss_name, resume=resume,
                             stage=stage, best_dir=best_dir)
 
 
 @task(cache_policy=NO_CACHE)
-def evaluate_checkpoint(checkpoint: Path, examples: list[PairExample], max_length: int, batch_size: int) -> dict[str, Any]:
-    model, tokenizer = load_model(str(checkpoint)).to(pick_device()), load_tokenizer(str(checkpoint))
-    metrics, loss = evaluate(model, TokenizedPairs(tokenizer, examples, max_length), batch_size, "ce")
-    return {**metrics, "loss": loss}
+def score_examples(checkpoint: Path, examples: list[PairExample], max_length: int, batch_size: int, symmetric: bool,
+                   progress: bool) -> list[list[float]]:
+    model, tokenizer = load_discriminator(checkpoint)
+    model.to(pick_device())
+    return predict_examples(model, tokenizer, examples, max_length, batch_size, symmetric, progress).tolist()
+
+
+def report(examples: list[PairExample], probs, threshold: float | None) -> dict[str, Any]:
+    """Discriminator (argmax, calibrated, direction) and the parameter-match rule on the same pairs."""
+    y = [e.label for e in examples]
+    return {**evaluate_probs(y, probs, threshold), "schema_rule": schema_rule_metrics(examples), "counts": label_counts(examples)}
+
+
+def comparison_rows(section: dict[str, Any]) -> dict[str, dict]:
+    rows = {"discriminator, argmax": section["argmax"]}
+    if "calibrated" in section:
+        rows[f"discriminator, calibrated (cut {section['calibrated']['threshold']:.3f})"] = section["calibrated"]
+    rows["parameter-match rule (schema)"] = section["schema_rule"]
+    return rows
 
 
 def model_card(cfg: TrainDiscriminatorConfig, summary: dict[str, Any]) -> str:
-    test, valid = summary["test"], summary["finetune"]["best_valid"]
-    rows = "\n".join(
-        f"| {name} | {m['precision']:.3f} | {m['recall']:.3f} | {m['f1']:.3f} |"
-        for name, m in [("test dependency (micro over 0/2)", test["dependency"]), ("test macro (3 classes)", test["macro"]),
-                        ("validation dependency", valid["dependency"]), ("paper Table 3, test", {"precision": 0.893, "recall": 0.760, "f1": 0.817})]
-    )
+    test, valid = summary["test"], summary.get("validation")
+    headline = test.get("calibrated", test["argmax"])
+    rows = [("test: discriminator, calibrated" if "calibrated" in test else "test: discriminator, argmax", headline["dependency"]),
+            ("test: parameter-match rule", test["schema_rule"]["dependency"])]
+    if valid:
+        rows.append(("validation: discriminator, calibrated", valid.get("calibrated", valid["argmax"])["dependency"]))
+    rows.append(("paper Table 3, test", PAPER_TABLE_3))
+    table = "\n".join(f"| {name} | {m['precision']:.3f} | {m['recall']:.3f} | {m['f1']:.3f} |" for name, m in rows)
+    data = summary["data"]
     return f"""---
 library_name: transformers
 pipeline_tag: text-classification
@@ -150,28 +204,32 @@ tags: [tool-retrieval, tool-dependency, tgr]
 ---
 # TGR dependency discriminator ({summary['run']})
 
-A 3-class sequence-pair classifier: input `[CLS] doc_a [SEP] doc_b [SEP]` where each doc is a tool's
-API document as canonical JSON; labels `0 a_depends_on_b`, `1 no_dependency`, `2 b_depends_on_a`.
+A 3-class sequence-pair classifier over two tool API docs: `0 a_depends_on_b`, `1 no_dependency`,
+`2 b_depends_on_a`. Each doc is rendered by `models.discriminator.doc_text` (signature line, then
+descriptions) before tokenization.
 
 ```python
-from transformers import pipeline
-clf = pipeline("text-classification", model="{cfg.output / 'best'}")
-clf({{"text": doc_a_json, "text_pair": doc_b_json}}, top_k=None)
+from models.discriminator import decide, load_calibration, load_discriminator, predict_proba
+model, tokenizer = load_discriminator("{cfg.output / 'best'}")
+probs = predict_proba(model, tokenizer, [doc_a], [doc_b], symmetric=True).numpy()
+labels = decide(probs, load_calibration("{cfg.output / 'best'}")["threshold"])
 ```
+With `transformers.pipeline("text-classification", model=...)`, pass `doc_text(doc_a)` and `doc_text(doc_b)`.
 
 ## Data
 - base model: `{cfg.base_model}`
-- pretraining (plain CE, Eq. 1): {summary['pretrain']['data'] or 'skipped (no TDI shards)'}; pairs {summary['pretrain'].get('counts')}
-- finetuning (category-averaged CE, Eq. 2): {', '.join(cfg.finetune)}; train {summary['finetune']['train_counts']}, validation {summary['finetune']['valid_counts']} ({summary['finetune']['split']})
-- test: {', '.join(cfg.test)}; {summary['test_counts']}
-- best checkpoint: finetune epoch {summary['finetune']['best_epoch']} by validation `{cfg.select_metric}`
+- pretraining (plain CE, Eq. 1, both orders): {data['pretrain'].get('source') or 'skipped'}; train {data['pretrain'].get('train')}, validation {data['pretrain'].get('validation')}
+- finetuning (category-averaged CE, Eq. 2): {', '.join(cfg.finetune) or 'none'}; train {data['finetune'].get('train')}, validation {data['finetune'].get('validation')} ({data['finetune'].get('split', '')}); replayed TDI pairs {data['finetune'].get('replay', 0)}
+- test: {', '.join(cfg.test)}; {test['counts']}
+- calibration: {json.dumps(summary.get('calibration'))}
 
-## Metrics
+## Metrics (dependency classes, direction must be right)
 | set | P | R | F1 |
 |---|---|---|---|
-{rows}
+{table}
 
-Confusion matrix (test, rows true, columns predicted): `{test['confusion_matrix']}`
+Direction accuracy on true test dependency pairs: {test['direction']['accuracy']}.
+Confusion matrix (test, rows true, columns predicted): `{headline['confusion_matrix']}`
 
 ## Config
 ```json
@@ -193,80 +251,132 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
     batch_size = cfg.batch_size or (128 if device.type == "cuda" else 32)
     out = Path(cfg.output)
     out.mkdir(parents=True, exist_ok=True)
-    logger.info("device %s (bf16 autocast: %s), batch size %d", device, device.type == "cuda", batch_size)
-
-    def loop(epochs: int, lr: float, select: str) -> LoopConfig:
-        return LoopConfig(epochs=epochs, batch_size=batch_size, eval_batch_size=batch_size * 4, learning_rate=lr,
-                          max_length=cfg.max_length, seed=cfg.seed, max_steps_per_epoch=cfg.max_steps_per_epoch,
-                          select_metric=select, progress=cfg.progress)
-
-    # Stage 1: pretraining on TDI shards (balanced, plain CE)
+    logger.info("device %s (bf16: %s), batch size %d", device, device.type == "cuda", batch_size)
     summary: dict[str, Any] = {"run": out.name, "config": asdict(cfg), "device": str(device),
-                               "pretrain": {"data": None}}
-    init_model, stages = cfg.base_model, {}
-    tdi = resolve_pretrain_data(cfg.pretrain_data)
-    if tdi is None:
-        logger.warning("pretraining skipped: %s", "--pretrain-data none" if cfg.pretrain_data == "none"
-                       else "no artifacts/tdi/*/shards found (run make build-tdi to pretrain on TDI)")
+                               "data": {"pretrain": {}, "finetune": {}}}
+    stages: dict[str, TrainResult] = {}
+
+    def stage_args(epochs: float, lr: float, evals: int) -> StageArguments:
+        return StageArguments(epochs=epochs, batch_size=batch_size, eval_batch_size=batch_size * 4, learning_rate=lr,
+                              max_length=cfg.max_length, seed=cfg.seed, max_steps=cfg.max_steps, evals_per_epoch=evals,
+                              select_metric=cfg.select_metric, progress=cfg.progress)
+
+    def scores(checkpoint: Path, examples: list[PairExample]):
+        import numpy as np
+
+        return np.asarray(score_examples(checkpoint, examples, cfg.max_length, batch_size * 4, cfg.symmetric, cfg.progress))
+
+    calibration_pairs: list[PairExample] = []
+    if cfg.checkpoint is not None:  # evaluate only
+        best = Path(cfg.checkpoint)
+        load_discriminator(best)  # fails early, with a clear message, on a folder that is no checkpoint
+        summary["calibration"] = load_calibration(best)
+        if summary["calibration"] is None:
+            logger.warning("%s has no %s: test figures use argmax only", best, CALIBRATION_FILE)
     else:
-        pre_train, pre_valid = load_pretraining_pairs(tdi, cfg.pretrain_max_pairs, cfg.seed)
-        logger.info("pretraining on %s: train %s, validation %s", tdi, label_counts(pre_train), label_counts(pre_valid))
-        result = train_stage("pretrain", cfg.base_model, pre_train, pre_valid,
-                             loop(cfg.pretrain_epochs, cfg.pretrain_learning_rate, "macro.f1"),
-                             out / "pretrain", "ce", cfg.resume)
-        stages["pretrain"] = result
-        init_model = str(result.best_dir)
-        summary["pretrain"] = {"data": str(tdi), "counts": {"train": label_counts(pre_train), "validation": label_counts(pre_valid)},
-                               "best_epoch": result.best_epoch, "history": result.history}
+        # Stage 1: pretraining on TDI pairs (balanced, plain CE)
+        init_model, pre_train = cfg.base_model, []
+        tdi = resolve_pretrain_data(cfg.pretrain_data)
+        if tdi is None:
+            logger.warning("pretraining skipped: %s", "--pretrain-data none" if cfg.pretrain_data == "none"
+                           else "no published TDI dataset under artifacts/tdi (make mine-tdi makes one in minutes)")
+        else:
+            pre_train, pre_valid = load_pretraining_pairs(tdi, cfg.pretrain_max_pairs, cfg.seed)
+            summary["data"]["pretrain"] = {"source": str(tdi), "train": label_counts(pre_train), "validation": label_counts(pre_valid)}
+            logger.info("pretraining on %s: train %s, validation %s", tdi, label_counts(pre_train), label_counts(pre_valid))
+            if not pre_valid:
+                logger.warning("the TDI dataset has no validation split: the last pretraining step is kept")
+            result = train_stage("pretrain", cfg.base_model, pre_train, pre_valid,
+                                 stage_args(cfg.pretrain_epochs, cfg.pretrain_learning_rate, cfg.pretrain_evals),
+                                 out / "pretrain", "ce", cfg.resume)
+            stages["pretrain"], init_model = result, str(result.best_dir)
+            calibration_pairs = pre_valid
 
-    # Stage 2: finetuning on real tool sets (imbalanced, Eq. 2), grouped 80/20 split
-    ft_pairs = build_toolset_pairs(cfg.finetune, cfg.benchmarks_root, cfg.finetune_max_none, cfg.seed)
-    ft_train, ft_valid, split_note = grouped_split(ft_pairs, cfg.valid_fraction, cfg.seed)
-    logger.info("finetuning: train %s, validation %s; %s", label_counts(ft_train), label_counts(ft_valid), split_note)
-    result = train_stage("finetune", init_model, ft_train, ft_valid,
-                         loop(cfg.finetune_epochs, cfg.finetune_learning_rate, cfg.select_metric),
-                         out / "finetune", "category_averaged", cfg.resume, best_dir=out / "best")
-    stages["finetune"] = result
-    best_valid = next(h["valid"] for h in result.history if h["epoch"] == result.best_epoch)
-    summary["finetune"] = {"train_counts": label_counts(ft_train), "valid_counts": label_counts(ft_valid),
-                           "split": split_note, "best_epoch": result.best_epoch, "best_valid": best_valid,
-                           "history": result.history}
+        # Stage 2: finetuning on real tool sets (imbalanced, Eq. 2), grouped 80/20 split
+        best = out / "best"
+        if cfg.finetune:
+            ft_pairs = build_toolset_pairs(cfg.finetune, cfg.benchmarks_root, cfg.finetune_max_none, cfg.seed)
+            ft_train, ft_valid, split_note = grouped_split(ft_pairs, cfg.valid_fraction, cfg.seed)
+            replay = random.Random(cfg.seed).sample(pre_train, min(cfg.finetune_replay, len(pre_train)))
+            summary["data"]["finetune"] = {"train": label_counts(ft_train), "validation": label_counts(ft_valid),
+                                           "split": split_note, "replay": len(replay)}
+            logger.info("finetuning: train %s + %d replayed TDI pairs, validation %s; %s", label_counts(ft_train),
+                        len(replay), label_counts(ft_valid), split_note)
+            result = train_stage("finetune", init_model, ft_train + replay, ft_valid,
+                                 stage_args(cfg.finetune_epochs, cfg.finetune_learning_rate, 1),
+                                 out / "finetune", "category_averaged", cfg.resume, best_dir=best)
+            stages["finetune"] = result
+            calibration_pairs = ft_valid
+        elif "pretrain" in stages:
+            load_model(init_model).save_pretrained(best)
+            load_tokenizer(init_model).save_pretrained(best)
+        else:
+            raise ValueError("nothing to train: no pretraining data and no --finetune tool sets")
 
-    # Stage 3: test set with the best finetuned checkpoint
+        # Stage 3: calibration on validation pairs (symmetrized), stored beside the checkpoint
+        if calibration_pairs:
+            probs = scores(best, calibration_pairs)
+            calibration = choose_threshold([e.label for e in calibration_pairs], probs, cfg.calibration, cfg.target_precision)
+            calibration.update(symmetric=cfg.symmetric, calibrated_on="finetune validation" if cfg.finetune else "TDI validation")
+            write_json(best / CALIBRATION_FILE, calibration)
+            summary["calibration"] = calibration
+            summary["validation"] = report(calibration_pairs, probs, calibration["threshold"])
+            logger.info("calibration (%s): cut %.3f, validation P %.3f R %.3f F1 %.3f", cfg.calibration,
+                        calibration["threshold"], calibration["precision"], calibration["recall"], calibration["f1"])
+        else:
+            summary["calibration"] = None
+            logger.warning("no validation pairs: no calibration, edges will use argmax")
+
+    # Stage 4: test with the best checkpoint
     test_pairs = build_toolset_pairs(cfg.test, cfg.benchmarks_root, cfg.test_max_none, cfg.seed)
-    test_metrics = evaluate_checkpoint(result.best_dir, test_pairs, cfg.max_length, batch_size * 4)
-    summary["test"], summary["test_counts"] = test_metrics, label_counts(test_pairs)
+    threshold = summary["calibration"]["threshold"] if summary.get("calibration") else None
+    summary["test"] = report(test_pairs, scores(best, test_pairs), threshold)
+    summary["stages"] = {name: {"best_step": r.best_step, "best_score": r.best_score, "history": r.history}
+                         for name, r in stages.items()}
 
-    print(format_metrics_table(best_valid, f"validation ({', '.join(cfg.finetune)}), best epoch {result.best_epoch}"))
-    print(format_metrics_table(test_metrics, f"test ({', '.join(cfg.test)})"))
-    print(f"paper Table 3, test: P 0.893 R 0.760 F1 0.817")
+    if summary.get("validation"):
+        print(format_comparison(comparison_rows(summary["validation"]), f"validation ({', '.join(cfg.finetune) or 'TDI'})"))
+    print(format_comparison({**comparison_rows(summary["test"]), "paper Table 3": {"dependency": PAPER_TABLE_3}},
+                            f"test ({', '.join(cfg.test)}; {summary['test']['counts']})"))
+    print(f"direction accuracy on true test dependency pairs: {summary['test']['direction']}")
     write_json(out / "metrics.json", summary)
-    write_json(out / "best" / "metrics.json", summary)
-    (out / "best" / "README.md").write_text(model_card(cfg, summary))
-    plot_confusion(test_metrics["confusion_matrix"], out / "confusion_matrix_test.png", f"test: {', '.join(cfg.test)}")
-    plot_training_curves(stages, out / "training_curves.png")
-    logger.info("checkpoint: %s", out / "best")
-    return {"best_dir": str(out / "best"), "metrics_path": str(out / "metrics.json"),
-            "test": test_metrics, "validation": best_valid}
+    if cfg.checkpoint is None:
+        write_json(best / "metrics.json", summary)
+        (best / "README.md").write_text(model_card(cfg, summary))
+        plot_training_curves(stages, out / "training_curves.png")
+    headline = summary["test"].get("calibrated", summary["test"]["argmax"])
+    plot_confusion(headline["confusion_matrix"], out / "confusion_matrix_test.png", f"test: {', '.join(cfg.test)}")
+    logger.info("checkpoint: %s; metrics: %s", best, out / "metrics.json")
+    return {"best_dir": str(best), "metrics_path": str(out / "metrics.json"), "test": summary["test"],
+            "validation": summary.get("validation"), "calibration": summary.get("calibration")}
 
 
 # ---------------------------------------------------------------------------------------------
-# CLI
+# CLI: generated from the config dataclass (its defaults and help texts are the one source)
+
+
+def _scalar_type(hint: Any) -> type:
+    """``int | None`` -> int, ``Path`` -> Path, ``tuple[str, ...]`` -> tuple."""
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        return next(a for a in typing.get_args(hint) if a is not type(None))
+    return typing.get_origin(hint) or hint
 
 
 def _parse_args(argv: list[str] | None = None) -> TrainDiscriminatorConfig:
     defaults = TrainDiscriminatorConfig()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    hints = typing.get_type_hints(TrainDiscriminatorConfig)
     for f in fields(TrainDiscriminatorConfig):
-        flag = "--" + f.name.replace("_", "-")
-        default = getattr(defaults, f.name)
-        if isinstance(default, bool):
-            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=default)
+        flag, default, text = "--" + f.name.replace("_", "-"), getattr(defaults, f.name), f.metadata.get("help", "")
+        kind = _scalar_type(hints[f.name])
+        if kind is bool:
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=default, help=text)
         elif isinstance(default, tuple):
-            parser.add_argument(flag, default=",".join(default), help="comma separated")
+            parser.add_argument(flag, default=",".join(default), help=f"{text} (comma separated; default: {','.join(default)})")
         else:
-            kind = {"int | None": int, "float": float, "int": int, "Path": Path}.get(str(f.type), str)
-            parser.add_argument(flag, type=kind, default=default, help=f"default: {default}")
+            optional = type(None) in typing.get_args(hints[f.name])
+            convert = (lambda s, k=kind: None if s.lower() in ("none", "") else k(s)) if optional else kind
+            parser.add_argument(flag, type=convert, default=default, help=f"{text} (default: {default})")
     args = vars(parser.parse_args(argv))
     for f in fields(TrainDiscriminatorConfig):
         if isinstance(getattr(defaults, f.name), tuple):

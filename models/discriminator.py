@@ -1,7 +1,11 @@
 """The TGR dependency discriminator: a BERT-family 3-class sequence-pair classifier.
 
-Input is ``[CLS] doc_a [SEP] doc_b [SEP]`` (the tokenizer's pair encoding) with
+Input is ``[CLS] text(doc_a) [SEP] text(doc_b) [SEP]`` (the tokenizer's pair encoding) with
 ``truncation="longest_first"`` so that both documents keep tokens when the pair is too long.
+``doc_text`` renders an API doc as a signature line first (name, inputs, outputs), then the
+descriptions: what decides a dependency (an output of one tool feeding an input of the other)
+stays inside a short ``max_length``, where the canonical JSON spends its first tokens on the
+description and may lose ``output_params`` to truncation.
 Labels follow schemas.tdi (0 a_depends_on_b, 1 no_dependency, 2 b_depends_on_a).
 """
 from __future__ import annotations
@@ -18,7 +22,36 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer, PreT
 from models.encoder_path import resolve_model_name_or_path
 from schemas.tdi import ID2LABEL, LABEL2ID, LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A, LABEL_NO_DEPENDENCY, NUM_LABELS
 
-DEFAULT_MAX_LENGTH = 256  # MiniLM was trained with 256 word pieces; a doc pair fits in most cases
+DEFAULT_MAX_LENGTH = 160  # signature lines of both docs and most of their descriptions
+
+
+def doc_text(doc: str | dict) -> str:
+    """``GetUserToken(username: str, password: str) -> token: str. Get the user's token. username: ...``
+
+    Takes a doc dict or its canonical JSON. A doc that declares no outputs shows the output its
+    name implies (``tasks.schema_rule.name_derived_output``), the same reading the parameter
+    rule uses, so tool sets that list inputs only still show the model what a tool produces.
+    """
+    from tasks.schema_rule import name_derived_output
+
+    if isinstance(doc, str):
+        try:
+            doc = json.loads(doc)
+        except json.JSONDecodeError:
+            return doc  # already text (e.g. a user scoring free-form descriptions)
+    def sig(params: list[dict]) -> str:
+        return ", ".join(f"{p['name']}: {p['type']}" for p in params)
+
+    outputs = doc.get("output_params") or []
+    if outputs:
+        returns = sig(outputs)
+    else:
+        derived = name_derived_output(doc.get("name", ""))
+        returns = derived or "none"
+    param_notes = " ".join(f"{p['name']}: {p['description']}" for p in (doc.get("input_params") or []) + outputs
+                           if p.get("description"))
+    text = f"{doc.get('name', '')}({sig(doc.get('input_params') or [])}) -> {returns}. {doc.get('description', '')}"
+    return f"{text} {param_notes}".strip()
 
 
 def load_tokenizer(base_model: str | None) -> PreTrainedTokenizerBase:
@@ -45,14 +78,28 @@ def encode_pairs(
     docs_b: Sequence[str],
     max_length: int = DEFAULT_MAX_LENGTH,
 ) -> dict[str, list[list[int]]]:
-    """Token ids of each pair without padding (batches are padded dynamically later)."""
+    """Token ids of each pair of docs (dicts, canonical JSON or text) without padding."""
     return tokenizer(
-        list(docs_a),
-        list(docs_b),
+        [doc_text(d) for d in docs_a],
+        [doc_text(d) for d in docs_b],
         truncation="longest_first",
         max_length=max_length,
         padding=False,
     )
+
+
+class CategoryAveragedLoss(torch.nn.Module):
+    """Eq. 2 as a loss object (sentence-transformers style): ``loss(logits, labels)``."""
+
+    def forward(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return category_averaged_loss(logits, labels)
+
+
+class CrossEntropyLoss(torch.nn.Module):
+    """Eq. 1: mean cross-entropy (balanced pretraining data)."""
+
+    def forward(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return plain_loss(logits, labels)
 
 
 def category_averaged_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
@@ -71,7 +118,7 @@ def plain_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits.float(), labels)
 
 
-LOSSES = {"ce": plain_loss, "category_averaged": category_averaged_loss}
+LOSSES = {"ce": CrossEntropyLoss, "category_averaged": CategoryAveragedLoss}
 
 
 def decide(probs: np.ndarray, threshold: float | None = None) -> np.ndarray:
@@ -107,14 +154,26 @@ def predict_proba(
     docs_b: Sequence[str],
     max_length: int = DEFAULT_MAX_LENGTH,
     batch_size: int = 64,
+    symmetric: bool = False,
+    progress: bool = False,
 ) -> torch.Tensor:
-    """Class probabilities (n, 3) for doc pairs, in input order; batches sorted by length for speed."""
+    """Class probabilities (n, 3) for doc pairs, in input order; batches sorted by length for speed.
+
+    ``symmetric``: also score every pair swapped and average ``p(a, b)`` with the label-swapped
+    ``p(b, a)`` (test-time symmetry: twice the cost, no position bias, consistent directions).
+    """
+    if symmetric:
+        forward = predict_proba(model, tokenizer, docs_a, docs_b, max_length, batch_size, progress=progress)
+        backward = predict_proba(model, tokenizer, docs_b, docs_a, max_length, batch_size, progress=progress)
+        return (forward + backward[:, [LABEL_B_DEPENDS_ON_A, LABEL_NO_DEPENDENCY, LABEL_A_DEPENDS_ON_B]]) / 2
+    from tqdm.auto import tqdm
+
     model.eval()
     device = next(model.parameters()).device
     enc = encode_pairs(tokenizer, docs_a, docs_b, max_length)
     order = sorted(range(len(docs_a)), key=lambda i: len(enc["input_ids"][i]))
     out = torch.empty(len(docs_a), NUM_LABELS)
-    for start in range(0, len(order), batch_size):
+    for start in tqdm(range(0, len(order), batch_size), desc="scoring pairs", unit="batch", disable=not progress, leave=False):
         idx = order[start : start + batch_size]
         batch = tokenizer.pad({k: [enc[k][i] for i in idx] for k in enc}, return_tensors="pt")
         batch = {k: v.to(device) for k, v in batch.items()}

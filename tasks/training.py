@@ -1,4 +1,4 @@
-"""Pieces of discriminator training: pairs from tool sets, splits, batching, the loop, metrics, plots.
+"""Pieces of discriminator training: pairs, splits, direction, metrics, calibration, the Trainer, plots.
 
 The flow (flows/train_discriminator.py) composes these; each piece is small and testable on CPU.
 """
@@ -8,19 +8,20 @@ import json
 import logging
 import math
 import random
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import pyarrow.parquet as pq
 import torch
-from tqdm.auto import tqdm
-from transformers import PreTrainedModel, PreTrainedTokenizerBase, get_linear_schedule_with_warmup
+from transformers import DataCollatorWithPadding, PreTrainedModel, PreTrainedTokenizerBase, Trainer, TrainingArguments
+from transformers.trainer_utils import get_last_checkpoint
 
 from models.discriminator import LOSSES, encode_pairs
 from schemas.docs import canonical_doc_json
-from schemas.tdi import ID2LABEL, LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A, LABEL_NO_DEPENDENCY, NUM_LABELS, TDI_PAIR_SCHEMA
+from schemas.tdi import (ID2LABEL, LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A, LABEL_NO_DEPENDENCY, NUM_LABELS,
+                         TDI_PAIR_SCHEMA, swap_label)
 from schemas.toolset import ToolSet
 
 log = logging.getLogger(__name__)
@@ -152,85 +153,207 @@ def load_tdi_examples(tdi_dir: Path) -> tuple[list[PairExample], list[PairExampl
 
 
 # ---------------------------------------------------------------------------------------------
-# Batching: token ids once, dynamic padding, length-sorted buckets
+# Direction: both orders of every pair
 
 
-class TokenizedPairs:
-    def __init__(self, tokenizer: PreTrainedTokenizerBase, examples: Sequence[PairExample], max_length: int):
-        self.tokenizer = tokenizer
-        self.encoded = (encode_pairs(tokenizer, [e.doc_a for e in examples], [e.doc_b for e in examples], max_length)
-                        if examples else {"input_ids": [], "token_type_ids": [], "attention_mask": []})
-        self.labels = [e.label for e in examples]
-        self.lengths = [len(ids) for ids in self.encoded["input_ids"]]
+def with_both_orders(examples: Sequence[PairExample]) -> list[PairExample]:
+    """``examples`` plus the swapped copy of every pair whose swap is missing (the swap is free data).
 
-    def __len__(self) -> int:
-        return len(self.labels)
-
-    def batch(self, indices: Sequence[int]) -> dict[str, torch.Tensor]:
-        feats = {k: [v[i] for i in indices] for k, v in self.encoded.items()}
-        out = self.tokenizer.pad(feats, return_tensors="pt")
-        out["labels"] = torch.tensor([self.labels[i] for i in indices], dtype=torch.long)
-        return dict(out)
-
-
-def bucket_batches(lengths: Sequence[int], batch_size: int, seed: int | None, bucket_factor: int = 50) -> list[list[int]]:
-    """Index batches of similar length: little padding, still a random order when seeded.
-
-    With a seed: shuffle, cut into chunks of ``batch_size * bucket_factor``, sort each chunk by
-    length, cut into batches and shuffle the batch order. Without: one length-sorted pass (eval).
+    <a, b> labelled 0 gives <b, a> labelled 2 and vice versa; "none" stays "none". Tool-set pairs
+    and balanced TDI shards already hold both orders, so for them this adds nothing.
     """
-    idx = list(range(len(lengths)))
-    if seed is None:
-        idx.sort(key=lambda i: lengths[i])
-        return [idx[s : s + batch_size] for s in range(0, len(idx), batch_size)]
-    rng = random.Random(seed)
-    rng.shuffle(idx)
-    chunk = batch_size * bucket_factor
-    batches = []
-    for s in range(0, len(idx), chunk):
-        part = sorted(idx[s : s + chunk], key=lambda i: lengths[i])
-        batches += [part[j : j + batch_size] for j in range(0, len(part), batch_size)]
-    rng.shuffle(batches)
-    return batches
+    present = {(e.doc_a, e.doc_b) for e in examples}
+    out = list(examples)
+    for e in examples:
+        if (e.doc_b, e.doc_a) not in present:
+            present.add((e.doc_b, e.doc_a))
+            out.append(PairExample(e.doc_b, e.doc_a, swap_label(e.label), e.group, e.tool_b, e.tool_a))
+    return out
+
+
+def swap_partners(examples: Sequence[PairExample]) -> np.ndarray:
+    """Index of each pair's swapped pair in ``examples``, or -1 when it is absent."""
+    index = {(e.doc_a, e.doc_b): i for i, e in enumerate(examples)}
+    return np.array([index.get((e.doc_b, e.doc_a), -1) for e in examples], dtype=np.int64)
+
+
+def symmetrize(probs: np.ndarray, partners: np.ndarray) -> np.ndarray:
+    """Test-time symmetry: average p(a, b) with the label-swapped p(b, a) where the swap was scored."""
+    probs = np.asarray(probs, dtype=np.float64)
+    out = probs.copy()
+    has = partners >= 0
+    out[has] = (probs[has] + probs[partners[has]][:, [LABEL_B_DEPENDS_ON_A, LABEL_NO_DEPENDENCY, LABEL_A_DEPENDS_ON_B]]) / 2
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
-# Metrics
+# Datasets for the Trainer (token ids once; the collator pads each batch dynamically)
+
+
+def tokenized_dataset(tokenizer: PreTrainedTokenizerBase, examples: Sequence[PairExample], max_length: int):
+    """A ``datasets.Dataset`` of token ids and labels, in the order of ``examples``."""
+    from datasets import Dataset
+
+    enc = encode_pairs(tokenizer, [e.doc_a for e in examples], [e.doc_b for e in examples], max_length) \
+        if examples else {"input_ids": [], "attention_mask": []}
+    return Dataset.from_dict({**dict(enc), "labels": [e.label for e in examples]})
+
+
+# ---------------------------------------------------------------------------------------------
+# Metrics (sklearn), direction, calibration, the parameter-match baseline
 
 
 def classification_metrics(y_true: Sequence[int], y_pred: Sequence[int]) -> dict[str, Any]:
     """Per-class and macro P/R/F1, accuracy, the confusion matrix and the dependency figures.
 
     ``dependency``: micro P/R/F1 over the two dependency classes, i.e. a pair counts as a true
-    positive when it is predicted as a dependency *with the right direction*; precision is
-    over all pairs predicted as 0 or 2, recall over all pairs labelled 0 or 2. This is the
+    positive when it is predicted as a dependency *with the right direction*; precision is over
+    all pairs predicted as 0 or 2, recall over all pairs labelled 0 or 2. This is the
     edge-finding quality the tool graph depends on (our reading of the paper's Table 3).
     """
+    from sklearn.metrics import confusion_matrix, precision_recall_fscore_support
+
     y_true, y_pred = np.asarray(y_true, dtype=int), np.asarray(y_pred, dtype=int)
-    cm = np.zeros((NUM_LABELS, NUM_LABELS), dtype=int)  # rows: true, cols: predicted
-    np.add.at(cm, (y_true, y_pred), 1)
-
-    def prf(tp: float, n_pred: float, n_true: float) -> dict[str, float]:
-        p = tp / n_pred if n_pred else 0.0
-        r = tp / n_true if n_true else 0.0
-        return {"precision": p, "recall": r, "f1": 2 * p * r / (p + r) if p + r else 0.0}
-
-    per_class = {}
-    for k in range(NUM_LABELS):
-        per_class[ID2LABEL[k]] = {**prf(cm[k, k], cm[:, k].sum(), cm[k, :].sum()), "support": int(cm[k, :].sum())}
-    macro = {m: float(np.mean([per_class[ID2LABEL[k]][m] for k in range(NUM_LABELS)])) for m in ("precision", "recall", "f1")}
+    labels = list(range(NUM_LABELS))
+    if not len(y_true):
+        zero = {"precision": 0.0, "recall": 0.0, "f1": 0.0}
+        return {"n": 0, "accuracy": 0.0, "per_class": {ID2LABEL[k]: {**zero, "support": 0} for k in labels},
+                "macro": zero, "dependency": zero, "dependency_macro": zero,
+                "confusion_matrix": [[0] * NUM_LABELS for _ in labels]}
+    p, r, f, support = precision_recall_fscore_support(y_true, y_pred, labels=labels, zero_division=0)
+    per_class = {ID2LABEL[k]: {"precision": float(p[k]), "recall": float(r[k]), "f1": float(f[k]), "support": int(support[k])}
+                 for k in labels}
     dep = list(DEPENDENCY_CLASSES)
-    dependency = prf(sum(cm[k, k] for k in dep), cm[:, dep].sum(), cm[dep, :].sum())
-    dependency_macro = {m: float(np.mean([per_class[ID2LABEL[k]][m] for k in dep])) for m in ("precision", "recall", "f1")}
+    dp, dr, df, _ = precision_recall_fscore_support(y_true, y_pred, labels=dep, average="micro", zero_division=0)
+
+    def mean(keys: Sequence[int], m: str) -> float:
+        return float(np.mean([per_class[ID2LABEL[k]][m] for k in keys]))
+
     return {
         "n": int(len(y_true)),
-        "accuracy": float((y_true == y_pred).mean()) if len(y_true) else 0.0,
+        "accuracy": float((y_true == y_pred).mean()),
         "per_class": per_class,
-        "macro": macro,
-        "dependency": {k: float(v) for k, v in dependency.items()},
-        "dependency_macro": dependency_macro,
-        "confusion_matrix": cm.tolist(),
+        "macro": {m: mean(labels, m) for m in ("precision", "recall", "f1")},
+        "dependency": {"precision": float(dp), "recall": float(dr), "f1": float(df)},
+        "dependency_macro": {m: mean(dep, m) for m in ("precision", "recall", "f1")},
+        "confusion_matrix": confusion_matrix(y_true, y_pred, labels=labels).tolist(),
     }
+
+
+def direction_accuracy(y_true: Sequence[int], probs: np.ndarray) -> dict[str, Any]:
+    """On the true dependency pairs: how often p(a->b) vs p(b->a) points the right way.
+
+    Counted whatever the "none" probability, so it measures the sense of direction alone; 0.5 is
+    a coin toss.
+    """
+    y_true = np.asarray(y_true, dtype=int)
+    dep = np.isin(y_true, DEPENDENCY_CLASSES)
+    if not dep.any():
+        return {"n": 0, "accuracy": None}
+    probs = np.asarray(probs)
+    guess = np.where(probs[dep, LABEL_A_DEPENDS_ON_B] >= probs[dep, LABEL_B_DEPENDS_ON_A], LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A)
+    return {"n": int(dep.sum()), "accuracy": float((guess == y_true[dep]).mean())}
+
+
+CALIBRATION_CRITERIA = ("max_f1", "precision")
+
+
+def choose_threshold(y_true: Sequence[int], probs: np.ndarray, criterion: str = "max_f1",
+                     target_precision: float = 0.9) -> dict[str, Any]:
+    """The cut on p(dependency) = p0 + p2 for ``models.discriminator.decide``, chosen on validation.
+
+    ``max_f1``: the cut with the highest dependency F1 (direction must be right); ``precision``:
+    the lowest cut whose precision reaches ``target_precision`` (most recall at that precision),
+    falling back to max F1 when no cut reaches it. Ties keep the higher cut (fewer edges).
+    """
+    if criterion not in CALIBRATION_CRITERIA:
+        raise ValueError(f"unknown calibration criterion {criterion!r}; known: {', '.join(CALIBRATION_CRITERIA)}")
+    y_true, probs = np.asarray(y_true, dtype=int), np.asarray(probs, dtype=np.float64)
+    n_true = int(np.isin(y_true, DEPENDENCY_CLASSES).sum())
+    p_dep = probs[:, LABEL_A_DEPENDS_ON_B] + probs[:, LABEL_B_DEPENDS_ON_A]
+    direction = np.where(probs[:, LABEL_A_DEPENDS_ON_B] >= probs[:, LABEL_B_DEPENDS_ON_A], LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A)
+    order = np.argsort(-p_dep, kind="stable")
+    # predicting the top k pairs as dependencies: TP = right-direction true dependencies among them
+    tp = np.cumsum(direction[order] == y_true[order])
+    k = np.arange(1, len(order) + 1)
+    last_of_tie = np.r_[p_dep[order][1:] != p_dep[order][:-1], True]  # a cut cannot split equal scores
+    precision, recall = tp / k, tp / max(n_true, 1)
+    f1 = np.where(precision + recall > 0, 2 * precision * recall / np.maximum(precision + recall, 1e-12), 0.0)
+    valid = last_of_tie & (n_true > 0)
+    if not valid.any():
+        return {"criterion": criterion, "threshold": 1.0, "precision": 0.0, "recall": 0.0, "f1": 0.0, "n": int(len(y_true)),
+                "note": "no dependency pairs in the calibration set: threshold 1.0 keeps no edge"}
+    chosen, note = None, ""
+    if criterion == "precision":
+        ok = np.flatnonzero(valid & (precision >= target_precision))
+        if ok.size:
+            chosen = int(ok[np.argmax(recall[ok] + 1e-9 * k[ok])])  # most recall; the larger k on ties
+        else:
+            note = f"no cut reaches precision {target_precision}; fell back to max F1"
+    if chosen is None:
+        cand = np.flatnonzero(valid)
+        chosen = int(cand[np.argmax(f1[cand] - 1e-9 * k[cand])])  # best F1; the smaller k on ties
+    out = {"criterion": criterion, "threshold": float(p_dep[order][chosen]), "precision": float(precision[chosen]),
+           "recall": float(recall[chosen]), "f1": float(f1[chosen]), "n": int(len(y_true))}
+    if criterion == "precision":
+        out["target_precision"] = target_precision
+    if note:
+        out["note"] = note
+    return out
+
+
+def schema_rule_metrics(examples: Sequence[PairExample]) -> dict[str, Any]:
+    """The parameter-match rule (tasks.schema_rule) on the same pairs: the baseline to beat."""
+    from tasks.schema_rule import schema_rule_label
+
+    parsed: dict[str, dict] = {}
+
+    def doc(text: str) -> dict:
+        if text not in parsed:
+            parsed[text] = json.loads(text)
+        return parsed[text]
+
+    preds = [schema_rule_label(doc(e.doc_a), doc(e.doc_b)) for e in examples]
+    return classification_metrics([e.label for e in examples], preds)
+
+
+def evaluate_probs(y_true: Sequence[int], probs: np.ndarray, threshold: float | None) -> dict[str, Any]:
+    """Argmax metrics, calibrated metrics (when a threshold is given) and direction accuracy."""
+    from models.discriminator import decide
+
+    out = {"argmax": classification_metrics(y_true, decide(probs)), "direction": direction_accuracy(y_true, probs)}
+    if threshold is not None:
+        out["calibrated"] = {**classification_metrics(y_true, decide(probs, threshold)), "threshold": threshold}
+    return out
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    z = np.asarray(logits, dtype=np.float64)
+    z = np.exp(z - z.max(-1, keepdims=True))
+    return z / z.sum(-1, keepdims=True)
+
+
+def make_compute_metrics(partners: np.ndarray | None):
+    """``compute_metrics`` for the Trainer: symmetrized probabilities when swaps are in the eval set.
+
+    Reports argmax dependency F1, the best F1 over cuts (what calibration will reach; the
+    checkpoint choice), macro F1 and direction accuracy.
+    """
+    def compute_metrics(eval_pred) -> dict[str, float]:
+        probs = softmax(eval_pred.predictions)
+        if partners is not None:
+            probs = symmetrize(probs, partners)
+        y = np.asarray(eval_pred.label_ids)
+        from models.discriminator import decide
+
+        argmax = classification_metrics(y, decide(probs))
+        best = choose_threshold(y, probs, "max_f1")
+        direction = direction_accuracy(y, probs)["accuracy"]
+        return {"dependency_f1": argmax["dependency"]["f1"], "dependency_f1_calibrated": best["f1"],
+                "threshold": best["threshold"], "macro_f1": argmax["macro"]["f1"],
+                "direction_accuracy": float(direction) if direction is not None else 0.0}
+
+    return compute_metrics
 
 
 def format_metrics_table(metrics: dict[str, Any], title: str) -> str:
@@ -244,33 +367,67 @@ def format_metrics_table(metrics: dict[str, Any], title: str) -> str:
     return "\n".join(rows)
 
 
+def format_comparison(rows: dict[str, dict[str, Any]], title: str) -> str:
+    """One line per method: dependency P/R/F1 (direction must be right)."""
+    out = [title, f"{'method':<40}{'P':>8}{'R':>8}{'F1':>8}"]
+    for name, m in rows.items():
+        d = m["dependency"]
+        out.append(f"{name:<40}{d['precision']:>8.3f}{d['recall']:>8.3f}{d['f1']:>8.3f}")
+    return "\n".join(out)
+
+
 # ---------------------------------------------------------------------------------------------
-# The training loop
+# Training: the Hugging Face Trainer with the paper's losses
 
 
 @dataclass
-class LoopConfig:
-    epochs: int = 3
-    batch_size: int = 32
-    eval_batch_size: int = 128
-    learning_rate: float = 3e-5
-    weight_decay: float = 0.01
-    warmup_ratio: float = 0.1
-    max_grad_norm: float = 1.0
-    max_length: int = 256
-    seed: int = 42
-    max_steps_per_epoch: int | None = None  # bound CPU time; None = the whole epoch
-    select_metric: str = "dependency.f1"  # "<section>.<metric>" of classification_metrics
-    progress: bool = True
+class StageArguments:
+    """One training stage (pretraining or finetuning); mapped onto ``TrainingArguments``."""
+
+    epochs: float = field(default=3, metadata={"help": "passes over the training pairs"})
+    batch_size: int = field(default=32, metadata={"help": "pairs per step"})
+    eval_batch_size: int = field(default=128, metadata={"help": "pairs per evaluation step"})
+    learning_rate: float = field(default=3e-5, metadata={"help": "peak AdamW learning rate"})
+    weight_decay: float = field(default=0.01, metadata={"help": "AdamW weight decay (not on biases/LayerNorm)"})
+    warmup_ratio: float = field(default=0.1, metadata={"help": "share of steps with linear warmup"})
+    max_grad_norm: float = field(default=1.0, metadata={"help": "gradient clipping"})
+    max_length: int = field(default=160, metadata={"help": "word pieces per pair"})
+    seed: int = field(default=42, metadata={"help": "seed of init, shuffling and dropout"})
+    max_steps: int = field(default=-1, metadata={"help": "stop after this many steps (-1: all epochs)"})
+    evals_per_epoch: int = field(default=1, metadata={"help": "validation runs (and checkpoints) per epoch"})
+    select_metric: str = field(default="dependency_f1_calibrated",
+                               metadata={"help": "compute_metrics key that picks the best checkpoint ('loss': lowest)"})
+    progress: bool = field(default=True, metadata={"help": "tqdm bars"})
 
 
 @dataclass
 class TrainResult:
     best_dir: Path
     best_score: float
-    best_epoch: int
-    history: list[dict[str, Any]] = field(default_factory=list)
-    step_losses: list[tuple[int, float]] = field(default_factory=list)
+    best_step: int
+    history: list[dict[str, Any]] = field(default_factory=list)  # the Trainer's log_history
+
+    @property
+    def step_losses(self) -> list[tuple[int, float]]:
+        return [(h["step"], h["loss"]) for h in self.history if "loss" in h]
+
+    @property
+    def evaluations(self) -> list[dict[str, Any]]:
+        return [h for h in self.history if "eval_loss" in h]
+
+
+class DiscriminatorTrainer(Trainer):
+    """``Trainer`` whose loss is a loss object on the logits (Eq. 1 or the category-averaged Eq. 2)."""
+
+    def __init__(self, *args, loss: torch.nn.Module, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.loss = loss
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        labels = inputs.pop("labels")
+        outputs = model(**inputs)
+        loss = self.loss(outputs.logits, labels)
+        return (loss, outputs) if return_outputs else loss
 
 
 def pick_device() -> torch.device:
@@ -278,41 +435,49 @@ def pick_device() -> torch.device:
 
 
 def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
+    from transformers import set_seed
+
+    set_seed(seed)
     if not torch.cuda.is_available():  # CPU kernels have deterministic variants; CUDA runs stay fast
         torch.use_deterministic_algorithms(True, warn_only=True)
 
 
-def metric_value(metrics: dict[str, Any], path: str) -> float:
-    section, name = path.split(".")
-    return float(metrics[section][name])
-
-
-@torch.no_grad()
-def evaluate(model: PreTrainedModel, data: TokenizedPairs, batch_size: int, loss_name: str = "ce") -> tuple[dict[str, Any], float]:
-    """Metrics and mean loss of ``model`` on ``data``."""
-    model.eval()
-    device = next(model.parameters()).device
-    preds = np.empty(len(data), dtype=int)
-    losses, weights = [], []
-    for idx in bucket_batches(data.lengths, batch_size, seed=None):
-        batch = {k: v.to(device) for k, v in data.batch(idx).items()}
-        labels = batch.pop("labels")
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
-            logits = model(**batch).logits
-        losses.append(float(LOSSES[loss_name](logits, labels)))
-        weights.append(len(idx))
-        preds[idx] = logits.argmax(-1).cpu().numpy()
-    metrics = classification_metrics(data.labels, preds.tolist())
-    return metrics, float(np.average(losses, weights=weights)) if losses else float("nan")
-
-
-def _save_checkpoint(model, tokenizer, folder: Path) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
+def training_arguments(args: StageArguments, out_dir: Path, n_train: int, has_valid: bool) -> TrainingArguments:
+    cuda = torch.cuda.is_available()
+    steps_per_epoch = max(1, math.ceil(n_train / args.batch_size))
+    total = args.max_steps if args.max_steps > 0 else math.ceil(steps_per_epoch * args.epochs)
+    every = max(1, steps_per_epoch // max(args.evals_per_epoch, 1))
+    if args.max_steps > 0:
+        every = min(every, args.max_steps)
+    return TrainingArguments(
+        output_dir=str(out_dir),
+        num_train_epochs=args.epochs,
+        max_steps=args.max_steps,
+        per_device_train_batch_size=args.batch_size,
+        per_device_eval_batch_size=args.eval_batch_size,
+        learning_rate=args.learning_rate,
+        weight_decay=args.weight_decay,
+        warmup_steps=int(args.warmup_ratio * total),
+        max_grad_norm=args.max_grad_norm,
+        lr_scheduler_type="linear",
+        train_sampling_strategy="group_by_length",  # batches of similar length: little padding
+        eval_strategy="steps" if has_valid else "no",
+        save_strategy="steps",
+        eval_steps=every,
+        save_steps=every,
+        save_total_limit=2,  # the best and the latest checkpoint
+        load_best_model_at_end=has_valid,
+        metric_for_best_model=args.select_metric if has_valid else None,
+        greater_is_better=args.select_metric != "loss",
+        logging_steps=max(1, min(50, every // 2)),
+        bf16=cuda,
+        seed=args.seed,
+        data_seed=args.seed,
+        dataloader_num_workers=0,
+        report_to="none",
+        disable_tqdm=not args.progress,
+        use_cpu=not cuda,
+    )
 
 
 def train_classifier(
@@ -320,95 +485,59 @@ def train_classifier(
     tokenizer: PreTrainedTokenizerBase,
     train: Sequence[PairExample],
     valid: Sequence[PairExample],
-    cfg: LoopConfig,
+    args: StageArguments,
     out_dir: Path,
     loss_name: str = "ce",
     resume: bool = False,
     stage: str = "train",
     best_dir: Path | None = None,
 ) -> TrainResult:
-    """AdamW + linear warmup, grad clipping, bf16 autocast on CUDA, best-on-validation checkpoint.
+    """Train with the HF ``Trainer``; the best checkpoint on ``valid`` by ``args.select_metric``.
 
-    ``out_dir/last`` holds model, tokenizer and ``training_state.pt`` (optimizer, scheduler,
-    epoch, history) after every epoch; with ``resume`` training continues from there. The
-    checkpoint with the best ``cfg.select_metric`` on ``valid`` is saved to ``best_dir``
-    (default ``out_dir/best``).
+    ``out_dir`` holds the Trainer's ``checkpoint-*`` folders; with ``resume`` training continues
+    from the newest one (``get_last_checkpoint``). Validation scores symmetrized probabilities
+    when ``valid`` holds both orders of its pairs. The best model, with its tokenizer, is saved
+    to ``best_dir`` (default ``out_dir/best``).
     """
-    out_dir = Path(out_dir)
-    device = pick_device()
-    seed_everything(cfg.seed)
-    train_data = TokenizedPairs(tokenizer, train, cfg.max_length)
-    valid_data = TokenizedPairs(tokenizer, valid, cfg.max_length)
-    if not len(train_data):
+    out_dir, best_dir = Path(out_dir), Path(best_dir or Path(out_dir) / "best")
+    if not train:
         raise ValueError(f"{stage}: no training pairs")
-    steps_per_epoch = math.ceil(len(train_data) / cfg.batch_size)
-    if cfg.max_steps_per_epoch:
-        steps_per_epoch = min(steps_per_epoch, cfg.max_steps_per_epoch)
-    total_steps = steps_per_epoch * cfg.epochs
+    seed_everything(args.seed)
+    train_ds = tokenized_dataset(tokenizer, train, args.max_length)
+    valid_ds = tokenized_dataset(tokenizer, valid, args.max_length) if valid else None
+    partners = swap_partners(valid) if valid else None
+    trainer = DiscriminatorTrainer(
+        model=model,
+        args=training_arguments(args, out_dir, len(train), valid_ds is not None),
+        train_dataset=train_ds,
+        eval_dataset=valid_ds,
+        processing_class=tokenizer,
+        data_collator=DataCollatorWithPadding(tokenizer),
+        compute_metrics=make_compute_metrics(partners) if valid_ds is not None else None,
+        loss=LOSSES[loss_name](),
+    )
+    last = get_last_checkpoint(str(out_dir)) if resume and out_dir.is_dir() else None
+    if resume:
+        log.info("%s: %s", stage, f"resuming from {last}" if last else "--resume given but no checkpoint yet, starting fresh")
+    trainer.train(resume_from_checkpoint=last)
+    trainer.save_model(str(best_dir))  # the best model when validation exists (load_best_model_at_end)
+    state = trainer.state
+    best_score = state.best_metric if state.best_metric is not None else float("nan")
+    best_step = int(Path(state.best_model_checkpoint).name.split("-")[-1]) if state.best_model_checkpoint else state.global_step
+    log.info("%s: best %s %.4f at step %d of %d", stage, args.select_metric, best_score, best_step, state.global_step)
+    return TrainResult(best_dir=best_dir, best_score=float(best_score), best_step=best_step, history=list(state.log_history))
 
-    no_decay = ("bias", "LayerNorm.weight", "layernorm", "norm.weight")
-    params = [
-        {"params": [p for n, p in model.named_parameters() if not any(k in n for k in no_decay)], "weight_decay": cfg.weight_decay},
-        {"params": [p for n, p in model.named_parameters() if any(k in n for k in no_decay)], "weight_decay": 0.0},
-    ]
-    optimizer = torch.optim.AdamW(params, lr=cfg.learning_rate)
-    scheduler = get_linear_schedule_with_warmup(optimizer, int(cfg.warmup_ratio * total_steps), total_steps)
 
-    result = TrainResult(best_dir=Path(best_dir or out_dir / "best"), best_score=-float("inf"), best_epoch=-1)
-    start_epoch, global_step = 0, 0
-    state_file = out_dir / "last" / "training_state.pt"
-    if resume and state_file.exists():
-        state = torch.load(state_file, weights_only=False)
-        from transformers import AutoModelForSequenceClassification
+@torch.no_grad()
+def predict_examples(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, examples: Sequence[PairExample],
+                     max_length: int, batch_size: int, symmetric: bool = True, progress: bool = False) -> np.ndarray:
+    """Class probabilities of ``examples``; ``symmetric`` averages each pair with its swap."""
+    from models.discriminator import predict_proba
 
-        model.load_state_dict(AutoModelForSequenceClassification.from_pretrained(out_dir / "last").state_dict())
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
-        start_epoch, global_step = state["epoch"] + 1, state["global_step"]
-        result.history, result.step_losses = state["history"], state["step_losses"]
-        result.best_score, result.best_epoch = state["best_score"], state["best_epoch"]
-        log.info("%s: resumed from %s after epoch %d (step %d)", stage, state_file, state["epoch"], global_step)
-    elif resume:
-        log.info("%s: --resume given but no %s yet, starting fresh", stage, state_file)
-    model.to(device)
-    loss_fn = LOSSES[loss_name]
-
-    for epoch in range(start_epoch, cfg.epochs):
-        model.train()
-        batches = bucket_batches(train_data.lengths, cfg.batch_size, seed=cfg.seed + epoch)[:steps_per_epoch]
-        running, seen = 0.0, 0
-        bar = tqdm(batches, desc=f"{stage} epoch {epoch + 1}/{cfg.epochs}", disable=not cfg.progress, leave=False)
-        for idx in bar:
-            batch = {k: v.to(device) for k, v in train_data.batch(idx).items()}
-            labels = batch.pop("labels")
-            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
-                logits = model(**batch).logits
-            loss = loss_fn(logits, labels)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
-            global_step += 1
-            loss_value = loss.item()
-            running += loss_value * len(idx)
-            seen += len(idx)
-            result.step_losses.append((global_step, loss_value))
-            bar.set_postfix(loss=f"{loss_value:.4f}")
-        metrics, valid_loss = evaluate(model, valid_data, cfg.eval_batch_size, loss_name) if len(valid_data) else ({}, float("nan"))
-        score = metric_value(metrics, cfg.select_metric) if metrics else float(epoch)  # no validation: keep the last
-        result.history.append({"epoch": epoch + 1, "step": global_step, "train_loss": running / max(seen, 1),
-                               "valid_loss": valid_loss, "valid": metrics, "score": score})
-        log.info("%s epoch %d: train loss %.4f, valid loss %.4f, %s %.4f", stage, epoch + 1,
-                 running / max(seen, 1), valid_loss, cfg.select_metric, score)
-        if score > result.best_score:
-            result.best_score, result.best_epoch = score, epoch + 1
-            _save_checkpoint(model, tokenizer, result.best_dir)
-        _save_checkpoint(model, tokenizer, out_dir / "last")
-        torch.save({"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "epoch": epoch,
-                    "global_step": global_step, "history": result.history, "step_losses": result.step_losses,
-                    "best_score": result.best_score, "best_epoch": result.best_epoch, "config": asdict(cfg)}, state_file)
-    return result
+    if not examples:
+        return np.zeros((0, NUM_LABELS))
+    return predict_proba(model, tokenizer, [e.doc_a for e in examples], [e.doc_b for e in examples], max_length,
+                         batch_size, symmetric=symmetric, progress=progress).numpy().astype(np.float64)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -452,11 +581,13 @@ def plot_training_curves(stages: dict[str, TrainResult], path: Path) -> Path:
             window = max(1, len(losses) // 50)  # moving average keeps the curve readable
             smooth = np.convolve(losses, np.ones(window) / window, mode="valid")
             axes[0].plot(steps[window - 1 :], smooth, label=f"{stage} train loss")
-        epochs = [h["epoch"] for h in res.history]
-        axes[1].plot(epochs, [h["valid_loss"] for h in res.history], marker="o", label=f"{stage} valid loss")
-        axes[1].plot(epochs, [h["score"] for h in res.history], marker="s", linestyle="--", label=f"{stage} valid score")
+        evals = res.evaluations
+        steps = [h["step"] for h in evals]
+        axes[1].plot(steps, [h["eval_loss"] for h in evals], marker="o", label=f"{stage} valid loss")
+        axes[1].plot(steps, [h.get("eval_dependency_f1_calibrated", float("nan")) for h in evals], marker="s",
+                     linestyle="--", label=f"{stage} valid dependency F1 (best cut)")
     axes[0].set_xlabel("step")
-    axes[1].set_xlabel("epoch")
+    axes[1].set_xlabel(f"step (per stage)")
     for ax in axes:
         ax.legend()
         ax.grid(alpha=0.3)
@@ -466,6 +597,22 @@ def plot_training_curves(stages: dict[str, TrainResult], path: Path) -> Path:
     return path
 
 
+def strict_json(data: Any) -> Any:
+    """``data`` with NaN/inf replaced by None and numpy scalars by Python ones: valid strict JSON."""
+    if isinstance(data, dict):
+        return {str(k): strict_json(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [strict_json(v) for v in data]
+    if isinstance(data, np.generic):
+        data = data.item()
+    if isinstance(data, float) and not math.isfinite(data):
+        return None
+    if isinstance(data, Path):
+        return str(data)
+    return data
+
+
 def write_json(path: Path, data: Any) -> Path:
-    path.write_text(json.dumps(data, indent=2, default=str) + "\n")
+    """Strict JSON (no NaN): any reader, not only Python's, can load it."""
+    path.write_text(json.dumps(strict_json(data), indent=2, default=str, allow_nan=False) + "\n")
     return path

@@ -11,20 +11,41 @@ import torch.nn.functional as F
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from models.discriminator import category_averaged_loss, encode_pairs, load_model, load_tokenizer, plain_loss  # noqa: E402
+import json  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from models.discriminator import (  # noqa: E402
+    CategoryAveragedLoss,
+    category_averaged_loss,
+    decide,
+    doc_text,
+    encode_pairs,
+    load_model,
+    load_tokenizer,
+    plain_loss,
+    predict_proba,
+)
+from schemas.docs import canonical_doc_json  # noqa: E402
 from schemas.tdi import ID2LABEL, LABEL2ID, swap_label  # noqa: E402
 from schemas.toolset import DependencyEdge, Tool, ToolSet  # noqa: E402
+from tasks.schema_rule import name_derived_output, schema_rule_label  # noqa: E402
 from tasks.training import (  # noqa: E402
-    LoopConfig,
     PairExample,
-    TokenizedPairs,
-    bucket_batches,
+    StageArguments,
     build_pairs,
+    choose_threshold,
     classification_metrics,
-    evaluate,
+    direction_accuracy,
     grouped_split,
     label_counts,
+    predict_examples,
+    schema_rule_metrics,
+    swap_partners,
+    symmetrize,
     train_classifier,
+    with_both_orders,
+    write_json,
 )
 
 
@@ -154,12 +175,13 @@ def test_pair_truncation_keeps_both_documents():
     assert ids.count(tokenizer.sep_token_id) == 2 and ids[0] == tokenizer.cls_token_id
 
 
-def test_bucket_batches_cover_every_index_once_and_sort_within_chunks():
-    lengths = [(i * 37) % 101 for i in range(250)]
-    batches = bucket_batches(lengths, batch_size=8, seed=5)
-    assert sorted(i for b in batches for i in b) == list(range(250))
-    assert batches == bucket_batches(lengths, batch_size=8, seed=5)
-    assert all(lengths[b[j]] <= lengths[b[j + 1]] for b in batches for j in range(len(b) - 1))
+def test_doc_text_puts_the_signature_first_and_derives_missing_outputs():
+    doc = _doc("GetUserToken", ["username", "password"], ["token"])
+    text = doc_text(canonical_doc_json(doc))
+    assert text.startswith("GetUserToken(username: str, password: str) -> token: str. GetUserToken tool")
+    no_outputs = doc_text({"name": "get_user_token", "description": "d", "input_params": [], "output_params": []})
+    assert no_outputs.startswith("get_user_token() -> user_token. d")
+    assert doc_text("free text, not JSON") == "free text, not JSON"
 
 
 def test_classification_metrics_on_a_known_confusion():
@@ -181,13 +203,95 @@ def test_classification_metrics_on_a_known_confusion():
 def test_class_balanced_training_moves_the_loss_down(tiny_model_dir, tmp_path):
     tokenizer, model = load_tokenizer(str(tiny_model_dir)), load_model(str(tiny_model_dir))
     pairs = build_pairs(toy_toolset())  # imbalanced: 2/4/2 -> Eq. 2 treats classes alike
-    data = TokenizedPairs(tokenizer, pairs, 64)
-    _, before = evaluate(model, data, 16, "category_averaged")
-    cfg = LoopConfig(epochs=30, batch_size=4, learning_rate=1e-2, warmup_ratio=0.0, max_length=64, seed=0,
-                     select_metric="macro.f1", progress=False)
-    result = train_classifier(model, tokenizer, pairs, pairs, cfg, tmp_path / "run", loss_name="category_averaged")
-    _, after = evaluate(model, data, 16, "category_averaged")
+    labels = torch.tensor([p.label for p in pairs])
+    loss = CategoryAveragedLoss()
+
+    def current_loss() -> float:
+        probs = predict_examples(model, tokenizer, pairs, 64, 16, symmetric=False)
+        return float(loss(torch.tensor(np.log(probs)), labels))
+
+    before = current_loss()
+    args = StageArguments(epochs=45, batch_size=8, learning_rate=1e-2, warmup_ratio=0.0, max_length=64, seed=0,
+                          select_metric="loss", evals_per_epoch=1, progress=False)
+    result = train_classifier(model, tokenizer, pairs, pairs, args, tmp_path / "run", loss_name="category_averaged")
+    model = load_model(str(result.best_dir))
+    after = current_loss()
     assert after < before * 0.7, (before, after)
-    assert result.history[-1]["valid_loss"] == pytest.approx(after, rel=1e-4)
     assert (tmp_path / "run" / "best" / "config.json").exists()
-    assert (tmp_path / "run" / "last" / "training_state.pt").exists()
+    assert result.evaluations and all("eval_dependency_f1_calibrated" in h for h in result.evaluations)
+    assert result.best_score == min(h["eval_loss"] for h in result.evaluations)
+    assert result.best_score == pytest.approx(after, rel=1e-3)  # the kept model is the best evaluated one
+
+
+# ---------------------------------------------------------------------------------------------
+# Direction, calibration, the parameter-match rule
+
+
+def test_with_both_orders_adds_only_missing_swaps():
+    a, b, c = "A", "B", "C"
+    pairs = [PairExample(a, b, 0, "g", "a", "b"), PairExample(b, a, 2, "g", "b", "a"), PairExample(a, c, 1, "g", "a", "c")]
+    both = with_both_orders(pairs)
+    assert len(both) == 4 and both[:3] == pairs
+    assert both[3] == PairExample(c, a, 1, "g", "c", "a")
+    assert with_both_orders(both) == both
+    assert swap_partners(both).tolist() == [1, 0, 3, 2]
+
+
+def test_symmetrize_averages_a_pair_with_its_label_swapped_twin():
+    probs = np.array([[0.6, 0.3, 0.1], [0.2, 0.3, 0.5], [0.1, 0.8, 0.1]])
+    out = symmetrize(probs, np.array([1, 0, -1]))
+    assert out[0] == pytest.approx([0.55, 0.3, 0.15]) and out[1] == pytest.approx([0.15, 0.3, 0.55])
+    assert out[2] == pytest.approx(probs[2])  # no twin: unchanged
+
+
+def test_symmetric_prediction_gives_mirrored_probabilities(tiny_model_dir):
+    tokenizer, model = load_tokenizer(str(tiny_model_dir)), load_model(str(tiny_model_dir))
+    a, b = canonical_doc_json(_doc("Login", ["user"], ["token"])), canonical_doc_json(_doc("Mail", ["token"], []))
+    forward = predict_proba(model, tokenizer, [a], [b], 64, symmetric=True).numpy()[0]
+    backward = predict_proba(model, tokenizer, [b], [a], 64, symmetric=True).numpy()[0]
+    assert forward == pytest.approx(backward[[2, 1, 0]], abs=1e-6)
+
+
+def test_decide_uses_the_dependency_mass_and_the_larger_direction():
+    probs = np.array([[0.3, 0.4, 0.3], [0.35, 0.4, 0.25], [0.1, 0.8, 0.1], [0.05, 0.5, 0.45]])
+    assert decide(probs).tolist() == [1, 1, 1, 1]
+    assert decide(probs, 0.55).tolist() == [0, 0, 1, 1]  # row 3 has mass 0.5 < 0.55
+    assert decide(probs, 0.5).tolist() == [0, 0, 1, 2]
+
+
+def test_choose_threshold_maximises_dependency_f1_on_known_scores():
+    # p(dep) = p0 + p2 descending: 0.9 (right), 0.8 (wrong direction), 0.7 (right), 0.4 (none), 0.2 (right)
+    y = [0, 2, 2, 1, 0]
+    probs = np.array([[0.8, 0.1, 0.1], [0.7, 0.2, 0.1], [0.1, 0.3, 0.6], [0.2, 0.6, 0.2], [0.15, 0.8, 0.05]])
+    best = choose_threshold(y, probs, "max_f1")
+    # top 3: TP 2 of 3 predicted, 4 true -> F1 4/7; top 5: TP 3 of 5 -> F1 0.667
+    assert best["threshold"] == pytest.approx(0.2) and best["f1"] == pytest.approx(2 / 3)
+    strict = choose_threshold(y, probs, "precision", target_precision=0.99)
+    assert strict["threshold"] == pytest.approx(0.9) and strict["precision"] == 1.0 and strict["recall"] == 0.25
+    none = choose_threshold([1, 1], probs[:2], "max_f1")
+    assert none["threshold"] == 1.0 and "no dependency pairs" in none["note"]
+    with pytest.raises(ValueError, match="unknown calibration criterion"):
+        choose_threshold(y, probs, "recall")
+
+
+def test_direction_accuracy_ignores_the_none_probability():
+    probs = np.array([[0.1, 0.85, 0.05], [0.3, 0.1, 0.6], [0.4, 0.2, 0.4], [0.2, 0.7, 0.1]])
+    assert direction_accuracy([0, 0, 2, 1], probs) == {"n": 3, "accuracy": pytest.approx(1 / 3)}
+
+
+def test_schema_rule_reads_declared_and_name_derived_outputs():
+    assert name_derived_output("GetUserToken") == "user_token" and name_derived_output("get") is None
+    login, mail = _doc("GetUserToken", ["user"], ["token"]), _doc("SendMail", ["token", "to"], ["status"])
+    assert schema_rule_label(mail, login) == 0 and schema_rule_label(login, mail) == 2
+    undeclared = {"name": "get_user_token", "description": "d", "input_params": [], "output_params": []}
+    consumer = _doc("DeleteAccount", ["user_token"], [])
+    assert schema_rule_label(consumer, undeclared) == 0 and schema_rule_label(consumer, undeclared, derive=False) == 1
+    pairs = [PairExample(canonical_doc_json(mail), canonical_doc_json(login), 0, "g"),
+             PairExample(canonical_doc_json(login), canonical_doc_json(mail), 2, "g")]
+    assert schema_rule_metrics(pairs)["dependency"]["f1"] == 1.0
+
+
+def test_metrics_json_is_strict(tmp_path):
+    path = write_json(tmp_path / "m.json", {"loss": float("nan"), "x": np.float32(0.5), "p": tmp_path, "l": [float("inf")]})
+    assert json.loads(path.read_text(), parse_constant=lambda c: pytest.fail(f"non-strict constant {c}")) == \
+        {"loss": None, "x": 0.5, "p": str(tmp_path), "l": [None]}

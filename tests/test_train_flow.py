@@ -68,45 +68,70 @@ def tiny_run(tmp_path):
 
 
 @pytest.mark.slow
-def test_flow_trains_evaluates_and_saves_a_pipeline_loadable_checkpoint(tiny_run):
+def test_flow_trains_calibrates_evaluates_and_saves_a_loadable_checkpoint(tiny_run, prefect_harness):
     from transformers import pipeline
+
+    from models.discriminator import doc_text, load_calibration
 
     result = train_discriminator(tiny_run)
     out = Path(tiny_run.output)
     best = out / "best"
-    for name in ("config.json", "model.safetensors", "tokenizer.json", "README.md", "metrics.json"):
+    for name in ("config.json", "model.safetensors", "tokenizer.json", "README.md", "metrics.json", "calibration.json"):
         assert (best / name).exists(), name
-    for name in ("metrics.json", "confusion_matrix_test.png", "training_curves.png", "pretrain/best/config.json",
-                 "finetune/last/training_state.pt"):
+    for name in ("metrics.json", "confusion_matrix_test.png", "training_curves.png", "pretrain/best/config.json"):
         assert (out / name).exists(), name
-    metrics = json.loads((out / "metrics.json").read_text())
-    assert metrics["pretrain"]["data"].endswith("tiny")
-    assert metrics["pretrain"]["counts"]["train"] == {"a_depends_on_b": 8, "no_dependency": 8, "b_depends_on_a": 8}
+    assert list((out / "finetune").glob("checkpoint-*/trainer_state.json")), "the Trainer's resumable checkpoints"
+    text = (out / "metrics.json").read_text()
+    metrics = json.loads(text, parse_constant=lambda c: pytest.fail(f"metrics.json holds {c}: not strict JSON"))
+    assert metrics["data"]["pretrain"]["source"].endswith("tiny")
+    # both orders: the shards hold each dependency pair and its swap; the 8 none pairs gain their swaps
+    assert metrics["data"]["pretrain"]["train"] == {"a_depends_on_b": 8, "no_dependency": 16, "b_depends_on_a": 8}
+    assert metrics["data"]["finetune"]["replay"] == min(tiny_run.finetune_replay, 32)
     # test set = every ordered pair of the 3 movie tools: 2 edges in both directions + 2 none pairs
-    assert metrics["test_counts"] == {"a_depends_on_b": 2, "no_dependency": 2, "b_depends_on_a": 2}
-    assert sum(map(sum, metrics["test"]["confusion_matrix"])) == 6
-    assert result["test"]["n"] == 6 and set(result["test"]["dependency"]) == {"precision", "recall", "f1"}
-    assert "paper Table 3" in (best / "README.md").read_text()
+    test = metrics["test"]
+    assert test["counts"] == {"a_depends_on_b": 2, "no_dependency": 2, "b_depends_on_a": 2}
+    assert sum(map(sum, test["argmax"]["confusion_matrix"])) == 6
+    assert test["calibrated"]["threshold"] == load_calibration(best)["threshold"] == metrics["calibration"]["threshold"]
+    assert test["direction"]["n"] == 4 and 0.0 <= test["direction"]["accuracy"] <= 1.0
+    # the movie tools share movie_id: the parameter-match rule finds both edges with their direction
+    assert test["schema_rule"]["dependency"] == {"precision": 1.0, "recall": 1.0, "f1": 1.0}
+    assert set(result["test"]["argmax"]["dependency"]) == {"precision", "recall", "f1"}
+    card = (best / "README.md").read_text()
+    assert "paper Table 3" in card and "parameter-match rule" in card
 
     clf = pipeline("text-classification", model=str(best), device=-1)
-    pred = clf({"text": '{"name":"GetCredits"}', "text_pair": '{"name":"SearchMovie"}'}, top_k=None)
+    a, b = doc_text({"name": "GetCredits", "description": "d", "input_params": [], "output_params": []}), "SearchMovie() -> movie"
+    pred = clf({"text": a, "text_pair": b}, top_k=None)
     assert {p["label"] for p in pred} == set(ID2LABEL.values())
     assert sum(p["score"] for p in pred) == pytest.approx(1.0, abs=1e-4)
 
+    # evaluate-only: the checkpoint scores a tool set without training, with its stored calibration
+    only = train_discriminator(TrainDiscriminatorConfig(output=out / "eval", checkpoint=best, test=tiny_run.test,
+                                                        max_length=64, batch_size=4, progress=False))
+    assert only["test"]["argmax"] == test["argmax"] and only["test"]["calibrated"] == test["calibrated"]
+    assert not (out / "eval" / "pretrain").exists() and (out / "eval" / "metrics.json").exists()
+
 
 @pytest.mark.slow
-def test_resume_continues_from_the_last_epoch(tiny_run):
+def test_resume_continues_from_the_last_checkpoint(tiny_run, prefect_harness):
     train_discriminator(tiny_run)
-    state_file = Path(tiny_run.output) / "finetune" / "last" / "training_state.pt"
-    first = state_file.stat().st_mtime_ns
+    finetune = Path(tiny_run.output) / "finetune"
+    first = json.loads(max(finetune.glob("checkpoint-*/trainer_state.json"), key=lambda p: int(p.parent.name.split("-")[1])).read_text())
     tiny_run.resume = True
     tiny_run.finetune_epochs = 3  # one more epoch: resume trains only epoch 3
     train_discriminator(tiny_run)
-    import torch
+    last = json.loads(max(finetune.glob("checkpoint-*/trainer_state.json"), key=lambda p: int(p.parent.name.split("-")[1])).read_text())
+    assert first["epoch"] == pytest.approx(2.0) and last["epoch"] == pytest.approx(3.0)
+    assert last["global_step"] > first["global_step"]
+    # the resumed run keeps the history of the steps it did not redo
+    assert [h["step"] for h in last["log_history"] if "eval_loss" in h][: len([h for h in first["log_history"] if "eval_loss" in h])] == \
+        [h["step"] for h in first["log_history"] if "eval_loss" in h]
 
-    state = torch.load(state_file, weights_only=False)
-    assert state["epoch"] == 2 and [h["epoch"] for h in state["history"]] == [1, 2, 3]
-    assert state_file.stat().st_mtime_ns > first
+
+def test_evaluate_only_rejects_a_folder_that_is_no_checkpoint(tmp_path, prefect_harness):
+    cfg = TrainDiscriminatorConfig(output=tmp_path / "out", checkpoint=tmp_path, test=("apibank",), progress=False)
+    with pytest.raises(FileNotFoundError, match="not a discriminator checkpoint"):
+        train_discriminator(cfg)
 
 
 def test_missing_pretraining_data_skips_or_errors(tmp_path):
@@ -114,13 +139,20 @@ def test_missing_pretraining_data_skips_or_errors(tmp_path):
     assert resolve_pretrain_data("auto", artifacts=tmp_path / "nothing") is None
     with pytest.raises(FileNotFoundError, match="no shards"):
         resolve_pretrain_data(str(tmp_path / "missing"))
-    found = write_tiny_tdi(tmp_path / "tdi" / "x")
-    assert resolve_pretrain_data("auto", artifacts=tmp_path / "tdi") == found
+    unpublished = write_tiny_tdi(tmp_path / "tdi" / "x")  # shards but no manifest: a run that did not finish
+    assert resolve_pretrain_data("auto", artifacts=tmp_path / "tdi") is None
+    (unpublished / "manifest.json").write_text(json.dumps({"quality": {"success": False}}))
+    assert resolve_pretrain_data("auto", artifacts=tmp_path / "tdi") is None  # failed its quality gate
+    (unpublished / "manifest.json").write_text(json.dumps({"quality": {"success": True}}))
+    assert resolve_pretrain_data("auto", artifacts=tmp_path / "tdi") == unpublished
 
 
 def test_cli_parses_into_the_typed_config():
     cfg = _parse_args(["--finetune", "ultratool,tmdb", "--test", "apibank", "--batch-size", "8", "--resume",
-                       "--output", "artifacts/discriminator/x", "--finetune-max-none", "100"])
+                       "--output", "artifacts/discriminator/x", "--finetune-max-none", "none", "--checkpoint", "ck",
+                       "--no-symmetric", "--pretrain-epochs", "0.5"])
     assert cfg.finetune == ("ultratool", "tmdb") and cfg.test == ("apibank",)
-    assert cfg.batch_size == 8 and cfg.resume is True and cfg.finetune_max_none == 100
+    assert cfg.batch_size == 8 and cfg.resume is True and cfg.finetune_max_none is None
+    assert cfg.checkpoint == Path("ck") and cfg.symmetric is False and cfg.pretrain_epochs == 0.5
+    assert _parse_args(["--finetune", ""]).finetune == ()
     assert cfg.output == Path("artifacts/discriminator/x") and cfg.base_model == "offline-minilm"
