@@ -36,6 +36,7 @@ class FunctionFacts:
     returns_value: bool  # a ``return <expr>``/``yield`` or a non-None return annotation
     lineno: int = 0
     binding: str = "function"  # function | instance | class | static: how a call binds the first argument
+    params_known: bool = True  # False for a class without its own __init__ (inherited: see the bases)
 
     @property
     def documented(self) -> bool:

@@ -26,7 +26,7 @@ import tokenize
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -405,7 +405,8 @@ def _constructor_facts(cls: ast.ClassDef) -> FunctionFacts:
             ParamFacts(n.target.id, _annotation(n.annotation), "positional")
             for n in cls.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name) and n.simple
         )
-    return FunctionFacts(cls.name, doc, params, cls.name, True, cls.lineno, "function")
+    known = init is not None or bool(params) or not cls.bases
+    return FunctionFacts(cls.name, doc, params, cls.name, True, cls.lineno, "function", params_known=known)
 
 
 def _annotation(node: ast.AST) -> str | None:
@@ -647,7 +648,14 @@ class SymbolTable:
         if qual in mod.functions:
             if qual in mod.duplicated:
                 return None, MineReason.AMBIGUOUS_TARGET, f"{name} is defined more than once"
-            return Target(f"{module}.{qual}", module, mod.functions[qual]), "", ""
+            facts = mod.functions[qual]
+            if not facts.params_known:  # a class call with an inherited __init__: the first base's signature
+                for base in mod.bases.get(qual, []):
+                    found = self.resolve(base, depth + 1)[0]
+                    if found is not None and found.facts.params_known:
+                        facts = replace(facts, params=found.facts.params, params_known=True)
+                        break
+            return Target(f"{module}.{qual}", module, facts), "", ""
         if rest[0] in mod.classes:
             if len(rest) == 2:
                 for base in mod.bases.get(rest[0], []):  # an inherited method, first base first

@@ -395,3 +395,32 @@ def test_failing_quality_gate_publishes_no_shards(tmp_path: Path, monkeypatch: p
     assert not list(out.rglob("*.parquet"))
     assert not (out / "manifest.json").exists()
     assert (out / "records.duckdb").exists()
+
+
+def _csn_line(func_name: str, code: str) -> str:
+    record = {"repo": "acme/tools", "path": "acme/net.py", "func_name": func_name, "original_string": code,
+              "language": "python", "code": code, "code_tokens": [], "docstring": "", "docstring_tokens": [],
+              "sha": "0" * 40, "url": "", "partition": "train"}
+    return json.dumps(record)
+
+
+def test_codesearchnet_records_resolve_within_the_record_set(tmp_path: Path) -> None:
+    from flows.mine_tdi import _codesearchnet_modules
+    from tasks.mining import resolve_flows
+
+    folder = tmp_path / "csn" / "python" / "final" / "jsonl"
+    records = [
+        ("fetch_page", 'def fetch_page(url):\n    """Download a page."""\n    return url\n'),
+        ("parse_links", 'def parse_links(html):\n    """Links in a page."""\n    return [html]\n'),
+        ("crawl", 'def crawl(url):\n    """Crawl from url."""\n    page = fetch_page(url)\n    return parse_links(page)\n'),
+        ("Spider.run", 'def run(self, url):\n    """Run the spider."""\n    return self.visit(fetch_page(url))\n'),
+        ("Spider.visit", 'def visit(self, html):\n    """Visit a page."""\n    return html\n'),
+    ]
+    for part in ("train", "valid", "test"):
+        (folder / part).mkdir(parents=True)
+    (folder / "train" / "part.jsonl").write_text("\n".join(_csn_line(n, c) for n, c in records) + "\n")
+    modules, n_read = _codesearchnet_modules(str(tmp_path / "csn"))
+    result = resolve_flows(modules, n_read)
+    pairs = {(f.consumer.split(":", 1)[1], f.producer.split(":", 1)[1], f.param) for f in result.flows}
+    assert pairs == {("acme.net.parse_links", "acme.net.fetch_page", "html"), ("acme.net.Spider.visit", "acme.net.fetch_page", "html")}
+    assert len(result.flows) + len(result.rejections) == result.candidates
