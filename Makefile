@@ -23,9 +23,13 @@ LLM_MODEL ?= qwen2.5-coder-1.5b
 
 # build-tdi on the embedded default: a small dataset from the stdlib corpus on the local LLM.
 BUILD_TDI_ARGS ?= --source stdlib --limit 12 --dataset tdi-stdlib-demo
-# Discriminator: pretraining shards from build-tdi (auto = newest under artifacts/tdi), finetune/test
-# tool sets from ../shared/data/benchmarks (or tool-set folders, docs/toolsets.md).
-TDI_DATA ?= auto
+# Mined TDI (no LLM): data-flow pairs from the stdlib + this venv's site-packages (docs/mining.md).
+MINED_TDI := artifacts/tdi/tdi-mined
+MINE_ARGS ?=
+# Discriminator: pretraining shards (the mined TDI, made on first use; or any build-tdi dataset, or
+# auto = newest published under artifacts/tdi), finetune/test tool sets from ../shared/data/benchmarks
+# (or tool-set folders, docs/toolsets.md).
+TDI_DATA ?= $(MINED_TDI)
 BASE_MODEL ?= offline-minilm
 RUN ?= minilm
 FINETUNE ?= ultratool,tmdb
@@ -39,7 +43,7 @@ PREFECT_PORT ?= 4200
 PREFECT_API := http://127.0.0.1:$(PREFECT_PORT)/api
 PREFECT_RUN_DIR := artifacts/prefect
 
-.PHONY: help setup setup-llm fetch-llm build-tdi test test-fast train-discriminator graph graph-gold eval-retrieval bench prefect-up prefect-down deploy clean
+.PHONY: help setup setup-llm fetch-llm build-tdi mine-tdi test test-fast train-discriminator graph graph-gold eval-retrieval bench prefect-up prefect-down deploy clean
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-22s %s\n", $$1, $$2}'
@@ -77,7 +81,13 @@ test: setup-llm  ## run the test suite
 test-fast: setup  ## tests without the slow end-to-end flow runs
 	$(BIN)/pytest -q -m "not slow"
 
-train-discriminator: setup  ## pretrain on TDI shards, finetune on UltraTool+TMDB, test on API-Bank
+mine-tdi: setup  ## mine TDI dependency pairs from Python code, no LLM (minutes)
+	$(PY) -m flows.mine_tdi --dataset $(notdir $(MINED_TDI)) $(MINE_ARGS)
+
+$(MINED_TDI)/manifest.json:
+	$(MAKE) mine-tdi
+
+train-discriminator: setup $(if $(filter $(MINED_TDI),$(TDI_DATA)),$(MINED_TDI)/manifest.json)  ## mined TDI (if missing) -> pretrain -> finetune -> calibrate -> test
 	$(PY) -m flows.train_discriminator --pretrain-data $(TDI_DATA) --finetune $(FINETUNE) --test $(TEST_SET) --base-model $(BASE_MODEL) --output artifacts/discriminator/$(RUN) $(TRAIN_ARGS)
 
 graph: setup  ## score tool pairs and build the DuckDB tool-graph warehouse

@@ -295,3 +295,12 @@ def test_metrics_json_is_strict(tmp_path):
     path = write_json(tmp_path / "m.json", {"loss": float("nan"), "x": np.float32(0.5), "p": tmp_path, "l": [float("inf")]})
     assert json.loads(path.read_text(), parse_constant=lambda c: pytest.fail(f"non-strict constant {c}")) == \
         {"loss": None, "x": 0.5, "p": str(tmp_path), "l": [None]}
+
+
+def test_load_model_can_keep_only_the_first_layers(tiny_model_dir, tmp_path):
+    full, cut = load_model(str(tiny_model_dir)), load_model(str(tiny_model_dir), num_layers=1)
+    assert full.config.num_hidden_layers == 2 and cut.config.num_hidden_layers == 1
+    assert len(cut.bert.encoder.layer) == 1
+    assert torch.equal(cut.bert.encoder.layer[0].attention.self.query.weight, full.bert.encoder.layer[0].attention.self.query.weight)
+    cut.save_pretrained(tmp_path / "cut")  # a saved cut model reloads with its own depth
+    assert load_model(str(tmp_path / "cut")).config.num_hidden_layers == 1
