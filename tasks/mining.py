@@ -35,6 +35,7 @@ from tasks.docstrings import FunctionFacts, ParamFacts, doc_from_facts, function
 SKIP_DIRS = frozenset({"test", "tests", "testing", "__pycache__", "idlelib", "lib2to3", "site-packages", ".git", "node_modules"})
 MAX_FILE_BYTES = 1_000_000
 MAX_REEXPORT_HOPS = 4
+MAX_STAR_SOURCES = 16  # star imports fan out: followed two hops deep, this many modules each
 _BUILTINS = frozenset(dir(builtins))
 
 
@@ -86,6 +87,7 @@ class ModuleFacts:
     classes: set[str] = field(default_factory=set)
     bases: dict[str, list[str]] = field(default_factory=dict)  # class -> qualified base names (for inherited methods)
     imports: dict[str, str] = field(default_factory=dict)  # local name -> qualified target
+    star_imports: list[str] = field(default_factory=list)  # modules of ``from m import *``, in order
     flows: list[RawFlow] = field(default_factory=list)
 
 
@@ -237,6 +239,9 @@ class _BodyScanner:
         while isinstance(func, ast.Attribute):
             chain.append(func.attr)
             func = func.value
+        if (isinstance(func, ast.Call) and isinstance(func.func, ast.Name) and func.func.id == "super"
+                and self.class_name and len(chain) == 1):
+            return f"{self.mod.module}.{self.class_name}.<super>.{chain[0]}", True, ""
         if not isinstance(func, ast.Name):
             return None, False, f"call on a {type(func).__name__} expression"
         chain.reverse()
@@ -476,6 +481,11 @@ def _functions_and_classes(mod: ModuleFacts, tree: ast.Module) -> list[tuple[ast
                     found.append((child, f"{node.name}.{child.name}", node.name))
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             _bind_import(node, mod.module, mod.is_package, mod.imports)
+            if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
+                base = _import_base(mod.module, mod.is_package, node.level) if node.level else ""
+                source = ".".join(p for p in (base, node.module or "") if p)
+                if source:
+                    mod.star_imports.append(source)
     return found
 
 
@@ -598,6 +608,7 @@ class SymbolTable:
     def __init__(self, modules: Sequence[ModuleFacts], ambiguous_modules: set[str]):
         self.modules = {m.module: m for m in modules}
         self.ambiguous_modules = ambiguous_modules
+        self._cache: dict[str, tuple[Target | None, str, str]] = {}
 
     def _module_prefix(self, parts: list[str]) -> int:
         for n in range(len(parts), 0, -1):
@@ -624,9 +635,27 @@ class SymbolTable:
 
     def resolve(self, name: str, depth: int = 0) -> tuple[Target | None, str, str]:
         """(target, reason, detail); reason is "" when resolved. Follows re-exports (package
-        ``__init__`` import tables) and inherited methods (class bases), a few hops deep."""
+        ``__init__`` import tables, star imports) and inherited methods (class bases), a few hops deep.
+        Memoized by name: star imports and bases branch, and cycles must end."""
+        cached = self._cache.get(name)
+        if cached is not None:
+            return cached
+        self._cache[name] = (None, MineReason.UNRESOLVED_TARGET, f"cycle at {name}")  # while in progress
+        found = self._resolve(name, depth)
+        self._cache[name] = found
+        return found
+
+    def _resolve(self, name: str, depth: int) -> tuple[Target | None, str, str]:
         if depth > MAX_REEXPORT_HOPS:
             return None, MineReason.UNRESOLVED_TARGET, f"more than {MAX_REEXPORT_HOPS} re-export/base hops at {name}"
+        if ".<super>." in name:  # super().m inside Class: m of the bases, first base first
+            owner, _, attr = name.partition(".<super>.")
+            module, _, cls = owner.rpartition(".")
+            for base in self.modules[module].bases.get(cls, []) if module in self.modules else []:
+                found = self.resolve(f"{base}.{attr}", depth + 1)
+                if found[0] is not None or found[1] == MineReason.AMBIGUOUS_TARGET:
+                    return found
+            return None, MineReason.UNRESOLVED_TARGET, f"super().{attr} not found in the bases of {owner}"
         if "()." in name:  # f().m: a method of what f returns, by f's return annotation
             callee, _, attr = name.rpartition("().")
             cls = self.return_class(callee, depth)
@@ -668,6 +697,10 @@ class SymbolTable:
             if target == name:
                 return None, MineReason.UNRESOLVED_TARGET, f"import cycle at {name}"
             return self.resolve(target, depth + 1)
+        for source in mod.star_imports[:MAX_STAR_SOURCES] if depth < 2 else ():  # ``from .core import *`` re-exports
+            found = self.resolve(".".join([source, *rest]), depth + 1)
+            if found[0] is not None or found[1] == MineReason.AMBIGUOUS_TARGET:
+                return found
         return None, MineReason.UNRESOLVED_TARGET, f"{qual} not defined in module {module}"
 
 
