@@ -64,7 +64,7 @@ class GraphConfig:
     min_prob: float = 0.0  # keep a predicted edge only when its prob (p(a->b) + p(b->a)) reaches this
     both_orders: bool = True  # test-time symmetry: average <a,b> with the label-swapped <b,a>
     batch_size: int = 64
-    max_length: int = 256
+    max_length: int | None = None  # None: the checkpoint's training max_length (calibration.json), else 256
     gcn_direction: str = "both"
     device: str | None = None
     threshold: float | None = None  # overrides the checkpoint's calibration.json threshold
@@ -93,7 +93,11 @@ def prune(toolset: ToolSet, embeddings: np.ndarray, strategy: str, neighbours: i
 
 @task(cache_policy=NO_CACHE)
 def score(checkpoint: str, toolset: ToolSet, pairs: list[tuple[int, int]], cfg: GraphConfig) -> np.ndarray:
-    return score_pairs(checkpoint, toolset.tools, pairs, cfg.batch_size, cfg.max_length, cfg.both_orders, cfg.device,
+    from models.discriminator import load_calibration
+
+    # score with the input length the model was trained and calibrated at
+    max_length = cfg.max_length or (load_calibration(checkpoint) or {}).get("max_length", 256)
+    return score_pairs(checkpoint, toolset.tools, pairs, cfg.batch_size, max_length, cfg.both_orders, cfg.device,
                        progress=cfg.progress)
 
 
@@ -188,7 +192,7 @@ def parse_args(argv: list[str] | None = None) -> GraphConfig:
     p.add_argument("--no-schema-edges", action="store_true", help="no 'schema' / 'fused' edge sources")
     p.add_argument("--no-progress", action="store_true", help="no progress bar while scoring")
     p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--max-length", type=int, default=256)
+    p.add_argument("--max-length", type=int, default=None, help="default: the checkpoint's training max_length")
     p.add_argument("--gcn-direction", choices=("both", "dependent_to_prerequisite", "prerequisite_to_dependent"),
                    default="both")
     p.add_argument("--device", default=None)

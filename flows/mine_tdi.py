@@ -155,7 +155,8 @@ def load_llm_pairs(folder: str) -> tuple[list[DependencyPair], dict[str, dict[st
 
 @task(name="build-docs", cache_policy=NO_CACHE)
 def docs_for(result: MineResult, workers: int) -> dict[str, dict[str, Any]]:
-    docs = build_docs(sorted(result.targets.values(), key=lambda t: t.key), workers=workers)
+    docs = build_docs(sorted(result.targets.values(), key=lambda t: t.key), workers=workers,
+                      output_names=result.output_names)
     get_run_logger().info("built %d API docs from signatures and docstrings", len(docs))
     return docs
 

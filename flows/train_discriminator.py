@@ -326,7 +326,8 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
         if calibration_pairs:
             probs = scores(best, calibration_pairs)
             calibration = choose_threshold([e.label for e in calibration_pairs], probs, cfg.calibration, cfg.target_precision)
-            calibration.update(symmetric=cfg.symmetric, calibrated_on="finetune validation" if cfg.finetune else "TDI validation")
+            calibration.update(symmetric=cfg.symmetric, max_length=cfg.max_length,
+                               calibrated_on="finetune validation" if cfg.finetune else "TDI validation")
             write_json(best / CALIBRATION_FILE, calibration)
             summary["calibration"] = calibration
             summary["validation"] = report(calibration_pairs, probs, calibration["threshold"])

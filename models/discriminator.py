@@ -25,6 +25,40 @@ from schemas.tdi import ID2LABEL, LABEL2ID, LABEL_A_DEPENDS_ON_B, LABEL_B_DEPEND
 DEFAULT_MAX_LENGTH = 160  # signature lines of both docs and most of their descriptions
 
 
+def _as_doc(doc: str | dict) -> dict | None:
+    if isinstance(doc, dict):
+        return doc
+    try:
+        parsed = json.loads(doc)
+    except json.JSONDecodeError:
+        return None
+    return parsed if isinstance(parsed, dict) else None
+
+
+def pair_texts(doc_a: str | dict, doc_b: str | dict) -> tuple[str, str]:
+    """The two segments of a pair: each doc's text, led by the parameter-match evidence.
+
+    When an output name of the other tool equals one of this tool's input names
+    (``tasks.schema_rule.feeds``), the segment starts with ``takes token from the other tool.``.
+    The evidence is a hint, not the answer: the model learns from the labels when a shared name
+    is a real hand-over (``token``) and when it is a coincidence (``time``, ``location``), and
+    finds dependencies that share no name from the descriptions. The hint moves with its doc, so
+    swapping a and b swaps the segments exactly (test-time symmetry stays exact).
+    """
+    from tasks.schema_rule import feeds
+
+    a, b = _as_doc(doc_a), _as_doc(doc_b)
+    text_a, text_b = doc_text(a if a is not None else doc_a), doc_text(b if b is not None else doc_b)
+    if a is None or b is None:
+        return text_a, text_b
+    a_takes, b_takes = sorted(feeds(b, a)), sorted(feeds(a, b))
+    if a_takes:
+        text_a = f"takes {', '.join(a_takes)} from the other tool. {text_a}"
+    if b_takes:
+        text_b = f"takes {', '.join(b_takes)} from the other tool. {text_b}"
+    return text_a, text_b
+
+
 def doc_text(doc: str | dict) -> str:
     """``GetUserToken(username: str, password: str) -> token: str. Get the user's token. username: ...``
 
@@ -83,9 +117,10 @@ def encode_pairs(
     max_length: int = DEFAULT_MAX_LENGTH,
 ) -> dict[str, list[list[int]]]:
     """Token ids of each pair of docs (dicts, canonical JSON or text) without padding."""
+    texts = [pair_texts(a, b) for a, b in zip(docs_a, docs_b)]
     return tokenizer(
-        [doc_text(d) for d in docs_a],
-        [doc_text(d) for d in docs_b],
+        [a for a, _ in texts],
+        [b for _, b in texts],
         truncation="longest_first",
         max_length=max_length,
         padding=False,

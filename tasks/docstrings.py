@@ -12,7 +12,7 @@ from typing import Any
 
 import docstring_parser
 
-from tasks.schema_rule import name_derived_output
+from tasks.schema_rule import PRODUCER_VERBS, identifier_tokens, name_derived_output
 from tasks.toolsets import ImportReport, make_doc
 
 ANY_TYPE = "any"
@@ -117,14 +117,19 @@ def _description(parsed: docstring_parser.Docstring, fallback: str) -> str:
     return "\n\n".join(parts) or fallback
 
 
-def output_name(facts: FunctionFacts, return_name: str | None) -> str:
-    """Returns-section name, else what the function's name says it returns, else ``result``."""
+def output_name(facts: FunctionFacts, return_name: str | None, hint: str | None = None) -> str:
+    """The Returns section's name; else a name with a producer verb (``make_token`` -> ``token``);
+    else the callers' usual name for the result (``hint``: ``node = parse(src)`` -> ``node``); else
+    the function's name; else ``result``."""
     if return_name and return_name.strip() and return_name.strip().isidentifier():
         return return_name.strip()
-    return name_derived_output(facts.name) or "result"
+    derived = name_derived_output(facts.name)
+    if derived and identifier_tokens(facts.name)[0] in PRODUCER_VERBS:
+        return derived
+    return hint or derived or "result"
 
 
-def doc_from_facts(facts: FunctionFacts, report: ImportReport | None = None) -> dict[str, Any] | None:
+def doc_from_facts(facts: FunctionFacts, report: ImportReport | None = None, output_hint: str | None = None) -> dict[str, Any] | None:
     """The API doc of a documented function; None when it has no docstring."""
     if not facts.documented:
         return None
@@ -146,7 +151,7 @@ def doc_from_facts(facts: FunctionFacts, report: ImportReport | None = None) -> 
     if facts.returns_value:
         ret = parsed.returns
         rtype = facts.return_annotation or (ret.type_name if ret is not None else None) or ANY_TYPE
-        outputs.append((output_name(facts, ret.return_name if ret is not None else None), rtype, (ret.description or "") if ret is not None else ""))
+        outputs.append((output_name(facts, ret.return_name if ret is not None else None, output_hint), rtype, (ret.description or "") if ret is not None else ""))
     return make_doc(facts.qualname, _description(parsed, facts.qualname), inputs, outputs, report)
 
 

@@ -89,6 +89,7 @@ class ModuleFacts:
     imports: dict[str, str] = field(default_factory=dict)  # local name -> qualified target
     star_imports: list[str] = field(default_factory=list)  # modules of ``from m import *``, in order
     flows: list[RawFlow] = field(default_factory=list)
+    assigned: list[tuple[str, str]] = field(default_factory=list)  # (callee, variable) of ``variable = callee(...)``
 
 
 @dataclass(frozen=True)
@@ -344,6 +345,7 @@ class _BodyScanner:
                 callee, _, _ = self.resolve(value.func)
                 if callee:
                     self.types[target.id] = _type_of_call(callee)
+                    self.mod.assigned.append((callee, target.id))  # what callers call the result
             else:
                 self.env.pop(target.id, None)  # reassignment kills the flow
         elif isinstance(target, (ast.Tuple, ast.List)):
@@ -741,6 +743,7 @@ class MineResult:
     files_parsed: int
     candidates: int
     parsed_ids: list[str] = field(default_factory=list)
+    output_names: dict[str, str] = field(default_factory=dict)  # target key -> what callers name its result
 
     def reason_counts(self) -> dict[str, int]:
         return dict(sorted(Counter(r.reason for r in self.rejections).items()))
@@ -837,7 +840,33 @@ def resolve_flows(parsed: Iterable[ModuleFacts | FileRejection], files_read: int
     }
     assert len(parsed_ids) + len(file_rejections) == files_read, "every file ends parsed or rejected"
     return MineResult(flows, rejections, file_rejections, targets, documented, files_read,
-                      len(parsed_ids), candidates, parsed_ids)
+                      len(parsed_ids), candidates, parsed_ids, caller_output_names(modules, table, set(targets)))
+
+
+# Variable names that say nothing about what a value is.
+_UNINFORMATIVE_NAMES = frozenset({"res", "ret", "rv", "out", "val", "tmp", "temp", "obj", "item", "it", "resp", "retval",
+                                  "rval", "new", "old", "cur", "ans"})
+
+
+def caller_output_names(modules: Sequence[ModuleFacts], table: SymbolTable, keys: set[str]) -> dict[str, str]:
+    """For each target in ``keys``: the variable name its callers most often give its result
+    (``token = get_token(...)`` names the output ``token``). Real code names values after what they
+    are, the way tool docs name outputs; one- and two-letter and generic names do not count."""
+    from tasks.schema_rule import GENERIC_OUTPUT_NAMES
+
+    resolved: dict[str, str | None] = {}
+    counts: dict[str, Counter[str]] = {}
+    for mod in modules:
+        for callee, var in mod.assigned:
+            if len(var) < 3 or var.startswith("_") or var.lower() in _UNINFORMATIVE_NAMES or var.lower() in GENERIC_OUTPUT_NAMES:
+                continue
+            if callee not in resolved:
+                target = table.resolve(callee)[0]
+                resolved[callee] = target.key if target is not None else None
+            key = resolved[callee]
+            if key in keys:
+                counts.setdefault(key, Counter())[var] += 1
+    return {key: max(c.items(), key=lambda kv: (kv[1], kv[0]))[0] for key, c in counts.items()}
 
 
 def mine_files(items: Sequence[FileItem], workers: int = 2, chunk_files: int = 64) -> MineResult:
@@ -886,13 +915,15 @@ def parse_record(repo: str, path: str, func_name: str, code: str) -> ModuleFacts
 
 
 # -- docs for the functions a dataset needs -------------------------------------------------------
-def _docs_chunk(facts: Sequence[FunctionFacts]) -> list[dict[str, Any] | None]:
-    return [doc_from_facts(f) for f in facts]
+def _docs_chunk(facts: Sequence[tuple[FunctionFacts, str | None]]) -> list[dict[str, Any] | None]:
+    return [doc_from_facts(f, output_hint=hint) for f, hint in facts]
 
 
-def build_docs(targets: Sequence[Target], workers: int = 2, chunk: int = 512) -> dict[str, dict[str, Any]]:
-    """API doc per target key, built in ``workers`` processes (docstring parsing is the cost)."""
-    facts = [t.facts for t in targets]
+def build_docs(targets: Sequence[Target], workers: int = 2, chunk: int = 512,
+               output_names: dict[str, str] | None = None) -> dict[str, dict[str, Any]]:
+    """API doc per target key, built in ``workers`` processes (docstring parsing is the cost).
+    ``output_names``: the callers' name for a target's result (``MineResult.output_names``)."""
+    facts = [(t.facts, (output_names or {}).get(t.key)) for t in targets]
     chunks = [facts[i: i + chunk] for i in range(0, len(facts), chunk)]
     docs: list[dict[str, Any] | None] = []
     if workers <= 1 or len(chunks) <= 1:

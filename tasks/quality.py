@@ -60,8 +60,10 @@ def _check_frames(shard_glob: str) -> dict[str, pd.DataFrame]:
          AND greatest(n.tool_a_id, n.tool_b_id) = greatest(d.tool_a_id, d.tool_b_id)
         """
     ).df()
+    # each distinct doc once: a doc sits in many pairs, and schema validation costs ms per value
+    docs = con.execute("SELECT doc_a AS doc FROM pairs UNION SELECT doc_b FROM pairs").df()
     con.close()
-    return {"pairs": pairs, "balance": balance, "leaked_tools": leaked, "none_but_dependent": none_but_dependent}
+    return {"pairs": pairs, "docs": docs, "balance": balance, "leaked_tools": leaked, "none_but_dependent": none_but_dependent}
 
 
 def _suites(gx: Any) -> dict[str, list[Any]]:
@@ -78,9 +80,8 @@ def _suites(gx: Any) -> dict[str, list[Any]]:
             E.ExpectColumnValuesToBeUnique(column="pair_id"),
             E.ExpectCompoundColumnsToBeUnique(column_list=["tool_a_id", "tool_b_id"]),
             E.ExpectSelectColumnValuesToBeUniqueWithinRecord(column_list=["tool_a_id", "tool_b_id"]),  # no self-pairs
-            E.ExpectColumnValuesToMatchJsonSchema(column="doc_a", json_schema=doc_schema),
-            E.ExpectColumnValuesToMatchJsonSchema(column="doc_b", json_schema=doc_schema),
         ],
+        "docs": [E.ExpectColumnValuesToMatchJsonSchema(column="doc", json_schema=doc_schema)],
         "balance": [
             E.ExpectColumnPairValuesToBeEqual(column_A="n_a_depends_on_b", column_B="n_no_dependency"),
             E.ExpectColumnPairValuesToBeEqual(column_A="n_no_dependency", column_B="n_b_depends_on_a"),

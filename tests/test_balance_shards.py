@@ -164,6 +164,6 @@ def test_quality_gate_passes_clean_shards_and_catches_each_defect(tmp_path):
     failed = {(c["frame"], c["expectation"]) for c in validate_shards(tmp_path / "bad" / "shards").failures()}
     assert ("leaked_tools", "expect_table_row_count_to_equal") in failed
     assert ("pairs", "expect_select_column_values_to_be_unique_within_record") in failed
-    assert ("pairs", "expect_column_values_to_match_json_schema") in failed
+    assert ("docs", "expect_column_values_to_match_json_schema") in failed
     assert ("pairs", "expect_compound_columns_to_be_unique") in failed
     assert any(f == "balance" for f, _ in failed)

@@ -331,6 +331,33 @@ def test_docs_for_targets_are_built(mined) -> None:
     assert all(schema_errors(d) == [] for d in docs.values())
 
 
+def test_outputs_take_the_name_callers_give_the_result(tmp_path: Path) -> None:
+    root = write_package(tmp_path, {"lib/__init__.py": "", "lib/ast_tools.py": '''
+        def parse(source):
+            """Parse source text."""
+            return source.split()
+
+
+        def dump(node):
+            """Show a parsed node."""
+            return str(node)
+
+
+        def visit_all(text):
+            """Parse and show."""
+            node = parse(text)
+            tree = parse(text)
+            node = parse(text + "!")
+            x = parse(text)
+            return dump(node)
+    '''})
+    result = mine_files(tree_files(root, "tree"), workers=1)
+    assert result.output_names["lib.ast_tools.parse"] == "node"  # 2 x node, 1 x tree; x is too short to count
+    docs = build_docs(list(result.targets.values()), workers=1, output_names=result.output_names)
+    assert docs["lib.ast_tools.parse"]["output_params"][0]["name"] == "node"
+    assert build_docs(list(result.targets.values()), workers=1)["lib.ast_tools.parse"]["output_params"][0]["name"] == "result"
+
+
 def _bigger_tree(root: Path, n_modules: int = 6, n_funcs: int = 6) -> Path:
     """Modules whose functions feed each other: enough pairs for both splits."""
     files = {"lib/__init__.py": ""}
