@@ -74,24 +74,28 @@ class TrainDiscriminatorConfig:
     test: tuple[str, ...] = field(default=("apibank",), metadata=_help("benchmark names or tool set folders"))
     benchmarks_root: Path = field(default=DEFAULT_BENCHMARKS, metadata=_help("where benchmark names are looked up"))
     base_model: str = field(default="offline-minilm", metadata=_help("offline-minilm, a hub id or a folder"))
-    encoder_layers: int | None = field(default=None, metadata=_help(
+    # Defaults fit the whole default run (mine + train + test) in about 15 minutes on 2 CPU cores;
+    # on a GPU pass --encoder-layers none --pretrain-max-pairs none --max-length 160.
+    encoder_layers: int | None = field(default=3, metadata=_help(
         "keep only the first N layers of the base model (none: all); 3 of MiniLM's 6 halves CPU time"))
     max_length: int = field(default=DEFAULT_MAX_LENGTH, metadata=_help("word pieces per pair"))
     batch_size: int | None = field(default=None, metadata=_help("pairs per step; default 32 on CPU, 128 on CUDA (bf16)"))
     pretrain_epochs: float = field(default=1.0, metadata=_help("passes over the TDI training pairs"))
     pretrain_learning_rate: float = field(default=5e-5, metadata=_help("peak learning rate, pretraining"))
-    pretrain_max_pairs: int | None = field(default=None, metadata=_help("cap on TDI training pairs (seeded sample)"))
+    pretrain_max_pairs: int | None = field(default=8000, metadata=_help("cap on TDI training pairs (seeded sample; none: all)"))
     pretrain_max_valid: int | None = field(default=1200, metadata=_help("cap on TDI validation pairs (seeded sample)"))
     pretrain_evals: int = field(default=2, metadata=_help("validation runs per pretraining epoch"))
-    finetune_epochs: float = field(default=2.0, metadata=_help("passes over the finetuning pairs"))
+    finetune_epochs: float = field(default=1.0, metadata=_help("passes over the finetuning pairs"))
     finetune_learning_rate: float = field(default=2e-5, metadata=_help("peak learning rate, finetuning"))
-    finetune_max_none: int | None = field(default=1500, metadata=_help(
+    finetune_max_none: int | None = field(default=300, metadata=_help(
         "cap on 'no dependency' pairs per tool set (seeded); none: all (imbalanced like real use)"))
-    finetune_replay: int = field(default=2000, metadata=_help(
+    finetune_replay: int = field(default=600, metadata=_help(
         "TDI training pairs mixed into finetuning so the parameter-level skill is not forgotten"))
     test_max_none: int | None = field(default=500, metadata=_help("paper's API-Bank test: all dependency pairs + 500 none"))
     valid_fraction: float = field(default=0.2, metadata=_help("finetuning validation share (grouped by tool set)"))
     calibration: str = field(default="max_f1", metadata=_help("threshold criterion: max_f1 or precision"))
+    calibrate_on: str = field(default="both", metadata=_help(
+        "validation pairs the threshold is chosen on: finetune, tdi, or both (tool sets with and without parameters)"))
     target_precision: float = field(default=0.9, metadata=_help("with --calibration precision"))
     symmetric: bool = field(default=True, metadata=_help("average p(a,b) with the swapped p(b,a) at inference"))
     select_metric: str = field(default="dependency_f1_calibrated", metadata=_help("checkpoint choice (compute_metrics key)"))
@@ -200,8 +204,9 @@ def model_card(cfg: TrainDiscriminatorConfig, summary: dict[str, Any]) -> str:
     headline = test.get("calibrated", test["argmax"])
     rows = [("test: discriminator, calibrated" if "calibrated" in test else "test: discriminator, argmax", headline["dependency"]),
             ("test: parameter-match rule", test["schema_rule"]["dependency"])]
-    if valid:
-        rows.append(("validation: discriminator, calibrated", valid.get("calibrated", valid["argmax"])["dependency"]))
+    for name, section in (valid or {}).items():
+        rows.append((f"validation ({name}): discriminator, calibrated", section.get("calibrated", section["argmax"])["dependency"]))
+        rows.append((f"validation ({name}): parameter-match rule", section["schema_rule"]["dependency"]))
     rows.append(("paper Table 3, test", PAPER_TABLE_3))
     table = "\n".join(f"| {name} | {m['precision']:.3f} | {m['recall']:.3f} | {m['f1']:.3f} |" for name, m in rows)
     data = summary["data"]
@@ -213,8 +218,9 @@ tags: [tool-retrieval, tool-dependency, tgr]
 # TGR dependency discriminator ({summary['run']})
 
 A 3-class sequence-pair classifier over two tool API docs: `0 a_depends_on_b`, `1 no_dependency`,
-`2 b_depends_on_a`. Each doc is rendered by `models.discriminator.doc_text` (signature line, then
-descriptions) before tokenization.
+`2 b_depends_on_a`. The pair is rendered by `models.discriminator.pair_texts` before tokenization:
+each doc as a signature line then descriptions, led by the parameter-match evidence when an
+output name of the other tool equals one of its inputs.
 
 ```python
 from models.discriminator import decide, load_calibration, load_discriminator, predict_proba
@@ -222,7 +228,7 @@ model, tokenizer = load_discriminator("{cfg.output / 'best'}")
 probs = predict_proba(model, tokenizer, [doc_a], [doc_b], symmetric=True).numpy()
 labels = decide(probs, load_calibration("{cfg.output / 'best'}")["threshold"])
 ```
-With `transformers.pipeline("text-classification", model=...)`, pass `doc_text(doc_a)` and `doc_text(doc_b)`.
+With `transformers.pipeline("text-classification", model=...)`, pass the two strings of `pair_texts(doc_a, doc_b)`.
 
 ## Data
 - base model: `{cfg.base_model}`
@@ -254,6 +260,8 @@ Device: {summary['device']}.
 @flow(name="train-discriminator", log_prints=True)
 def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig()) -> dict[str, Any]:
     logger = get_run_logger()
+    if cfg.calibrate_on not in ("finetune", "tdi", "both"):
+        raise ValueError(f"--calibrate-on {cfg.calibrate_on!r}: choose finetune, tdi or both")
     seed_everything(cfg.seed)
     device = pick_device()
     batch_size = cfg.batch_size or (128 if device.type == "cuda" else 32)
@@ -274,7 +282,7 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
 
         return np.asarray(score_examples(checkpoint, examples, cfg.max_length, batch_size * 4, cfg.symmetric, cfg.progress))
 
-    calibration_pairs: list[PairExample] = []
+    valid_sets: dict[str, list[PairExample]] = {}  # "tdi" and "finetune" validation pairs
     if cfg.checkpoint is not None:  # evaluate only
         best = Path(cfg.checkpoint)
         load_discriminator(best)  # fails early, with a clear message, on a folder that is no checkpoint
@@ -298,7 +306,7 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
                                  stage_args(cfg.pretrain_epochs, cfg.pretrain_learning_rate, cfg.pretrain_evals),
                                  out / "pretrain", "ce", cfg.resume, num_layers=cfg.encoder_layers)
             stages["pretrain"], init_model = result, str(result.best_dir)
-            calibration_pairs = pre_valid
+            valid_sets["tdi"] = pre_valid
 
         # Stage 2: finetuning on real tool sets (imbalanced, Eq. 2), grouped 80/20 split
         best = out / "best"
@@ -315,7 +323,7 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
                                  out / "finetune", "category_averaged", cfg.resume, best_dir=best,
                                  num_layers=None if "pretrain" in stages else cfg.encoder_layers)
             stages["finetune"] = result
-            calibration_pairs = ft_valid
+            valid_sets["finetune"] = ft_valid
         elif "pretrain" in stages:
             load_model(init_model).save_pretrained(best)  # already cut to encoder_layers
             load_tokenizer(init_model).save_pretrained(best)
@@ -323,15 +331,21 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
             raise ValueError("nothing to train: no pretraining data and no --finetune tool sets")
 
         # Stage 3: calibration on validation pairs (symmetrized), stored beside the checkpoint
-        if calibration_pairs:
-            probs = scores(best, calibration_pairs)
-            calibration = choose_threshold([e.label for e in calibration_pairs], probs, cfg.calibration, cfg.target_precision)
-            calibration.update(symmetric=cfg.symmetric, max_length=cfg.max_length,
-                               calibrated_on="finetune validation" if cfg.finetune else "TDI validation")
+        valid_probs = {name: scores(best, pairs) for name, pairs in valid_sets.items() if pairs}
+        used = [n for n in ("finetune", "tdi") if n in valid_probs and cfg.calibrate_on in (n, "both")] or list(valid_probs)
+        if used:
+            import numpy as np
+
+            labels = [e.label for n in used for e in valid_sets[n]]
+            calibration = choose_threshold(labels, np.concatenate([valid_probs[n] for n in used]), cfg.calibration,
+                                           cfg.target_precision)
+            calibration.update(symmetric=cfg.symmetric, max_length=cfg.max_length, calibrated_on=used, n_pairs=len(labels))
             write_json(best / CALIBRATION_FILE, calibration)
             summary["calibration"] = calibration
-            summary["validation"] = report(calibration_pairs, probs, calibration["threshold"])
-            logger.info("calibration (%s): cut %.3f, validation P %.3f R %.3f F1 %.3f", cfg.calibration,
+            # held-out tool-set groups (UltraTool/TMDB) and the TDI validation split, each on its own
+            summary["validation"] = {name: report(valid_sets[name], probs, calibration["threshold"])
+                                     for name, probs in valid_probs.items()}
+            logger.info("calibration (%s on %s): cut %.3f, P %.3f R %.3f F1 %.3f", cfg.calibration, "+".join(used),
                         calibration["threshold"], calibration["precision"], calibration["recall"], calibration["f1"])
         else:
             summary["calibration"] = None
@@ -344,8 +358,9 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
     summary["stages"] = {name: {"best_step": r.best_step, "best_score": r.best_score, "history": r.history}
                          for name, r in stages.items()}
 
-    if summary.get("validation"):
-        print(format_comparison(comparison_rows(summary["validation"]), f"validation ({', '.join(cfg.finetune) or 'TDI'})"))
+    for name, section in (summary.get("validation") or {}).items():
+        print(format_comparison(comparison_rows(section), f"validation: {', '.join(cfg.finetune) if name == 'finetune' else 'TDI'} "
+                                                          f"({section['counts']})"))
     print(format_comparison({**comparison_rows(summary["test"]), "paper Table 3": {"dependency": PAPER_TABLE_3}},
                             f"test ({', '.join(cfg.test)}; {summary['test']['counts']})"))
     print(f"direction accuracy on true test dependency pairs: {summary['test']['direction']}")

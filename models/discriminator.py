@@ -22,7 +22,7 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer, PreT
 from models.encoder_path import resolve_model_name_or_path
 from schemas.tdi import ID2LABEL, LABEL2ID, LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A, LABEL_NO_DEPENDENCY, NUM_LABELS
 
-DEFAULT_MAX_LENGTH = 160  # signature lines of both docs and most of their descriptions
+DEFAULT_MAX_LENGTH = 96  # evidence + signature lines of both docs and the start of their descriptions
 
 
 def _as_doc(doc: str | dict) -> dict | None:
@@ -98,11 +98,17 @@ def load_model(base_model: str | None, num_layers: int | None = None) -> PreTrai
 
     A checkpoint saved by this project already has the 3-label head and is loaded as is.
     ``num_layers`` keeps only the first N transformer layers (the rest of the weights are not
-    loaded): about N/L of the compute, for training on CPU within minutes.
+    loaded): about N/L of the compute, for training on CPU within minutes. A model with N layers
+    or fewer is loaded whole.
     """
-    extra = {"num_hidden_layers": num_layers} if num_layers else {}
+    from transformers import AutoConfig
+
+    path = resolve_model_name_or_path(base_model)
+    depth = getattr(AutoConfig.from_pretrained(path), "num_hidden_layers", None)
+    # only ever cut: asking a shallower model for more layers would add random ones
+    extra = {"num_hidden_layers": num_layers} if num_layers and depth and num_layers < depth else {}
     return AutoModelForSequenceClassification.from_pretrained(
-        resolve_model_name_or_path(base_model),
+        path,
         num_labels=NUM_LABELS,
         id2label=dict(ID2LABEL),
         label2id=dict(LABEL2ID),

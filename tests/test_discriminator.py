@@ -20,6 +20,7 @@ from models.discriminator import (  # noqa: E402
     category_averaged_loss,
     decide,
     doc_text,
+    pair_texts,
     encode_pairs,
     load_model,
     load_tokenizer,
@@ -184,6 +185,16 @@ def test_doc_text_puts_the_signature_first_and_derives_missing_outputs():
     assert doc_text("free text, not JSON") == "free text, not JSON"
 
 
+def test_pair_texts_lead_with_the_parameter_match_evidence_and_swap_exactly():
+    login, mail = _doc("GetUserToken", ["user"], ["token"]), _doc("SendMail", ["token", "to"], ["status"])
+    a, b = pair_texts(mail, login)
+    assert a.startswith("takes token from the other tool. SendMail(token: str, to: str)")
+    assert b == doc_text(login)  # login takes nothing from mail
+    assert pair_texts(login, mail) == (b, a)
+    weather = _doc("Weather", ["city"], ["forecast"])
+    assert pair_texts(mail, weather) == (doc_text(mail), doc_text(weather))  # no shared name, no hint
+
+
 def test_classification_metrics_on_a_known_confusion():
     y_true = [0, 0, 1, 1, 1, 1, 2, 2]
     y_pred = [0, 1, 1, 1, 0, 1, 0, 2]  # one 0 missed, one 1 called 0, one 2 called 0 (wrong direction)
@@ -304,3 +315,4 @@ def test_load_model_can_keep_only_the_first_layers(tiny_model_dir, tmp_path):
     assert torch.equal(cut.bert.encoder.layer[0].attention.self.query.weight, full.bert.encoder.layer[0].attention.self.query.weight)
     cut.save_pretrained(tmp_path / "cut")  # a saved cut model reloads with its own depth
     assert load_model(str(tmp_path / "cut")).config.num_hidden_layers == 1
+    assert load_model(str(tmp_path / "cut"), num_layers=3).config.num_hidden_layers == 1  # never grows

@@ -71,7 +71,7 @@ def tiny_run(tmp_path):
 def test_flow_trains_calibrates_evaluates_and_saves_a_loadable_checkpoint(tiny_run, prefect_harness):
     from transformers import pipeline
 
-    from models.discriminator import doc_text, load_calibration
+    from models.discriminator import load_calibration, pair_texts
 
     result = train_discriminator(tiny_run)
     out = Path(tiny_run.output)
@@ -92,6 +92,9 @@ def test_flow_trains_calibrates_evaluates_and_saves_a_loadable_checkpoint(tiny_r
     assert test["counts"] == {"a_depends_on_b": 2, "no_dependency": 2, "b_depends_on_a": 2}
     assert sum(map(sum, test["argmax"]["confusion_matrix"])) == 6
     assert test["calibrated"]["threshold"] == load_calibration(best)["threshold"] == metrics["calibration"]["threshold"]
+    # held-out tool-set groups and the TDI validation split are reported apart; the cut is chosen on both
+    assert set(metrics["validation"]) == {"finetune", "tdi"} and metrics["calibration"]["calibrated_on"] == ["finetune", "tdi"]
+    assert metrics["calibration"]["n_pairs"] == sum(sum(metrics["validation"][n]["counts"].values()) for n in ("finetune", "tdi"))
     assert test["direction"]["n"] == 4 and 0.0 <= test["direction"]["accuracy"] <= 1.0
     # the movie tools share movie_id: the parameter-match rule finds both edges with their direction
     assert test["schema_rule"]["dependency"] == {"precision": 1.0, "recall": 1.0, "f1": 1.0}
@@ -100,7 +103,7 @@ def test_flow_trains_calibrates_evaluates_and_saves_a_loadable_checkpoint(tiny_r
     assert "paper Table 3" in card and "parameter-match rule" in card
 
     clf = pipeline("text-classification", model=str(best), device=-1)
-    a, b = doc_text({"name": "GetCredits", "description": "d", "input_params": [], "output_params": []}), "SearchMovie() -> movie"
+    a, b = pair_texts({"name": "GetCredits", "description": "d", "input_params": [], "output_params": []}, "SearchMovie() -> movie")
     pred = clf({"text": a, "text_pair": b}, top_k=None)
     assert {p["label"] for p in pred} == set(ID2LABEL.values())
     assert sum(p["score"] for p in pred) == pytest.approx(1.0, abs=1e-4)
