@@ -42,6 +42,8 @@ from tasks.training import (
     grouped_split,
     label_counts,
     load_tdi_examples,
+    natural_none_ratio,
+    none_weights,
     pick_device,
     plot_confusion,
     plot_training_curves,
@@ -81,12 +83,12 @@ class TrainDiscriminatorConfig:
     max_length: int = field(default=DEFAULT_MAX_LENGTH, metadata=_help("word pieces per pair"))
     batch_size: int | None = field(default=None, metadata=_help("pairs per step; default 32 on CPU, 128 on CUDA (bf16)"))
     pretrain_epochs: float = field(default=1.0, metadata=_help("passes over the TDI training pairs"))
-    pretrain_learning_rate: float = field(default=5e-5, metadata=_help("peak learning rate, pretraining"))
+    pretrain_learning_rate: float = field(default=2e-4, metadata=_help("peak learning rate, pretraining (few steps on CPU)"))
     pretrain_max_pairs: int | None = field(default=8000, metadata=_help("cap on TDI training pairs (seeded sample; none: all)"))
     pretrain_max_valid: int | None = field(default=1200, metadata=_help("cap on TDI validation pairs (seeded sample)"))
     pretrain_evals: int = field(default=2, metadata=_help("validation runs per pretraining epoch"))
     finetune_epochs: float = field(default=1.0, metadata=_help("passes over the finetuning pairs"))
-    finetune_learning_rate: float = field(default=2e-5, metadata=_help("peak learning rate, finetuning"))
+    finetune_learning_rate: float = field(default=1e-4, metadata=_help("peak learning rate, finetuning"))
     finetune_max_none: int | None = field(default=300, metadata=_help(
         "cap on 'no dependency' pairs per tool set (seeded); none: all (imbalanced like real use)"))
     finetune_replay: int = field(default=600, metadata=_help(
@@ -94,6 +96,10 @@ class TrainDiscriminatorConfig:
     test_max_none: int | None = field(default=500, metadata=_help("paper's API-Bank test: all dependency pairs + 500 none"))
     valid_fraction: float = field(default=0.2, metadata=_help("finetuning validation share (grouped by tool set)"))
     calibration: str = field(default="max_f1", metadata=_help("threshold criterion: max_f1 or precision"))
+    calibration_prior: float | None = field(default=None, metadata=_help(
+        "none pairs per dependency pair the cut is chosen for; none: the finetuning tool sets' natural ratio"))
+    recalibrate: bool = field(default=False, metadata=_help(
+        "with --checkpoint: choose the cut again on this config's validation sets and store it beside the checkpoint"))
     calibrate_on: str = field(default="both", metadata=_help(
         "validation pairs the threshold is chosen on: finetune, tdi, or both (tool sets with and without parameters)"))
     target_precision: float = field(default=0.9, metadata=_help("with --calibration precision"))
@@ -162,9 +168,16 @@ def load_pretraining_pairs(folder: Path, max_pairs: int | None, max_valid: int |
 @task(cache_policy=NO_CACHE)
 def build_toolset_pairs(specs: tuple[str, ...], benchmarks_root: Path, max_none: int | None, seed: int) -> list[PairExample]:
     pairs: list[PairExample] = []
-    for spec in specs:
+    for spec in specs:  # every ordered pair: both orders of each dependency pair are already in
         pairs += build_pairs(_load_toolset(spec, benchmarks_root), max_none=max_none, seed=seed)
-    return with_both_orders(pairs)
+    return pairs
+
+
+@task(cache_policy=NO_CACHE)
+def toolset_none_ratio(specs: tuple[str, ...], benchmarks_root: Path) -> float:
+    """None pairs per dependency pair over all ordered same-group pairs of the tool sets (no subsampling)."""
+    ratios = {spec: natural_none_ratio(_load_toolset(spec, benchmarks_root)) for spec in specs}
+    return float(sum(ratios.values()) / len(ratios))
 
 
 @task(cache_policy=NO_CACHE, log_prints=False)  # library internals print; keep them out of the run log
@@ -330,26 +343,37 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
         else:
             raise ValueError("nothing to train: no pretraining data and no --finetune tool sets")
 
-        # Stage 3: calibration on validation pairs (symmetrized), stored beside the checkpoint
-        valid_probs = {name: scores(best, pairs) for name, pairs in valid_sets.items() if pairs}
-        used = [n for n in ("finetune", "tdi") if n in valid_probs and cfg.calibrate_on in (n, "both")] or list(valid_probs)
-        if used:
-            import numpy as np
+    # Stage 3: calibration on validation pairs (symmetrized), stored beside the checkpoint
+    if cfg.checkpoint is not None and cfg.recalibrate:  # the validation sets of a training run with this config
+        if cfg.finetune:
+            valid_sets["finetune"] = grouped_split(build_toolset_pairs(cfg.finetune, cfg.benchmarks_root, cfg.finetune_max_none,
+                                                                       cfg.seed), cfg.valid_fraction, cfg.seed)[1]
+        tdi = resolve_pretrain_data(cfg.pretrain_data)
+        if tdi is not None:
+            valid_sets["tdi"] = load_pretraining_pairs(tdi, cfg.pretrain_max_pairs, cfg.pretrain_max_valid, cfg.seed)[1]
+    valid_probs = {name: scores(best, pairs) for name, pairs in valid_sets.items() if pairs}
+    used = [n for n in ("finetune", "tdi") if n in valid_probs and cfg.calibrate_on in (n, "both")] or list(valid_probs)
+    if used:
+        import numpy as np
 
-            labels = [e.label for n in used for e in valid_sets[n]]
-            calibration = choose_threshold(labels, np.concatenate([valid_probs[n] for n in used]), cfg.calibration,
-                                           cfg.target_precision)
-            calibration.update(symmetric=cfg.symmetric, max_length=cfg.max_length, calibrated_on=used, n_pairs=len(labels))
-            write_json(best / CALIBRATION_FILE, calibration)
-            summary["calibration"] = calibration
-            # held-out tool-set groups (UltraTool/TMDB) and the TDI validation split, each on its own
-            summary["validation"] = {name: report(valid_sets[name], probs, calibration["threshold"])
-                                     for name, probs in valid_probs.items()}
-            logger.info("calibration (%s on %s): cut %.3f, P %.3f R %.3f F1 %.3f", cfg.calibration, "+".join(used),
-                        calibration["threshold"], calibration["precision"], calibration["recall"], calibration["f1"])
-        else:
-            summary["calibration"] = None
-            logger.warning("no validation pairs: no calibration, edges will use argmax")
+        labels = [e.label for n in used for e in valid_sets[n]]
+        # the validation sets hold few none pairs (subsampled / balanced); real tool sets hold many
+        prior = cfg.calibration_prior or (toolset_none_ratio(cfg.finetune, cfg.benchmarks_root) if cfg.finetune else None)
+        weights = np.concatenate([none_weights(valid_sets[n], prior) for n in used]) if prior else None
+        calibration = choose_threshold(labels, np.concatenate([valid_probs[n] for n in used]), cfg.calibration,
+                                       cfg.target_precision, weights)
+        calibration.update(symmetric=cfg.symmetric, max_length=cfg.max_length, calibrated_on=used, n_pairs=len(labels),
+                           none_per_dependency=prior)
+        write_json(best / CALIBRATION_FILE, calibration)
+        summary["calibration"] = calibration
+        # held-out tool-set groups (UltraTool/TMDB) and the TDI validation split, each on its own
+        summary["validation"] = {name: report(valid_sets[name], probs, calibration["threshold"])
+                                 for name, probs in valid_probs.items()}
+        logger.info("calibration (%s on %s): cut %.3f, P %.3f R %.3f F1 %.3f", cfg.calibration, "+".join(used),
+                    calibration["threshold"], calibration["precision"], calibration["recall"], calibration["f1"])
+    elif cfg.checkpoint is None:
+        summary["calibration"] = None
+        logger.warning("no validation pairs: no calibration, edges will use argmax")
 
     # Stage 4: test with the best checkpoint
     test_pairs = build_toolset_pairs(cfg.test, cfg.benchmarks_root, cfg.test_max_none, cfg.seed)

@@ -258,13 +258,43 @@ def direction_accuracy(y_true: Sequence[int], probs: np.ndarray) -> dict[str, An
 CALIBRATION_CRITERIA = ("max_f1", "precision")
 
 
+def natural_none_ratio(toolset: ToolSet) -> float:
+    """"No dependency" pairs per dependency pair among all ordered same-group pairs of a tool set:
+    the class prior a graph build meets, before any subsampling."""
+    sizes: dict[str, int] = {}
+    for t in toolset.tools:
+        sizes[t.group] = sizes.get(t.group, 0) + 1
+    total, dependent = sum(n * (n - 1) for n in sizes.values()), 2 * len(toolset.edges)
+    return (total - dependent) / max(dependent, 1)
+
+
+def none_weights(examples: Sequence[PairExample], ratio: float) -> np.ndarray:
+    """Per-example weights that give the "none" pairs of each group source (``<dataset>`` of the
+    ``group`` field) the ``ratio`` none-per-dependency prior; dependency pairs weigh 1."""
+    weights = np.ones(len(examples))
+    sources: dict[str, list[int]] = {}
+    for i, e in enumerate(examples):
+        sources.setdefault(e.group.split("/", 1)[0], []).append(i)
+    for idx in sources.values():
+        n_none = sum(examples[i].label == LABEL_NO_DEPENDENCY for i in idx)
+        n_dep = len(idx) - n_none
+        if n_none and n_dep:
+            for i in idx:
+                if examples[i].label == LABEL_NO_DEPENDENCY:
+                    weights[i] = ratio * n_dep / n_none
+    return weights
+
+
 def choose_threshold(y_true: Sequence[int], probs: np.ndarray, criterion: str = "max_f1",
-                     target_precision: float = 0.9) -> dict[str, Any]:
+                     target_precision: float = 0.9, weights: np.ndarray | None = None) -> dict[str, Any]:
     """The cut on p(dependency) = p0 + p2 for ``models.discriminator.decide``, chosen on validation.
 
     ``max_f1``: the cut with the highest dependency F1 (direction must be right); ``precision``:
     the lowest cut whose precision reaches ``target_precision`` (most recall at that precision),
     falling back to max F1 when no cut reaches it. Ties keep the higher cut (fewer edges).
+    ``weights`` (per pair, e.g. ``none_weights``) count a false positive as that many pairs: a
+    validation set whose none class was subsampled then calibrates for the real class prior, where
+    a cut chosen at a balanced prior lets far too many edges through.
     """
     if criterion not in CALIBRATION_CRITERIA:
         raise ValueError(f"unknown calibration criterion {criterion!r}; known: {', '.join(CALIBRATION_CRITERIA)}")
@@ -275,7 +305,8 @@ def choose_threshold(y_true: Sequence[int], probs: np.ndarray, criterion: str = 
     order = np.argsort(-p_dep, kind="stable")
     # predicting the top k pairs as dependencies: TP = right-direction true dependencies among them
     tp = np.cumsum(direction[order] == y_true[order])
-    k = np.arange(1, len(order) + 1)
+    w = np.ones(len(y_true)) if weights is None else np.asarray(weights, dtype=np.float64)
+    k = np.cumsum(np.where(direction[order] == y_true[order], 1.0, w[order]))  # weighted predicted positives
     last_of_tie = np.r_[p_dep[order][1:] != p_dep[order][:-1], True]  # a cut cannot split equal scores
     precision, recall = tp / k, tp / max(n_true, 1)
     f1 = np.where(precision + recall > 0, 2 * precision * recall / np.maximum(precision + recall, 1e-12), 0.0)
@@ -294,7 +325,7 @@ def choose_threshold(y_true: Sequence[int], probs: np.ndarray, criterion: str = 
         cand = np.flatnonzero(valid)
         chosen = int(cand[np.argmax(f1[cand] - 1e-9 * k[cand])])  # best F1; the smaller k on ties
     out = {"criterion": criterion, "threshold": float(p_dep[order][chosen]), "precision": float(precision[chosen]),
-           "recall": float(recall[chosen]), "f1": float(f1[chosen]), "n": int(len(y_true))}
+           "recall": float(recall[chosen]), "f1": float(f1[chosen]), "n": int(len(y_true)), "weighted": weights is not None}
     if criterion == "precision":
         out["target_precision"] = target_precision
     if note:

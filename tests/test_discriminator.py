@@ -37,6 +37,8 @@ from tasks.training import (  # noqa: E402
     build_pairs,
     choose_threshold,
     classification_metrics,
+    natural_none_ratio,
+    none_weights,
     direction_accuracy,
     grouped_split,
     label_counts,
@@ -283,6 +285,25 @@ def test_choose_threshold_maximises_dependency_f1_on_known_scores():
     assert none["threshold"] == 1.0 and "no dependency pairs" in none["note"]
     with pytest.raises(ValueError, match="unknown calibration criterion"):
         choose_threshold(y, probs, "recall")
+
+
+def test_weighted_calibration_counts_false_positives_at_the_real_class_prior():
+    # two right dependencies at 0.9 and 0.6, one none pair at 0.7, one none pair at 0.2
+    y = [0, 1, 0, 1]
+    probs = np.array([[0.9, 0.1, 0.0], [0.7, 0.3, 0.0], [0.6, 0.4, 0.0], [0.2, 0.8, 0.0]])
+    assert choose_threshold(y, probs)["threshold"] == pytest.approx(0.6)  # F1 0.8 beats 2/3 at the 0.9 cut
+    # at 10 none pairs per real one, letting the 0.7 pair through costs 10 false positives
+    heavy = choose_threshold(y, probs, weights=np.array([1, 10, 1, 10]))
+    assert heavy["threshold"] == pytest.approx(0.9) and heavy["precision"] == 1.0 and heavy["weighted"] is True
+
+
+def test_natural_none_ratio_and_weights_restore_the_prior_of_a_subsampled_set():
+    toolset = toy_toolset()  # auth: 3 tools (6 ordered pairs, 2 edges -> 4 dependency pairs), misc: 2 tools
+    assert natural_none_ratio(toolset) == pytest.approx((6 + 2 - 4) / 4)
+    pairs = build_pairs(toolset, max_none=2, seed=0)  # 4 dependency pairs, 2 none pairs kept
+    w = none_weights(pairs, ratio=3.0)
+    assert all(w[i] == 1.0 for i, p in enumerate(pairs) if p.label != 1)
+    assert sum(w[i] for i, p in enumerate(pairs) if p.label == 1) == pytest.approx(3.0 * 4)
 
 
 def test_direction_accuracy_ignores_the_none_probability():
