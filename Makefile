@@ -93,7 +93,7 @@ train-discriminator: setup $(if $(filter $(MINED_TDI),$(TDI_DATA)),$(MINED_TDI)/
 graph: setup  ## score tool pairs and build the DuckDB tool-graph warehouse
 	$(PY) -m flows.build_graph --toolset $(TOOLSETS) --discriminator $(DISCRIMINATOR) --warehouse $(WAREHOUSE) $(GRAPH_ARGS)
 
-graph-gold: setup  ## warehouse with the gold (manual) edges only, no discriminator
+graph-gold: setup  ## warehouse with the gold (manual) and parameter-match (schema) edges, no discriminator
 	$(PY) -m flows.build_graph --toolset $(TOOLSETS) --no-discriminator --warehouse $(WAREHOUSE) $(GRAPH_ARGS)
 
 eval-retrieval: setup  ## Recall/NDCG/Pass Rate@5/10 for BM25, TF-IDF, embeddings, +TGR
