@@ -618,7 +618,7 @@ def plot_training_curves(stages: dict[str, TrainResult], path: Path) -> Path:
         axes[1].plot(steps, [h.get("eval_dependency_f1_calibrated", float("nan")) for h in evals], marker="s",
                      linestyle="--", label=f"{stage} valid dependency F1 (best cut)")
     axes[0].set_xlabel("step")
-    axes[1].set_xlabel(f"step (per stage)")
+    axes[1].set_xlabel("step (per stage)")
     for ax in axes:
         ax.legend()
         ax.grid(alpha=0.3)
