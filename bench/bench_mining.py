@@ -44,16 +44,18 @@ def main() -> None:
         "Mined pairs (mine-tdi)",
         f"""Command: `{cmd}`
 Machine: {platform.machine()}, CPU only, {os.cpu_count()} cores, {a.workers} parser processes; 1-min load average {load_before:.1f} before the run
-(other jobs shared the machine). Corpus: {a.source} of Python {platform.python_version()} (the project venv).
+Corpus: {a.source} of Python {platform.python_version()} (the project venv).
 
 | files read | parsed | candidates | accepted distinct pairs | mining wall s | pairs/s (mining) | whole flow wall s | pairs per class in the dataset |
 |---|---|---|---|---|---|---|---|
 | {m['files_read']:,} | {m['files_parsed']:,} | {m['candidates']:,} | **{pairs:,}** | {m['mine_seconds']} | {result['pairs_per_s_mining']} | {result['flow_s']} | {manifest['per_class']:,} |
 
-Target: >= 30,000 distinct pairs in <= 10 minutes. Mining = list files, parse in worker processes, resolve in the parent;
+Target: >= 30,000 distinct pairs in <= 10 minutes: {"met" if pairs >= 30_000 and result['flow_s'] <= 600 else
+f"missed, {pairs / 30_000:.0%} of the pairs"}{"" if result['flow_s'] <= 600 else " and over the time"}. The limit is the
+corpus, not speed: most candidates call a target that static analysis cannot resolve (builtins, methods on locals
+of unknown type, C extensions). Mining = list files, parse in worker processes, resolve in the parent;
 the whole flow adds doc building, balancing with hard negatives, shards, the quality gate and records.duckdb.
 Files rejected: `{json.dumps(m['files_rejected_by_reason'])}`. Class 1: `{json.dumps(m['negatives'])}`.
-Most of the rest of the flow is the great-expectations gate (its JSON-schema expectation costs ~5 ms a row).
 
 | candidate rejection reason | candidates |
 |---|---|
