@@ -869,18 +869,24 @@ def caller_output_names(modules: Sequence[ModuleFacts], table: SymbolTable, keys
     return {key: max(c.items(), key=lambda kv: (kv[1], kv[0]))[0] for key, c in counts.items()}
 
 
-def mine_files(items: Sequence[FileItem], workers: int = 2, chunk_files: int = 64) -> MineResult:
-    """Parse ``items`` in ``workers`` processes (in-process when workers <= 1), then resolve."""
-    chunks = [items[i: i + chunk_files] for i in range(0, len(items), chunk_files)]
-    parsed: list[ModuleFacts | FileRejection] = []
+def map_chunks(fn: Any, items: Sequence[Any], workers: int, chunk: int) -> list[Any]:
+    """``fn`` over ``items`` in chunks, in ``workers`` processes (in-process when workers <= 1 or
+    there is one chunk); results flattened in input order."""
+    chunks = [items[i: i + chunk] for i in range(0, len(items), chunk)]
+    out: list[Any] = []
     if workers <= 1 or len(chunks) <= 1:
         for c in chunks:
-            parsed += _parse_chunk(c)
+            out += fn(c)
     else:
         with ProcessPoolExecutor(max_workers=workers) as pool:
-            for out in pool.map(_parse_chunk, chunks):
-                parsed += out
-    return resolve_flows(parsed, len(items))
+            for part in pool.map(fn, chunks):
+                out += part
+    return out
+
+
+def mine_files(items: Sequence[FileItem], workers: int = 2, chunk_files: int = 64) -> MineResult:
+    """Parse ``items`` in ``workers`` processes (in-process when workers <= 1), then resolve."""
+    return resolve_flows(map_chunks(_parse_chunk, items, workers, chunk_files), len(items))
 
 
 # -- CodeSearchNet-style records --------------------------------------------------------------------
@@ -924,15 +930,7 @@ def build_docs(targets: Sequence[Target], workers: int = 2, chunk: int = 512,
     """API doc per target key, built in ``workers`` processes (docstring parsing is the cost).
     ``output_names``: the callers' name for a target's result (``MineResult.output_names``)."""
     facts = [(t.facts, (output_names or {}).get(t.key)) for t in targets]
-    chunks = [facts[i: i + chunk] for i in range(0, len(facts), chunk)]
-    docs: list[dict[str, Any] | None] = []
-    if workers <= 1 or len(chunks) <= 1:
-        for c in chunks:
-            docs += _docs_chunk(c)
-    else:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            for out in pool.map(_docs_chunk, chunks):
-                docs += out
+    docs = map_chunks(_docs_chunk, facts, workers, chunk)
     return {t.key: d for t, d in zip(targets, docs) if d is not None}
 
 
