@@ -15,7 +15,14 @@ export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
 
-# llama-cpp-python only ships an sdist; the native build crashes on these CPUs (AMX), so pin flags.
+# Embedded LLM server (docs/embedded-llm.md). Default: xllamacpp, a prebuilt wheel holding llama.cpp's
+# own C++ HTTP server (portable AVX2 build: no compile, no AMX crash); keep the pin equal to the `llm`
+# extra in pyproject.toml. Fallback, taken when xllamacpp does not install or import here, or forced
+# with `rm -f .venv/.llm-installed && make setup-llm LLAMA_BACKEND=llama-cpp-python`: llama-cpp-python
+# built from source (~10 minutes on 2 cores, wheel cached in LLAMA_WHEEL_DIR; it replaces xllamacpp).
+# llama-cpp-python only ships an sdist; its native build crashes on these CPUs (AMX), so pin flags.
+LLAMA_BACKEND ?= xllamacpp
+LLAMA_XLLAMACPP := xllamacpp==2026.10.11549
 LLAMA_CPP_VERSION := 0.3.36
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
 LLAMA_WHEEL_DIR := $(TGR_CACHE_DIR)/wheels
@@ -58,15 +65,27 @@ $(VENV)/.installed: pyproject.toml
 setup: $(VENV)/.installed  ## create .venv with the project and its dev tools
 
 $(VENV)/.llm-installed: $(VENV)/.installed
-	@mkdir -p "$(LLAMA_WHEEL_DIR)"
-	@if ! ls "$(LLAMA_WHEEL_DIR)"/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl >/dev/null 2>&1; then \
+	@set -e; \
+	if [ "$(LLAMA_BACKEND)" = xllamacpp ]; then \
+	  if $(BIN)/pip install -q "$(LLAMA_XLLAMACPP)" && \
+	     $(PY) -c 'import xllamacpp as x; print("xllamacpp", x.__version__, "|", x.get_system_info().strip())'; then \
+	    echo xllamacpp > $@; exit 0; \
+	  fi; \
+	  echo "WARNING: $(LLAMA_XLLAMACPP) does not install or import on this machine (see above);" \
+	    "falling back to llama-cpp-python $(LLAMA_CPP_VERSION) built from source"; \
+	elif [ "$(LLAMA_BACKEND)" != llama-cpp-python ]; then \
+	  echo "LLAMA_BACKEND must be xllamacpp or llama-cpp-python, not '$(LLAMA_BACKEND)'"; exit 2; \
+	fi; \
+	mkdir -p "$(LLAMA_WHEEL_DIR)"; \
+	if ! ls "$(LLAMA_WHEEL_DIR)"/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl >/dev/null 2>&1; then \
 	  echo "building llama-cpp-python $(LLAMA_CPP_VERSION) from source (about 10 minutes on 2 cores, once per machine)"; \
 	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip wheel -q --no-deps --no-cache-dir "llama-cpp-python==$(LLAMA_CPP_VERSION)" -w "$(LLAMA_WHEEL_DIR)"; \
-	fi
-	$(BIN)/pip install -q "$$(ls "$(LLAMA_WHEEL_DIR)"/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl | head -1)[server]" "fastapi>=0.139,<0.151"
-	touch $@
+	fi; \
+	$(BIN)/pip install -q "$$(ls "$(LLAMA_WHEEL_DIR)"/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl | head -1)[server]" "fastapi>=0.139,<0.151"; \
+	$(BIN)/pip uninstall -q -y xllamacpp 2>/dev/null || true; \
+	echo llama-cpp-python > $@
 
-setup-llm: $(VENV)/.llm-installed  ## build (once) and install the embedded llama.cpp server
+setup-llm: $(VENV)/.llm-installed  ## install the embedded llama.cpp server (prebuilt xllamacpp; LLAMA_BACKEND)
 
 fetch-llm: setup-llm  ## fetch and verify the embedded model (LLM_MODEL=qwen2.5-coder-1.5b)
 	$(PY) -m models.embedded_llm fetch --model $(LLM_MODEL)
@@ -112,7 +131,8 @@ prefect-up: setup-llm  ## start a local Prefect server + worker and register the
 	  for i in $$(seq 90); do curl -sf $(PREFECT_API)/health >/dev/null && break; sleep 1; done; \
 	fi
 	@curl -sf $(PREFECT_API)/health >/dev/null || (echo "Prefect server did not start; see $(PREFECT_RUN_DIR)/server.log" && exit 1)
-	$(BIN)/prefect config set PREFECT_API_URL=$(PREFECT_API) >/dev/null
+	@# project-local, not the user's global profile: Prefect reads ./.env when run from this folder
+	@touch .env && sed -i '/# tgr-pipeline prefect-up$$/d' .env && echo 'PREFECT_API_URL=$(PREFECT_API)  # tgr-pipeline prefect-up' >> .env
 	$(MAKE) deploy
 	@if [ ! -f $(PREFECT_RUN_DIR)/worker.pid ] || ! kill -0 $$(cat $(PREFECT_RUN_DIR)/worker.pid) 2>/dev/null; then \
 	  PATH="$(CURDIR)/$(BIN):$$PATH" nohup $(BIN)/prefect worker start --pool tgr-local --type process > $(PREFECT_RUN_DIR)/worker.log 2>&1 & echo $$! > $(PREFECT_RUN_DIR)/worker.pid; \
@@ -126,7 +146,7 @@ deploy:  ## register the deployments in prefect.yaml with the running server
 
 prefect-down:  ## stop the worker and server started by prefect-up (plain runs go back to a temporary server)
 	-@for p in worker server; do [ -f $(PREFECT_RUN_DIR)/$$p.pid ] && kill $$(cat $(PREFECT_RUN_DIR)/$$p.pid) 2>/dev/null; rm -f $(PREFECT_RUN_DIR)/$$p.pid; done; true
-	-@$(BIN)/prefect config unset PREFECT_API_URL -y >/dev/null 2>&1; true
+	-@[ -f .env ] && sed -i '/# tgr-pipeline prefect-up$$/d' .env && { [ -s .env ] || rm -f .env; }; true
 
 clean:  ## remove run outputs (keeps .venv and the model cache)
 	rm -rf artifacts .pytest_cache

@@ -44,6 +44,7 @@ from tasks.graph_edges import (
     score_pairs,
 )
 from tasks.retrieval import EMBED_STYLES, embed_style_for, embed_text, gcn_propagate
+from tasks.schema_rule import DEFAULT_MAX_PRODUCERS
 from tasks.toolsets import load_toolset_spec
 from warehouse.build import DatasetTables, build_warehouse
 
@@ -70,6 +71,9 @@ class GraphConfig:
     threshold: float | None = None  # overrides the checkpoint's calibration.json threshold
     schema_edges: bool = True  # the parameter-match rule as edge source 'schema'
     progress: bool = True  # tqdm bar while scoring pairs
+    # an output name that more than this many tools of a group produce is no parameter-match
+    # evidence (schema edges, discriminator hints); None: every name is (tasks.schema_rule)
+    max_producers: int | None = DEFAULT_MAX_PRODUCERS
 
 
 @task(cache_policy=NO_CACHE)
@@ -98,7 +102,7 @@ def score(checkpoint: str, toolset: ToolSet, pairs: list[tuple[int, int]], cfg: 
     # score with the input length the model was trained and calibrated at
     max_length = cfg.max_length or (load_calibration(checkpoint) or {}).get("max_length", 256)
     return score_pairs(checkpoint, toolset.tools, pairs, cfg.batch_size, max_length, cfg.both_orders, cfg.device,
-                       progress=cfg.progress)
+                       progress=cfg.progress, max_producers=cfg.max_producers)
 
 
 @task(cache_policy=NO_CACHE)
@@ -139,7 +143,7 @@ def build_graph(cfg: GraphConfig | None = None) -> dict:
         def graph(edges) -> np.ndarray:
             return gcn_propagate(base, [(index[e.dependent], index[e.prerequisite]) for e in edges], cfg.gcn_direction)
 
-        schema = schema_edges(toolset.tools) if cfg.schema_edges else []
+        schema = schema_edges(toolset.tools, max_producers=cfg.max_producers) if cfg.schema_edges else []
         if schema:
             embeddings["tgr_schema"] = graph(s.edge for s in schema)
         pairs, probs, predicted, fused = [], np.zeros((0, 3)), [], []
@@ -196,6 +200,9 @@ def parse_args(argv: list[str] | None = None) -> GraphConfig:
     p.add_argument("--gcn-direction", choices=("both", "dependent_to_prerequisite", "prerequisite_to_dependent"),
                    default="both")
     p.add_argument("--device", default=None)
+    p.add_argument("--max-producers", type=int, default=DEFAULT_MAX_PRODUCERS,
+                   help="an output name that more than N tools of a group produce is no parameter-match evidence "
+                        f"(ToolBench's id, url, symbol); 0 turns the filter off; default {DEFAULT_MAX_PRODUCERS}")
     a = p.parse_args(argv)
     if a.discriminator and not Path(a.discriminator, "config.json").exists():
         p.error(f"--discriminator {a.discriminator}: no config.json there (train one: make train-discriminator)")
@@ -208,7 +215,8 @@ def parse_args(argv: list[str] | None = None) -> GraphConfig:
     toolsets = [t.strip() for value in a.toolset for t in value.split(",") if t.strip()]
     return GraphConfig(toolsets, a.warehouse, a.discriminator, a.data_root, a.encoder, a.embed_style, a.pruning,
                        a.neighbours, a.min_prob, not a.single_order, a.batch_size, a.max_length, a.gcn_direction,
-                       a.device, a.threshold, not a.no_schema_edges, not a.no_progress)
+                       a.device, a.threshold, not a.no_schema_edges, not a.no_progress,
+                       a.max_producers if a.max_producers > 0 else None)
 
 
 if __name__ == "__main__":

@@ -34,8 +34,9 @@ from tasks.agents import (
 from tasks.balance import BalanceConfig, BalancedPairs, balance_pairs
 from tasks.llm import LLMConfig, StructuredLLM, StructuredRequest, StructuredResult, ledger_rows, usage_summary
 from tasks.prompts import PROMPT_VERSIONS
-from tasks.quality import QualityGateError, QualityReport, validate_shards
-from tasks.shards import ShardConfig, ShardInfo, write_dataset_card, write_manifest, write_shards
+from tasks.publish import fresh_staging, gate_staged, publish_staged
+from tasks.quality import QualityReport, validate_shards
+from tasks.shards import ShardConfig, ShardInfo, build_manifest, write_dataset_card, write_shards
 from tasks.sources import FunctionRecord, SourceFilter, SourceReadResult, SourceSpec, read_function_records
 
 EMBEDDED = "embedded"  # base_url value meaning: start the packaged local llama.cpp server
@@ -110,13 +111,17 @@ def write_dataset(rows: list[dict], out_dir: Path, cfg: ShardConfig) -> list[Sha
 
 
 @task(name="quality-gate", cache_policy=NO_CACHE)
-def quality_gate(out_dir: Path) -> QualityReport:
-    report = validate_shards(out_dir / "shards")
-    (out_dir / "quality.json").write_text(json.dumps({"success": report.success, "checks": report.checks}, indent=2, default=str))
-    if not report.success:
-        raise QualityGateError(f"{len(report.failures())} quality checks failed: {json.dumps(report.failures(), default=str)[:2000]}")
+def quality_gate(out_dir: Path, staging: Path) -> QualityReport:
+    """Validate the staged shards; a failure publishes nothing (``tasks.publish``)."""
+    report = gate_staged(out_dir, staging, validate_shards)
     get_run_logger().info("quality gate: %d checks passed", len(report.checks))
     return report
+
+
+@task(name="publish", cache_policy=NO_CACHE)
+def publish(out_dir: Path, staging: Path, manifest: dict[str, Any]) -> dict[str, Any]:
+    write_dataset_card(out_dir, manifest, staging)
+    return publish_staged(out_dir, staging, manifest)
 
 
 @task(name="account-records", cache_policy=NO_CACHE)
@@ -198,10 +203,11 @@ def build_tdi(cfg: BuildTDIConfig = BuildTDIConfig()) -> dict[str, Any]:
 
     if not balanced.rows:
         raise RuntimeError(f"no validated pairs: nothing to write (rejections by reason: {summary.by_reason}); see {out_dir / 'records.duckdb'}")
-    infos = write_dataset(balanced.rows, out_dir, cfg.shards)
-    report = quality_gate(out_dir)
-    manifest = write_manifest(
-        out_dir,
+    staging = fresh_staging(out_dir)
+    infos = write_dataset(balanced.rows, staging, cfg.shards)
+    report = quality_gate(out_dir, staging)
+    manifest = build_manifest(
+        out_dir.name,
         infos,
         {
             "config": json.loads(json.dumps(asdict(cfg), default=str)),
@@ -214,7 +220,7 @@ def build_tdi(cfg: BuildTDIConfig = BuildTDIConfig()) -> dict[str, Any]:
             "llm_usage": usage_summary(ledger),
         },
     )
-    write_dataset_card(out_dir, manifest)
+    manifest = publish(out_dir, staging, manifest)
     create_markdown_artifact(key="tdi-dataset", markdown=(out_dir / "README.md").read_text(), description=str(out_dir))
     logger.info("wrote %d rows in %d shards to %s", manifest["total_rows"], len(infos), out_dir)
     return manifest

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
-import shutil
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field, fields
@@ -40,8 +38,9 @@ from tasks.mining import (
     top_package,
     tree_files,
 )
-from tasks.quality import QualityGateError, QualityReport, validate_shards
-from tasks.shards import ShardConfig, ShardInfo, write_manifest, write_shards
+from tasks.quality import QualityReport, validate_shards
+from tasks.publish import fresh_staging, gate_staged, publish_staged
+from tasks.shards import ShardConfig, ShardInfo, build_manifest, load_snippet, write_shards
 
 SOURCES = ("stdlib", "site-packages", "tree", "codesearchnet")
 
@@ -176,24 +175,16 @@ def stage_shards(rows: list[dict], staging: Path, cfg: ShardConfig) -> list[Shar
 
 @task(name="quality-gate", cache_policy=NO_CACHE)
 def quality_gate(out_dir: Path, staging: Path) -> QualityReport:
-    """Validate the staged shards; publish them only when every check passes, else remove them
-    (and any earlier run's shards and manifest: the folder must not look like a dataset)."""
-    report = validate_shards(staging / "shards")
-    (out_dir / "quality.json").write_text(json.dumps({"success": report.success, "checks": report.checks}, indent=2, default=str))
-    if not report.success:
-        shutil.rmtree(staging, ignore_errors=True)
-        shutil.rmtree(out_dir / "shards", ignore_errors=True)
-        (out_dir / "manifest.json").unlink(missing_ok=True)
-        raise QualityGateError(f"{len(report.failures())} quality checks failed: {json.dumps(report.failures(), default=str)[:2000]}")
-    old = out_dir / "shards.old"
-    shutil.rmtree(old, ignore_errors=True)
-    if (out_dir / "shards").exists():
-        os.replace(out_dir / "shards", old)
-    os.replace(staging / "shards", out_dir / "shards")
-    shutil.rmtree(old, ignore_errors=True)
-    shutil.rmtree(staging, ignore_errors=True)
+    """Validate the staged shards; a failure publishes nothing (``tasks.publish``)."""
+    report = gate_staged(out_dir, staging, validate_shards)
     get_run_logger().info("quality gate: %d checks passed", len(report.checks))
     return report
+
+
+@task(name="publish", cache_policy=NO_CACHE)
+def publish(out_dir: Path, staging: Path, manifest: dict[str, Any]) -> dict[str, Any]:
+    write_mined_card(out_dir, manifest, staging)
+    return publish_staged(out_dir, staging, manifest)
 
 
 def outcome_table(result: MineResult, balanced: MinedBalanced, llm_pairs: list[DependencyPair]) -> pa.Table:
@@ -237,7 +228,7 @@ def account(out_dir: Path, outcomes: pa.Table, n_read: int) -> AccountingSummary
     return summary
 
 
-def write_mined_card(out_dir: Path, manifest: dict[str, Any]) -> Path:
+def write_mined_card(out_dir: Path, manifest: dict[str, Any], folder: Path | None = None) -> Path:
     counts = manifest["counts"]
     mining, acc = manifest["mining"], manifest["accounting"]
     lines = [
@@ -270,12 +261,15 @@ def write_mined_card(out_dir: Path, manifest: dict[str, Any]) -> Path:
         f"- records read {acc['read']}, accepted {acc['accepted']}, rejected {acc['rejected']} (`records.duckdb`, table `record_outcomes`)",
         f"- seed {manifest['config']['seed']}; no tool doc appears in two splits",
         "",
+        "## Load",
+        *load_snippet(out_dir, counts),
+        "",
         "## Limits",
         "A flow is syntactic: the producer's value reaches the consumer's argument, which is a real data "
         "dependency in that code, but the docs come from docstrings of uneven quality, and call targets "
         "reached only through objects of unknown type are not seen (rejected as `unresolved_target`).",
     ]
-    path = out_dir / "README.md"
+    path = (folder or out_dir) / "README.md"
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -307,8 +301,7 @@ def mine_tdi(cfg: MineTDIConfig = MineTDIConfig()) -> dict[str, Any]:
     if not balanced.rows:
         raise RuntimeError(f"no usable pairs: nothing to write (rejections by reason: {summary.by_reason}); see {out_dir / 'records.duckdb'}")
 
-    staging = out_dir / ".staging"
-    shutil.rmtree(staging, ignore_errors=True)
+    staging = fresh_staging(out_dir)
     infos = stage_shards(balanced.rows, staging, ShardConfig(rows_per_shard=cfg.rows_per_shard, seed=cfg.seed))
     report = quality_gate(out_dir, staging)
     mining = {
@@ -325,8 +318,8 @@ def mine_tdi(cfg: MineTDIConfig = MineTDIConfig()) -> dict[str, Any]:
         "mine_seconds": round(mine_seconds, 1),  # list, parse and resolve
         "seconds": round(time.perf_counter() - t0, 1),  # everything up to the published shards
     }
-    manifest = write_manifest(
-        out_dir,
+    manifest = build_manifest(
+        out_dir.name,
         infos,
         {
             "config": json.loads(json.dumps(asdict(cfg), default=str)),
@@ -339,7 +332,7 @@ def mine_tdi(cfg: MineTDIConfig = MineTDIConfig()) -> dict[str, Any]:
             "quality": {"success": report.success, "checks": len(report.checks)},
         },
     )
-    write_mined_card(out_dir, manifest)
+    manifest = publish(out_dir, staging, manifest)
     create_markdown_artifact(key="tdi-mined-dataset", markdown=(out_dir / "README.md").read_text(), description=str(out_dir))
     logger.info("wrote %d rows in %d shards to %s", manifest["total_rows"], len(infos), out_dir)
     return manifest

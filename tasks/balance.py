@@ -90,23 +90,45 @@ def _components(pairs: Sequence[_Pair]) -> list[list[int]]:
     return list(groups.values())
 
 
-def _assign_splits(pairs: Sequence[_Pair], fraction: float, rng: np.random.Generator) -> list[str]:
-    """Whole doc-connected components go to one split, so no doc is in both."""
+def _none_pairs_possible(pairs: Sequence[_Pair], known: set[frozenset[str]]) -> int:
+    """How many distinct 'no dependency' pairs the docs of ``pairs`` can form."""
+    docs = {d for p in pairs for d in (p.dependent.doc_id, p.prerequisite.doc_id)}
+    inside = sum(1 for k in known if k <= docs and len(k) == 2)
+    return len(docs) * (len(docs) - 1) // 2 - inside
+
+
+def _assign_splits(pairs: Sequence[_Pair], fraction: float, rng: np.random.Generator,
+                   known: set[frozenset[str]] = frozenset()) -> list[str]:
+    """Whole doc-connected components go to one split, so no doc is in both.
+
+    Small runs get a validation split too, whenever there are at least 2 components and both
+    splits can still form as many 'no dependency' pairs as they have dependency pairs (one lone
+    pair cannot: its two docs depend on each other); otherwise everything stays in train.
+    """
     splits = ["train"] * len(pairs)
-    want = round(len(pairs) * fraction)
-    if fraction <= 0 or len(pairs) < 4:
-        return splits
-    want = max(2, want)  # a validation split of one pair cannot form a "none" pair
     components = _components(pairs)
+    if fraction <= 0 or len(components) < 2:
+        return splits
+    want = max(1, round(len(pairs) * fraction))
     taken = 0
-    for ci in rng.permutation(len(components)):
-        if taken >= want:
+    # smallest components first when the split is tiny, so a 3-pair run can still spare one
+    order = rng.permutation(len(components))
+    if want < 4:
+        order = sorted(order, key=lambda ci: len(components[ci]))
+    def feasible(split: str) -> bool:
+        members = [p for p, s in zip(pairs, splits) if s == split]
+        return bool(members) and _none_pairs_possible(members, known) >= len(members)
+
+    for ci in order:
+        if taken >= want and feasible("validation"):
             break
-        if taken + len(components[ci]) > want + max(1, want // 10) and taken > 0:
+        if taken + len(components[ci]) > want + max(1, want // 10) and taken > 0 and feasible("validation"):
             continue  # don't overshoot with one giant component
         for i in components[ci]:
             splits[i] = "validation"
         taken += len(components[ci])
+    if not (feasible("train") and feasible("validation")):
+        return ["train"] * len(pairs)  # no feasible validation split at this size
     return splits
 
 
@@ -167,7 +189,7 @@ def balance_pairs(validated: Sequence[DependentPair], cfg: BalanceConfig) -> Bal
         only = selected.pop()
         rejections.append(Rejection(only.record_id, "balance", "balance_too_few_pairs", "a balanced set needs at least 2 validated pairs"))
         per_class = 0
-    splits = _assign_splits(selected, cfg.validation_fraction, rng)
+    splits = _assign_splits(selected, cfg.validation_fraction, rng, known)
     rows: list[dict] = []
     per_split: dict[str, int] = {}
     for split in ("train", "validation"):

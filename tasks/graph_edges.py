@@ -41,7 +41,9 @@ from schemas.docs import canonical_doc_json
 from schemas.tdi import ID2LABEL, LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A, LABEL_NO_DEPENDENCY
 from schemas.toolset import DependencyEdge, Tool, ToolSet
 from tasks.schema_rule import (
+    DEFAULT_MAX_PRODUCERS,
     GENERIC_OUTPUT_NAMES,
+    common_output_names,
     identifier_tokens,
     input_names,
     name_derived_output,
@@ -275,14 +277,25 @@ class SchemaEdge:
     matched_params: tuple[str, ...]  # normalised names through which the prerequisite feeds the dependent
 
 
-def schema_edges(tools: Sequence[Tool], pairs: Sequence[tuple[int, int]] | None = None) -> list[SchemaEdge]:
+def group_common_names(tools: Sequence[Tool], max_producers: int | None = DEFAULT_MAX_PRODUCERS) -> dict[str, frozenset[str]]:
+    """Per tool group, the output names too common to be evidence (``common_output_names``)."""
+    groups: dict[str, list[dict]] = defaultdict(list)
+    for t in tools:
+        groups[t.group].append(t.doc)
+    return {g: common_output_names(docs, max_producers) for g, docs in groups.items()}
+
+
+def schema_edges(tools: Sequence[Tool], pairs: Sequence[tuple[int, int]] | None = None,
+                 max_producers: int | None = DEFAULT_MAX_PRODUCERS) -> list[SchemaEdge]:
     """``tasks.schema_rule.schema_rule_label`` on every same-group pair (or ``pairs``), as edges.
 
     Per pair: b's outputs feeding a's inputs makes a depend on b (class 0), the reverse class 2; when
     both directions match, the one with more matching names wins, a tie is no edge (same rule as
     ``schema_rule_label``, computed from per-tool name sets so ToolBench's 161k pairs take a second).
+    Names that more than ``max_producers`` tools of the group output are no evidence (None: all are).
     """
-    outs = [output_names(t.doc, derive=True) for t in tools]
+    common = group_common_names(tools, max_producers)
+    outs = [output_names(t.doc, derive=True, ignore=common[t.group]) for t in tools]
     ins = [input_names(t.doc) for t in tools]
     found = []
     for i, j in same_group_pairs(tools) if pairs is None else pairs:
@@ -311,11 +324,14 @@ def score_pairs(
     both_orders: bool = True,
     device: str | None = None,
     progress: bool = True,
+    max_producers: int | None = DEFAULT_MAX_PRODUCERS,
 ) -> np.ndarray:
     """Class probabilities (n_pairs, 3) of <tools[i], tools[j]> from a discriminator checkpoint.
 
     ``both_orders`` (default): the mean of p(<a,b>) and the label-swapped p(<b,a>), so the result
     does not depend on which tool comes first. ``progress``: a tqdm bar over the pairs (stderr).
+    ``max_producers``: output names more common than this in a group give the model no
+    parameter-match hint (``models.discriminator.pair_texts``), as for the schema edges.
     """
     from tqdm.auto import tqdm
 
@@ -329,16 +345,20 @@ def score_pairs(
         return np.zeros((0, 3), dtype=np.float64)
     docs = [canonical_doc_json(t.doc) for t in tools]
     docs_a, docs_b = [docs[i] for i, _ in pairs], [docs[j] for _, j in pairs]
+    common = group_common_names(tools, max_producers)
+    ignore = [common[tools[i].group] for i, _ in pairs]
     chunk = max(batch_size * 16, 1)  # predict_proba sorts by length inside a chunk
     out = np.empty((len(pairs), 3), dtype=np.float64)
     with tqdm(total=len(pairs) * (2 if both_orders else 1), desc="scoring pairs", unit="pair",
               disable=not progress, leave=False) as bar:
         for start in range(0, len(pairs), chunk):
             sl = slice(start, start + chunk)
-            probs = predict_proba(model, tokenizer, docs_a[sl], docs_b[sl], max_length, batch_size).numpy()
+            probs = predict_proba(model, tokenizer, docs_a[sl], docs_b[sl], max_length, batch_size,
+                                  ignore=ignore[sl]).numpy()
             bar.update(len(probs))
             if both_orders:
-                swapped = predict_proba(model, tokenizer, docs_b[sl], docs_a[sl], max_length, batch_size).numpy()
+                swapped = predict_proba(model, tokenizer, docs_b[sl], docs_a[sl], max_length, batch_size,
+                                        ignore=ignore[sl]).numpy()
                 probs = (probs.astype(np.float64) + swapped[:, [2, 1, 0]]) / 2.0  # <b,a> class 0 is <a,b> class 2
                 bar.update(len(probs))
             out[sl] = probs

@@ -153,7 +153,7 @@ def balance_mined(pairs: Sequence[DependencyPair], docs: dict[str, dict[str, Any
     if len(selected) < 2:
         rejections += [(p.record_id, "balance_too_few_pairs", "a balanced set needs at least 2 pairs") for p, _ in selected]
         selected, per_class = [], 0
-    splits = _assign_splits([p for p, _ in selected], cfg.validation_fraction, rng)
+    splits = _assign_splits([p for p, _ in selected], cfg.validation_fraction, rng, known)
     rows: list[dict] = []
     per_split: dict[str, int] = {}
     negatives: dict[str, int] = {}

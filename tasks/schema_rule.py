@@ -8,7 +8,8 @@ real tool sets (UltraTool, TMDB, most REST catalogues) list inputs only.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
 from schemas.tdi import LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A, LABEL_NO_DEPENDENCY
@@ -25,6 +26,11 @@ PRODUCER_VERBS = frozenset(
      "generate", "compute", "calculate", "calc", "lookup", "obtain", "request", "parse", "new", "open", "acquire",
      "extract", "resolve", "select", "download", "export", "convert", "to", "as", "from"}
 )
+# A name that more than this many tools of one group output does not say which tool produced a
+# value (ToolBench: `id`, `url`, `symbol` are outputs of dozens of services in a category), so the
+# graph step ignores it as evidence (`common_output_names`). Two keeps API-Bank's `token`, which
+# GetUserToken and RegisterUser both return.
+DEFAULT_MAX_PRODUCERS = 2
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _NON_WORD = re.compile(r"[^a-z0-9]+")
 
@@ -52,31 +58,50 @@ def name_derived_output(tool_name: str) -> str | None:
     return "_".join(tokens)
 
 
-def output_names(doc: dict[str, Any], derive: bool = True) -> set[str]:
-    """Normalised, non-generic output names; the name-derived one when none is declared."""
+def output_names(doc: dict[str, Any], derive: bool = True, ignore: Collection[str] = frozenset()) -> set[str]:
+    """Normalised, non-generic output names; the name-derived one when none is declared.
+
+    ``ignore``: names not to count as evidence in this context (``common_output_names``).
+    """
     names = {normalise_param_name(p["name"]) for p in doc.get("output_params") or []}
     if not names and derive:
         derived = name_derived_output(doc.get("name", ""))
         names = {normalise_param_name(derived)} if derived else set()
-    return {n for n in names if n and n not in GENERIC_OUTPUT_NAMES}
+    return {n for n in names if n and n not in GENERIC_OUTPUT_NAMES and n not in ignore}
+
+
+def common_output_names(docs: Iterable[dict[str, Any]], max_producers: int | None = DEFAULT_MAX_PRODUCERS,
+                        derive: bool = True) -> frozenset[str]:
+    """Output names that more than ``max_producers`` of ``docs`` (one tool group) produce.
+
+    A shared name is evidence of a hand-over only when it points at few producers: when 40 services
+    of a category all return an ``id``, a tool that takes an ``id`` depends on one of them at most,
+    and matching on the name links it to all 40. None: no name is common.
+    """
+    if max_producers is None:
+        return frozenset()
+    counts = Counter(n for doc in docs for n in output_names(doc, derive))
+    return frozenset(n for n, c in counts.items() if c > max_producers)
 
 
 def input_names(doc: dict[str, Any]) -> set[str]:
     return {n for n in (normalise_param_name(p["name"]) for p in doc.get("input_params") or []) if n}
 
 
-def feeds(producer: dict[str, Any], consumer: dict[str, Any], derive: bool = True) -> set[str]:
+def feeds(producer: dict[str, Any], consumer: dict[str, Any], derive: bool = True,
+          ignore: Collection[str] = frozenset()) -> set[str]:
     """Normalised names through which ``producer``'s outputs can reach ``consumer``'s inputs."""
-    return output_names(producer, derive) & input_names(consumer)
+    return output_names(producer, derive, ignore) & input_names(consumer)
 
 
-def schema_rule_label(doc_a: dict[str, Any], doc_b: dict[str, Any], derive: bool = True) -> int:
+def schema_rule_label(doc_a: dict[str, Any], doc_b: dict[str, Any], derive: bool = True,
+                      ignore: Collection[str] = frozenset()) -> int:
     """The rule's 3-class label of <a, b>: 0 when b's outputs feed a's inputs, 2 for the reverse.
 
     When both directions match, the one with more matching names wins; a tie is "no dependency"
     (the rule cannot tell the direction).
     """
-    a_needs_b, b_needs_a = len(feeds(doc_b, doc_a, derive)), len(feeds(doc_a, doc_b, derive))
+    a_needs_b, b_needs_a = len(feeds(doc_b, doc_a, derive, ignore)), len(feeds(doc_a, doc_b, derive, ignore))
     if a_needs_b > b_needs_a:
         return LABEL_A_DEPENDS_ON_B
     if b_needs_a > a_needs_b:

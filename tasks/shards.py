@@ -104,10 +104,10 @@ def count_table(infos: Sequence[ShardInfo]) -> dict[str, dict[str, int]]:
     return out
 
 
-def write_manifest(out_dir: Path, infos: Sequence[ShardInfo], extra: dict[str, Any]) -> dict[str, Any]:
-    """Write ``manifest.json`` atomically; returns the manifest as written (JSON types)."""
+def build_manifest(dataset: str, infos: Sequence[ShardInfo], extra: dict[str, Any]) -> dict[str, Any]:
+    """The manifest of a dataset made of ``infos`` (JSON types); ``tasks.publish`` writes it last."""
     manifest = {
-        "dataset": out_dir.name,
+        "dataset": dataset,
         "schema": {"fields": [f.name for f in TDI_PAIR_SCHEMA], "arrow": TDI_PAIR_SCHEMA.to_string(show_schema_metadata=False)},
         "labels": ID2LABEL,
         "counts": count_table(infos),
@@ -115,6 +115,12 @@ def write_manifest(out_dir: Path, infos: Sequence[ShardInfo], extra: dict[str, A
         "shards": [asdict(i) for i in infos],
         **extra,
     }
+    return json.loads(json.dumps(manifest, default=str))
+
+
+def write_manifest(out_dir: Path, infos: Sequence[ShardInfo], extra: dict[str, Any]) -> dict[str, Any]:
+    """Write ``manifest.json`` atomically; returns the manifest as written (JSON types)."""
+    manifest = build_manifest(out_dir.name, infos, extra)
     path = out_dir / "manifest.json"
     tmp = path.with_suffix(".json.tmp")
     text = json.dumps(manifest, indent=2, sort_keys=False, default=str)
@@ -123,7 +129,18 @@ def write_manifest(out_dir: Path, infos: Sequence[ShardInfo], extra: dict[str, A
     return json.loads(text)
 
 
-def write_dataset_card(out_dir: Path, manifest: dict[str, Any]) -> Path:
+def load_snippet(out_dir: Path, counts: dict[str, Any]) -> list[str]:
+    """The card's loading code, naming only the splits the dataset has (``datasets`` fails on a
+    split whose files match nothing)."""
+    files = ", ".join(f'"{split}": "{out_dir}/shards/{split}-*.parquet"' for split in counts)
+    return ["```python", "import datasets, polars as pl",
+            f'ds = datasets.load_dataset("parquet", data_files={{{files}}})',
+            f'df = pl.read_parquet("{out_dir}/shards/*.parquet")', "```"]
+
+
+def write_dataset_card(out_dir: Path, manifest: dict[str, Any], folder: Path | None = None) -> Path:
+    """``README.md`` for the dataset at ``out_dir``, written into ``folder`` (default ``out_dir``;
+    a staging folder before publishing)."""
     counts = manifest["counts"]
     lines = [
         f"# {manifest['dataset']}: TDI tool-dependency pairs",
@@ -158,18 +175,13 @@ def write_dataset_card(out_dir: Path, manifest: dict[str, Any]) -> Path:
         f"- seed {manifest.get('config', {}).get('balance', {}).get('seed', '?')}; no tool doc appears in two splits",
         "",
         "## Load",
-        "```python",
-        "import datasets, polars as pl",
-        f'ds = datasets.load_dataset("parquet", data_files={{"train": "{out_dir}/shards/train-*.parquet", '
-        f'"validation": "{out_dir}/shards/validation-*.parquet"}})',
-        f'df = pl.read_parquet("{out_dir}/shards/*.parquet")',
-        "```",
+        *load_snippet(out_dir, counts),
         "",
         "## Limits",
         "Documents are written by an LLM from real functions; the dependency judgement is an LLM's, "
         "so labels carry that model's errors. Quality checks (great-expectations) guarantee the "
         "structure, not the semantics.",
     ]
-    path = out_dir / "README.md"
+    path = (folder or out_dir) / "README.md"
     path.write_text("\n".join(lines) + "\n")
     return path

@@ -167,3 +167,28 @@ def test_quality_gate_passes_clean_shards_and_catches_each_defect(tmp_path):
     assert ("docs", "expect_column_values_to_match_json_schema") in failed
     assert ("pairs", "expect_compound_columns_to_be_unique") in failed
     assert any(f == "balance" for f, _ in failed)
+
+
+def test_small_runs_get_a_validation_split_when_both_splits_can_form_none_pairs():
+    # 3 lone pairs: validation needs 2 (one pair's docs depend on each other), train would keep 1
+    assert balance_pairs(_pairs(3), BalanceConfig(per_class=3, validation_fraction=0.1, seed=13)).per_split == {"train": 3}
+    for n in (4, 5, 9):
+        out = balance_pairs(_pairs(n), BalanceConfig(per_class=n, validation_fraction=0.1, seed=13))
+        assert out.per_split["validation"] >= 2 and out.per_split["train"] >= 2
+        assert sum(out.per_split.values()) == n
+        counts = Counter((r["split"], r["label"]) for r in out.rows)
+        assert all(counts[(s, 0)] == counts[(s, 1)] == counts[(s, 2)] for s in ("train", "validation"))
+
+
+@pytest.mark.parametrize("pairs", [3, 9])
+def test_the_cards_load_snippet_runs(tmp_path, monkeypatch, pairs):
+    out = balance_pairs(_pairs(pairs), BalanceConfig(per_class=pairs, validation_fraction=0.1, seed=13))
+    infos = write_shards(out.rows, tmp_path, ShardConfig(rows_per_shard=100, seed=13))
+    manifest = write_manifest(tmp_path, infos, {})
+    card = write_dataset_card(tmp_path, manifest).read_text()
+    code = card.split("## Load\n```python\n", 1)[1].split("```", 1)[0]
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "hf-cache"))
+    scope: dict = {}
+    exec(code, scope)  # the snippet a user copies: it must load every split the dataset has
+    assert set(scope["ds"]) == set(manifest["counts"]) == set(out.per_split)
+    assert sum(scope["ds"][s].num_rows for s in scope["ds"]) == scope["df"].height == len(out.rows)

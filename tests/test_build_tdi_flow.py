@@ -94,3 +94,24 @@ def test_resume_after_a_kill_repeats_no_answered_call_and_reproduces_the_shards(
     new_manifest = json.loads((tmp_path / "out" / "resumed" / "manifest.json").read_text())
     assert [s["sha256"] for s in new_manifest["shards"]] == [s["sha256"] for s in ref_manifest["shards"]]
     assert new_manifest["llm_usage"]["cache_hits"] >= answered
+
+
+def test_a_run_that_fails_the_gate_leaves_the_published_dataset_as_it_was(shared_data, tmp_path, prefect_harness, monkeypatch):
+    import flows.build_tdi as bt
+    from flows.train_discriminator import published_tdi
+    from tasks.quality import QualityGateError, QualityReport
+
+    with FakeOpenAIServer() as server:
+        args = _args(shared_data, server, tmp_path, "gated", limit=40)
+        good = build_tdi(config_from_args(args))
+        out = tmp_path / "out" / "gated"
+        shards_before = {p.name: p.read_bytes() for p in (out / "shards").glob("*.parquet")}
+        monkeypatch.setattr(bt, "validate_shards",
+                            lambda d: QualityReport(success=False, checks=[{"success": False, "expectation": "injected"}]))
+        with pytest.raises(QualityGateError, match="nothing was published"):
+            build_tdi(config_from_args([*args, "--seed", "99"]))  # other seed: other shard bytes if it got through
+    assert json.loads((out / "manifest.json").read_text()) == good
+    assert {p.name: p.read_bytes() for p in (out / "shards").glob("*.parquet")} == shards_before
+    assert json.loads((out / "quality.json").read_text())["success"]
+    assert list((out / ".failed" / "shards").glob("*.parquet")) and not (out / ".staging").exists()
+    assert published_tdi(tmp_path / "out") == [out]  # `auto` still picks the dataset that passed

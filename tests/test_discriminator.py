@@ -30,7 +30,7 @@ from models.discriminator import (  # noqa: E402
 from schemas.docs import canonical_doc_json  # noqa: E402
 from schemas.tdi import ID2LABEL, LABEL2ID, swap_label  # noqa: E402
 from schemas.toolset import DependencyEdge, Tool, ToolSet  # noqa: E402
-from tasks.schema_rule import name_derived_output, schema_rule_label  # noqa: E402
+from tasks.schema_rule import common_output_names, name_derived_output, schema_rule_label  # noqa: E402
 from tasks.training import (  # noqa: E402
     PairExample,
     StageArguments,
@@ -195,6 +195,11 @@ def test_pair_texts_lead_with_the_parameter_match_evidence_and_swap_exactly():
     assert pair_texts(login, mail) == (b, a)
     weather = _doc("Weather", ["city"], ["forecast"])
     assert pair_texts(mail, weather) == (doc_text(mail), doc_text(weather))  # no shared name, no hint
+    # a name too common in the pair's group is no evidence: no hint (tasks.schema_rule.common_output_names)
+    assert pair_texts(mail, login, ignore=frozenset({"token"})) == (doc_text(mail), doc_text(login))
+    producers = [_doc(f"Issuer{k}", [], ["token"]) for k in range(3)] + [mail]
+    assert common_output_names(producers) == {"token"} and common_output_names(producers, 3) == frozenset()
+    assert common_output_names(producers, None) == frozenset()
 
 
 def test_classification_metrics_on_a_known_confusion():

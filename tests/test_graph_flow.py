@@ -17,6 +17,7 @@ from tasks.graph_edges import (
     edge_decision,
     edges_from_probabilities,
     fuse_edges,
+    group_common_names,
     log_pruning,
     normalise_param_name,
     param_compatible,
@@ -157,6 +158,19 @@ def test_schema_edges_follow_the_rule_and_store_matched_names():
         i, j = sorted((index[s.edge.dependent], index[s.edge.prerequisite]))
         assert schema_rule_label(TOOLS[i].doc, TOOLS[j].doc) == s.predicted_class
     assert schema_edges(TOOLS, [(1, 2)]) == []  # only "status" in common: no edge
+
+
+def test_schema_edges_ignore_names_that_many_tools_of_a_group_produce():
+    # three services of one category return an `id`; a tool that takes an `id` cannot say whose
+    catalogue = [Tool(f"svc{k}::list", "finance", doc(f"List{k}", [], ["id", f"name{k}"])) for k in range(3)]
+    catalogue += [Tool("quote::get", "finance", doc("GetQuote", ["id", "ticker"], ["price"])),
+                  Tool("tickers::search", "finance", doc("SearchTicker", ["company"], ["ticker"]))]
+    assert group_common_names(catalogue) == {"finance": frozenset({"id"})}
+    found = {(s.edge.dependent, s.edge.prerequisite, s.matched_params) for s in schema_edges(catalogue)}
+    assert found == {("quote::get", "tickers::search", ("ticker",))}
+    everything = {(s.edge.dependent, s.edge.prerequisite) for s in schema_edges(catalogue, max_producers=None)}
+    assert everything == {("quote::get", "tickers::search")} | {("quote::get", f"svc{k}::list") for k in range(3)}
+    assert {(s.edge.dependent, s.edge.prerequisite) for s in schema_edges(catalogue, max_producers=3)} == everything
 
 
 def test_fused_graph_is_the_union_with_schema_direction_on_conflicts():
