@@ -19,7 +19,7 @@ from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_progress_artifact, update_progress_artifact
 from prefect.cache_policies import NO_CACHE
 
-from tasks.accounting import AccountingSummary, write_records_db
+from tasks.accounting import AccountingSummary, check_read_ids, write_records_db
 from tasks.agents import (
     DependentPair,
     ExtractedDoc,
@@ -176,6 +176,7 @@ def build_tdi(cfg: BuildTDIConfig = BuildTDIConfig()) -> dict[str, Any]:
     read = read_records(cfg.source, cfg.limit, cfg.source_filter)
     outcomes = [_outcome(r.source, "rejected", "read", r.reason, r.detail, r.raw_excerpt) for r in read.rejected]
     records: dict[str, FunctionRecord] = {r.record_id: r for r in read.accepted}
+    check_read_ids([r.record_id for r in read.accepted] + [r.record_id for r in read.rejected], read.n_read)
     ledger: list[dict] = []
 
     with llm_endpoint(cfg) as (llm_cfg, ensure_alive):

@@ -82,6 +82,16 @@ def write_records_db(
     return summary
 
 
+def check_read_ids(record_ids: list[str], n_read: int) -> None:
+    """Before any LLM call: every record read has one distinct id (the books count distinct ids,
+    so a repeated id would fail the run only at the end, after every call was paid for)."""
+    if len(record_ids) != n_read or len(set(record_ids)) != n_read:
+        repeated = sorted({r for r in record_ids if record_ids.count(r) > 1})[:5] if len(record_ids) < 100_000 else []
+        raise AccountingError(f"read {n_read} records but got {len(record_ids)} outcomes with "
+                              f"{len(set(record_ids))} distinct ids (repeated, first 5: {repeated}); fix the reader "
+                              "before spending LLM calls")
+
+
 def check_accounting(con: duckdb.DuckDBPyConnection) -> AccountingSummary:
     """accepted + rejected = read, and each record has exactly one final outcome."""
     n_read = con.execute("SELECT records_read FROM run_info").fetchone()[0]

@@ -603,9 +603,15 @@ def _file_candidates(file: Path, rel: str, repo: str) -> list[_Candidate]:
         return [_failed(locator, file_id, Reason.SYNTAX_ERROR, f"{type(exc).__name__}{where}: {exc}",
                         _excerpt(source))]
     parsed = _ParsedFile(file, rel, repo, _LINE.findall(source), hashlib.sha1(data).hexdigest())
-    return [_Candidate(f"{rel}::{qualname}", partial(_record_from_function, parsed, qualname, node),
-                       f"{repo}:{rel}:{qualname}", _with_code_tokens)
-            for qualname, node in _functions_in_order(tree)]
+    out, seen = [], set()
+    for qualname, node in _functions_in_order(tree):
+        # a property's getter and setter, or one name defined in both branches of an `if`, share a
+        # qualname: the later ones get their line, so every record id is unique
+        name = qualname if qualname not in seen else f"{qualname}@L{node.lineno}"
+        seen.add(qualname)
+        out.append(_Candidate(f"{rel}::{name}", partial(_record_from_function, parsed, name, node),
+                              f"{repo}:{rel}:{name}", _with_code_tokens))
+    return out
 
 
 def _tree_candidates(spec: SourceSpec) -> Iterator[_Candidate]:
@@ -691,9 +697,9 @@ def read_function_records(source_spec: SourceSpec, limit: int | None = None,
                 rec = cand.load()
                 _check_filter(rec, flt)
                 rid = rec.record_id
-                if rid in seen_ids:
+                if rid in seen_ids:  # the rejection gets an id of its own: the books count distinct ids
                     raise _Rejected(Reason.DUPLICATE_ID, f"same id as the record accepted from "
-                                    f"{seen_ids[rid]}", _excerpt(rec.code), rid)
+                                    f"{seen_ids[rid]}", _excerpt(rec.code), f"{rid}#read{result.n_read}")
                 if flt.dedup:
                     exact = hashlib.sha1(rec.code.encode("utf-8", "surrogatepass")).hexdigest()
                     if exact in seen_exact:

@@ -435,3 +435,42 @@ def test_bad_limit_and_missing_tree_are_config_errors(tmp_path):
     with pytest.raises(SourceConfigError, match="not a directory"):
         read_function_records(SourceSpec(kind="tree", path=tmp_path / "absent"))
     assert read_function_records(SourceSpec(kind="tree", path=tmp_path), limit=0).n_read == 0
+
+
+def test_repeated_qualnames_get_unique_record_ids_and_the_books_balance(tmp_path):
+    # a property getter and setter, and a function defined in both branches of an `if`
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "twice.py").write_text('''import sys
+
+
+class Box:
+    @property
+    def size(self):
+        """Size of the box in centimetres, as an integer."""
+        return self._size
+
+    @size.setter
+    def size(self, value):
+        """Set the size of the box in centimetres."""
+        self._size = value
+
+
+if sys.platform == "win32":
+    def home():
+        """Home folder of the user on Windows, where profiles live by default."""
+        return "C:/Users"
+else:
+    def home():
+        """Home folder of the user on a POSIX system, where profiles live by default."""
+        return "/home"
+''')
+    result = read_function_records(SourceSpec(kind="tree", path=tmp_path))
+    assert_accounted(result)
+    ids = [r.record_id for r in result.accepted] + [r.record_id for r in result.rejected]
+    assert len(ids) == len(set(ids)) == result.n_read == 4
+    assert [r.func_name for r in result.accepted] == ["Box.size", "Box.size@L11", "home", "home@L21"]
+    from tasks.accounting import AccountingError, check_read_ids
+
+    check_read_ids(ids, result.n_read)
+    with pytest.raises(AccountingError, match="distinct ids"):
+        check_read_ids([ids[0], *ids[:-1]], result.n_read)
