@@ -34,7 +34,7 @@ from tasks.agents import (
 from tasks.balance import BalanceConfig, BalancedPairs, balance_pairs
 from tasks.llm import LLMConfig, StructuredLLM, StructuredRequest, StructuredResult, ledger_rows, usage_summary
 from tasks.prompts import PROMPT_VERSIONS
-from tasks.publish import fresh_staging, gate_staged, publish_staged
+from tasks.publish import dataset_lock, fresh_staging, gate_staged, publish_staged
 from tasks.quality import QualityReport, validate_shards
 from tasks.shards import ShardConfig, ShardInfo, build_manifest, write_dataset_card, write_shards
 from tasks.sources import FunctionRecord, SourceFilter, SourceReadResult, SourceSpec, read_function_records
@@ -168,7 +168,12 @@ def _keep(outputs: Iterable[Any], outcomes: list[dict]) -> list[Any]:
 # -- the flow -----------------------------------------------------------------------------------
 @flow(name="build-tdi", log_prints=True)
 def build_tdi(cfg: BuildTDIConfig = BuildTDIConfig()) -> dict[str, Any]:
-    """Build a TDI dataset; returns the manifest."""
+    """Build a TDI dataset; returns the manifest. One run per dataset folder at a time."""
+    with dataset_lock(cfg.out_dir):
+        return _build_tdi(cfg)
+
+
+def _build_tdi(cfg: BuildTDIConfig) -> dict[str, Any]:
     logger = get_run_logger()
     out_dir = cfg.out_dir
     out_dir.mkdir(parents=True, exist_ok=True)

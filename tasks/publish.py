@@ -4,14 +4,17 @@ A dataset folder is *published* when it holds ``manifest.json`` (``flows.train_d
 .published_tdi`` and ``--pretrain-data auto`` read manifests, never folder times). A run writes
 its shards and quality report into ``<out>/.staging``; only when the quality gate passes are they
 moved into place, the manifest last. A run that fails the gate leaves the published dataset as it
-was and keeps its staged files in ``<out>/.failed`` for inspection.
+was and keeps its staged files in ``<out>/.failed`` for inspection. ``dataset_lock`` keeps two runs
+off one folder.
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -74,3 +77,31 @@ def publish_staged(out_dir: Path, staging: Path, manifest: dict[str, Any]) -> di
     shutil.rmtree(staging, ignore_errors=True)
     shutil.rmtree(out_dir / FAILED, ignore_errors=True)
     return json.loads(text)
+
+
+class DatasetBusyError(RuntimeError):
+    """Another run holds the dataset folder's lock."""
+
+
+@contextlib.contextmanager
+def dataset_lock(out_dir: Path) -> Iterator[None]:
+    """Hold ``<out>/.lock`` for a whole run: a second run on the same folder fails at once instead
+    of mixing its staged files and books with the first one's. The OS drops the lock when the
+    process dies (kill -9 included), so there is nothing stale to clean up."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with open(out_dir / ".lock", "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "unknown"
+            raise DatasetBusyError(f"{out_dir} is being written by another run ({holder}); wait for it to "
+                                   "finish or choose another --dataset") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()}")
+        handle.flush()
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

@@ -192,3 +192,22 @@ def test_the_cards_load_snippet_runs(tmp_path, monkeypatch, pairs):
     exec(code, scope)  # the snippet a user copies: it must load every split the dataset has
     assert set(scope["ds"]) == set(manifest["counts"]) == set(out.per_split)
     assert sum(scope["ds"][s].num_rows for s in scope["ds"]) == scope["df"].height == len(out.rows)
+
+
+def test_a_second_run_on_a_locked_dataset_folder_fails_at_once(tmp_path):
+    import subprocess
+    import sys
+
+    from tasks.publish import DatasetBusyError, dataset_lock
+
+    with dataset_lock(tmp_path / "ds"):
+        with pytest.raises(DatasetBusyError, match="being written by another run"):
+            with dataset_lock(tmp_path / "ds"):
+                pass
+        # another process sees the same lock
+        probe = ("import sys; from pathlib import Path; from tasks.publish import dataset_lock, DatasetBusyError\n"
+                 "try:\n    dataset_lock(Path(sys.argv[1])).__enter__()\nexcept DatasetBusyError as e:\n    print(e); sys.exit(3)")
+        other = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "ds")], capture_output=True, text=True)
+        assert other.returncode == 3 and "pid" in other.stdout
+    with dataset_lock(tmp_path / "ds"):  # released on exit
+        pass
