@@ -34,7 +34,8 @@ class QualityGateError(RuntimeError):
 def _check_frames(shard_glob: str) -> dict[str, pd.DataFrame]:
     """The pairs themselves plus small derived frames for the set-level rules."""
     con = duckdb.connect()
-    con.execute(f"CREATE VIEW pairs AS SELECT * FROM read_parquet('{shard_glob}')")
+    literal = "'" + shard_glob.replace("'", "''") + "'"  # a folder named bob's-run stays one literal
+    con.execute(f"CREATE VIEW pairs AS SELECT * FROM read_parquet({literal})")
     pairs = con.execute("SELECT * FROM pairs").df()
     balance = con.execute(
         """

@@ -211,3 +211,11 @@ def test_a_second_run_on_a_locked_dataset_folder_fails_at_once(tmp_path):
         assert other.returncode == 3 and "pid" in other.stdout
     with dataset_lock(tmp_path / "ds"):  # released on exit
         pass
+
+
+def test_quality_gate_reads_shards_from_a_folder_with_a_quote(tmp_path):
+    out = balance_pairs(_pairs(20), BalanceConfig(per_class=20, validation_fraction=0.2, seed=2))
+    folder = tmp_path / "bob's-run"
+    write_shards(out.rows, folder, ShardConfig(rows_per_shard=100, seed=2))
+    report = validate_shards(folder / "shards")
+    assert report.success, report.failures()

@@ -243,3 +243,32 @@ def test_an_old_schema_version_is_not_carried_over(warehouse):
     update_warehouse(warehouse, lambda con: con.execute("UPDATE schema_version SET version = 1"))
     with pytest.raises(WarehouseError, match="schema version 1, this code writes 2"):
         build_warehouse(warehouse, [tiny_dataset("new")], DIM)
+
+
+def test_prerequisites_of_stays_fast_on_a_complete_graph(tmp_path):
+    # every simple path of a complete 15-tool graph is about 10^11 paths; the walk must not enumerate them
+    import time
+
+    tools = [chr(ord("a") + i) for i in range(6)] + [f"x{i}" for i in range(9)]
+    path = tmp_path / "o'neil" / "tgr.duckdb"  # a quote in the path: bound as a literal, not spliced
+    dense = [(x, y) for x in tools for y in tools if x != y and (x, y) not in {("a", "b"), ("b", "c"), ("c", "a"), ("d", "a")}]
+    tables = tiny_dataset(extra_edges=[(x, y) for x, y in dense if x in "abcdef" and y in "abcdef"])
+    # the tiny dataset knows tools a..f; add the x tools and their edges
+    rows = tables.rows
+    rows["tools"] += [{"dataset": "tiny", "tool_id": t, "name": t, "tool_group": "g1", "doc_json": "{}",
+                       "embed_text": t} for t in tools[6:]]
+    rows["tool_embeddings"] += [{"dataset": "tiny", "tool_id": t, "kind": "base", "embedding": [0.1] * DIM}
+                                for t in tools[6:]]
+    rows["edges"] += [{"dataset": "tiny", "tool_group": "g1", "dependent": x, "prerequisite": y, "prob": 1.0,
+                       "predicted_class": 0, "source": "manual"} for x, y in dense if not (x in "abcdef" and y in "abcdef")]
+    for r in rows["tools"]:
+        r["tool_group"] = "g1"
+    build_warehouse(path, [tables], DIM)
+    con = connect(path)
+    n_edges = con.execute("SELECT count(*) FROM edges WHERE source = 'manual'").fetchone()[0]
+    assert n_edges == 15 * 14
+    start = time.perf_counter()
+    walk = con.execute("SELECT prerequisite, depth, call_order FROM prerequisites_of('tiny', 'manual', 'a') "
+                       "ORDER BY prerequisite").fetchall()
+    assert time.perf_counter() - start < 1.0
+    assert len(walk) == 14 and all(depth == 1 and call == [p, "a"] for p, depth, call in walk)

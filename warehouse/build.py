@@ -94,7 +94,8 @@ def sql_files() -> list[tuple[str, str]]:
 
 
 def render_sql(text: str, inputs: Path, dim: int) -> str:
-    return text.replace("{inputs}", inputs.as_posix()).replace("{dim}", str(int(dim)))
+    # {inputs} sits inside SQL string literals: double any quote (a folder named o'neil)
+    return text.replace("{inputs}", inputs.as_posix().replace("'", "''")).replace("{dim}", str(int(dim)))
 
 
 def embedding_dim_of(con: duckdb.DuckDBPyConnection) -> int:
