@@ -505,6 +505,8 @@ def read_toolset_dir(path: Path, name: str | None = None) -> ToolSet:
             raise ToolSetFormatError(f"{where}: duplicate tool_id {row['tool_id']!r}")
         group_of[row["tool_id"]] = row["group"]
         tools.append(Tool(tool_id=row["tool_id"], group=row["group"], doc=row["doc"]))
+    if not tools:
+        raise ToolSetFormatError(f"{tools_file}: no tools (a tool set needs at least one line)")
 
     edges: list[DependencyEdge] = []
     edge_line: dict[tuple[str, str], int] = {}
@@ -556,8 +558,13 @@ def read_toolset_dir(path: Path, name: str | None = None) -> ToolSet:
 
 
 def _numbered_rows(file: Path) -> Iterable[tuple[int, Any]]:
-    with file.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
+    with file.open("rb") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise ToolSetFormatError(f"{file}:{lineno}: not UTF-8 (byte {raw[exc.start:exc.start + 1]!r} at "
+                                         f"column {exc.start + 1}); JSON Lines files must be UTF-8") from None
             if not line.strip():
                 continue
             try:

@@ -158,6 +158,18 @@ def test_bad_lines_give_clear_errors_with_file_and_line(tmp_path, file, line, me
     assert f"{file}:{n_lines}" in str(err.value)
 
 
+def test_non_utf8_and_empty_tool_files_are_format_errors(tmp_path):
+    folder = write_toolset_dir(_toy_toolset(), tmp_path / "toy")
+    with (folder / "queries.jsonl").open("ab") as fh:
+        fh.write('{"query_id": "q9", "text": "caf\xe9", "gold_tools": ["login"]}\n'.encode("latin-1"))
+    n_lines = len((folder / "queries.jsonl").read_bytes().splitlines())
+    with pytest.raises(ToolSetFormatError, match=f"queries.jsonl:{n_lines}: not UTF-8"):
+        read_toolset_dir(folder)
+    (folder / "tools.jsonl").write_text("\n")
+    with pytest.raises(ToolSetFormatError, match="no tools"):
+        read_toolset_dir(folder)
+
+
 def test_missing_tools_file_is_an_error(tmp_path):
     with pytest.raises(ToolSetFormatError, match="tools.jsonl"):
         read_toolset_dir(tmp_path)
@@ -178,6 +190,7 @@ def test_missing_tools_file_is_an_error(tmp_path):
         ("queries.jsonl", json.dumps({"query_id": "q1", "text": "t", "gold_tools": ["login"]}), "duplicate query_id"),
         ("queries.jsonl", json.dumps({"query_id": "", "text": "t", "gold_tools": ["login"]}), "'query_id' is empty"),
         ("tools.jsonl", json.dumps({"tool_id": True, "group": "g", "doc": {}}), "string or an integer"),
+        ("queries.jsonl", json.dumps({"query_id": "q3", "text": "t", "gold_tools": [["login"]]}), "string or an integer"),
     ],
 )
 def test_more_bad_lines_name_file_and_line(tmp_path, file, line, message):
