@@ -272,3 +272,18 @@ def test_prerequisites_of_stays_fast_on_a_complete_graph(tmp_path):
                        "ORDER BY prerequisite").fetchall()
     assert time.perf_counter() - start < 1.0
     assert len(walk) == 14 and all(depth == 1 and call == [p, "a"] for p, depth, call in walk)
+
+
+@pytest.mark.parametrize("vec, k, message", [
+    ("[1, 0, 0, 0]", 0, "k must be a positive integer"),
+    ("[1, 0, 0, 0]", "NULL", "k must be a positive integer"),
+    ("[0, 0, 0, 0]", 3, "cosine similarity is undefined"),
+    ("[1, 'nan'::FLOAT, 0, 0]", 3, "cosine similarity is undefined"),
+    ("[1, NULL, 0, 0]", 3, "cosine similarity is undefined"),
+    ("NULL", 3, "cosine similarity is undefined"),
+])
+def test_tool_top_k_rejects_undefined_queries(warehouse, vec, k, message):
+    con = connect(warehouse)
+    with pytest.raises(duckdb.Error, match=message):
+        con.execute(f"SELECT * FROM tool_top_k('tiny', 'base', {vec}, {k})").fetchall()
+    assert len(con.execute("SELECT * FROM tool_top_k('tiny', 'base', [1, 0, 0, 0], 3)").fetchall()) == 3

@@ -65,13 +65,23 @@ GROUP BY GROUPING SETS ((dataset, source, tool_group), (dataset, source));
 
 -- Top k tools for one query embedding: SELECT * FROM tool_top_k('apibank', 'tgr_manual', <vec>, 5).
 -- kind: 'base' | 'tgr_discriminator' | 'tgr_manual' | 'tgr_schema' | 'tgr_fused'. Ties go to the smaller tool_id.
+-- A k that is not positive, or a query vector that is NULL, zero or holds NULL/NaN (its cosine is
+-- undefined), is an error, not an empty or NaN-scored answer.
 CREATE MACRO tool_top_k(ds, emb_kind, query_vec, k) AS TABLE
 SELECT tool_id,
        array_cosine_similarity(embedding, CAST(query_vec AS FLOAT[{dim}])) AS score,
        row_number() OVER (ORDER BY score DESC, tool_id) AS rank
 FROM tool_embeddings
 WHERE dataset = ds AND kind = emb_kind
-QUALIFY rank <= k
+  AND CASE
+        WHEN NOT coalesce(len(list_filter(CAST(query_vec AS FLOAT[]), lambda x: x IS NULL OR isnan(x))) = 0
+                          AND list_sum(list_transform(CAST(query_vec AS FLOAT[]), lambda x: x * x)) > 0, false)
+          THEN error('tool_top_k: the query vector is NULL, all zeros or holds NULL/NaN values; its cosine similarity is undefined')
+        ELSE true
+      END
+QUALIFY rank <= CASE WHEN k IS NULL OR k <= 0
+                     THEN error('tool_top_k: k must be a positive integer, got ' || coalesce(CAST(k AS VARCHAR), 'NULL'))
+                     ELSE k END
 ORDER BY rank;
 
 -- Top k tools for every stored query of a dataset.
