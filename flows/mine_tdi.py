@@ -2,16 +2,22 @@
 
 A value returned by a documented function that reaches an argument of another documented function
 makes a <consumer, producer> pair (docs/mining.md). Output as build-tdi: artifacts/tdi/<dataset>/.
+Optionally (an LLM endpoint configured) agent 1 rewrites a sample of the mined docs and agent 3
+judges a sample of the mined pairs (tasks/mined_llm.py).
 
     .venv/bin/python -m flows.mine_tdi --source stdlib,site-packages --dataset tdi-mined
+    .venv/bin/python -m flows.mine_tdi --base-url embedded --rewrite-docs 200 --judge-sample 500
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import random
 import time
 from collections import Counter
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -22,8 +28,25 @@ from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
+from flows.build_tdi import EMBEDDED, run_agent
+from models.embedded_llm import DEFAULT_MODEL
 from schemas.docs import schema_errors
 from tasks.accounting import OUTCOME_SCHEMA, AccountingSummary, write_records_db
+from tasks.llm import LLMConfig, usage_summary
+from tasks.mined_llm import (
+    JUDGE_ACTIONS,
+    JUDGE_REJECTION,
+    JudgeReport,
+    RewriteReport,
+    apply_rewrites,
+    apply_verdicts,
+    doc_pairs,
+    judge_request,
+    rewrite_keys,
+    rewrite_requests,
+    sample_doc_pairs,
+    seeded_sample,
+)
 from tasks.mined_dataset import ORIGIN_LLM, DependencyPair, MinedBalanceConfig, MinedBalanced, balance_mined
 from tasks.mining import (
     FileItem,
@@ -38,11 +61,17 @@ from tasks.mining import (
     top_package,
     tree_files,
 )
+from tasks.prompts import EXTRACT, VALIDATE
 from tasks.quality import QualityReport, validate_shards
-from tasks.publish import fresh_staging, gate_staged, publish_staged
+from tasks.publish import dataset_lock, fresh_staging, gate_staged, publish_staged
 from tasks.shards import ShardConfig, ShardInfo, build_manifest, load_snippet, write_shards
 
 SOURCES = ("stdlib", "site-packages", "tree", "codesearchnet")
+EMBEDDED_MODEL = DEFAULT_MODEL  # the packaged model --base-url embedded serves
+
+
+def _env_base_url() -> str | None:
+    return os.environ.get("OPENAI_BASE_URL") or None
 
 
 @dataclass(frozen=True)
@@ -63,6 +92,39 @@ class MineTDIConfig:
     mix_tdi: str | None = field(default=None, metadata={"help": "a build-tdi dataset folder whose LLM 'validated' pairs are added"})
     workers: int = field(default=2, metadata={"help": "parser processes"})
     rows_per_shard: int = field(default=50_000, metadata={"help": "rows per Parquet shard"})
+    # -- optional LLM review (tasks/mined_llm.py); nothing is sent to an LLM while both counts are 0 --
+    base_url: str | None = field(default_factory=_env_base_url, metadata={
+        "help": "OpenAI-compatible endpoint for --rewrite-docs / --judge-sample, or 'embedded' (the packaged local "
+                "model, as build-tdi); from OPENAI_BASE_URL when set"})
+    model: str | None = field(default=None, metadata={"help": f"model name at --base-url (none: {EMBEDDED_MODEL}, the embedded model)"})
+    concurrency: int | None = field(default=None, metadata={"help": "LLM requests in flight (none: 1 embedded, 16 otherwise)"})
+    cache_dir: str = field(default="artifacts/llm-cache", metadata={"help": "LLM answer cache (a rerun repeats no answered call)"})
+    rewrite_docs: int = field(default=0, metadata={
+        "help": "seeded sample of this many mined docs (of pair sides) that agent 1 rewrites from signature + docstring; "
+                "a schema-valid answer replaces the mined doc, else it is kept (counted by reason)"})
+    judge_sample: int = field(default=0, metadata={
+        "help": "seeded sample of this many mined doc pairs that agent 3 judges (records of the same two functions "
+                "share the verdict)"})
+    judge_action: str = field(default="drop", metadata={
+        "help": "drop: reject pairs judged 'no dependency' (judge_no_dependency); report: only measure",
+        "choices": JUDGE_ACTIONS})
+
+    def __post_init__(self) -> None:
+        if self.rewrite_docs < 0 or self.judge_sample < 0:
+            raise ValueError(f"--rewrite-docs and --judge-sample are counts >= 0, not {self.rewrite_docs} / {self.judge_sample}")
+        if self.judge_action not in JUDGE_ACTIONS:
+            raise ValueError(f"--judge-action must be one of {', '.join(JUDGE_ACTIONS)}, not {self.judge_action!r}")
+        if self.uses_llm and not self.base_url:
+            asked = " and ".join(f"{flag} {n}" for flag, n in (("--rewrite-docs", self.rewrite_docs), ("--judge-sample", self.judge_sample)) if n)
+            raise ValueError(
+                f"{asked} asks for an LLM, but no LLM endpoint is configured: pass --base-url URL (an OpenAI-compatible "
+                f"endpoint) or --base-url {EMBEDDED} (the packaged local model), or set OPENAI_BASE_URL; "
+                "or leave both counts at 0 for a run without an LLM"
+            )
+
+    @property
+    def uses_llm(self) -> bool:
+        return self.rewrite_docs > 0 or self.judge_sample > 0
 
     @property
     def out_dir(self) -> Path:
@@ -161,8 +223,9 @@ def docs_for(result: MineResult, workers: int) -> dict[str, dict[str, Any]]:
 
 
 @task(name="balance-classes", cache_policy=NO_CACHE)
-def balance(pairs: list[DependencyPair], docs: dict[str, dict[str, Any]], cfg: MinedBalanceConfig) -> MinedBalanced:
-    balanced = balance_mined(pairs, docs, cfg)
+def balance(pairs: list[DependencyPair], docs: dict[str, dict[str, Any]], cfg: MinedBalanceConfig,
+            excluded: list[DependencyPair] | None = None) -> MinedBalanced:
+    balanced = balance_mined(pairs, docs, cfg, excluded or ())
     get_run_logger().info("balanced: %d pairs per class, per split %s, negatives %s, outputs dropped from %d docs",
                           balanced.per_class, balanced.per_split, balanced.negatives, balanced.dropped_outputs)
     return balanced
@@ -187,8 +250,10 @@ def publish(out_dir: Path, staging: Path, manifest: dict[str, Any]) -> dict[str,
     return publish_staged(out_dir, staging, manifest)
 
 
-def outcome_table(result: MineResult, balanced: MinedBalanced, llm_pairs: list[DependencyPair]) -> pa.Table:
-    """One final outcome per file, record, candidate and LLM pair read (columns, not dicts: millions)."""
+def outcome_table(result: MineResult, balanced: MinedBalanced, llm_pairs: list[DependencyPair],
+                  judged_out: dict[str, str] | None = None) -> pa.Table:
+    """One final outcome per file, record, candidate and LLM pair read (columns, not dicts: millions).
+    ``judged_out``: record id -> detail of the mined pairs agent 3 rejected (``--judge-action drop``)."""
     cols: dict[str, list] = {f.name: [] for f in OUTCOME_SCHEMA}
 
     def add(record_id: str, status: str, stage: str, reason: str, detail: str = "") -> None:
@@ -206,8 +271,11 @@ def outcome_table(result: MineResult, balanced: MinedBalanced, llm_pairs: list[D
     for r in result.rejections:
         add(r.record_id, "rejected", r.stage, r.reason, r.detail)
     unused = {rid: (reason, detail) for rid, reason, detail in balanced.rejections}
+    judged_out = judged_out or {}
     for rid in [f.record_id for f in result.flows] + [p.record_id for p in llm_pairs]:
-        if rid in unused:
+        if rid in judged_out:
+            add(rid, "rejected", "judge", JUDGE_REJECTION, judged_out[rid])
+        elif rid in unused:
             add(rid, "rejected", "balance", *unused[rid])
         else:
             add(rid, "accepted", "dataset", "in_dataset")
@@ -221,21 +289,112 @@ def outcome_table(result: MineResult, balanced: MinedBalanced, llm_pairs: list[D
     return pa.table(cols, schema=OUTCOME_SCHEMA)
 
 
+REVIEW_TABLES = {  # records.duckdb tables of an LLM review, written only when one ran
+    "doc_rewrites": pa.schema([("doc_key", pa.string()), ("status", pa.string()), ("reason", pa.string()), ("detail", pa.string())]),
+    "judge_verdicts": pa.schema([("record_id", pa.string()), ("judged_as", pa.string()), ("dependent", pa.string()),
+                                 ("prerequisite", pa.string()), ("verdict", pa.string()), ("reason", pa.string()), ("action", pa.string())]),
+}
+
+
 @task(name="account-records", cache_policy=NO_CACHE)
-def account(out_dir: Path, outcomes: pa.Table, n_read: int) -> AccountingSummary:
-    summary = write_records_db(out_dir / "records.duckdb", outcomes, [], n_read)
+def account(out_dir: Path, outcomes: pa.Table, n_read: int, ledger: list[dict] | None = None,
+            reviews: dict[str, list[dict]] | None = None) -> AccountingSummary:
+    """The books (``record_outcomes``, ``llm_calls``: tasks/accounting.py); with an LLM review also
+    ``doc_rewrites`` (one row per sampled doc) and ``judge_verdicts`` (one row per judged mined record)."""
+    path = out_dir / "records.duckdb"
+    summary = write_records_db(path, outcomes, ledger or [], n_read)
+    if reviews:
+        import duckdb
+
+        con = duckdb.connect(str(path))
+        try:
+            for name, rows in reviews.items():
+                con.register("review_rows", pa.Table.from_pylist(rows, schema=REVIEW_TABLES[name]))
+                con.execute(f"CREATE OR REPLACE TABLE {name} AS SELECT * FROM review_rows")
+                con.unregister("review_rows")
+        finally:
+            con.close()
     get_run_logger().info("accounting: read %d = accepted %d + rejected %d %s", summary.read, summary.accepted, summary.rejected, summary.by_reason)
     return summary
+
+
+# -- optional LLM review ------------------------------------------------------------------------
+@contextlib.contextmanager
+def llm_endpoint(cfg: MineTDIConfig) -> Iterator[tuple[LLMConfig, Callable[[], None]]]:
+    """The LLM config of the review, starting the embedded server for ``--base-url embedded`` (as
+    build-tdi's ``llm_endpoint``), plus a check that raises if that server died."""
+    embedded = cfg.base_url == EMBEDDED
+    llm = LLMConfig(model=cfg.model or EMBEDDED_MODEL, base_url=cfg.base_url, cache_dir=cfg.cache_dir,
+                    concurrency=cfg.concurrency or (1 if embedded else 16))
+    if not embedded:
+        yield llm, lambda: None
+        return
+    from models.embedded_llm import EmbeddedLLMServer
+
+    with EmbeddedLLMServer(model=llm.model) as server:
+        get_run_logger().info("embedded LLM %s ready at %s", llm.model, server.base_url)
+        yield LLMConfig(**{**asdict(llm), "base_url": server.base_url}), server.raise_if_exited
+
+
+def rewrite_mined_docs(cfg: MineTDIConfig, result: MineResult, pairs: list[DependencyPair], docs: dict[str, dict[str, Any]],
+                       run: Callable[[str, list], list]) -> tuple[dict[str, dict[str, Any]], RewriteReport]:
+    """Agent 1 over a seeded sample of the mined docs; valid answers replace them."""
+    facts = {k: t.facts for k, t in result.targets.items()}
+    keys = rewrite_keys(pairs, docs, facts)
+    sample = seeded_sample(keys, cfg.rewrite_docs, cfg.seed, "rewrite")
+    report = RewriteReport(requested=cfg.rewrite_docs, available=len(keys), sampled=len(sample))
+    docs = apply_rewrites(docs, run("rewrite", rewrite_requests(sample, facts)), report)
+    get_run_logger().info("agent 1 rewrote %d of %d sampled docs; kept mined docs by reason %s",
+                          report.rewritten, report.sampled, report.kept_by_reason)
+    return docs, report
+
+
+def judge_mined_pairs(cfg: MineTDIConfig, pairs: list[DependencyPair], docs: dict[str, dict[str, Any]],
+                      run: Callable[[str, list], list]) -> tuple[dict[str, str], JudgeReport]:
+    """Agent 3 over a seeded sample of the mined doc pairs; returns the records to reject (drop mode)."""
+    groups = doc_pairs(pairs, docs)
+    sample = sample_doc_pairs(groups, cfg.judge_sample, cfg.seed)
+    report = JudgeReport(action=cfg.judge_action, requested=cfg.judge_sample, available=len(groups), sampled=len(sample),
+                         records_sampled=sum(len(g.records) for g in sample))
+    dropped = apply_verdicts(sample, run("judge", [judge_request(g, docs) for g in sample]), report, docs)
+    get_run_logger().info("agent 3 judged %d of %d sampled doc pairs: %d dependent (rate %s), failed %s; %d records dropped",
+                          report.judged, report.sampled, report.dependent, report.as_dict()["agreement_rate"],
+                          report.failed_by_reason, report.records_dropped)
+    return dropped, report
+
+
+def _llm_card_lines(llm: dict[str, Any] | None) -> list[str]:
+    if not llm:
+        return []
+    rw, jd, use = llm["rewrite"], llm["judge"], llm["usage"]
+    lines = ["", "## LLM review", f"- model `{llm['model']}` at `{llm['base_url']}`; prompts `{json.dumps(llm['prompt_versions'])}`"]
+    if rw["requested"]:
+        lines.append(f"- docs: agent 1 rewrote {rw['rewritten']} of {rw['sampled']} sampled mined docs (asked {rw['requested']}, "
+                     f"{rw['available']} available); kept the mined doc for {rw['kept']}, by reason `{json.dumps(rw['kept_by_reason'])}`")
+    if jd["requested"]:
+        rate = "n/a" if jd["agreement_rate"] is None else f"{jd['agreement_rate']:.3f}"
+        lines.append(f"- pairs: agent 3 judged {jd['judged']} of {jd['sampled']} sampled doc pairs ({jd['records_sampled']} mined "
+                     f"records; asked {jd['requested']}, {jd['available']} available): agreement rate {rate} "
+                     f"({jd['dependent']} of {jd['judged']} judged dependent); failed by reason `{json.dumps(jd['failed_by_reason'])}`")
+        lines.append(f"- judge action `{jd['action']}`: {jd['records_dropped']} records rejected as `{JUDGE_REJECTION}`"
+                     if jd["action"] == "drop" else "- judge action `report`: verdicts measured only, no pair removed")
+    lines.append(f"- LLM usage: {use['requests_sent']} requests sent, {use['cache_hits']} cache hits, tokens in {use['tokens_in']} / "
+                 f"out {use['tokens_out']}, estimated cost USD {use['cost_usd']} (`records.duckdb`: `llm_calls`, "
+                 "`doc_rewrites`, `judge_verdicts`)")
+    return lines
 
 
 def write_mined_card(out_dir: Path, manifest: dict[str, Any], folder: Path | None = None) -> Path:
     counts = manifest["counts"]
     mining, acc = manifest["mining"], manifest["accounting"]
+    llm = manifest.get("llm")
+    how = ("mined without an LLM" if not llm else
+           "mined from code (an LLM only rewrote a sample of docs and/or judged a sample of pairs, see LLM review)")
     lines = [
         f"# {manifest['dataset']}: mined TDI tool-dependency pairs",
         "",
-        "Pairs of tool API documents labelled for the Tool Graph Retriever dependency discriminator, "
-        "mined without an LLM by the `mine-tdi` flow of tgr-pipeline: inside a function body, the value "
+        f"Pairs of tool API documents labelled for the Tool Graph Retriever dependency discriminator, "
+        f"{how} by the `mine-tdi` flow of tgr-pipeline: inside a function body, the value "
         "returned by a documented function that reaches an argument of another documented function makes "
         "the pair <consumer, producer> (class 0). Docs are built from signatures and docstrings.",
         "",
@@ -260,6 +419,7 @@ def write_mined_card(out_dir: Path, manifest: dict[str, Any], folder: Path | Non
         f"(fraction {manifest['config']['output_dropout']})",
         f"- records read {acc['read']}, accepted {acc['accepted']}, rejected {acc['rejected']} (`records.duckdb`, table `record_outcomes`)",
         f"- seed {manifest['config']['seed']}; no tool doc appears in two splits",
+        *_llm_card_lines(llm),
         "",
         "## Load",
         *load_snippet(out_dir, counts),
@@ -277,7 +437,12 @@ def write_mined_card(out_dir: Path, manifest: dict[str, Any], folder: Path | Non
 # -- the flow -----------------------------------------------------------------------------------
 @flow(name="mine-tdi", log_prints=True)
 def mine_tdi(cfg: MineTDIConfig = MineTDIConfig()) -> dict[str, Any]:
-    """Mine a TDI dataset from code; returns the manifest."""
+    """Mine a TDI dataset from code; returns the manifest. One run per dataset folder at a time."""
+    with dataset_lock(cfg.out_dir):
+        return _mine_tdi(cfg)
+
+
+def _mine_tdi(cfg: MineTDIConfig) -> dict[str, Any]:
     logger = get_run_logger()
     out_dir = cfg.out_dir
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -291,13 +456,40 @@ def mine_tdi(cfg: MineTDIConfig = MineTDIConfig()) -> dict[str, Any]:
     if cfg.mix_tdi:
         llm_pairs, llm_docs = load_llm_pairs(cfg.mix_tdi)
         docs = {**docs, **llm_docs}
+    ledger: list[dict] = []
+    judged_out: dict[str, str] = {}
+    dropped: list[DependencyPair] = []
+    llm_review: dict[str, Any] | None = None
+    reviews: dict[str, list[dict]] = {}
+    if cfg.uses_llm:
+        with llm_endpoint(cfg) as (llm_cfg, ensure_alive):
+
+            def run(stage: str, requests: list) -> list:
+                results, calls = run_agent(stage, requests, llm_cfg)
+                ensure_alive()
+                ledger.extend(calls)
+                return results
+
+            rewrite_report, judge_report = RewriteReport(), JudgeReport(action=cfg.judge_action)
+            if cfg.rewrite_docs:  # before judging: the judge sees the docs the dataset gets
+                docs, rewrite_report = rewrite_mined_docs(cfg, result, pairs, docs, run)
+            if cfg.judge_sample:
+                judged_out, judge_report = judge_mined_pairs(cfg, pairs, docs, run)
+        dropped = [p for p in pairs if p.record_id in judged_out]
+        pairs = [p for p in pairs if p.record_id not in judged_out]
+        reviews = {"doc_rewrites": rewrite_report.rows, "judge_verdicts": judge_report.rows}
+        llm_review = {
+            "base_url": cfg.base_url, "model": llm_cfg.model,
+            "prompt_versions": {"extract": EXTRACT.version, "validate": VALIDATE.version},
+            "rewrite": rewrite_report.as_dict(), "judge": judge_report.as_dict(), "usage": usage_summary(ledger),
+        }
     bad = {k for k, d in docs.items() if schema_errors(d)}
-    if bad:  # make_doc validates, so this is a bug, not data
+    if bad:  # make_doc and agent 1's interpreter validate, so this is a bug, not data
         raise ValueError(f"{len(bad)} docs break the API doc schema, e.g. {sorted(bad)[:3]}")
     balance_cfg = MinedBalanceConfig(cfg.per_class, cfg.validation_fraction, cfg.seed, cfg.output_dropout, cfg.hard_negative_share)
-    balanced = balance(pairs + llm_pairs, docs, balance_cfg)
+    balanced = balance(pairs + llm_pairs, docs, balance_cfg, dropped)
     n_read = result.files_read + result.candidates + len(llm_pairs)
-    summary = account(out_dir, outcome_table(result, balanced, llm_pairs), n_read)
+    summary = account(out_dir, outcome_table(result, balanced, llm_pairs, judged_out), n_read, ledger, reviews)
     if not balanced.rows:
         raise RuntimeError(f"no usable pairs: nothing to write (rejections by reason: {summary.by_reason}); see {out_dir / 'records.duckdb'}")
 
@@ -323,13 +515,14 @@ def mine_tdi(cfg: MineTDIConfig = MineTDIConfig()) -> dict[str, Any]:
         infos,
         {
             "config": json.loads(json.dumps(asdict(cfg), default=str)),
-            "origin": "mined (no LLM)",
+            "origin": "mined (no LLM)" if llm_review is None else "mined (LLM review of a sample)",
             "per_class": balanced.per_class,
             "per_class_target": cfg.per_class,
             "output_dropout": cfg.output_dropout,
             "mining": mining,
             "accounting": summary.as_dict(),
             "quality": {"success": report.success, "checks": len(report.checks)},
+            **({"llm": llm_review} if llm_review is not None else {}),
         },
     )
     manifest = publish(out_dir, staging, manifest)
@@ -357,12 +550,15 @@ def _parse_args(argv: list[str] | None = None) -> MineTDIConfig:
             parser.add_argument(flag, default=",".join(default), help=help_text)
         else:
             kind = {"int | None": _none_or(int), "str | None": _none_or(str), "float": float, "int": int}.get(str(f.type), str)
-            parser.add_argument(flag, type=kind, default=default, help=help_text)
+            parser.add_argument(flag, type=kind, default=default, choices=f.metadata.get("choices"), help=help_text)
     args = vars(parser.parse_args(argv))
     for f in fields(MineTDIConfig):
         if isinstance(getattr(defaults, f.name), tuple):
             args[f.name] = tuple(s for s in args[f.name].split(",") if s)
-    return MineTDIConfig(**args)
+    try:
+        return MineTDIConfig(**args)
+    except ValueError as e:  # e.g. --judge-sample without an endpoint: said before any work
+        parser.error(str(e))
 
 
 def main(argv: list[str] | None = None) -> None:

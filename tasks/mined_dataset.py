@@ -112,8 +112,12 @@ def _negatives(pool: list[_Doc], package: dict[str, str], count: int, share: flo
     return out
 
 
-def balance_mined(pairs: Sequence[DependencyPair], docs: dict[str, dict[str, Any]], cfg: MinedBalanceConfig) -> MinedBalanced:
-    """Balanced TDI rows from dependency pairs whose docs are in ``docs`` (by key)."""
+def balance_mined(pairs: Sequence[DependencyPair], docs: dict[str, dict[str, Any]], cfg: MinedBalanceConfig,
+                  excluded: Sequence[DependencyPair] = ()) -> MinedBalanced:
+    """Balanced TDI rows from dependency pairs whose docs are in ``docs`` (by key).
+
+    ``excluded``: mined pairs kept out of the rows (rejected elsewhere, e.g. by the LLM judge) that
+    still count as known links, so no negative is drawn from them; they get no rejection here."""
     rng = np.random.default_rng(cfg.seed)
     docs, dropped = drop_outputs(docs, cfg.output_dropout, cfg.seed)
     made: dict[str, _Doc] = {}
@@ -130,13 +134,17 @@ def balance_mined(pairs: Sequence[DependencyPair], docs: dict[str, dict[str, Any
     known: set[frozenset[str]] = set()
     unique: list[tuple[_Pair, str]] = []
     seen: set[frozenset[str]] = set()
-    for p in sorted(pairs, key=lambda p: p.record_id):
+    kept_out = {p.record_id for p in excluded}
+    for p in sorted([*pairs, *excluded], key=lambda p: p.record_id):
         if p.dependent_key not in docs or p.prerequisite_key not in docs:
-            rejections.append((p.record_id, "balance_missing_doc", "no doc could be built for a side of the pair"))
+            if p.record_id not in kept_out:
+                rejections.append((p.record_id, "balance_missing_doc", "no doc could be built for a side of the pair"))
             continue
         pair = _Pair(p.record_id, as_doc(p.dependent_key, p.package), as_doc(p.prerequisite_key, p.package))
         key = frozenset((pair.dependent.doc_id, pair.prerequisite.doc_id))
         known.add(key)
+        if p.record_id in kept_out:
+            continue
         if pair.dependent.doc_id == pair.prerequisite.doc_id:
             rejections.append((p.record_id, "balance_self_pair", "dependent and prerequisite docs are identical"))
         elif key in seen:  # same docs again, or the reverse direction (its label would contradict)
