@@ -10,14 +10,14 @@ off one folder.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tasks.locks import BusyError, exclusive_lock
 from tasks.quality import QualityGateError, QualityReport
 
 STAGING = ".staging"
@@ -79,29 +79,11 @@ def publish_staged(out_dir: Path, staging: Path, manifest: dict[str, Any]) -> di
     return json.loads(text)
 
 
-class DatasetBusyError(RuntimeError):
+class DatasetBusyError(BusyError):
     """Another run holds the dataset folder's lock."""
 
 
-@contextlib.contextmanager
-def dataset_lock(out_dir: Path) -> Iterator[None]:
+def dataset_lock(out_dir: Path) -> contextlib.AbstractContextManager[None]:
     """Hold ``<out>/.lock`` for a whole run: a second run on the same folder fails at once instead
-    of mixing its staged files and books with the first one's. The OS drops the lock when the
-    process dies (kill -9 included), so there is nothing stale to clean up."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    with open(out_dir / ".lock", "a+") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            holder = handle.read().strip() or "unknown"
-            raise DatasetBusyError(f"{out_dir} is being written by another run ({holder}); wait for it to "
-                                   "finish or choose another --dataset") from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"pid {os.getpid()}")
-        handle.flush()
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    of mixing its staged files and books with the first one's (``tasks.locks``)."""
+    return exclusive_lock(out_dir / ".lock", str(out_dir), DatasetBusyError)

@@ -287,3 +287,17 @@ def test_tool_top_k_rejects_undefined_queries(warehouse, vec, k, message):
     with pytest.raises(duckdb.Error, match=message):
         con.execute(f"SELECT * FROM tool_top_k('tiny', 'base', {vec}, {k})").fetchall()
     assert len(con.execute("SELECT * FROM tool_top_k('tiny', 'base', [1, 0, 0, 0], 3)").fetchall()) == 3
+
+
+def test_one_writer_per_warehouse_and_a_dead_builds_folder_is_cleaned(tmp_path):
+    from tasks.locks import BusyError, exclusive_lock
+
+    target = tmp_path / "wh" / "tgr.duckdb"
+    stale = tmp_path / "wh" / ".tgr.duckdb.build-deadbeef"  # what a kill -9 mid-build leaves
+    (stale / "inputs").mkdir(parents=True)
+    build_warehouse(target, [tiny_dataset()], DIM)
+    assert not stale.exists() and target.exists()
+    with exclusive_lock(tmp_path / "wh" / ".tgr.duckdb.lock", "held by this test"):
+        with pytest.raises(BusyError, match="being written by another run"):
+            build_warehouse(target, [tiny_dataset()], DIM)
+    assert connect(target).execute("SELECT count(*) FROM tools").fetchone()[0] == 6

@@ -26,6 +26,8 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tasks.locks import exclusive_lock
+
 SCHEMA_VERSION = 2  # 2: schema/fused edges, edge_calibration, pruning recall
 
 _EMB = pa.list_(pa.float32())
@@ -195,6 +197,15 @@ def build_warehouse(
     if len(set(names)) != len(names):
         raise WarehouseError(f"dataset names repeat: {names}")
     target.parent.mkdir(parents=True, exist_ok=True)
+    with exclusive_lock(target.parent / f".{target.name}.lock", str(target)):
+        # holding the lock, any build folder left here belongs to a run that died (kill -9)
+        for stale in target.parent.glob(f".{target.name}.build-*"):
+            shutil.rmtree(stale, ignore_errors=True)
+        return _build_locked(target, datasets, names, dim, carry_over)
+
+
+def _build_locked(target: Path, datasets: Sequence[DatasetTables], names: list[str], dim: int,
+                  carry_over: bool) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix=f".{target.name}.build-", dir=target.parent))
     try:
         inputs = workdir / "inputs"
@@ -223,6 +234,13 @@ def update_warehouse(target: str | Path, change: Callable[[duckdb.DuckDBPyConnec
     target = Path(target)
     if not target.exists():
         raise FileNotFoundError(f"{target}: no warehouse (run make graph first)")
+    with exclusive_lock(target.parent / f".{target.name}.lock", str(target)):
+        for stale in target.parent.glob(f".{target.name}.update-*"):
+            stale.unlink(missing_ok=True)
+        return _update_locked(target, change)
+
+
+def _update_locked(target: Path, change: Callable[[duckdb.DuckDBPyConnection], Any]) -> Any:
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.update-", dir=target.parent)
     os.close(fd)
     tmp = Path(tmp_name)
