@@ -4,11 +4,19 @@ It answers the three agents with canned, schema-valid JSON derived from the requ
 are deterministic), after an optional fixed delay, and injects faults on request: 429 with
 Retry-After, 500, a stall past the client's timeout, a truncated answer (finish_reason "length")
 and invalid JSON. Every request is counted, so tests can prove a resume makes no calls.
+
+It also checks an API key (401) and a model list (404), reports and enforces a fixed-window
+rate limit with OpenAI's ``x-ratelimit-*`` headers, logs each request's arrival time and status,
+and serves the Batch API: ``POST /v1/files`` (multipart), ``POST /v1/batches``,
+``GET /v1/batches/{id}`` (a batch completes after ``batch_polls`` polls), ``GET /v1/files/{id}/content``.
 """
 from __future__ import annotations
 
+import email.parser
+import email.policy
 import hashlib
 import json
+import math
 import re
 import threading
 import time
@@ -72,17 +80,107 @@ class FaultPlan:
 
 
 @dataclass
+class RateLimitPlan:
+    """A fixed-window limit, reported in ``x-ratelimit-*`` headers and enforced with 429s (no Retry-After:
+    the client must read the reset headers). Tokens are counted as OpenAI does: prompt estimate + max_tokens."""
+
+    requests: int | None = None  # per window
+    tokens: int | None = None
+    window_s: float = 60.0
+
+
+def _duration(seconds: float) -> str:
+    """OpenAI's reset format: 20ms, 1.5s, 6m0s."""
+    if seconds < 1:
+        return f"{max(1, math.ceil(seconds * 1000))}ms"  # rounded up: a client that waits this long is in the next window
+    if seconds < 60:
+        return f"{math.ceil(seconds * 1000) / 1000:.3f}s"
+    return f"{int(seconds // 60)}m{seconds % 60:.0f}s"
+
+
+@dataclass
 class ServerState:
     delay_s: float = 0.0
     plan: FaultPlan = field(default_factory=FaultPlan)
     faults: list[str] = field(default_factory=list)
     counts: Counter = field(default_factory=Counter)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    api_key: str | None = None  # when set, other keys get 401
+    models: frozenset[str] | None = None  # when set, other models get 404
+    rate_limit: RateLimitPlan | None = None
+    window_start: float = 0.0
+    window_requests: int = 0
+    window_tokens: int = 0
+    log: list[tuple[float, str, int]] = field(default_factory=list)  # (monotonic arrival, path, status)
+    timings: list[tuple[int, float, float]] = field(default_factory=list)  # (client port, arrival, answer sent)
+    batch_polls: int = 1  # GETs of a batch before it completes
+    batch_status: str = "completed"  # or failed / expired (half the requests answered)
+    files: dict[str, bytes] = field(default_factory=dict)
+    batches: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def next_fault(self) -> str | None:
         with self.lock:
             self.counts["requests"] += 1
             return self.faults.pop(0) if self.faults else None
+
+    def charge(self, tokens: int) -> tuple[bool, dict[str, str]]:
+        """Count a request against the window: (allowed, rate-limit headers)."""
+        plan = self.rate_limit
+        if plan is None:
+            return True, {}
+        with self.lock:
+            now = time.monotonic()
+            if now >= self.window_start + plan.window_s:
+                self.window_start, self.window_requests, self.window_tokens = now, 0, 0
+            allowed = (plan.requests is None or self.window_requests + 1 <= plan.requests) and (
+                plan.tokens is None or self.window_tokens + tokens <= plan.tokens)
+            if allowed:
+                self.window_requests += 1
+                self.window_tokens += tokens
+            reset = _duration(self.window_start + plan.window_s - now)
+            headers = {}
+            if plan.requests is not None:
+                headers |= {"x-ratelimit-limit-requests": str(plan.requests), "x-ratelimit-remaining-requests": str(plan.requests - self.window_requests),
+                            "x-ratelimit-reset-requests": reset}
+            if plan.tokens is not None:
+                headers |= {"x-ratelimit-limit-tokens": str(plan.tokens), "x-ratelimit-remaining-tokens": str(plan.tokens - self.window_tokens),
+                            "x-ratelimit-reset-tokens": reset}
+            return allowed, headers
+
+
+def _error(message: str, type_: str, code: str | None = None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": type_, "param": None, "code": code}}
+
+
+def _completion(state: ServerState, request: dict[str, Any], fault: str | None) -> dict[str, Any]:
+    """The chat completion for ``request`` (answer faults "truncated" and "invalid" applied)."""
+    schema_name = request.get("response_format", {}).get("json_schema", {}).get("name", "")
+    user_text = next(m["content"] for m in request["messages"] if m["role"] == "user")
+    state.counts[schema_name] += 1
+    text = json.dumps(canned_answer(schema_name, user_text))
+    finish = "stop"
+    if fault == "truncated":
+        text, finish = text[: len(text) // 2], "length"
+    elif fault == "invalid":
+        text = "Sure! Here is the JSON you asked for: {name: oops"
+    with state.lock:
+        state.counts["completions"] += 1
+        serial = state.counts["completions"]
+    return {
+        "id": f"chatcmpl-{serial}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": request.get("model", "fake-model"),
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}],
+        "usage": {"prompt_tokens": len(user_text) // 4, "completion_tokens": len(text) // 4, "total_tokens": (len(user_text) + len(text)) // 4},
+    }
+
+
+def _model_missing(state: ServerState, request: dict[str, Any]) -> dict[str, Any] | None:
+    model = request.get("model")
+    if state.models is None or model in state.models:
+        return None
+    return _error(f"The model `{model}` does not exist or you do not have access to it.", "invalid_request_error", "model_not_found")
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -92,65 +190,216 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, *args: Any) -> None:  # keep test output clean
         pass
 
-    def _send(self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> None:
-        data = json.dumps(body).encode()
+    def _send(self, status: int, body: dict[str, Any] | bytes, headers: dict[str, str] | None = None) -> None:
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", "application/octet-stream" if isinstance(body, bytes) else "application/json")
         self.send_header("Content-Length", str(len(data)))
         for k, v in (headers or {}).items():
             self.send_header(k, v)
-        self.end_headers()
-        self.wfile.write(data)
+        # Head and body in one write, as production servers do: two writes would cost the client
+        # a second wakeup per answer (and can meet Nagle + delayed ACK).
+        self._headers_buffer.append(b"\r\n")
+        self.wfile.write(b"".join(self._headers_buffer) + data)
+        self._headers_buffer = []
+        sent = time.monotonic()
+        with self.state.lock:
+            arrived = getattr(self, "_arrived", sent)
+            self.state.log.append((arrived, self.path, status))
+            self.state.timings.append((self.client_address[1], arrived, sent))
+
+    def _authorized(self) -> bool:
+        key = self.state.api_key
+        if key is None or self.headers.get("Authorization") == f"Bearer {key}":
+            return True
+        self._send(401, _error("Incorrect API key provided.", "invalid_request_error", "invalid_api_key"))
+        return False
 
     def do_GET(self) -> None:
-        if self.path.rstrip("/").endswith("/models"):
+        self._arrived = time.monotonic()
+        path = self.path.split("?", 1)[0].rstrip("/")
+        if path.endswith("/models"):
             self._send(200, {"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
+            return
+        if not self._authorized():
+            return
+        if match := re.search(r"/batches/([^/]+)$", path):
+            batch = self._poll_batch(match.group(1))
+            self._send(200, batch) if batch else self._send(404, _error("No such batch", "invalid_request_error"))
+        elif match := re.search(r"/files/([^/]+)/content$", path):
+            data = self.state.files.get(match.group(1))
+            self._send(200, data) if data is not None else self._send(404, _error("No such file", "invalid_request_error"))
         else:
-            self._send(404, {"error": {"message": "not found"}})
+            self._send(404, _error("not found", "invalid_request_error"))
 
     def do_POST(self) -> None:
+        self._arrived = time.monotonic()
         length = int(self.headers.get("Content-Length", 0))
-        request = json.loads(self.rfile.read(length))
-        self.state.counts["body:" + hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()] += 1
-        fault = self.state.next_fault()
-        self.state.counts[f"fault:{fault}"] += fault is not None
+        raw = self.rfile.read(length)
+        path = self.path.split("?", 1)[0].rstrip("/")
+        if path.endswith("/chat/completions"):
+            self._chat(json.loads(raw))
+        elif not self._authorized():
+            return
+        elif path.endswith("/files"):
+            self._upload(raw)
+        elif path.endswith("/batches"):
+            self._create_batch(json.loads(raw))
+        else:
+            self._send(404, _error("not found", "invalid_request_error"))
+
+    # chat completions -------------------------------------------------------------------------
+    def _chat(self, request: dict[str, Any]) -> None:
+        state = self.state
+        state.counts["body:" + hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()] += 1
+        with state.lock:
+            state.counts["requests"] += 1
+        if not self._authorized():
+            return
+        if (missing := _model_missing(state, request)) is not None:
+            self._send(404, missing)
+            return
+        tokens = sum(len(m.get("content") or "") for m in request["messages"]) // 4 + int(request.get("max_tokens") or 0)
+        allowed, limit_headers = state.charge(tokens)
+        if not allowed:
+            state.counts["rate_limited"] += 1
+            self._send(429, _error("Rate limit reached for requests", "requests", "rate_limit_exceeded"), limit_headers)
+            return
+        with state.lock:
+            fault = state.faults.pop(0) if state.faults else None
+        state.counts[f"fault:{fault}"] += fault is not None
         if fault == "429":
-            self._send(429, {"error": {"message": "rate limited", "type": "rate_limit"}}, {"Retry-After": str(self.state.plan.retry_after_s)})
+            self._send(429, _error("rate limited", "rate_limit"), {"Retry-After": str(state.plan.retry_after_s), **limit_headers})
             return
         if fault == "500":
-            self._send(500, {"error": {"message": "internal error", "type": "server_error"}})
+            self._send(500, _error("internal error", "server_error"), limit_headers)
             return
         if fault == "stall":
-            time.sleep(self.state.plan.stall_s)
-        if self.state.delay_s:
-            time.sleep(self.state.delay_s)
-        schema_name = request.get("response_format", {}).get("json_schema", {}).get("name", "")
-        user_text = next(m["content"] for m in request["messages"] if m["role"] == "user")
-        self.state.counts[schema_name] += 1
-        text = json.dumps(canned_answer(schema_name, user_text))
-        finish = "stop"
-        if fault == "truncated":
-            text, finish = text[: len(text) // 2], "length"
-        elif fault == "invalid":
-            text = "Sure! Here is the JSON you asked for: {name: oops"
-        self._send(200, {
-            "id": f"chatcmpl-{self.state.counts['requests']}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": request.get("model", "fake-model"),
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}],
-            "usage": {"prompt_tokens": len(user_text) // 4, "completion_tokens": len(text) // 4, "total_tokens": (len(user_text) + len(text)) // 4},
-        })
+            time.sleep(state.plan.stall_s)
+        if state.delay_s:
+            time.sleep(state.delay_s)
+        self._send(200, _completion(state, request, fault), limit_headers)
+
+    # files and batches ------------------------------------------------------------------------
+    def _upload(self, raw: bytes) -> None:
+        content_type = self.headers.get("Content-Type", "")
+        message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(
+            b"Content-Type: " + content_type.encode() + b"\r\n\r\n" + raw)
+        fields: dict[str, str] = {}
+        content, filename = b"", "upload"
+        for part in message.iter_parts():
+            name = part.get_param("name", header="content-disposition")
+            payload = part.get_payload(decode=True) or b""
+            if name == "file":
+                content, filename = payload, part.get_filename() or filename
+            else:
+                fields[name] = payload.decode()
+        with self.state.lock:
+            self.state.counts["files_uploaded"] += 1
+            file_id = f"file-{self.state.counts['files_uploaded']}"
+            self.state.files[file_id] = content
+        self._send(200, {"id": file_id, "object": "file", "bytes": len(content), "created_at": int(time.time()),
+                         "filename": filename, "purpose": fields.get("purpose", ""), "status": "processed"})
+
+    def _create_batch(self, request: dict[str, Any]) -> None:
+        state = self.state
+        if request.get("input_file_id") not in state.files:
+            self._send(400, _error("input file not found", "invalid_request_error"))
+            return
+        with state.lock:
+            state.counts["batches_created"] += 1
+            batch_id = f"batch_{state.counts['batches_created']}"
+            batch = {
+                "id": batch_id, "object": "batch", "endpoint": request.get("endpoint"), "input_file_id": request["input_file_id"],
+                "completion_window": request.get("completion_window", "24h"), "status": "validating", "created_at": int(time.time()),
+                "metadata": request.get("metadata"), "output_file_id": None, "error_file_id": None, "errors": None,
+                "request_counts": {"total": 0, "completed": 0, "failed": 0}, "_polls": 0,
+            }
+            state.batches[batch_id] = batch
+        self._send(200, {k: v for k, v in batch.items() if not k.startswith("_")})
+
+    def _poll_batch(self, batch_id: str) -> dict[str, Any] | None:
+        state = self.state
+        with state.lock:
+            batch = state.batches.get(batch_id)
+            if batch is None:
+                return None
+            state.counts["batch_polls"] += 1
+            batch["_polls"] += 1
+            if batch["status"] in ("validating", "in_progress"):
+                if batch["_polls"] >= state.batch_polls:
+                    self._run_batch(batch)
+                else:
+                    batch["status"] = "in_progress"
+            return {k: v for k, v in batch.items() if not k.startswith("_")}
+
+    def _run_batch(self, batch: dict[str, Any]) -> None:
+        """Answer every line of the batch's input file (called with the state lock held)."""
+        state = self.state
+        lines = [json.loads(line) for line in state.files[batch["input_file_id"]].splitlines() if line.strip()]
+        ids = [line.get("custom_id") for line in lines]
+        now = int(time.time())
+        if state.batch_status == "failed" or len(set(ids)) != len(ids) or any(
+                line.get("method") != "POST" or line.get("url") != batch["endpoint"] for line in lines):
+            why = "injected failure" if state.batch_status == "failed" else "duplicate custom_id or bad method/url"
+            batch.update(status="failed", failed_at=now, errors={"object": "list", "data": [{"code": "invalid_request", "message": why, "line": None, "param": None}]})
+            return
+        outputs, errors = [], []
+        for k, line in enumerate(lines):
+            state.counts["batch_lines"] += 1
+            row = {"id": f"batch_req_{batch['id']}_{k}", "custom_id": line["custom_id"], "response": None, "error": None}
+            if state.batch_status == "expired" and k >= len(lines) // 2:
+                row["error"] = {"code": "batch_expired", "message": "This request could not be executed before the completion window expired."}
+                errors.append(row)
+                continue
+            request = line["body"]
+            fault = state.faults.pop(0) if state.faults else None
+            missing = _model_missing(state, request)
+            if missing is not None:
+                row["response"] = {"status_code": 404, "request_id": row["id"], "body": missing}
+            elif fault == "429":
+                row["response"] = {"status_code": 429, "request_id": row["id"], "body": _error("rate limited", "rate_limit")}
+            elif fault == "500":
+                row["response"] = {"status_code": 500, "request_id": row["id"], "body": _error("internal error", "server_error")}
+            else:
+                state.lock.release()  # _completion counts under the lock
+                try:
+                    row["response"] = {"status_code": 200, "request_id": row["id"], "body": _completion(state, request, fault)}
+                finally:
+                    state.lock.acquire()
+            (outputs if row["response"]["status_code"] == 200 else errors).append(row)
+        for kind, rows in (("output_file_id", outputs), ("error_file_id", errors)):
+            if rows:
+                state.counts["files_written"] += 1
+                file_id = f"file-out-{batch['id']}-{kind[:-8]}"
+                state.files[file_id] = "".join(json.dumps(r) + "\n" for r in rows).encode()
+                batch[kind] = file_id
+        status = "expired" if state.batch_status == "expired" else "completed"
+        batch.update(status=status, request_counts={"total": len(lines), "completed": len(outputs), "failed": len(errors)},
+                     **({"expired_at": now} if status == "expired" else {"completed_at": now}))
+
+
+def _quiet_handle_error(server: ThreadingHTTPServer, request: Any, client_address: Any) -> None:
+    """A client that hung up (a timeout, a killed run) is expected here: no traceback for that."""
+    import sys
+
+    if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+        ThreadingHTTPServer.handle_error(server, request, client_address)
 
 
 class FakeOpenAIServer:
     """``with FakeOpenAIServer(delay_s=0.1, faults=FaultPlan(rate_limited=2)) as srv: srv.base_url``"""
 
-    def __init__(self, delay_s: float = 0.0, faults: FaultPlan | None = None):
+    def __init__(self, delay_s: float = 0.0, faults: FaultPlan | None = None, *, api_key: str | None = None,
+                 models: set[str] | None = None, rate_limit: RateLimitPlan | None = None, batch_polls: int = 1,
+                 batch_status: str = "completed"):
         plan = faults or FaultPlan()
-        self.state = ServerState(delay_s=delay_s, plan=plan, faults=plan.queue())
+        self.state = ServerState(delay_s=delay_s, plan=plan, faults=plan.queue(), api_key=api_key,
+                                 models=frozenset(models) if models is not None else None, rate_limit=rate_limit,
+                                 batch_polls=batch_polls, batch_status=batch_status)
         handler = type("Handler", (_Handler,), {"state": self.state})
-        server_cls = type("Server", (ThreadingHTTPServer,), {"request_queue_size": 256})  # bench runs 64+ in flight
+        server_cls = type("Server", (ThreadingHTTPServer,), {"request_queue_size": 1024,  # bench runs 256 in flight
+                                                              "handle_error": _quiet_handle_error})
         self.httpd = server_cls(("127.0.0.1", 0), handler)
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
