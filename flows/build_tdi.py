@@ -1,45 +1,70 @@
 """build-tdi: function records -> three LLM agents -> validated pairs -> balanced Parquet TDI shards.
 
+Streaming and chunked (docs/build-tdi.md): records are read lazily in chunks; each chunk is a
+Prefect task that runs the three agents pipelined per record and writes its validated pairs,
+outcomes and LLM ledger to Parquet under ``<dataset>/.chunks`` plus a completion marker, so a
+rerun skips finished chunks. Chunks run one after another in this process (``task_runner
+'sequential'``) or as tasks on a Dask cluster (``'dask'``, prefect-dask). Balancing and sharding
+read the chunk outputs lazily with polars; the shards are staged, gated, then published with the
+manifest last.
+
 Run directly (``python -m flows.build_tdi --help``) or through the Prefect deployment in
 prefect.yaml (``prefect deployment run build-tdi/stdlib-demo``).
 """
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
+import hashlib
 import json
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+import shutil
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 from prefect import flow, get_run_logger, task
-from prefect.artifacts import create_markdown_artifact, create_progress_artifact, update_progress_artifact
+from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
+from pydantic import Field
 
-from tasks.accounting import AccountingSummary, check_read_ids, write_records_db
-from tasks.agents import (
-    DependentPair,
-    ExtractedDoc,
-    Rejection,
-    extract_request,
-    generate_request,
-    interpret_extract,
-    interpret_generate,
-    interpret_validate,
-    validate_request,
+from tasks.accounting import AccountingError, AccountingSummary
+from tasks.balance import BalanceConfig, BalancePlan, plan_balance
+from tasks.chunks import (
+    CHUNKS,
+    ChunkJob,
+    chunk_dir,
+    finished,
+    iter_record_chunks,
+    run_chunk,
+    stage_totals,
+    sum_usage,
+    work_fingerprint,
+    write_records_db_from_chunks,
 )
-from tasks.balance import BalanceConfig, BalancedPairs, balance_pairs
-from tasks.llm import LLMConfig, StructuredLLM, StructuredRequest, StructuredResult, ledger_rows, usage_summary
+from tasks.llm import LLMConfig, LLMEndpointError, LLMStageFailed, LLMUnavailableError
 from tasks.prompts import PROMPT_VERSIONS
 from tasks.publish import dataset_lock, fresh_staging, gate_staged, publish_staged
 from tasks.quality import QualityReport, validate_shards
-from tasks.shards import ShardConfig, ShardInfo, build_manifest, write_dataset_card, write_shards
-from tasks.sources import FunctionRecord, SourceFilter, SourceReadResult, SourceSpec, read_function_records
+from tasks.shards import ShardConfig, ShardInfo, build_manifest, write_dataset_card, write_planned_shards
+from tasks.sources import SourceFilter, SourceSpec
 
 EMBEDDED = "embedded"  # base_url value meaning: start the packaged local llama.cpp server
+TASK_RUNNERS = ("sequential", "dask")
+HELP = {
+    "chunk_size": "accepted records per chunk: the unit of work, of resume and of a Dask task. Each chunk's validated "
+                  "pairs, outcomes and LLM ledger go to Parquet under <dataset>/.chunks with a completion marker; a rerun "
+                  "skips finished chunks. Memory holds one chunk per chunk in flight",
+    "task_runner": "sequential: chunks one after another in this process; dask: chunks as Prefect tasks on a Dask cluster "
+                   "(prefect-dask), a local one or dask_address",
+    "dask_address": "scheduler address of a running Dask cluster (tcp://host:8786) for task_runner dask; none or empty: "
+                    "start a local cluster of dask_workers processes",
+    "dask_workers": "worker processes (1 thread each) of the local Dask cluster",
+    "chunks_in_flight": "chunks submitted and not yet finished, at most (none: 2 per Dask worker thread, 1 sequential); "
+                        "bounds the flow's memory",
+}
 
 
 @dataclass(frozen=True)
@@ -54,6 +79,20 @@ class BuildTDIConfig:
     embedded_model: str = "qwen2.5-coder-1.5b"
     balance: BalanceConfig = field(default_factory=lambda: BalanceConfig(per_class=92_000))
     shards: ShardConfig = field(default_factory=ShardConfig)
+    # -- execution at scale (docs/build-tdi.md); help texts show in the CLI and the Prefect UI --
+    chunk_size: Annotated[int, Field(description=HELP["chunk_size"])] = field(default=1000, metadata={"help": HELP["chunk_size"]})
+    task_runner: Annotated[Literal["sequential", "dask"], Field(description=HELP["task_runner"])] = field(default="sequential", metadata={"help": HELP["task_runner"]})
+    dask_address: Annotated[str | None, Field(description=HELP["dask_address"])] = field(default=None, metadata={"help": HELP["dask_address"]})
+    dask_workers: Annotated[int, Field(description=HELP["dask_workers"])] = field(default=2, metadata={"help": HELP["dask_workers"]})
+    chunks_in_flight: Annotated[int | None, Field(description=HELP["chunks_in_flight"])] = field(default=None, metadata={"help": HELP["chunks_in_flight"]})
+
+    def __post_init__(self) -> None:
+        if self.chunk_size < 1:
+            raise ValueError(f"chunk_size must be >= 1, not {self.chunk_size}")
+        if self.task_runner not in TASK_RUNNERS:
+            raise ValueError(f"task_runner must be one of {', '.join(TASK_RUNNERS)}, not {self.task_runner!r}")
+        if self.dask_workers < 1 or (self.chunks_in_flight is not None and self.chunks_in_flight < 1):
+            raise ValueError("dask_workers and chunks_in_flight must be >= 1")
 
     @property
     def out_dir(self) -> Path:
@@ -61,53 +100,43 @@ class BuildTDIConfig:
 
 
 # -- tasks --------------------------------------------------------------------------------------
-@task(name="read-function-records", cache_policy=NO_CACHE)
-def read_records(spec: SourceSpec, limit: int | None, source_filter: SourceFilter) -> SourceReadResult:
-    result = read_function_records(spec, limit=limit, source_filter=source_filter)
+def _retry_unless_fatal(task: Any, task_run: Any, state: Any) -> bool:
+    """Retry a chunk after a transient error, never after a wrong endpoint/key/model, an endpoint
+    that is down, or books that do not balance."""
+    try:
+        state.result()
+    except (LLMEndpointError, LLMUnavailableError, AccountingError):
+        return False
+    except BaseException:
+        return True
+    return True
+
+
+@task(name="process-chunk", task_run_name="chunk-{job.chunk.index}", retries=2, retry_delay_seconds=10,
+      retry_condition_fn=_retry_unless_fatal, cache_policy=NO_CACHE)
+def process_chunk(job: ChunkJob) -> dict[str, Any]:
+    """The three agents over one chunk, pipelined per record; writes the chunk's outputs and
+    marker. Retries are cheap: answered requests come from the cache."""
+    marker = run_chunk(job)
+    s = marker["stages"]
     get_run_logger().info(
-        "read %d items from %s: %d accepted, %d rejected %s",
-        result.n_read, result.source, len(result.accepted), len(result.rejected), result.reason_counts(),
+        "chunk %d: read %d, validated %d, rejected %d; extract %d/%d, generate %d/%d, validate %d/%d parsed; %s",
+        job.chunk.index, marker["n_read"], marker["validated"], marker["rejected"], s["extract"]["ok"], s["extract"]["requests"],
+        s["generate"]["ok"], s["generate"]["requests"], s["validate"]["ok"], s["validate"]["requests"], marker["llm_usage"],
     )
-    return result
-
-
-def _progress(stage: str, total: int) -> Callable[[StructuredResult], None]:
-    """Live counts for the logs and a progress artifact in the Prefect UI."""
-    logger = get_run_logger()
-    artifact_id = create_progress_artifact(progress=0.0, key=f"{stage}-progress", description=f"agent {stage}")
-    state = {"done": 0, "ok": 0}
-    every = max(1, total // 20)
-
-    def on_done(result: StructuredResult) -> None:
-        state["done"] += 1
-        state["ok"] += result.ok
-        if state["done"] % every == 0 or state["done"] == total:
-            logger.info("%s: %d/%d answered (%d parsed, %d failed)", stage, state["done"], total, state["ok"], state["done"] - state["ok"])
-            update_progress_artifact(artifact_id, progress=100.0 * state["done"] / total)
-
-    return on_done
-
-
-@task(name="run-agent", retries=2, retry_delay_seconds=10, cache_policy=NO_CACHE)
-def run_agent(stage: str, requests: Sequence[StructuredRequest], llm_config: LLMConfig) -> tuple[list[StructuredResult], list[dict]]:
-    """One agent over all items; retries are cheap because answered requests come from the cache."""
-    if not requests:
-        return [], []
-    llm = StructuredLLM(llm_config)
-    results = asyncio.run(llm.run_many(requests, on_done=_progress(stage, len(requests))))
-    return results, ledger_rows(llm.ledger)
+    return marker
 
 
 @task(name="balance-classes", cache_policy=NO_CACHE)
-def balance(validated: Sequence[DependentPair], cfg: BalanceConfig) -> BalancedPairs:
-    balanced = balance_pairs(validated, cfg)
-    get_run_logger().info("balanced: %d pairs per class, per split %s", balanced.per_class, balanced.per_split)
-    return balanced
+def balance(validated_files: list[str], cfg: BalanceConfig) -> BalancePlan:
+    plan = plan_balance(validated_files, cfg)
+    get_run_logger().info("balanced: %d pairs per class, per split %s", plan.per_class, plan.per_split)
+    return plan
 
 
 @task(name="write-shards", cache_policy=NO_CACHE)
-def write_dataset(rows: list[dict], out_dir: Path, cfg: ShardConfig) -> list[ShardInfo]:
-    return write_shards(rows, out_dir, cfg)
+def write_dataset(plan: BalancePlan, out_dir: Path, cfg: ShardConfig) -> list[ShardInfo]:
+    return write_planned_shards(plan, out_dir, cfg)
 
 
 @task(name="quality-gate", cache_policy=NO_CACHE)
@@ -125,8 +154,8 @@ def publish(out_dir: Path, staging: Path, manifest: dict[str, Any]) -> dict[str,
 
 
 @task(name="account-records", cache_policy=NO_CACHE)
-def account(out_dir: Path, outcomes: list[dict], ledger: list[dict], n_read: int) -> AccountingSummary:
-    summary = write_records_db(out_dir / "records.duckdb", outcomes, ledger, n_read)
+def account(out_dir: Path, outcome_files: list[Path], ledger_files: list[Path], n_read: int) -> AccountingSummary:
+    summary = write_records_db_from_chunks(out_dir / "records.duckdb", outcome_files, ledger_files, n_read)
     get_run_logger().info("accounting: read %d = accepted %d + rejected %d %s", summary.read, summary.accepted, summary.rejected, summary.by_reason)
     return summary
 
@@ -146,23 +175,80 @@ def llm_endpoint(cfg: BuildTDIConfig) -> Iterator[tuple[LLMConfig, Callable[[], 
         yield LLMConfig(**{**asdict(cfg.llm), "base_url": server.base_url, "model": cfg.embedded_model}), server.raise_if_exited
 
 
-def _outcome(record_id: str, status: str, stage: str, reason: str, detail: str = "", raw: str | None = None) -> dict:
-    return {"record_id": record_id, "status": status, "stage": stage, "reason": reason, "detail": detail, "raw_text": raw}
+class _Done:
+    """A finished sequential chunk, with the interface of a Prefect future."""
+
+    def __init__(self, value: dict[str, Any]):
+        self.value = value
+
+    def result(self) -> dict[str, Any]:
+        return self.value
 
 
-def _rejected(r: Rejection) -> dict:
-    return _outcome(r.record_id, "rejected", r.stage, r.reason, r.detail, r.raw_text)
+@contextlib.contextmanager
+def chunk_runner(cfg: BuildTDIConfig) -> Iterator[tuple[Callable[[ChunkJob], Any], int]]:
+    """``(submit, slots)``: ``submit(job)`` starts a chunk and returns something with ``.result()``;
+    ``slots`` is how many chunks run at once."""
+    if cfg.task_runner == "sequential":
+        yield (lambda job: _Done(process_chunk(job))), 1
+        return
+    from prefect_dask import DaskTaskRunner
+
+    if cfg.dask_address:
+        runner = DaskTaskRunner(address=cfg.dask_address)
+    else:
+        runner = DaskTaskRunner(cluster_kwargs={"n_workers": cfg.dask_workers, "threads_per_worker": 1, "processes": True,
+                                                "dashboard_address": None})
+    with runner:
+        slots = max(1, sum(runner.client.nthreads().values()))
+        get_run_logger().info("Dask cluster at %s: %d worker threads", runner.client.scheduler.address, slots)
+        yield (lambda job: runner.submit(process_chunk, {"job": job})), slots
 
 
-def _keep(outputs: Iterable[Any], outcomes: list[dict]) -> list[Any]:
-    """Items that passed an agent; rejections go to the books."""
-    kept = []
-    for out in outputs:
-        if isinstance(out, Rejection):
-            outcomes.append(_rejected(out))
-        else:
-            kept.append(out)
-    return kept
+def run_chunks(cfg: BuildTDIConfig, llm_cfg: LLMConfig, root: Path, ensure_alive: Callable[[], None]) -> tuple[list[dict[str, Any]], int, int]:
+    """Read the source chunk by chunk and run every chunk that is not finished yet; returns the
+    chunks' markers in chunk order, the items read and the chunks reused from an earlier run."""
+    logger = get_run_logger()
+    work = work_fingerprint(llm_cfg, cfg.max_code_chars)
+    markers: dict[int, dict[str, Any]] = {}
+    n_read = reused = 0
+    with chunk_runner(cfg) as (submit, slots):
+        window = cfg.chunks_in_flight or (1 if cfg.task_runner == "sequential" else 2 * slots)
+        pending: deque[tuple[int, Any]] = deque()
+
+        def collect() -> None:
+            index, future = pending.popleft()
+            markers[index] = future.result()
+            ensure_alive()
+            done = sum(m["n_read"] for m in markers.values())
+            logger.info("%d chunks done (%d reused), %d items read so far", len(markers), reused, done)
+
+        for chunk in iter_record_chunks(cfg.source, cfg.limit, cfg.source_filter, cfg.chunk_size):
+            n_read += chunk.n_read
+            folder = chunk_dir(root, chunk.index)
+            fingerprint = hashlib.sha256(f"{chunk.fingerprint}:{work}".encode()).hexdigest()
+            marker = finished(folder, fingerprint)
+            if marker is not None:
+                markers[chunk.index] = marker
+                reused += 1
+                continue
+            pending.append((chunk.index, submit(ChunkJob(chunk, str(folder), llm_cfg, cfg.max_code_chars, fingerprint))))
+            while len(pending) >= window:
+                collect()
+        while pending:
+            collect()
+    for stale in root.glob("chunk-*"):  # chunks of an earlier, longer read
+        if stale.is_dir() and int(stale.name.split("-")[1]) >= len(markers):
+            shutil.rmtree(stale, ignore_errors=True)
+    return [markers[i] for i in range(len(markers))], n_read, reused
+
+
+def _raise_if_every_call_failed(stages: dict[str, dict[str, Any]]) -> None:
+    for stage, t in stages.items():
+        if t["requests"] and not t["ok"]:
+            reasons = dict(t["failed_by_reason"].most_common(6))
+            raise LLMStageFailed(f"{stage}: all {t['requests']} LLM requests failed, by reason {reasons}; no answer was "
+                                 "usable, so nothing is published (see records.duckdb, table llm_calls)")
 
 
 # -- the flow -----------------------------------------------------------------------------------
@@ -176,41 +262,24 @@ def build_tdi(cfg: BuildTDIConfig = BuildTDIConfig()) -> dict[str, Any]:
 def _build_tdi(cfg: BuildTDIConfig) -> dict[str, Any]:
     logger = get_run_logger()
     out_dir = cfg.out_dir
-    out_dir.mkdir(parents=True, exist_ok=True)
-
-    read = read_records(cfg.source, cfg.limit, cfg.source_filter)
-    outcomes = [_outcome(r.source, "rejected", "read", r.reason, r.detail, r.raw_excerpt) for r in read.rejected]
-    records: dict[str, FunctionRecord] = {r.record_id: r for r in read.accepted}
-    check_read_ids([r.record_id for r in read.accepted] + [r.record_id for r in read.rejected], read.n_read)
-    ledger: list[dict] = []
+    root = out_dir / CHUNKS
+    root.mkdir(parents=True, exist_ok=True)
 
     with llm_endpoint(cfg) as (llm_cfg, ensure_alive):
+        markers, n_read, reused = run_chunks(cfg, llm_cfg, root, ensure_alive)
+    folders = [chunk_dir(root, i) for i in range(len(markers))]
 
-        def stage(name: str, requests: list[StructuredRequest]) -> list[StructuredResult]:
-            results, calls = run_agent(name, requests, llm_cfg)
-            ensure_alive()
-            ledger.extend(calls)
-            return results
-
-        requests = [extract_request(rid, r.code, r.language, cfg.max_code_chars) for rid, r in records.items()]
-        extracted: list[ExtractedDoc] = _keep(map(interpret_extract, stage("extract", requests)), outcomes)
-        generated: list[DependentPair] = _keep(
-            map(interpret_generate, extracted, stage("generate", [generate_request(e) for e in extracted])), outcomes
-        )
-        validated: list[DependentPair] = _keep(
-            map(interpret_validate, generated, stage("validate", [validate_request(p) for p in generated])), outcomes
-        )
-
-    balanced = balance(validated, cfg.balance)
-    outcomes += [_rejected(r) for r in balanced.rejections]
-    unused = {r.record_id for r in balanced.rejections}
-    outcomes += [_outcome(p.record_id, "accepted", "dataset", "in_dataset") for p in validated if p.record_id not in unused]
-    summary = account(out_dir, outcomes, ledger, read.n_read)
-
-    if not balanced.rows:
+    plan = balance([str(f / "validated.parquet") for f in folders], cfg.balance)
+    balance_outcomes = root / "balance-outcomes.parquet"
+    plan.outcomes.write_parquet(balance_outcomes)
+    summary = account(out_dir, [f / "outcomes.parquet" for f in folders] + [balance_outcomes],
+                      [f / "ledger.parquet" for f in folders], n_read)
+    _raise_if_every_call_failed(stage_totals(markers))
+    if not plan.n_rows:
         raise RuntimeError(f"no validated pairs: nothing to write (rejections by reason: {summary.by_reason}); see {out_dir / 'records.duckdb'}")
+
     staging = fresh_staging(out_dir)
-    infos = write_dataset(balanced.rows, staging, cfg.shards)
+    infos = write_dataset(plan, staging, cfg.shards)
     report = quality_gate(out_dir, staging)
     manifest = build_manifest(
         out_dir.name,
@@ -219,16 +288,17 @@ def _build_tdi(cfg: BuildTDIConfig) -> dict[str, Any]:
             "config": json.loads(json.dumps(asdict(cfg), default=str)),
             "llm": {"model": cfg.embedded_model if cfg.llm.base_url == EMBEDDED else cfg.llm.model, "base_url": cfg.llm.base_url or os.environ.get("OPENAI_BASE_URL", "")},
             "prompt_versions": PROMPT_VERSIONS,
-            "per_class": balanced.per_class,
+            "per_class": plan.per_class,
             "per_class_target": cfg.balance.per_class,
             "accounting": summary.as_dict(),
             "quality": {"success": report.success, "checks": len(report.checks)},
-            "llm_usage": usage_summary(ledger),
+            "llm_usage": sum_usage(markers),
+            "execution": {"task_runner": cfg.task_runner, "chunk_size": cfg.chunk_size, "chunks": len(markers), "chunks_reused": reused},
         },
     )
     manifest = publish(out_dir, staging, manifest)
     create_markdown_artifact(key="tdi-dataset", markdown=(out_dir / "README.md").read_text(), description=str(out_dir))
-    logger.info("wrote %d rows in %d shards to %s", manifest["total_rows"], len(infos), out_dir)
+    logger.info("wrote %d rows in %d shards to %s (%d chunks, %d reused)", manifest["total_rows"], len(infos), out_dir, len(markers), reused)
     return manifest
 
 
@@ -257,6 +327,12 @@ def config_from_args(argv: Sequence[str] | None = None) -> BuildTDIConfig:
     p.add_argument("--cache-dir", default=d.llm.cache_dir)
     p.add_argument("--price-in", type=float, default=0.0, help="USD per 1M prompt tokens (ledger cost estimate)")
     p.add_argument("--price-out", type=float, default=0.0, help="USD per 1M completion tokens")
+    helps = {f.name: f.metadata for f in fields(BuildTDIConfig)}
+    p.add_argument("--chunk-size", type=int, default=d.chunk_size, help=helps["chunk_size"]["help"])
+    p.add_argument("--task-runner", choices=TASK_RUNNERS, default=d.task_runner, help=helps["task_runner"]["help"])
+    p.add_argument("--dask-address", default=d.dask_address, help=helps["dask_address"]["help"])
+    p.add_argument("--dask-workers", type=int, default=d.dask_workers, help=helps["dask_workers"]["help"])
+    p.add_argument("--chunks-in-flight", type=int, default=d.chunks_in_flight, help=helps["chunks_in_flight"]["help"])
     a = p.parse_args(argv)
     embedded = a.base_url == EMBEDDED
     source = SourceSpec(
@@ -285,6 +361,11 @@ def config_from_args(argv: Sequence[str] | None = None) -> BuildTDIConfig:
         embedded_model=a.embedded_model,
         balance=BalanceConfig(per_class=a.per_class, validation_fraction=a.validation_fraction, seed=a.seed),
         shards=ShardConfig(rows_per_shard=a.rows_per_shard, seed=a.seed),
+        chunk_size=a.chunk_size,
+        task_runner=a.task_runner,
+        dask_address=a.dask_address or None,
+        dask_workers=a.dask_workers,
+        chunks_in_flight=a.chunks_in_flight,
     )
 
 

@@ -11,6 +11,7 @@ judges a sample of the mined pairs (tasks/mined_llm.py).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import json
 import os
@@ -28,11 +29,11 @@ from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
-from flows.build_tdi import EMBEDDED, run_agent
+from flows.build_tdi import EMBEDDED
 from models.embedded_llm import DEFAULT_MODEL
 from schemas.docs import schema_errors
 from tasks.accounting import OUTCOME_SCHEMA, AccountingSummary, write_records_db
-from tasks.llm import LLMConfig, usage_summary
+from tasks.llm import LLMConfig, StructuredLLM, StructuredRequest, StructuredResult, ledger_rows, usage_summary
 from tasks.mined_llm import (
     JUDGE_ACTIONS,
     JUDGE_REJECTION,
@@ -319,6 +320,18 @@ def account(out_dir: Path, outcomes: pa.Table, n_read: int, ledger: list[dict] |
 
 
 # -- optional LLM review ------------------------------------------------------------------------
+@task(name="run-agent", retries=2, retry_delay_seconds=10, cache_policy=NO_CACHE)
+def run_agent(stage: str, requests: list[StructuredRequest], llm_config: LLMConfig) -> tuple[list[StructuredResult], list[dict]]:
+    """One agent over a review sample; a retry is cheap because answered requests come from the cache."""
+    if not requests:
+        return [], []
+    logger = get_run_logger()
+    llm = StructuredLLM(llm_config)
+    results = asyncio.run(llm.run_many(requests))
+    logger.info("%s: %d answered, %d parsed", stage, len(results), sum(r.ok for r in results))
+    return results, ledger_rows(llm.ledger)
+
+
 @contextlib.contextmanager
 def llm_endpoint(cfg: MineTDIConfig) -> Iterator[tuple[LLMConfig, Callable[[], None]]]:
     """The LLM config of the review, starting the embedded server for ``--base-url embedded`` (as

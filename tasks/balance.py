@@ -9,8 +9,10 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
+import polars as pl
 
 from schemas.docs import canonical_doc_json, doc_id
 from schemas.tdi import ID2LABEL, LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A, LABEL_NO_DEPENDENCY
@@ -207,3 +209,280 @@ def balance_pairs(validated: Sequence[DependentPair], cfg: BalanceConfig) -> Bal
         for a, b in _none_pairs(pool, len(in_split), known, rng, split):
             rows.append(_row(a, b, LABEL_NO_DEPENDENCY, split, "shuffled"))
     return BalancedPairs(rows, rejections, per_class, per_split)
+
+
+# -- columnar balancing over chunk outputs (build-tdi at scale) --------------------------------------
+# The same algorithm as ``balance_pairs`` (same rng draws, same row set for the same pairs), on
+# polars/numpy columns read lazily from the chunks' ``validated.parquet`` files: the memory is a few
+# integer and id columns per validated pair, plus the docs of the selected pairs only (at most
+# 2 x per_class), never one Python object per pair.
+SPLIT_NAMES = ("train", "validation")
+ORIGINS = ("validated", "swapped", "shuffled")
+_TAGS = ("given", "generated")
+
+
+@dataclass
+class BalancePlan:
+    """Which rows the dataset has, as columns; ``tasks.shards.write_planned_shards`` writes them.
+
+    A *source* is one side of a selected pair: source ``2*i`` is the dependent doc of selected pair
+    ``i``, ``2*i + 1`` its prerequisite. ``rows`` holds ``split``, ``label``, ``origin``, ``a_src``,
+    ``b_src`` (source numbers) and ``pair_id``; ``selected`` holds per selected pair ``record_id``,
+    ``satisfied``, ``dep_id``, ``pre_id`` (hex doc ids) in selection order."""
+
+    per_class: int
+    per_split: dict[str, int]
+    rows: pl.DataFrame
+    selected: pl.DataFrame
+    outcomes: pl.DataFrame  # one row per validated pair (tasks.accounting.OUTCOME_SCHEMA)
+    validated_files: list[str]
+
+    @property
+    def n_rows(self) -> int:
+        return self.rows.height
+
+    def _column(self, name: str) -> np.ndarray:
+        cache = self.__dict__.setdefault("_columns", {})
+        if name not in cache:
+            cache[name] = self.selected[name].to_numpy()
+        return cache[name]
+
+    def source_doc_ids(self, src: np.ndarray) -> list[str]:
+        dep, pre = self._column("dep_id"), self._column("pre_id")
+        src = np.asarray(src, np.int64)
+        return np.where(src % 2 == 0, dep[src // 2], pre[src // 2]).tolist()
+
+    def source_names(self, src: np.ndarray) -> list[str]:
+        rid, sat = self._column("record_id"), self._column("satisfied")
+        src = np.asarray(src, np.int64)
+        i, side = src // 2, src % 2  # side 0: dependent, 1: prerequisite
+        generated = (sat[i] == 1) == (side == 0)  # satisfied 1: the dependent is the generated doc
+        return [f"{r}#{_TAGS[g]}" for r, g in zip(rid[i].tolist(), generated.tolist())]
+
+
+def _u64(hex_ids: pl.Series) -> np.ndarray:
+    """16-hex-digit doc ids as uint64 (their order is the ids' string order)."""
+    hi = hex_ids.str.slice(0, 8).str.to_integer(base=16).cast(pl.UInt64).to_numpy()
+    lo = hex_ids.str.slice(8, 8).str.to_integer(base=16).cast(pl.UInt64).to_numpy()
+    return (hi << np.uint64(32)) | lo
+
+
+class _KnownPairs:
+    """The unordered doc pairs known to depend on each other, for exact membership tests."""
+
+    def __init__(self, dep: np.ndarray, pre: np.ndarray):
+        lo, hi = np.minimum(dep, pre), np.maximum(dep, pre)
+        keep = lo != hi
+        self.frame = pl.DataFrame({"lo": lo[keep], "hi": hi[keep]}).unique()
+
+    def contains(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        probe = pl.DataFrame({"lo": np.minimum(a, b), "hi": np.maximum(a, b)}).with_row_index("i")
+        hit = probe.join(self.frame, on=["lo", "hi"], how="semi")["i"].to_numpy()
+        out = np.zeros(len(a), bool)
+        out[hit] = True
+        return out
+
+    def inside(self, docs: np.ndarray) -> int:
+        """Known pairs of two distinct docs that are both in ``docs``."""
+        lo, hi = self.frame["lo"].to_numpy(), self.frame["hi"].to_numpy()
+        return int(np.count_nonzero(np.isin(lo, docs) & np.isin(hi, docs)))
+
+
+def _components_of(dep: np.ndarray, pre: np.ndarray) -> tuple[np.ndarray, int]:
+    """Per pair, its doc-connected component, numbered in first-seen pair order (as ``_components``)."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    docs, inv = np.unique(np.concatenate([dep, pre]), return_inverse=True)
+    n = len(dep)
+    graph = coo_matrix((np.ones(n, np.int8), (inv[:n], inv[n:])), shape=(len(docs), len(docs)))
+    _, labels = connected_components(graph, directed=False)
+    pair_label = labels[inv[:n]]
+    uniq, first = np.unique(pair_label, return_index=True)
+    rank = np.empty(uniq.max() + 1 if len(uniq) else 0, np.int64)
+    rank[uniq[np.argsort(first, kind="stable")]] = np.arange(len(uniq))
+    return rank[pair_label], len(uniq)
+
+
+def _assign_split_columns(dep: np.ndarray, pre: np.ndarray, fraction: float, rng: np.random.Generator,
+                          known: _KnownPairs) -> np.ndarray:
+    """``_assign_splits`` on columns: True where a selected pair goes to validation."""
+    n = len(dep)
+    none = np.zeros(n, bool)
+    if n == 0:
+        return none
+    comp, n_comp = _components_of(dep, pre)
+    if fraction <= 0 or n_comp < 2:
+        return none
+    sizes = np.bincount(comp, minlength=n_comp)
+    want = max(1, round(n * fraction))
+    order = rng.permutation(n_comp)
+    if want < 4:
+        order = order[np.argsort(sizes[order], kind="stable")]
+    chosen = np.zeros(n_comp, bool)
+
+    def feasible(validation: bool) -> bool:
+        members = chosen[comp] if validation else ~chosen[comp]
+        count = int(members.sum())
+        if not count:
+            return False
+        docs = np.unique(np.concatenate([dep[members], pre[members]]))
+        return len(docs) * (len(docs) - 1) // 2 - known.inside(docs) >= count
+
+    taken = 0
+    slack = want + max(1, want // 10)
+    for ci in order.tolist():
+        if taken >= want and feasible(True):
+            break
+        size = int(sizes[ci])
+        if taken + size > slack and taken > 0 and feasible(True):
+            continue  # don't overshoot with one giant component
+        chosen[ci] = True
+        taken += size
+    if not (feasible(False) and feasible(True)):
+        return none
+    return chosen[comp]
+
+
+def _none_pair_columns(pool: np.ndarray, count: int, known: _KnownPairs, rng: np.random.Generator,
+                       split: str) -> tuple[np.ndarray, np.ndarray]:
+    """``_none_pairs`` on columns: indices into ``pool`` (sorted doc keys) of ``count`` pairs."""
+    n = len(pool)
+    out_a: list[np.ndarray] = []
+    out_b: list[np.ndarray] = []
+    chosen = pl.DataFrame({"lo": np.zeros(0, np.uint64), "hi": np.zeros(0, np.uint64)})
+    got, attempts = 0, 0
+    while got < count:
+        attempts += 1
+        if attempts > 50:
+            raise ValueError(
+                f"cannot draw {count} 'no dependency' pairs from {n} docs in split {split!r}: "
+                "too few docs that are not already dependent pairs (build more pairs)"
+            )
+        need = count - got
+        firsts = rng.integers(0, n, size=2 * need + 16)
+        seconds = rng.integers(0, n, size=2 * need + 16)
+        a, b = pool[firsts], pool[seconds]
+        ok = (a != b) & ~known.contains(a, b)
+        cand = pl.DataFrame({"lo": np.minimum(a, b), "hi": np.maximum(a, b), "ok": ok}).with_row_index("i")
+        cand = cand.filter("ok").join(chosen, on=["lo", "hi"], how="anti", maintain_order="left")
+        cand = cand.filter(pl.struct("lo", "hi").is_first_distinct()).head(need)
+        idx = cand["i"].to_numpy()
+        out_a.append(firsts[idx])
+        out_b.append(seconds[idx])
+        chosen = pl.concat([chosen, cand.select("lo", "hi")])
+        got += len(idx)
+    return np.concatenate(out_a), np.concatenate(out_b)
+
+
+def _pair_ids(a_hex: Sequence[str], b_hex: Sequence[str]) -> list[str]:
+    return [hashlib.sha256(f"{a}>{b}".encode()).hexdigest()[:20] for a, b in zip(a_hex, b_hex)]
+
+
+def plan_balance(validated_files: Sequence[str | Path], cfg: BalanceConfig) -> BalancePlan:
+    """Balance the validated pairs in ``validated_files`` (``tasks.chunks.VALIDATED_SCHEMA``)."""
+    files = [str(f) for f in validated_files]
+    cols = ["record_id", "satisfied", "dep_id", "pre_id"]
+    if files:
+        pairs = pl.scan_parquet(files).select(cols).sort("record_id").collect()
+    else:
+        pairs = pl.DataFrame(schema={"record_id": pl.String, "satisfied": pl.Int8, "dep_id": pl.String, "pre_id": pl.String})
+    rng = np.random.default_rng(cfg.seed)
+    dep, pre = _u64(pairs["dep_id"]), _u64(pairs["pre_id"])
+    known = _KnownPairs(dep, pre)
+    self_pair = dep == pre
+    first = pl.DataFrame({"d": dep, "p": pre}).select(pl.struct("d", "p").is_first_distinct())["d"].to_numpy()
+    unique = np.flatnonzero(~self_pair & first)
+    order = rng.permutation(len(unique))
+    per_class = min(cfg.per_class, len(unique))
+    selected, surplus = unique[order[:per_class]], unique[order[per_class:]]
+    too_few = np.zeros(0, np.int64)
+    if per_class == 1:  # two docs that depend on each other leave no "none" pair to draw
+        too_few, selected, per_class = selected, selected[:0], 0
+
+    reason = np.full(len(pairs), "", dtype=object)
+    reason[self_pair] = "balance_self_pair"
+    reason[~self_pair & ~first] = "balance_duplicate_pair"
+    reason[surplus] = "balance_surplus"
+    reason[too_few] = "balance_too_few_pairs"
+    outcomes = (
+        pairs.select("record_id", "dep_id", "pre_id")
+        .with_columns(reason=pl.Series(reason.tolist(), dtype=pl.String))
+        .select(
+            "record_id",
+            status=pl.when(pl.col("reason") == "").then(pl.lit("accepted")).otherwise(pl.lit("rejected")),
+            stage=pl.when(pl.col("reason") == "").then(pl.lit("dataset")).otherwise(pl.lit("balance")),
+            reason=pl.when(pl.col("reason") == "").then(pl.lit("in_dataset")).otherwise(pl.col("reason")),
+            detail=pl.when(pl.col("reason") == "balance_self_pair").then(pl.lit("dependent and prerequisite docs are identical"))
+            .when(pl.col("reason") == "balance_duplicate_pair").then(pl.format("same docs as an earlier pair ('{}', '{}')", "dep_id", "pre_id"))
+            .when(pl.col("reason") == "balance_surplus").then(pl.lit(f"class target {cfg.per_class} reached"))
+            .when(pl.col("reason") == "balance_too_few_pairs").then(pl.lit("a balanced set needs at least 2 validated pairs"))
+            .otherwise(pl.lit("")),
+            raw_text=pl.lit(None, dtype=pl.String),
+        )
+    )
+
+    sel = pairs[selected]  # selection order (the permutation), as balance_pairs' ``selected``
+    s_dep, s_pre = dep[selected], pre[selected]
+    validation = _assign_split_columns(s_dep, s_pre, cfg.validation_fraction, rng, known)
+    parts: list[pl.DataFrame] = []
+    per_split: dict[str, int] = {}
+    for split, in_val in zip(SPLIT_NAMES, (False, True)):
+        members = np.flatnonzero(validation == in_val)
+        if not len(members):
+            continue
+        per_split[split] = len(members)
+        dep_src, pre_src = 2 * members, 2 * members + 1
+        # each doc's source is its first appearance in selection order, dependent side first
+        docs = np.stack([s_dep[members], s_pre[members]], axis=1).ravel()
+        srcs = np.stack([dep_src, pre_src], axis=1).ravel()
+        pool, first_at = np.unique(docs, return_index=True)
+        pool_src = srcs[first_at]
+        ia, ib = _none_pair_columns(pool, len(members), known, rng, split)
+        a_src = np.concatenate([dep_src, pre_src, pool_src[ia]])
+        b_src = np.concatenate([pre_src, dep_src, pool_src[ib]])
+        n = len(members)
+        parts.append(pl.DataFrame({
+            "split": [split] * (3 * n),
+            "label": np.concatenate([np.full(n, LABEL_A_DEPENDS_ON_B), np.full(n, LABEL_B_DEPENDS_ON_A), np.full(n, LABEL_NO_DEPENDENCY)]).astype(np.int8),
+            "origin": np.repeat(np.array(ORIGINS), n).tolist(),
+            "a_src": a_src.astype(np.uint32),
+            "b_src": b_src.astype(np.uint32),
+        }))
+    rows = pl.concat(parts) if parts else pl.DataFrame(schema={"split": pl.String, "label": pl.Int8, "origin": pl.String, "a_src": pl.UInt32, "b_src": pl.UInt32})
+    plan = BalancePlan(per_class, per_split, rows, sel, outcomes, files)
+    a_hex, b_hex = plan.source_doc_ids(rows["a_src"].to_numpy()), plan.source_doc_ids(rows["b_src"].to_numpy())
+    plan.rows = rows.with_columns(pair_id=pl.Series(_pair_ids(a_hex, b_hex), dtype=pl.String))
+    return plan
+
+
+def plan_rows(plan: BalancePlan, rows: pl.DataFrame, doc_json: dict[str, str] | None = None) -> list[dict]:
+    """Plan rows as ``TDI_PAIR_SCHEMA`` dicts (tests and small runs; shards are written from columns)."""
+    if doc_json is None:
+        frame = selected_docs(plan)
+        doc_json = dict(zip(frame["id"].to_list(), frame["json"].to_list()))
+    docs = doc_json
+    a_src, b_src = rows["a_src"].to_numpy(), rows["b_src"].to_numpy()
+    a_id, b_id = plan.source_doc_ids(a_src), plan.source_doc_ids(b_src)
+    a_name, b_name = plan.source_names(a_src), plan.source_names(b_src)
+    return [
+        {"pair_id": pid, "doc_a": docs[a], "doc_b": docs[b], "tool_a_id": a, "tool_b_id": b, "label": label,
+         "label_name": ID2LABEL[label], "split": split, "origin": origin, "source_a": sa, "source_b": sb}
+        for pid, a, b, label, split, origin, sa, sb in zip(rows["pair_id"].to_list(), a_id, b_id, rows["label"].to_list(),
+                                                           rows["split"].to_list(), rows["origin"].to_list(), a_name, b_name)
+    ]
+
+
+def selected_docs(plan: BalancePlan) -> pl.DataFrame:
+    """``id`` (hex doc id) and ``json`` of the docs of the selected pairs, read lazily from the
+    chunk files (at most 2 x per_class docs: memory follows the dataset's size, not the input's)."""
+    if not plan.selected.height:
+        return pl.DataFrame(schema={"id": pl.String, "json": pl.String})
+    return (
+        pl.scan_parquet(plan.validated_files)
+        .join(plan.selected.lazy().select("record_id"), on="record_id", how="semi")
+        .select(pl.concat_list("dep_id", "pre_id").alias("id"), pl.concat_list("dep_json", "pre_json").alias("json"))
+        .explode("id", "json")
+        .unique("id")
+        .collect()
+    )

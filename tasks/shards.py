@@ -94,6 +94,78 @@ def write_shards(rows: Sequence[dict], out_dir: Path, cfg: ShardConfig) -> list[
     return infos
 
 
+def _swap_in(out_dir: Path, tmp_dir: Path) -> None:
+    """Swap in the whole folder at once: readers never see a mix of two runs' shards."""
+    shard_dir = out_dir / "shards"
+    old = out_dir / "shards.old"
+    shutil.rmtree(old, ignore_errors=True)
+    if shard_dir.exists():
+        os.replace(shard_dir, old)
+    os.replace(tmp_dir, shard_dir)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _plan_table(plan: Any, rows: Any, docs: Any) -> pa.Table:
+    """``rows`` of a ``tasks.balance.BalancePlan`` as a TDI_PAIR_SCHEMA table (docs: id -> json frame)."""
+    import polars as pl
+
+    a_src, b_src = rows["a_src"].to_numpy(), rows["b_src"].to_numpy()
+    frame = pl.DataFrame({
+        "pair_id": rows["pair_id"],
+        "tool_a_id": pl.Series(plan.source_doc_ids(a_src), dtype=pl.String),
+        "tool_b_id": pl.Series(plan.source_doc_ids(b_src), dtype=pl.String),
+        "label": rows["label"],
+        "split": rows["split"],
+        "origin": rows["origin"],
+        "source_a": pl.Series(plan.source_names(a_src), dtype=pl.String),
+        "source_b": pl.Series(plan.source_names(b_src), dtype=pl.String),
+    })
+    frame = (
+        frame.join(docs.rename({"id": "tool_a_id", "json": "doc_a"}), on="tool_a_id", how="left", maintain_order="left")
+        .join(docs.rename({"id": "tool_b_id", "json": "doc_b"}), on="tool_b_id", how="left", maintain_order="left")
+        .with_columns(label_name=pl.col("label").replace_strict(ID2LABEL, return_dtype=pl.String))
+    )
+    if frame["doc_a"].null_count() or frame["doc_b"].null_count():
+        raise ValueError("a planned row names a doc that is in no chunk's validated.parquet")
+    arrow = frame.select(TDI_PAIR_SCHEMA.names).to_arrow()
+    return pa.Table.from_arrays([arrow.column(f.name).cast(f.type) for f in TDI_PAIR_SCHEMA], schema=TDI_PAIR_SCHEMA)
+
+
+def write_planned_shards(plan: Any, out_dir: Path, cfg: ShardConfig, row_group_rows: int = 10_000) -> list[ShardInfo]:
+    """``write_shards`` for a ``tasks.balance.BalancePlan``: the same file names, sort, seeded shuffle,
+    schema and manifest entries, but rows are assembled ``row_group_rows`` at a time (one Parquet
+    row group each) from columns and the selected docs, so memory does not follow the shard size.
+    The bytes depend only on the planned rows, the docs and the seed."""
+    import polars as pl
+
+    from tasks.balance import selected_docs
+
+    tmp_dir = out_dir / "shards.tmp"
+    shutil.rmtree(tmp_dir, ignore_errors=True)
+    tmp_dir.mkdir(parents=True)
+    docs = selected_docs(plan)
+    infos: list[ShardInfo] = []
+    rng = np.random.default_rng(cfg.seed)
+    for split in SPLITS:
+        part = plan.rows.filter(pl.col("split") == split).sort("pair_id")
+        if not part.height:
+            continue
+        part = part[rng.permutation(part.height)]
+        n_shards = max(1, -(-part.height // cfg.rows_per_shard))
+        for k in range(n_shards):
+            piece = part.slice(k * cfg.rows_per_shard, cfg.rows_per_shard)
+            name = f"{split}-{k:05d}-of-{n_shards:05d}.parquet"
+            with pq.ParquetWriter(tmp_dir / name, TDI_PAIR_SCHEMA, compression=cfg.compression,
+                                  compression_level=cfg.compression_level, write_statistics=True) as writer:
+                for start in range(0, piece.height, row_group_rows):
+                    writer.write_table(_plan_table(plan, piece.slice(start, row_group_rows), docs))
+            labels = Counter(piece["label"].to_list())
+            infos.append(ShardInfo(file=f"shards/{name}", split=split, rows=piece.height, sha256=sha256_file(tmp_dir / name),
+                                   label_counts={ID2LABEL[lab]: labels.get(lab, 0) for lab in sorted(ID2LABEL)}))
+    _swap_in(out_dir, tmp_dir)
+    return infos
+
+
 def count_table(infos: Sequence[ShardInfo]) -> dict[str, dict[str, int]]:
     """{split: {label_name: rows}} summed over shards."""
     out: dict[str, dict[str, int]] = {}

@@ -14,14 +14,17 @@ import polars as pl
 import pytest
 
 from flows.build_tdi import build_tdi, config_from_args
+from tasks.llm import ResponseCache
 from tests.conftest import REPO_ROOT
 from tests.openai_server import FakeOpenAIServer
 
 pytestmark = pytest.mark.slow
 
 
-def _args(shared_data: Path, server: FakeOpenAIServer, tmp: Path, name: str, cache: str = "cache", limit: int = -1) -> list[str]:
+def _args(shared_data: Path, server: FakeOpenAIServer, tmp: Path, name: str, cache: str = "cache", limit: int = -1,
+          chunk_size: int = 1000) -> list[str]:
     return [
+        "--chunk-size", str(chunk_size),
         "--source", "codesearchnet", "--source-path", str(shared_data / "codesearchnet"), "--limit", str(limit),
         "--base-url", server.base_url, "--model", "fake", "--concurrency", "4",
         "--cache-dir", str(tmp / cache), "--output-root", str(tmp / "out"), "--dataset", name,
@@ -66,13 +69,13 @@ def test_resume_after_a_kill_repeats_no_answered_call_and_reproduces_the_shards(
     env = {**os.environ, "PREFECT_API_URL": str(get_current_settings().api.url), "PREFECT_LOGGING_LEVEL": "WARNING"}
     with FakeOpenAIServer(delay_s=0.05) as server:
         # A clean reference run.
-        ref = _run_cli(_args(shared_data, server, tmp_path, "reference", cache="cache-ref", limit=30), env)
+        ref = _run_cli(_args(shared_data, server, tmp_path, "reference", cache="cache-ref", limit=30, chunk_size=8), env)
         assert ref.wait(timeout=300) == 0, ref.stdout.read().decode()[-3000:]
         clean_total = server.requests
 
         # Kill a second run mid-way, then resume it on the same cache.
         before = server.requests
-        victim = _run_cli(_args(shared_data, server, tmp_path, "resumed", limit=30), env)
+        victim = _run_cli(_args(shared_data, server, tmp_path, "resumed", limit=30, chunk_size=8), env)
         deadline = time.time() + 300
         while server.requests - before < clean_total // 2 and time.time() < deadline:
             time.sleep(0.05)
@@ -80,20 +83,22 @@ def test_resume_after_a_kill_repeats_no_answered_call_and_reproduces_the_shards(
         victim.wait()
         sent_before_kill = server.requests - before
         assert 0 < sent_before_kill < clean_total
-        answered = sum(1 for _ in (tmp_path / "cache").rglob("*.json"))
+        answered = ResponseCache(tmp_path / "cache").count()  # answers committed before the kill
 
         before = server.requests
-        resumed = _run_cli(_args(shared_data, server, tmp_path, "resumed", limit=30), env)
+        resumed = _run_cli(_args(shared_data, server, tmp_path, "resumed", limit=30, chunk_size=8), env)
         assert resumed.wait(timeout=300) == 0, resumed.stdout.read().decode()[-3000:]
         sent_on_resume = server.requests - before
 
-    # Only requests that never got an answer before the kill are sent again.
+    # Only requests that never got an answer before the kill are sent again: chunks finished before
+    # the kill are skipped (their markers match), the chunk cut short is redone from the cache.
     assert sent_on_resume == clean_total - answered
     assert sent_before_kill - answered <= 4  # at most the in-flight ones (concurrency 4)
     ref_manifest = json.loads((tmp_path / "out" / "reference" / "manifest.json").read_text())
     new_manifest = json.loads((tmp_path / "out" / "resumed" / "manifest.json").read_text())
     assert [s["sha256"] for s in new_manifest["shards"]] == [s["sha256"] for s in ref_manifest["shards"]]
-    assert new_manifest["llm_usage"]["cache_hits"] >= answered
+    assert new_manifest["execution"]["chunks"] == 4 and new_manifest["execution"]["chunks_reused"] >= 1
+    assert json.loads((tmp_path / "out" / "resumed" / "manifest.json").read_text())["accounting"] == ref_manifest["accounting"]
 
 
 def test_a_run_that_fails_the_gate_leaves_the_published_dataset_as_it_was(shared_data, tmp_path, prefect_harness, monkeypatch):

@@ -1,0 +1,542 @@
+"""Streaming, chunked build-tdi (docs/build-tdi.md): lazy record chunks, the three agents pipelined
+per record, per-chunk Parquet outputs with a completion marker, and the books built from them.
+
+* :func:`iter_record_chunks` reads a source lazily and yields :class:`RecordChunk` s of
+  ``chunk_size`` accepted records (plus the items rejected on the way). It applies exactly the
+  checks of :func:`tasks.sources.read_function_records` (same order, same reasons, same details),
+  but its deduplication state is three compact 64-bit hash tables and an on-disk string spill
+  (~40 bytes per accepted record instead of ~400), and it never holds more than one chunk.
+* :func:`run_chunk` runs one chunk: for every record, agent 1 (extract), then agent 2 (generate)
+  as soon as agent 1 answered, then agent 3 (validate): ``concurrency`` records are in flight, so
+  the endpoint stays full instead of draining between agents. It writes ``validated.parquet``,
+  ``outcomes.parquet`` and ``ledger.parquet`` into the chunk's folder, then ``done.json`` (the
+  completion marker, with the chunk's fingerprint) last.
+* :func:`finished` tells whether a chunk's marker matches its fingerprint: a rerun skips it and
+  sends nothing for it.
+* :func:`write_records_db_from_chunks` builds ``records.duckdb`` (tables ``record_outcomes``,
+  ``llm_calls``) from the chunk files with DuckDB, out of core, and checks the books
+  (:func:`tasks.accounting.check_accounting`).
+"""
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import random
+import tempfile
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from schemas.docs import canonical_doc_json, doc_id
+from tasks.accounting import LEDGER_SCHEMA, OUTCOME_SCHEMA, AccountingError, AccountingSummary, check_accounting
+from tasks.agents import (
+    DependentPair,
+    Rejection,
+    extract_request,
+    generate_request,
+    interpret_extract,
+    interpret_generate,
+    interpret_validate,
+    validate_request,
+)
+from tasks.llm import LLMConfig, StructuredLLM, StructuredRequest, StructuredResult, ledger_rows, usage_summary
+from tasks.prompts import PROMPT_VERSIONS
+from tasks.sources import (
+    Reason,
+    SourceConfigError,
+    SourceFilter,
+    SourceSpec,
+    _candidates,
+    _check_filter,
+    _excerpt,
+    _Rejected,
+    normalized_code_key,
+)
+from tasks.sources import Rejection as ReadRejection
+
+CHUNKS = ".chunks"  # <dataset>/.chunks/chunk-NNNNNN/: the staging area of the chunk outputs
+MARKER = "done.json"
+CHUNK_FORMAT = "tgr-tdi-chunk-v1"  # bump when a chunk's outputs change meaning: old markers then mismatch
+# A chunk closes at chunk_size accepted records, or at this many items read (a run of rejects).
+MAX_ITEMS_PER_ACCEPTED = 4
+# Request failures that a later run may not repeat (the endpoint was down or overloaded): a chunk
+# that had any is redone by the next run (answered requests come from the cache).
+TRANSIENT_REASONS = frozenset({"llm_timeout", "llm_connection", "llm_http_5xx", "llm_http_429", "llm_unavailable", "llm_bad_response"})
+
+VALIDATED_SCHEMA = pa.schema(
+    [
+        pa.field("record_id", pa.string(), nullable=False),
+        pa.field("satisfied", pa.int8(), nullable=False),  # 1: generated depends on given; 2: the reverse
+        pa.field("dep_id", pa.string(), nullable=False),  # schemas.docs.doc_id of the dependent doc
+        pa.field("dep_json", pa.string(), nullable=False),  # its canonical JSON
+        pa.field("pre_id", pa.string(), nullable=False),
+        pa.field("pre_json", pa.string(), nullable=False),
+    ]
+)
+
+
+# -- compact dedup state --------------------------------------------------------------------------
+def h64(data: str | bytes) -> int:
+    """A non-zero 64-bit key of ``data`` (blake2b)."""
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
+    return int.from_bytes(hashlib.blake2b(raw, digest_size=8).digest(), "little") or 1
+
+
+class U64Map:
+    """Open-addressing hash map from non-zero 64-bit keys to uint32 values, in two numpy arrays
+    (12 bytes a slot, at most half full: ~24 bytes an entry, against ~150 for a dict of strings)."""
+
+    def __init__(self, capacity: int = 1 << 12):
+        self._keys = np.zeros(capacity, np.uint64)
+        self._vals = np.zeros(capacity, np.uint32)
+        self._n = 0
+
+    def __len__(self) -> int:
+        return self._n
+
+    def _slot(self, key: int) -> int:
+        keys, mask = self._keys, len(self._keys) - 1
+        i = key & mask
+        while True:
+            k = int(keys[i])
+            if k == key or k == 0:
+                return i
+            i = (i + 1) & mask
+
+    def get(self, key: int) -> int | None:
+        i = self._slot(key)
+        return int(self._vals[i]) if self._keys[i] else None
+
+    def put(self, key: int, value: int) -> None:
+        if 2 * (self._n + 1) > len(self._keys):
+            self._grow()
+        i = self._slot(key)
+        if not self._keys[i]:
+            self._n += 1
+            self._keys[i] = key
+        self._vals[i] = value
+
+    def _grow(self) -> None:
+        keys, vals = self._keys, self._vals
+        self._keys = np.zeros(2 * len(keys), np.uint64)
+        self._vals = np.zeros(2 * len(keys), np.uint32)
+        self._n = 0
+        for k, v in zip(keys[keys != 0].tolist(), vals[keys != 0].tolist()):
+            self.put(k, v)
+
+
+class StringSpill:
+    """Append-only strings in a temporary file, read back by index (8 bytes of memory each)."""
+
+    def __init__(self) -> None:
+        self._file = tempfile.TemporaryFile()
+        self._offsets = np.zeros(1 << 12, np.uint64)
+        self._n = 0
+        self._end = 0
+
+    def append(self, text: str) -> int:
+        data = text.encode("utf-8", "surrogatepass")
+        if self._n + 1 >= len(self._offsets):
+            self._offsets = np.concatenate([self._offsets, np.zeros(len(self._offsets), np.uint64)])
+        self._file.seek(self._end)
+        self._file.write(data)
+        self._end += len(data)
+        self._n += 1
+        self._offsets[self._n] = self._end
+        return self._n - 1
+
+    def get(self, index: int) -> str:
+        start, end = int(self._offsets[index]), int(self._offsets[index + 1])
+        self._file.seek(start)
+        return self._file.read(end - start).decode("utf-8", "surrogatepass")
+
+    def close(self) -> None:
+        self._file.close()
+
+
+# -- lazy record chunks ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ChunkRecord:
+    """What the agents need of a function record."""
+
+    record_id: str
+    code: str
+    language: str
+
+
+@dataclass
+class RecordChunk:
+    """One chunk of the read: its accepted records and the items rejected while reading it."""
+
+    index: int
+    records: list[ChunkRecord]
+    rejected: list[ReadRejection]
+    n_read: int
+    fingerprint: str  # sha256 of the chunk's input (ids, code, rejections)
+
+
+def iter_record_chunks(
+    spec: SourceSpec, limit: int | None = None, source_filter: SourceFilter | None = None, chunk_size: int = 1000
+) -> Iterator[RecordChunk]:
+    """The records of ``spec`` in chunks, read lazily (``read_function_records`` semantics).
+
+    Every item read is in exactly one chunk, accepted or rejected; ``sum(c.n_read)`` is the items
+    read. Chunk k holds the items read after chunk k-1 until ``chunk_size`` records were accepted
+    (or ``4 * chunk_size`` items were read), so chunks depend only on the source, the filter, the
+    limit and ``chunk_size``.
+
+    ``spec.sample_seed`` samples records only when there is a ``limit``: the candidate list is then
+    shuffled in memory first, exactly as ``read_function_records`` does. Without a limit every
+    record is read anyway, in file order, so memory stays flat (which of two duplicates is kept
+    then follows file order).
+    """
+    if chunk_size < 1:
+        raise SourceConfigError(f"chunk_size must be >= 1, got {chunk_size}")
+    flt = source_filter or SourceFilter()
+    if limit is not None and limit < 0:
+        raise SourceConfigError(f"limit must be >= 0 or None, got {limit}")
+    if limit == 0:
+        return
+    candidates = _candidates(spec)
+    if spec.sample_seed is not None and spec.kind != "hf" and limit is not None:
+        pool = list(candidates)
+        random.Random(spec.sample_seed).shuffle(pool)
+        candidates = iter(pool)
+
+    ids, exact, normalized = U64Map(), U64Map(), U64Map()
+    spill = StringSpill()  # per accepted record: its id, then its locator
+    n_read = accepted_total = 0
+    index = 0
+    records: list[ChunkRecord] = []
+    rejected: list[ReadRejection] = []
+    digest = hashlib.sha256()
+    chunk_read = 0
+
+    def close_chunk() -> RecordChunk:
+        nonlocal records, rejected, digest, chunk_read, index
+        chunk = RecordChunk(index, records, rejected, chunk_read, digest.hexdigest())
+        records, rejected, digest, chunk_read = [], [], hashlib.sha256(), 0
+        index += 1
+        return chunk
+
+    try:
+        for cand in candidates:
+            n_read += 1
+            chunk_read += 1
+            rec = None
+            try:
+                rec = cand.load()
+                _check_filter(rec, flt)
+                rid = rec.record_id
+                rid_key = h64(rid)
+                prev = ids.get(rid_key)
+                if prev is not None and spill.get(prev) == rid:
+                    raise _Rejected(Reason.DUPLICATE_ID, f"same id as the record accepted from {spill.get(prev + 1)}",
+                                    _excerpt(rec.code), f"{rid}#read{n_read}")
+                if flt.dedup:
+                    code_key = h64(rec.code)
+                    if (prev := exact.get(code_key)) is not None:
+                        raise _Rejected(Reason.DUPLICATE_EXACT, f"code identical to {spill.get(prev)}", _excerpt(rec.code), rid)
+                    norm_key = h64(normalized_code_key(rec.code, rec.language))
+                    if (prev := normalized.get(norm_key)) is not None:
+                        raise _Rejected(Reason.DUPLICATE_NORMALIZED, "code equal up to whitespace/comments "
+                                        f"to {spill.get(prev)}", _excerpt(rec.code), rid)
+                at = spill.append(rid)
+                spill.append(cand.locator)
+                if flt.dedup:
+                    exact.put(code_key, at)
+                    normalized.put(norm_key, at)
+                ids.put(rid_key, at)
+            except _Rejected as rej:
+                record_id = rej.record_id or (rec.record_id if rec is not None else cand.fallback_id)
+                rejected.append(ReadRejection(record_id=record_id, source=cand.locator, stage="read", reason=rej.reason,
+                                              detail=rej.detail, raw_excerpt=rej.excerpt))
+                digest.update(f"R\0{cand.locator}\0{rej.reason}\0".encode("utf-8", "surrogatepass"))
+            else:
+                # code_tokens (the tree sources' costly ``finish``) are not needed by the agents
+                records.append(ChunkRecord(rid, rec.code, rec.language))
+                digest.update(f"A\0{rid}\0{rec.language}\0".encode("utf-8", "surrogatepass"))
+                digest.update(rec.code.encode("utf-8", "surrogatepass"))
+                accepted_total += 1
+                if limit is not None and accepted_total >= limit:
+                    break
+            if len(records) >= chunk_size or chunk_read >= MAX_ITEMS_PER_ACCEPTED * chunk_size:
+                yield close_chunk()
+        if chunk_read:
+            yield close_chunk()
+    finally:
+        close = getattr(candidates, "close", None)
+        if close is not None:
+            close()
+        spill.close()
+
+
+# -- fingerprints and markers ---------------------------------------------------------------------
+def work_fingerprint(llm: LLMConfig, max_code_chars: int) -> str:
+    """What, besides its input, determines a chunk's outputs (not the endpoint, cache or concurrency)."""
+    material = {
+        "format": CHUNK_FORMAT,
+        "model": llm.model,
+        "temperature": llm.temperature,
+        "max_tokens": llm.max_tokens,
+        "strict": llm.strict_schema,
+        "parse_attempts": llm.parse_attempts,
+        "prompts": PROMPT_VERSIONS,
+        "max_code_chars": max_code_chars,
+    }
+    return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
+
+
+def chunk_dir(root: Path, index: int) -> Path:
+    return root / f"chunk-{index:06d}"
+
+
+def read_marker(folder: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads((folder / MARKER).read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+def finished(folder: Path, fingerprint: str) -> dict[str, Any] | None:
+    """The chunk's marker when its outputs are complete and were made from this very input and
+    work, with no request left failed by a transient error; else None (the chunk is redone)."""
+    marker = read_marker(folder)
+    if marker is None or marker.get("fingerprint") != fingerprint or marker.get("transient_failures", 0):
+        return None
+    if not all((folder / name).exists() for name in ("validated.parquet", "outcomes.parquet", "ledger.parquet")):
+        return None
+    return marker
+
+
+@dataclass(frozen=True)
+class ChunkJob:
+    """Everything a worker needs to run one chunk (picklable: it travels to Dask workers)."""
+
+    chunk: RecordChunk
+    folder: str
+    llm: LLMConfig
+    max_code_chars: int
+    fingerprint: str
+
+
+@dataclass
+class StageCounts:
+    requests: int = 0
+    ok: int = 0
+    reasons: Counter = field(default_factory=Counter)
+
+    def add(self, result: StructuredResult) -> None:
+        self.requests += 1
+        if result.ok:
+            self.ok += 1
+        else:
+            self.reasons[result.reason] += 1
+
+
+def _outcome(record_id: str, status: str, stage: str, reason: str, detail: str = "", raw: str | None = None) -> dict:
+    return {"record_id": record_id, "status": status, "stage": stage, "reason": reason, "detail": detail, "raw_text": raw}
+
+
+def rejected_outcome(r: Rejection) -> dict:
+    return _outcome(r.record_id, "rejected", r.stage, r.reason, r.detail, r.raw_text)
+
+
+def read_rejection_outcome(r: ReadRejection) -> dict:
+    # the books key a read rejection by its locator (file:line): unique even for repeated bad lines
+    return _outcome(r.source, "rejected", "read", r.reason, r.detail, r.raw_excerpt)
+
+
+# -- the agents, pipelined per record -------------------------------------------------------------
+async def _pipelined(llm: StructuredLLM, records: Sequence[ChunkRecord], max_code_chars: int,
+                     counts: dict[str, StageCounts]) -> list[DependentPair | Rejection]:
+    """extract -> generate -> validate per record, ``concurrency`` records at a time: a record's
+    next call goes out as soon as its previous one answered."""
+    out: list[DependentPair | Rejection] = []
+    todo = iter(records)
+
+    async def call(stage: str, request: StructuredRequest) -> StructuredResult:
+        result = await llm.run_one(request)
+        counts[stage].add(result)
+        return result
+
+    async def worker() -> None:
+        for rec in todo:
+            extracted = interpret_extract(await call("extract", extract_request(rec.record_id, rec.code, rec.language, max_code_chars)))
+            if isinstance(extracted, Rejection):
+                out.append(extracted)
+                continue
+            pair = interpret_generate(extracted, await call("generate", generate_request(extracted)))
+            if isinstance(pair, Rejection):
+                out.append(pair)
+                continue
+            out.append(interpret_validate(pair, await call("validate", validate_request(pair))))
+
+    workers = [asyncio.ensure_future(worker()) for _ in range(min(max(1, llm.cfg.concurrency), len(records)))]
+    try:
+        await asyncio.gather(*workers)
+    except BaseException:
+        for w in workers:
+            w.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
+        raise
+    finally:
+        await llm.run_many([])  # run_many's own clean-up: closes the HTTP transport on this loop
+    return out
+
+
+async def _stagewise(llm: StructuredLLM, records: Sequence[ChunkRecord], max_code_chars: int,
+                     counts: dict[str, StageCounts]) -> list[DependentPair | Rejection]:
+    """Batch API mode: one batch per agent and chunk (a batch needs all its requests up front)."""
+    out: list[DependentPair | Rejection] = []
+
+    async def stage(name: str, requests: list[StructuredRequest]) -> list[StructuredResult]:
+        results = await llm.run_many(requests) if requests else []
+        for r in results:
+            counts[name].add(r)
+        return results
+
+    extracted = []
+    for e in map(interpret_extract, await stage("extract", [extract_request(r.record_id, r.code, r.language, max_code_chars) for r in records])):
+        (out if isinstance(e, Rejection) else extracted).append(e)
+    generated = []
+    for p in map(interpret_generate, extracted, await stage("generate", [generate_request(e) for e in extracted])):
+        (out if isinstance(p, Rejection) else generated).append(p)
+    out.extend(map(interpret_validate, generated, await stage("validate", [validate_request(p) for p in generated])))
+    return out
+
+
+def _write_parquet(table: pa.Table, path: Path) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    pq.write_table(table, tmp, compression="zstd")
+    os.replace(tmp, path)
+
+
+def validated_row(p: DependentPair) -> dict[str, Any]:
+    dep_json, pre_json = canonical_doc_json(p.dependent), canonical_doc_json(p.prerequisite)
+    return {"record_id": p.record_id, "satisfied": p.satisfied, "dep_id": doc_id(dep_json), "dep_json": dep_json,
+            "pre_id": doc_id(pre_json), "pre_json": pre_json}
+
+
+def write_chunk_outputs(folder: Path, validated: Sequence[dict], outcomes: Sequence[dict], ledger: Sequence[dict],
+                        marker: dict[str, Any]) -> None:
+    """The chunk's three Parquet files (each atomically), then its marker, last."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / MARKER).unlink(missing_ok=True)
+    _write_parquet(pa.Table.from_pylist(sorted(validated, key=lambda r: r["record_id"]), schema=VALIDATED_SCHEMA), folder / "validated.parquet")
+    _write_parquet(pa.Table.from_pylist(sorted(outcomes, key=lambda r: r["record_id"]), schema=OUTCOME_SCHEMA), folder / "outcomes.parquet")
+    _write_parquet(pa.Table.from_pylist(list(ledger), schema=LEDGER_SCHEMA), folder / "ledger.parquet")
+    tmp = folder / (MARKER + ".tmp")
+    tmp.write_text(json.dumps(marker, indent=1, sort_keys=True))
+    os.replace(tmp, folder / MARKER)
+
+
+def run_chunk(job: ChunkJob) -> dict[str, Any]:
+    """Run the three agents over one chunk, write its outputs and marker; returns the marker."""
+    chunk = job.chunk
+    ids = [r.record_id for r in chunk.records] + [r.source for r in chunk.rejected]
+    if len(ids) != chunk.n_read or len(set(ids)) != len(ids):  # before any LLM call is paid for
+        repeated = sorted(i for i, n in Counter(ids).items() if n > 1)[:5]
+        raise AccountingError(f"chunk {chunk.index}: read {chunk.n_read} items but got {len(ids)} outcomes with "
+                              f"{len(set(ids))} distinct ids (repeated, first 5: {repeated}); fix the reader")
+    llm = StructuredLLM(job.llm)
+    counts = {stage: StageCounts() for stage in ("extract", "generate", "validate")}
+    runner = _stagewise if job.llm.batch else _pipelined
+    try:
+        results = asyncio.run(runner(llm, chunk.records, job.max_code_chars, counts)) if chunk.records else []
+        ledger = ledger_rows(llm.ledger)
+    finally:
+        llm.cache.close()
+    outcomes = [read_rejection_outcome(r) for r in chunk.rejected]
+    validated = []
+    for item in results:
+        if isinstance(item, Rejection):
+            outcomes.append(rejected_outcome(item))
+        else:
+            validated.append(validated_row(item))
+    marker = {
+        "format": CHUNK_FORMAT,
+        "index": chunk.index,
+        "fingerprint": job.fingerprint,
+        "n_read": chunk.n_read,
+        "records": len(chunk.records),
+        "read_rejected": len(chunk.rejected),
+        "validated": len(validated),
+        "rejected": len(outcomes),
+        "stages": {s: {"requests": c.requests, "ok": c.ok, "failed_by_reason": dict(c.reasons)} for s, c in counts.items()},
+        "transient_failures": sum(n for c in counts.values() for r, n in c.reasons.items() if r in TRANSIENT_REASONS),
+        "llm_usage": usage_summary(ledger),
+    }
+    if len(validated) + len(outcomes) != chunk.n_read:
+        raise AccountingError(f"chunk {chunk.index}: read {chunk.n_read} items but {len(validated)} validated + "
+                              f"{len(outcomes)} rejected")
+    write_chunk_outputs(Path(job.folder), validated, outcomes, ledger, marker)
+    return marker
+
+
+def sum_usage(markers: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """``usage_summary`` over the run: the chunks' summaries added up."""
+    total: Counter = Counter()
+    for m in markers:
+        total.update(m["llm_usage"])
+    return {"requests_sent": total["requests_sent"], "cache_hits": total["cache_hits"], "tokens_in": total["tokens_in"],
+            "tokens_out": total["tokens_out"], "cost_usd": round(total["cost_usd"], 6)}
+
+
+def stage_totals(markers: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for m in markers:
+        for stage, c in m["stages"].items():
+            t = out.setdefault(stage, {"requests": 0, "ok": 0, "failed_by_reason": Counter()})
+            t["requests"] += c["requests"]
+            t["ok"] += c["ok"]
+            t["failed_by_reason"].update(c["failed_by_reason"])
+    return out
+
+
+# -- the books ----------------------------------------------------------------------------------
+def _sql_list(paths: Sequence[Path]) -> str:
+    return "[" + ", ".join("'" + str(p).replace("'", "''") + "'" for p in paths) + "]"
+
+
+def write_records_db_from_chunks(path: Path, outcome_files: Sequence[Path], ledger_files: Sequence[Path], n_read: int,
+                                 memory_limit: str = "512MB") -> AccountingSummary:
+    """``records.duckdb`` from Parquet files (the same tables as ``tasks.accounting.write_records_db``),
+    built by DuckDB out of core, then checked: accepted + rejected = read, one outcome per record."""
+    tmp = path.with_suffix(".duckdb.tmp")
+    tmp.unlink(missing_ok=True)
+    con = duckdb.connect(str(tmp))
+    try:
+        con.execute(f"SET memory_limit = '{memory_limit}'")
+        con.execute("SET threads = 2")
+        con.execute(f"SET temp_directory = '{str(path.parent / '.duckdb-tmp')}'")
+        con.register("empty_outcomes", OUTCOME_SCHEMA.empty_table())
+        con.register("empty_ledger", LEDGER_SCHEMA.empty_table())
+        cols = ", ".join(f.name for f in OUTCOME_SCHEMA)
+        source = f"read_parquet({_sql_list(outcome_files)}, union_by_name = true)" if outcome_files else "empty_outcomes"
+        con.execute(f"CREATE TABLE record_outcomes AS SELECT {cols} FROM empty_outcomes UNION ALL SELECT {cols} FROM {source}")
+        cols = ", ".join(f.name for f in LEDGER_SCHEMA)
+        source = f"read_parquet({_sql_list(ledger_files)}, union_by_name = true)" if ledger_files else "empty_ledger"
+        con.execute(f"CREATE TABLE llm_calls AS SELECT {cols} FROM empty_ledger UNION ALL SELECT {cols} FROM {source}")
+        con.execute("CREATE TABLE run_info AS SELECT ?::BIGINT AS records_read", [n_read])
+        con.execute(
+            """CREATE VIEW llm_usage AS
+               SELECT agent, outcome, count(*) AS calls, sum(tokens_in) AS tokens_in,
+                      sum(tokens_out) AS tokens_out, round(avg(latency_s), 3) AS mean_latency_s,
+                      sum(cost_usd) AS cost_usd
+               FROM llm_calls GROUP BY ALL ORDER BY agent, outcome"""
+        )
+        summary = check_accounting(con)
+    finally:
+        con.close()
+    os.replace(tmp, path)
+    return summary

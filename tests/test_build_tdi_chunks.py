@@ -1,0 +1,289 @@
+"""Streaming, chunked build-tdi: the lazy reader, pipelined agents, chunk markers and resume,
+columnar balancing and shards, and the Dask engine (same shards as the sequential run)."""
+from __future__ import annotations
+
+import gzip
+import json
+from collections import Counter
+from pathlib import Path
+
+import duckdb
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import tests.openai_server as openai_server
+from tasks.agents import DependentPair
+from tasks.balance import BalanceConfig, balance_pairs, plan_balance, plan_rows
+from tasks.chunks import (
+    CHUNKS,
+    MARKER,
+    VALIDATED_SCHEMA,
+    ChunkJob,
+    StringSpill,
+    U64Map,
+    iter_record_chunks,
+    run_chunk,
+    validated_row,
+)
+from tasks.llm import LLMConfig, LLMEndpointError, LLMStageFailed
+from tasks.quality import validate_shards
+from tasks.shards import ShardConfig, write_planned_shards, write_shards
+from tasks.sources import SourceFilter, SourceSpec, read_function_records
+from tests.openai_server import FakeOpenAIServer, FaultPlan
+from tests.test_balance_shards import _pairs
+
+
+# -- the lazy reader ----------------------------------------------------------------------------
+def _same_read(spec: SourceSpec, limit: int | None, flt: SourceFilter, chunk_size: int) -> list:
+    eager = read_function_records(spec, limit=limit, source_filter=flt)
+    chunks = list(iter_record_chunks(spec, limit, flt, chunk_size))
+    assert [r.record_id for c in chunks for r in c.records] == [r.record_id for r in eager.accepted]
+    assert [r for c in chunks for r in c.rejected] == eager.rejected  # same ids, locators, reasons, details
+    assert sum(c.n_read for c in chunks) == eager.n_read
+    assert [c.index for c in chunks] == list(range(len(chunks)))
+    assert all(len(c.records) <= chunk_size for c in chunks)
+    assert all(len(c.records) == chunk_size for c in chunks[:-1] if c.n_read < 4 * chunk_size)
+    codes = {r.record_id: r.code for r in eager.accepted}
+    assert all(r.code == codes[r.record_id] for c in chunks for r in c.records)
+    return chunks
+
+
+@pytest.mark.parametrize("sample_seed,limit,chunk_size", [(None, None, 7), (13, 100, 16), (None, 50, 1000), (5, 1, 3)])
+def test_streaming_reader_reads_what_read_function_records_reads(shared_data, sample_seed, limit, chunk_size):
+    spec = SourceSpec(kind="codesearchnet", path=shared_data / "codesearchnet", sample_seed=sample_seed)
+    _same_read(spec, limit, SourceFilter(max_chars=1800), chunk_size)
+
+
+def _csn_line(repo: str, func: str, code: str, doc: str = "Does a thing.") -> bytes:
+    rec = {"repo": repo, "path": "m.py", "func_name": func, "original_string": code, "language": "python", "code": code,
+           "code_tokens": code.split(), "docstring": doc, "docstring_tokens": doc.split(), "sha": "0" * 40,
+           "url": "https://example.invalid", "partition": "train"}
+    return json.dumps(rec).encode() + b"\n"
+
+
+def _body(name: str, extra: str = "") -> str:
+    return f'def {name}(a, b):\n    """Adds."""\n    total = a + b{extra}\n    return total * 2 + len(str(total))\n'
+
+
+def test_streaming_reader_keeps_every_rejection_reason_and_detail(tmp_path):
+    folder = tmp_path / "python" / "final" / "jsonl" / "train"
+    folder.mkdir(parents=True)
+    lines = [
+        _csn_line("r", "f0", _body("f0")),
+        _csn_line("r", "f0", _body("f0b")),  # duplicate id
+        _csn_line("r", "f1", _body("f0")),  # exact duplicate code
+        _csn_line("r", "f2", _body("f0", "  # a comment")),  # same tokens
+        b"{not json\n", b"{not json\n",  # two identical bad lines: distinct locators
+        b"[1, 2]\n",
+        _csn_line("r", "f3", _body("f3"), doc=""),  # no docstring
+        _csn_line("r", "f4", "def f4(): pass"),  # too short
+        *[_csn_line("r", f"g{i}", _body(f"g{i}")) for i in range(9)],
+    ]
+    with gzip.open(folder / "part_0.jsonl.gz", "wb") as fh:
+        fh.writelines(lines)
+    spec = SourceSpec(kind="codesearchnet", path=tmp_path, partitions=("train",))
+    chunks = _same_read(spec, None, SourceFilter(), 2)
+    reasons = Counter(r.reason for c in chunks for r in c.rejected)
+    assert reasons == {"duplicate_id": 1, "duplicate_exact": 1, "duplicate_normalized": 1, "malformed_json": 2,
+                       "not_an_object": 1, "no_docstring": 1, "too_short": 1}
+    # a run of rejections closes a chunk after 4 x chunk_size items, so a chunk stays small
+    assert max(c.n_read for c in chunks) <= 8
+    _same_read(spec, 4, SourceFilter(), 3)
+
+
+def test_compact_dedup_structures_grow_and_answer_exactly():
+    m = U64Map(capacity=4)
+    for k in range(1, 5000):
+        m.put(k * 0x9E3779B97F4A7C15 % (1 << 64) or 1, k)
+    assert len(m) == 4999 and all(m.get(k * 0x9E3779B97F4A7C15 % (1 << 64) or 1) == k for k in range(1, 5000, 97))
+    assert m.get(12345) is None
+    spill = StringSpill()
+    idx = [spill.append(f"id-{i}-é") for i in range(10_000)]
+    assert spill.get(idx[0]) == "id-0-é" and spill.get(idx[-1]) == "id-9999-é" and spill.get(4321) == "id-4321-é"
+    spill.close()
+
+
+# -- columnar balancing and shards ----------------------------------------------------------------
+def _validated_files(folder: Path, pairs: list[DependentPair], parts: int) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = [validated_row(p) for p in pairs]
+    files = []
+    for k in range(parts):
+        f = folder / f"validated-{k}.parquet"
+        pq.write_table(pa.Table.from_pylist(rows[k::parts], schema=VALIDATED_SCHEMA), f)
+        files.append(f)
+    return files
+
+
+def _with_defects(n: int) -> list[DependentPair]:
+    p = _pairs(n, shared_every=5)
+    return [*p, DependentPair("rec-dup", p[0].given, p[0].generated, p[0].satisfied), DependentPair("rec-self", p[1].given, p[1].given, 1)]
+
+
+@pytest.mark.parametrize("pairs,cfg", [
+    (_with_defects(4), BalanceConfig(per_class=10, validation_fraction=0)),
+    (_pairs(200, shared_every=7), BalanceConfig(per_class=150, validation_fraction=0.2, seed=3)),
+    (_pairs(300, shared_every=3), BalanceConfig(per_class=300, validation_fraction=0.25, seed=1)),
+    (_pairs(1), BalanceConfig(per_class=10)),
+    (_pairs(3), BalanceConfig(per_class=3, validation_fraction=0.1, seed=13)),
+    (_pairs(5), BalanceConfig(per_class=5, validation_fraction=0.1, seed=13)),
+    (_with_defects(3000), BalanceConfig(per_class=2000, validation_fraction=0.1, seed=4)),
+])
+def test_columnar_balance_makes_the_rows_and_rejections_of_balance_pairs(tmp_path, pairs, cfg):
+    plan = plan_balance(_validated_files(tmp_path, pairs, parts=3), cfg)
+    old = balance_pairs(pairs, cfg)
+    as_set = lambda rows: sorted(tuple(sorted(r.items())) for r in rows)  # noqa: E731
+    assert as_set(plan_rows(plan, plan.rows)) == as_set(old.rows)
+    assert (plan.per_class, plan.per_split) == (old.per_class, old.per_split)
+    outcomes = plan.outcomes.to_dicts()
+    assert {o["record_id"]: (o["reason"], o["detail"]) for o in outcomes if o["status"] == "rejected"} == \
+        {r.record_id: (r.reason, r.detail) for r in old.rejections}
+    assert len(outcomes) == len({o["record_id"] for o in outcomes}) == len(pairs)
+    assert {o["reason"] for o in outcomes if o["status"] == "accepted"} <= {"in_dataset"}
+
+
+def test_planned_shards_are_the_rows_of_write_shards_and_depend_only_on_rows_and_seed(tmp_path):
+    pairs = _pairs(700, shared_every=4)
+    cfg, shards = BalanceConfig(per_class=600, validation_fraction=0.2, seed=5), ShardConfig(rows_per_shard=500, seed=5)
+    a = plan_balance(_validated_files(tmp_path / "a", pairs, parts=3), cfg)
+    b = plan_balance(_validated_files(tmp_path / "b", list(reversed(pairs)), parts=7), cfg)  # other chunking and order
+    infos_a = write_planned_shards(a, tmp_path / "a", shards, row_group_rows=128)
+    infos_b = write_planned_shards(b, tmp_path / "b", shards, row_group_rows=128)
+    assert [(i.file, i.sha256, i.rows) for i in infos_a] == [(i.file, i.sha256, i.rows) for i in infos_b]
+    c = write_planned_shards(a, tmp_path / "c", ShardConfig(rows_per_shard=500, seed=6), row_group_rows=128)
+    assert [i.sha256 for i in c] != [i.sha256 for i in infos_a]
+    assert pq.read_metadata(tmp_path / "a" / infos_a[0].file).num_row_groups == -(-infos_a[0].rows // 128)
+    # the same rows, in the same order, as the in-memory path
+    old = write_shards(balance_pairs(pairs, cfg).rows, tmp_path / "old", shards)
+    assert [(i.file, i.rows, i.label_counts) for i in old] == [(i.file, i.rows, i.label_counts) for i in infos_a]
+    for info in infos_a:
+        assert pq.read_table(tmp_path / "a" / info.file).equals(pq.read_table(tmp_path / "old" / info.file))
+    report = validate_shards(tmp_path / "a" / "shards")
+    assert report.success, report.failures()
+
+
+# -- one chunk: the agents pipelined per record ---------------------------------------------------
+def test_a_records_next_agent_starts_as_soon_as_its_previous_one_answered(shared_data, tmp_path, monkeypatch):
+    arrivals: list[str] = []
+    real = openai_server.canned_answer
+
+    def recording(agent, user_text):
+        arrivals.append(agent)
+        return real(agent, user_text)
+
+    monkeypatch.setattr(openai_server, "canned_answer", recording)
+    spec = SourceSpec(kind="codesearchnet", path=shared_data / "codesearchnet")
+    chunk = next(iter_record_chunks(spec, 40, SourceFilter(max_chars=1800), 40))
+    with FakeOpenAIServer(delay_s=0.02) as server:
+        llm = LLMConfig(model="fake", base_url=server.base_url, concurrency=4, cache_dir=str(tmp_path / "cache"))
+        marker = run_chunk(ChunkJob(chunk, str(tmp_path / "chunk"), llm, 1800, "fp"))
+    # with a barrier between agents, no generate request could arrive before the last extract one
+    assert arrivals.index("dependent_api_doc") < len(arrivals) - 1 - arrivals[::-1].index("api_doc")
+    assert arrivals.index("dependency_verdict") < len(arrivals) - 1 - arrivals[::-1].index("api_doc")
+    assert marker["stages"]["extract"]["requests"] == 40 and marker["validated"] + marker["rejected"] == chunk.n_read
+    assert json.loads((tmp_path / "chunk" / MARKER).read_text()) == marker
+    out = pl.read_parquet(tmp_path / "chunk" / "outcomes.parquet")
+    assert out.height == marker["rejected"] and pl.read_parquet(tmp_path / "chunk" / "validated.parquet").height == marker["validated"]
+    assert pl.read_parquet(tmp_path / "chunk" / "ledger.parquet").height == sum(s["requests"] for s in marker["stages"].values())
+
+
+# -- the flow: resume by chunk, faults, Dask --------------------------------------------------------
+def _cli(shared_data: Path, server: FakeOpenAIServer, tmp: Path, name: str, *extra: str, limit: int = 60, chunk_size: int = 10,
+         cache: str = "cache") -> list[str]:
+    return ["--source", "codesearchnet", "--source-path", str(shared_data / "codesearchnet"), "--limit", str(limit),
+            "--base-url", server.base_url, "--model", "fake", "--concurrency", "4", "--cache-dir", str(tmp / cache),
+            "--output-root", str(tmp / "out"), "--dataset", name, "--rows-per-shard", "40", "--per-class", "1000",
+            "--chunk-size", str(chunk_size), *extra]
+
+
+def _shas(manifest: dict) -> list[tuple[str, str]]:
+    return [(s["file"], s["sha256"]) for s in manifest["shards"]]
+
+
+@pytest.mark.slow
+def test_a_rerun_skips_finished_chunks_and_redoes_only_unfinished_ones_from_the_cache(shared_data, tmp_path, prefect_harness):
+    from flows.build_tdi import build_tdi, config_from_args
+
+    with FakeOpenAIServer() as server:
+        args = _cli(shared_data, server, tmp_path, "chunked")
+        first = build_tdi(config_from_args(args))
+        sent = server.requests
+        again = build_tdi(config_from_args(args))
+        assert server.requests == sent  # every chunk was finished: nothing is sent, nothing is redone
+        chunks = tmp_path / "out" / "chunked" / CHUNKS
+        (chunks / "chunk-000002" / MARKER).unlink()  # as if killed before chunk 2's marker
+        marker = json.loads((chunks / "chunk-000004" / MARKER).read_text())
+        (chunks / "chunk-000004" / MARKER).write_text(json.dumps({**marker, "fingerprint": "other input"}))
+        third = build_tdi(config_from_args(args))
+        assert server.requests == sent  # redone from the cache
+    assert first["execution"] == {"task_runner": "sequential", "chunk_size": 10, "chunks": 6, "chunks_reused": 0}
+    assert again["execution"]["chunks_reused"] == 6 and third["execution"]["chunks_reused"] == 4
+    assert _shas(first) == _shas(again) == _shas(third)
+    assert first["accounting"] == again["accounting"] == third["accounting"]
+    assert first["accounting"]["read"] == sum(json.loads((chunks / f"chunk-{i:06d}" / MARKER).read_text())["n_read"] for i in range(6))
+    con = duckdb.connect(str(tmp_path / "out" / "chunked" / "records.duckdb"), read_only=True)
+    assert con.execute("SELECT count(*), count(DISTINCT record_id) FROM record_outcomes").fetchone() == (first["accounting"]["read"],) * 2
+    assert con.execute("SELECT count(*) FROM llm_calls").fetchone()[0] > 0
+
+
+@pytest.mark.slow
+def test_a_wrong_key_fails_the_run_at_once_and_all_failed_calls_fail_it_too(shared_data, tmp_path, prefect_harness):
+    from flows.build_tdi import build_tdi, config_from_args
+
+    with FakeOpenAIServer(api_key="right-key") as server:
+        with pytest.raises(LLMEndpointError, match="HTTP 401"):
+            build_tdi(config_from_args(_cli(shared_data, server, tmp_path, "bad-key", limit=40)))
+        assert server.requests <= 4  # the requests in flight, not 40 x retries
+    with FakeOpenAIServer(faults=FaultPlan(invalid_json=10_000)) as server:
+        with pytest.raises(LLMStageFailed, match="extract: all 12 LLM requests failed"):
+            build_tdi(config_from_args(_cli(shared_data, server, tmp_path, "all-fail", limit=12)))
+    assert not (tmp_path / "out" / "all-fail" / "manifest.json").exists()
+    con = duckdb.connect(str(tmp_path / "out" / "all-fail" / "records.duckdb"), read_only=True)
+    assert con.execute("SELECT count(*) FROM record_outcomes WHERE reason = 'extract_invalid_json'").fetchone()[0] == 12
+
+
+@pytest.mark.slow
+def test_a_two_worker_dask_cluster_makes_the_same_shards_as_the_sequential_run(shared_data, tmp_path, prefect_harness):
+    from flows.build_tdi import build_tdi, config_from_args
+
+    with FakeOpenAIServer() as server:
+        sequential = build_tdi(config_from_args(_cli(shared_data, server, tmp_path, "sequential", limit=-1, chunk_size=40)))
+        sent = server.requests
+        dask = build_tdi(config_from_args(_cli(shared_data, server, tmp_path, "dask", "--task-runner", "dask", "--dask-workers", "2",
+                                               limit=-1, chunk_size=40, cache="cache-dask")))
+        assert server.requests - sent == dask["llm_usage"]["requests_sent"]
+    assert dask["execution"] == {"task_runner": "dask", "chunk_size": 40, "chunks": sequential["execution"]["chunks"], "chunks_reused": 0}
+    assert sequential["execution"]["chunks"] >= 8
+    assert _shas(dask) == _shas(sequential)
+    assert dask["accounting"] == sequential["accounting"] and dask["accounting"]["read"] == 370
+    # the same calls; which of two identical requests (two records with equal docs) is answered by the
+    # cache depends on timing when their chunks run at the same time on two workers
+    usage = lambda m: m["llm_usage"]["requests_sent"] + m["llm_usage"]["cache_hits"]  # noqa: E731
+    assert usage(dask) == usage(sequential)
+    assert abs(dask["llm_usage"]["requests_sent"] - sequential["llm_usage"]["requests_sent"]) <= 8
+
+
+def test_reading_in_chunks_keeps_memory_flat_as_the_input_grows(tmp_path):
+    import tracemalloc
+
+    from bench.bench_build_tdi_scale import write_records
+
+    write_records(tmp_path / "records", 6_000)
+    spec = SourceSpec(kind="codesearchnet", path=tmp_path / "records", partitions=("train",))
+
+    def peak(limit: int) -> int:
+        tracemalloc.start()
+        n = 0
+        for chunk in iter_record_chunks(spec, limit, SourceFilter(max_chars=1800), 250):
+            n += len(chunk.records)
+        size, top = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        assert n == limit
+        return top
+
+    small, large = peak(1_000), peak(6_000)
+    # 6x the records: only the dedup tables grow (~40-150 bytes a record: numpy arrays that double);
+    # holding the records, as read_function_records does, would cost ~2 KB a record
+    assert large - small < 5_000 * 300, (small, large)
