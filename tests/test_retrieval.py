@@ -100,16 +100,30 @@ def test_bm25_by_hand():
 
 
 def test_tfidf_matches_scikit_learn():
-    sklearn_text = pytest.importorskip("sklearn.feature_extraction.text", reason="scikit-learn not installed")
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
     docs = ["Login the user with a password", "Update the user's email", "Query the weather for a city",
             "Delete the user account", "weather weather forecast"]
     queries = ["change my email", "what is the weather in Paris", "remove user account"]
     ours = TfIdf(docs)
-    ref = sklearn_text.TfidfVectorizer(tokenizer=tokenize, lowercase=False, token_pattern=None)
+    ref = TfidfVectorizer(tokenizer=tokenize, lowercase=False, token_pattern=None)
     matrix = ref.fit_transform(docs)
     for q in queries:
         expected = (matrix @ ref.transform([q]).T).toarray().ravel()
         np.testing.assert_allclose(ours.scores(q), expected, atol=1e-12)
+    np.testing.assert_allclose(ours.scores_many(queries), np.stack([ours.scores(q) for q in queries]), atol=1e-12)
+    # camelCase names are split before lower-casing (tokenize), as for BM25.
+    assert TfIdf(["GetUserToken", "weather"]).scores("user token")[0] > 0
+
+
+def test_tfidf_by_hand():
+    # N = 3 documents; smooth idf = ln((1 + N) / (1 + df)) + 1: df(login) = 2 -> ln(4/3) + 1,
+    # df(user) = df(email) = 1 -> ln 2 + 1. Doc 0 "login user": (ln(4/3)+1, ln2+1) / norm.
+    # Query "login": unit vector on 'login', so its score with doc 0 is (ln(4/3)+1) / norm(doc 0),
+    # with doc 2 ("login" alone) exactly 1 and with doc 1 0.
+    docs = ["login user", "update email", "login"]
+    a, b = math.log(4 / 3) + 1, math.log(2) + 1
+    np.testing.assert_allclose(TfIdf(docs).scores("Login please"), [a / math.hypot(a, b), 0.0, 1.0], atol=1e-12)
 
 
 def test_embed_text_styles():
@@ -147,3 +161,89 @@ def test_sentence_encoder_unit_vectors_batch_invariant_and_semantic(encoder):
     assert sims[0, 1] > sims[0, 2] and sims[2, 3] > sims[2, 1]
     with pytest.raises(TypeError):
         encoder.encode("one string")
+
+
+def test_sentence_encoder_matches_sentence_transformers(encoder):
+    """The hand-written mean pooling gives the library's vectors on the packaged all-MiniLM-L6-v2."""
+    st = pytest.importorskip("sentence_transformers", reason="sentence-transformers not installed")
+    from models.encoder_path import offline_default_path
+
+    texts = ["Log the user in with a password", "Forecast tomorrow's weather in Paris", "x"]
+    ref = st.SentenceTransformer(str(offline_default_path()), device="cpu").encode(texts, normalize_embeddings=True)
+    np.testing.assert_allclose(encoder.encode(texts), ref, atol=1e-5)
+
+
+@pytest.fixture(scope="module")
+def l3_encoder():
+    from models.sentence_encoder import EncoderConfig, SentenceEncoder
+
+    try:
+        return SentenceEncoder(EncoderConfig("paraphrase-minilm-l3", batch_size=2))
+    except ModuleNotFoundError as exc:
+        pytest.skip(f"paraphrase-MiniLM-L3-v2 ONNX package or onnxruntime missing: {exc}")
+
+
+L3_TEXTS = ["Log the user in with a password", "Sign in a user account", "Forecast tomorrow's weather in Paris",
+            "What is the weather like?", "Delete the meeting from my calendar", "Remove an appointment", "x"]
+
+
+def test_paraphrase_l3_graph_mean_pools_token_states(l3_encoder):
+    """The ONNX graph's pooled output is the mean of the non-padding token states (mean pooling, as the
+    sentence-transformers model paraphrase-MiniLM-L3-v2 is defined), not normalised; padding changes nothing."""
+    backend = l3_encoder.backend
+    assert backend.token_output is not None and l3_encoder.dim == 384 and l3_encoder.max_length == 128
+    batch = l3_encoder.tokenizer(L3_TEXTS, padding=True, return_tensors="np")
+    mask = batch["attention_mask"]
+    assert (mask == 0).any()  # the batch has padding
+    tokens, pooled = backend.run(batch["input_ids"], mask, outputs=[backend.token_output, backend.pooled_output])
+    by_hand = (tokens * mask[..., None]).sum(1) / mask.sum(1, keepdims=True)
+    np.testing.assert_allclose(pooled, by_hand, atol=1e-5)
+    # The graph does not normalise (no Normalize module in this model): norms of about 3-8, not 1.
+    assert np.all(np.linalg.norm(pooled, axis=1) > 1.5)
+    # Padding is masked out: each text alone (no padding) pools to the same vector.
+    for i, text in enumerate(L3_TEXTS):
+        one = l3_encoder.tokenizer([text], return_tensors="np")
+        (alone,) = backend.run(one["input_ids"], one["attention_mask"])
+        np.testing.assert_allclose(alone[0], pooled[i], atol=1e-4)
+    # The encoder returns the pooled vectors L2-normalised (cosine retrieval).
+    emb = l3_encoder.encode(L3_TEXTS)
+    assert emb.dtype == np.float32 and emb.shape == (len(L3_TEXTS), 384)
+    np.testing.assert_allclose(np.linalg.norm(emb, axis=1), 1.0, rtol=1e-5)
+    np.testing.assert_allclose(emb, pooled / np.linalg.norm(pooled, axis=1, keepdims=True), atol=1e-5)
+
+
+def test_paraphrase_l3_is_a_paraphrase_model_with_the_borrowed_tokenizer(l3_encoder, encoder):
+    """With the all-MiniLM-L6-v2 tokenizer the L3 model puts paraphrases together, and its similarity
+    structure agrees with the L6 model's (a wrong vocabulary would give unrelated similarities)."""
+    emb = l3_encoder.encode(L3_TEXTS)
+    sims = emb @ emb.T
+    for a, b, other in ((0, 1, 2), (2, 3, 0), (4, 5, 2)):
+        assert sims[a, b] > sims[a, other] + 0.2
+    # Spearman correlation of the pairwise similarities, L3 vs L6: 0.71 measured; with token ids
+    # scrambled (a vocabulary that does not fit) it is about 0.
+    texts = L3_TEXTS[:-1] + ["Book a flight to Tokyo", "Reserve plane tickets", "Translate this sentence to French"]
+    a, b = l3_encoder.encode(texts), encoder.encode(texts)
+    upper = np.triu_indices(len(texts), 1)
+    rank = lambda v: np.argsort(np.argsort(v))  # noqa: E731
+    assert np.corrcoef(rank((a @ a.T)[upper]), rank((b @ b.T)[upper]))[0, 1] > 0.5
+    # Truncation at the model's 128 tokens, batching and order do not change a text's vector.
+    long = " ".join(["weather"] * 400)
+    out = l3_encoder.encode([long, L3_TEXTS[0]])
+    np.testing.assert_allclose(out[1], emb[0], atol=1e-5)
+    assert np.isfinite(out).all()
+
+
+def test_encoder_names_and_lengths():
+    from models.encoder_path import (
+        PARAPHRASE_L3,
+        PARAPHRASE_L3_HUB_ID,
+        default_max_length,
+        resolve_model_name_or_path,
+    )
+
+    assert default_max_length(None) == 256 and default_max_length(PARAPHRASE_L3) == 128
+    assert default_max_length(PARAPHRASE_L3_HUB_ID) == 128 and default_max_length("bert-base-uncased") == 256
+    # The hub id goes to transformers unchanged (online path); the ONNX name is no transformers model.
+    assert resolve_model_name_or_path(PARAPHRASE_L3_HUB_ID) == PARAPHRASE_L3_HUB_ID
+    with pytest.raises(ValueError, match="ONNX"):
+        resolve_model_name_or_path(PARAPHRASE_L3)
