@@ -229,7 +229,9 @@ def _writer(directory: str, worker: int, n: int, shared: int) -> None:
 def test_cache_concurrent_writer_processes_lose_and_corrupt_nothing(tmp_path):
     parent = ResponseCache(tmp_path)
     parent.put("from-parent", {"key": "from-parent", "text": "", "writer": "parent"})  # a connection the children inherit
-    ctx = mp.get_context("fork")
+    # spawn, as Dask's process workers do: forking the whole pytest process (Prefect's threads
+    # included) is not what a worker does, and made a child die under the full suite
+    ctx = mp.get_context("spawn")
     workers, n, shared = 4, 400, 100
     procs = [ctx.Process(target=_writer, args=(str(tmp_path), w, n, shared)) for w in range(workers)]
     for proc in procs:

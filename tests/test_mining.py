@@ -419,8 +419,8 @@ def test_failing_quality_gate_publishes_no_shards(tmp_path: Path, monkeypatch: p
         mt.mine_tdi(mt._parse_args(["--source", "tree", "--tree-paths", str(src), "--output-root", str(tmp_path / "out"),
                                     "--dataset", "bad", "--workers", "1"]))
     out = tmp_path / "out" / "bad"
-    assert not list(out.rglob("*.parquet"))
-    assert not (out / "manifest.json").exists()
+    assert not (out / "shards").exists() and not (out / "manifest.json").exists()
+    assert list((out / ".failed" / "shards").glob("*.parquet"))  # kept for inspection, never published
     assert (out / "records.duckdb").exists()
 
 

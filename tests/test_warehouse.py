@@ -146,7 +146,8 @@ def test_failed_build_leaves_the_old_file_untouched(warehouse):
     with pytest.raises(WarehouseError, match="edges whose tools are unknown"):
         build_warehouse(warehouse, [bad], DIM)
     assert warehouse.read_bytes() == before
-    assert sorted(p.name for p in warehouse.parent.iterdir()) == ["tgr.duckdb"]  # no temp leftovers
+    # no temp leftovers; the lock file stays (an flock: it holds nothing once its process is gone)
+    assert sorted(p.name for p in warehouse.parent.iterdir()) == [".tgr.duckdb.lock", "tgr.duckdb"]
     wrong_dim = tiny_dataset()
     with pytest.raises(WarehouseError, match="expected 8"):
         build_warehouse(warehouse, [wrong_dim], 8)
