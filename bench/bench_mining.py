@@ -38,6 +38,7 @@ def main() -> None:
     print(json.dumps(result, indent=2))
     if not a.write_results:
         return
+    from_tests = _pairs_from_tests(cfg.out_dir / "records.duckdb")
     reasons = "\n".join(f"| {k} | {v:,} |" for k, v in sorted(m["rejected_by_reason"].items(), key=lambda kv: -kv[1]))
     cmd = ".venv/bin/python -m bench.bench_mining --write-results" + (f" --source {a.source}" if a.source != "stdlib,site-packages" else "")
     write_section(
@@ -50,17 +51,36 @@ Corpus: {a.source} of Python {platform.python_version()} (the project venv).
 |---|---|---|---|---|---|---|---|
 | {m['files_read']:,} | {m['files_parsed']:,} | {m['candidates']:,} | **{pairs:,}** | {m['mine_seconds']} | {result['pairs_per_s_mining']} | {result['flow_s']} | {manifest['per_class']:,} |
 
-Target: >= 30,000 distinct pairs in <= 10 minutes: {"met" if pairs >= 30_000 and result['flow_s'] <= 600 else
-f"missed, {pairs / 30_000:.0%} of the pairs"}{"" if result['flow_s'] <= 600 else " and over the time"}. The limit is the
-corpus, not speed: most candidates call a target that static analysis cannot resolve (builtins, methods on locals
-of unknown type, C extensions). Mining = list files, parse in worker processes, resolve in the parent;
-the whole flow adds doc building, balancing with hard negatives, shards, the quality gate and records.duckdb.
-Files rejected: `{json.dumps(m['files_rejected_by_reason'])}`. Class 1: `{json.dumps(m['negatives'])}`.
+Target: >= 30,000 distinct pairs in <= 10 minutes: **{"met" if pairs >= 30_000 and result['flow_s'] <= 600 else "missed"}**.
+Pairs: {pairs:,} = {pairs / 30_000:.0%} of 30,000 ({"met" if pairs >= 30_000 else f"short by {30_000 - pairs:,}"}).
+Time: whole flow {result['flow_s']} s of 600 s ({"met" if result['flow_s'] <= 600 else f"over by {result['flow_s'] - 600:.0f} s"}); wall
+times depend on what else runs on the 2 shared cores (load average above). {from_tests:,} of the accepted pairs were
+first found in test code (test folders are read for their flows only; their functions are never tools).
+Most rejected candidates still call a target static analysis cannot resolve (builtins, methods on locals of
+unknown type, C extensions); the resolution rules are in docs/mining.md. Mining = list files, parse in worker
+processes, resolve in the parent; the whole flow adds doc building, balancing with hard negatives, shards, the
+quality gate and records.duckdb. Files rejected: `{json.dumps(m['files_rejected_by_reason'])}`.
+Class 1: `{json.dumps(m['negatives'])}`.
 
 | candidate rejection reason | candidates |
 |---|---|
 {reasons}""",
     )
+
+
+def _pairs_from_tests(db: "os.PathLike[str]") -> int:
+    """Accepted pairs whose first record is in a test folder (its module path has test/tests/testing)."""
+    import duckdb
+
+    from tasks.mining import TEST_DIRS
+
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        # every accepted mined pair has one record past mining (in the dataset, or dropped by balancing or the judge)
+        ids = con.execute("SELECT record_id FROM record_outcomes WHERE stage NOT IN ('parse', 'resolve')").fetchall()
+    finally:
+        con.close()
+    return sum(1 for (rid,) in ids if TEST_DIRS & set(rid.split(":", 1)[0].split(".")))
 
 
 if __name__ == "__main__":

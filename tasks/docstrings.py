@@ -7,6 +7,8 @@ read with ``docstring_parser``; what a docstring does not say comes from the sig
 from __future__ import annotations
 
 import ast
+import re
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +39,11 @@ class FunctionFacts:
     lineno: int = 0
     binding: str = "function"  # function | instance | class | static: how a call binds the first argument
     params_known: bool = True  # False for a class without its own __init__ (inherited: see the bases)
+    # what every ``return`` gives, read from the body (tasks.mining resolves it in the function's module):
+    # "Self" (``return self`` / ``return cls(...)``), or the dotted callee ``D`` of ``return D(...)``
+    inferred_return: str | None = None
+    tuple_arity: int | None = None  # every return is an n-item tuple display, or the annotation is tuple[A, B, ...]
+    returns_items: bool = False  # a call gives a collection of like items: a generator, list/Iterator/... annotated, list displays
 
     @property
     def documented(self) -> bool:
@@ -63,20 +70,193 @@ class FunctionFacts:
         return any(p.kind == "var_keyword" for p in self.params)
 
 
-def _returns_value(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-    if node.returns is not None and not (isinstance(node.returns, ast.Constant) and node.returns.value is None):
-        return True
-    stack: list[ast.AST] = list(node.body)
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+_CHILD_FIELDS: dict[type, tuple[tuple[str, int], ...]] = {}
+_LEAVES = frozenset({ast.Name, ast.Constant, ast.Pass, ast.Break, ast.Continue, ast.Global, ast.Nonlocal, ast.alias})
+_LISTS_WITH_NON_NODES = frozenset({"keys", "kw_defaults", "kwd_attrs", "names"})  # None or str items
+
+
+def _child_fields(cls: type) -> tuple[tuple[str, int], ...]:
+    """(field, kind) in order: 0 a single node or None, 1 a list of nodes, 2 a list that may hold None or str."""
+    if cls in _LEAVES:
+        return ()
+    # the node's signature in its docstring marks sequences: "Call(expr func, expr* args, keyword* keywords)"
+    signature = (cls.__doc__ or "").split("\n", 1)[0]
+    return tuple((f, 0 if not re.search(rf"\*\s+{f}\b", signature) else 2 if f in _LISTS_WITH_NON_NODES else 1)
+                 for f in cls._fields if f not in ("ctx", "type_comment"))  # type: ignore[attr-defined]
+
+
+def child_nodes(node: ast.AST) -> list[ast.AST]:
+    """``ast.iter_child_nodes`` as a list (same order), faster: expression contexts (Load/Store) and
+    fields that never hold nodes are skipped."""
+    cls = node.__class__
+    fields = _CHILD_FIELDS.get(cls)
+    if fields is None:
+        fields = _CHILD_FIELDS[cls] = _child_fields(cls)
+    out: list[ast.AST] = []
+    for name, kind in fields:
+        value = getattr(node, name, None)
+        if kind == 0:
+            if value is not None and isinstance(value, ast.AST):
+                out.append(value)
+        elif value:
+            if kind == 1:
+                out.extend(value)
+            else:
+                out.extend(v for v in value if isinstance(v, ast.AST))
+    return out
+
+
+@dataclass
+class BodyIndex:
+    """One walk over a def (tasks.mining reuses it): its own returns and yields, and the names and
+    attributes of its first parameter (``self``) bound anywhere inside it, nested scopes included."""
+
+    returns: list[ast.expr]  # values of its own ``return <value>`` (nested defs excluded)
+    has_yield: bool  # its own yield: a generator
+    stores: set[str]  # names assigned (ast.Name stores), nested scopes included
+    scoped: set[str]  # names of nested defs and classes
+    imported: set[str]  # names bound by imports inside
+    global_names: set[str]  # ``global x`` declarations
+    attr_binds: Counter[str]  # self.<attr> stores and deletes, self being the first parameter
+    attr_assigns: list[ast.Assign | ast.AnnAssign]  # statements that assign a self.<attr>
+
+
+def index_body(node: ast.FunctionDef | ast.AsyncFunctionDef) -> BodyIndex:
+    positional = [*node.args.posonlyargs, *node.args.args]
+    me = positional[0].arg if positional else None
+    index = BodyIndex([], False, set(), set(), set(), set(), Counter(), [])
+    stack: list[tuple[ast.AST, bool]] = [(n, True) for n in node.body]
     while stack:
-        n = stack.pop()
-        if isinstance(n, ast.Return) and n.value is not None and not (isinstance(n.value, ast.Constant) and n.value.value is None):
+        n, own = stack.pop()
+        cls = n.__class__
+        if cls is ast.Name:
+            if n.ctx.__class__ is ast.Store:  # type: ignore[attr-defined]
+                index.stores.add(n.id)  # type: ignore[attr-defined]
+            continue
+        if cls is ast.Attribute:
+            v = n.value  # type: ignore[attr-defined]
+            if v.__class__ is ast.Name and v.id == me and n.ctx.__class__ is not ast.Load:  # type: ignore[attr-defined]
+                index.attr_binds[n.attr] += 1  # type: ignore[attr-defined]
+        elif cls is ast.Return:
+            if own and n.value is not None:  # type: ignore[attr-defined]
+                index.returns.append(n.value)  # type: ignore[attr-defined]
+        elif cls is ast.Yield or cls is ast.YieldFrom:
+            index.has_yield = index.has_yield or own
+        elif cls is ast.Assign or cls is ast.AnnAssign:
+            targets = n.targets if cls is ast.Assign else [n.target]  # type: ignore[attr-defined]
+            if any(t.__class__ is ast.Attribute and t.value.__class__ is ast.Name and t.value.id == me for t in targets):
+                index.attr_assigns.append(n)  # type: ignore[arg-type]
+        elif cls is ast.Import or cls is ast.ImportFrom:
+            index.imported.update((al.asname or al.name).split(".")[0] for al in n.names)  # type: ignore[attr-defined]
+            continue
+        elif cls is ast.Global:
+            index.global_names.update(n.names)  # type: ignore[attr-defined]
+            continue
+        elif isinstance(n, _SCOPES):
+            if cls is not ast.Lambda:
+                index.scoped.add(n.name)  # type: ignore[attr-defined]
+            own = False
+        stack.extend((c, own) for c in child_nodes(n))
+    return index
+
+
+def _returns_value(node: ast.FunctionDef | ast.AsyncFunctionDef, index: BodyIndex) -> bool:
+    if node.returns is not None and not _is_none(node.returns):
+        return True
+    return index.has_yield or any(not _is_none(v) for v in index.returns)
+
+
+def _is_none(expr: ast.expr) -> bool:
+    return isinstance(expr, ast.Constant) and expr.value is None
+
+
+def _dotted_name(expr: ast.AST) -> str | None:
+    parts: list[str] = []
+    while isinstance(expr, ast.Attribute):
+        parts.append(expr.attr)
+        expr = expr.value
+    return ".".join([expr.id, *reversed(parts)]) if isinstance(expr, ast.Name) else None
+
+
+def _inferred_return(node: ast.FunctionDef | ast.AsyncFunctionDef, index: BodyIndex, binding: str) -> str | None:
+    """One type for every non-None ``return``: "Self" when each returns ``self`` (an instance method)
+    or ``cls(...)`` (a classmethod); the dotted callee ``D`` when each returns a call ``D(...)`` of a
+    module-level name (not a local); else None."""
+    if index.has_yield:
+        return None
+    found = {_return_kind(v, node, binding) for v in index.returns if not _is_none(v)}
+    if len(found) != 1 or None in found:
+        return None
+    kind = found.pop()
+    head = kind.split(".")[0]
+    a = node.args
+    params = {p.arg for p in [*a.posonlyargs, *a.args, *a.kwonlyargs, *(x for x in (a.vararg, a.kwarg) if x)]}
+    if kind != "Self" and (head in index.stores or head in index.scoped or head in index.imported or head in params):
+        return None  # a local name: not the module-level one
+    return kind
+
+
+def _return_kind(value: ast.expr, node: ast.FunctionDef | ast.AsyncFunctionDef, binding: str) -> str | None:
+    positional = [*node.args.posonlyargs, *node.args.args]
+    first = positional[0].arg if positional and binding in ("instance", "class") else None
+    if isinstance(value, ast.Await):
+        value = value.value
+    if isinstance(value, ast.Name) and binding == "instance" and value.id == first:
+        return "Self"
+    if isinstance(value, ast.Call):
+        if binding == "class" and isinstance(value.func, ast.Name) and value.func.id == first:
+            return "Self"
+        return _dotted_name(value.func)
+    return None
+
+
+def _tuple_arity(node: ast.FunctionDef | ast.AsyncFunctionDef, index: BodyIndex) -> int | None:
+    """n when the return annotation is ``tuple[A, B, ...]`` (n items, no ``...``), else when every
+    non-None ``return`` is an n-item tuple display without ``*``; else None."""
+    ann = node.returns
+    if isinstance(ann, ast.Subscript) and (_dotted_name(ann.value) or "").rsplit(".", 1)[-1] in ("tuple", "Tuple"):
+        items = ann.slice.elts if isinstance(ann.slice, ast.Tuple) else [ann.slice]
+        if any(isinstance(i, ast.Constant) and i.value is Ellipsis for i in items):
+            return None
+        return len(items)
+    if ann is not None and not _is_none(ann):
+        return None  # annotated as something else
+    if index.has_yield:
+        return None
+    sizes = {len(v.elts) if isinstance(v, ast.Tuple) and not any(isinstance(e, ast.Starred) for e in v.elts) else -1
+             for v in index.returns if not _is_none(v)}
+    return sizes.pop() if len(sizes) == 1 and -1 not in sizes else None
+
+
+_ITEM_TYPES = frozenset({"list", "List", "set", "Set", "frozenset", "FrozenSet", "Sequence", "MutableSequence", "Iterator",
+                         "Iterable", "Generator", "AsyncIterator", "AsyncIterable", "AsyncGenerator", "Collection",
+                         "AbstractSet", "MutableSet", "deque", "Deque"})
+
+
+def _returns_items(node: ast.FunctionDef | ast.AsyncFunctionDef, index: BodyIndex) -> bool:
+    """A call gives like items to iterate: the function is a generator, its return annotation is a
+    list / set / Sequence / Iterator / Iterable / Generator (or ``tuple[X, ...]``), or, unannotated,
+    every non-None return is a list or set display or comprehension or a generator expression."""
+    if index.has_yield:
+        return True
+    ann = node.returns
+    if isinstance(ann, ast.Constant) and isinstance(ann.value, str):
+        try:
+            ann = ast.parse(ann.value.strip(), mode="eval").body
+        except (SyntaxError, ValueError, RecursionError):
+            return False
+    if ann is not None and not _is_none(ann):
+        base = ann.value if isinstance(ann, ast.Subscript) else ann
+        name = (_dotted_name(base) or "").rsplit(".", 1)[-1]
+        if name in _ITEM_TYPES:
             return True
-        if isinstance(n, (ast.Yield, ast.YieldFrom)):
-            return True
-        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            continue  # their returns are not ours
-        stack.extend(ast.iter_child_nodes(n))
-    return False
+        if name in ("tuple", "Tuple") and isinstance(ann, ast.Subscript) and isinstance(ann.slice, ast.Tuple):
+            items = ann.slice.elts
+            return len(items) == 2 and isinstance(items[1], ast.Constant) and items[1].value is Ellipsis
+        return False
+    values = [v for v in index.returns if not _is_none(v)]
+    return bool(values) and all(isinstance(v, (ast.List, ast.ListComp, ast.Set, ast.SetComp, ast.GeneratorExp)) for v in values)
 
 
 def _unparse(node: ast.AST | None) -> str | None:
@@ -88,7 +268,9 @@ def _unparse(node: ast.AST | None) -> str | None:
         return None
 
 
-def function_facts(node: ast.FunctionDef | ast.AsyncFunctionDef, qualname: str, in_class: bool) -> FunctionFacts:
+def function_facts(node: ast.FunctionDef | ast.AsyncFunctionDef, qualname: str, in_class: bool,
+                   index: BodyIndex | None = None) -> FunctionFacts:
+    """What the miner keeps of a def; ``index``: :func:`index_body` of it when already walked."""
     a = node.args
     positional = [*a.posonlyargs, *a.args]
     decorators = {d.id for d in node.decorator_list if isinstance(d, ast.Name)}
@@ -101,14 +283,18 @@ def function_facts(node: ast.FunctionDef | ast.AsyncFunctionDef, qualname: str, 
     params += [ParamFacts(p.arg, _unparse(p.annotation), "keyword_only") for p in a.kwonlyargs]
     if a.kwarg is not None:
         params.append(ParamFacts(a.kwarg.arg, _unparse(a.kwarg.annotation), "var_keyword"))
+    index = index or index_body(node)
     return FunctionFacts(
         qualname=qualname,
         docstring=ast.get_docstring(node, clean=True) or "",
         params=tuple(params),
         return_annotation=_unparse(node.returns),
-        returns_value=_returns_value(node),
+        returns_value=_returns_value(node, index),
         lineno=node.lineno,
         binding=binding,
+        inferred_return=_inferred_return(node, index, binding),
+        tuple_arity=_tuple_arity(node, index),
+        returns_items=_returns_items(node, index),
     )
 
 

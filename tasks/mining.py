@@ -18,6 +18,9 @@ from __future__ import annotations
 
 import ast
 import builtins
+import contextlib
+import functools
+import gc
 import io
 import os
 import sys
@@ -30,12 +33,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from tasks.docstrings import FunctionFacts, ParamFacts, doc_from_facts, function_facts
+from tasks.docstrings import BodyIndex, FunctionFacts, ParamFacts, child_nodes, doc_from_facts, function_facts, index_body
 
-SKIP_DIRS = frozenset({"test", "tests", "testing", "__pycache__", "idlelib", "lib2to3", "site-packages", ".git", "node_modules"})
+SKIP_DIRS = frozenset({"__pycache__", "idlelib", "lib2to3", "site-packages", ".git", "node_modules"})
+TEST_DIRS = frozenset({"test", "tests", "testing"})  # read for their flows only: their functions are never tools
 MAX_FILE_BYTES = 1_000_000
 MAX_REEXPORT_HOPS = 4
-MAX_STAR_SOURCES = 16  # star imports fan out: followed two hops deep, this many modules each
+MAX_STAR_SOURCES = 16  # star imports fan out: followed MAX_STAR_DEPTH hops deep, this many modules each
+MAX_STAR_DEPTH = 3
+# names a stdlib module binds per platform in if/else branches (the last branch would win): the running one's
+_PLATFORM_IMPORTS = {"os": {"path": os.path.__name__}}
+MODULE_BODY = "<module>"  # the qualname of a module's top-level statements in record ids
 _BUILTINS = frozenset(dir(builtins))
 
 
@@ -50,6 +58,7 @@ class MineReason:
     DUPLICATE_MODULE = "duplicate_module"  # a second file with a module name already read
     # candidates
     TUPLE_UNPACK = "tuple_unpack"  # ``a, b = f(x); g(a)``: which element flows is unknown
+    LOOP_ITEM = "loop_item"  # ``for a in f(x): g(a)``: f is not known to give a collection of like items
     UNRESOLVED_TARGET = "unresolved_target"  # a local, builtin, attribute of an object, missing module...
     AMBIGUOUS_TARGET = "ambiguous_target"  # defined twice (conditional defs) or module read twice
     UNDOCUMENTED_PRODUCER = "undocumented_producer"
@@ -73,6 +82,7 @@ class RawFlow(NamedTuple):
     bound: bool  # the consumer was called through self./cls. (first parameter already bound)
     reason: str | None  # a rejection known at parse time
     detail: str
+    unpack: int = 0  # ``a, b = f(x); g(a)``: the number of names unpacked; -1: ``for a in f(x)``; 0: the whole value flows
 
 
 @dataclass
@@ -89,7 +99,16 @@ class ModuleFacts:
     imports: dict[str, str] = field(default_factory=dict)  # local name -> qualified target
     star_imports: list[str] = field(default_factory=list)  # modules of ``from m import *``, in order
     flows: list[RawFlow] = field(default_factory=list)
+    flows_only: bool = False  # test code (FileItem.flows_only): not a module that names resolve to
     assigned: list[tuple[str, str]] = field(default_factory=list)  # (callee, variable) of ``variable = callee(...)``
+    # names bound once at module level: ``log = Logger(...)`` / ``log: Logger`` (type string) and
+    # ``CONFIG = load_config(...)`` (the qualified callee whose value the name holds)
+    global_types: dict[str, str] = field(default_factory=dict)
+    global_values: dict[str, str] = field(default_factory=dict)
+    # class -> self.<attr> -> type string, where every binding in the class agrees (``_class_attr_types``);
+    # class -> every attribute the class binds (typed or not): a subclass's binding hides the base's type
+    attr_types: dict[str, dict[str, str]] = field(default_factory=dict)
+    attr_bound: dict[str, frozenset[str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -105,6 +124,7 @@ class FileItem:
     module: str
     is_package: bool
     origin: str
+    flows_only: bool = False  # test code: its flows between library functions count, its own functions are no targets
 
 
 def _import_base(module: str, is_package: bool, level: int) -> str | None:
@@ -162,12 +182,15 @@ def _calls_in(expr: ast.AST) -> Iterator[ast.Call]:
     found = []
     while stack:
         n = stack.pop()
-        if isinstance(n, ast.Lambda):
+        cls = n.__class__
+        if cls is ast.Lambda:
             continue
-        if isinstance(n, ast.Call):
+        if cls is ast.Call:
             found.append(n)
-        stack.extend(ast.iter_child_nodes(n))
-    return iter(sorted(found, key=lambda c: (c.lineno, c.col_offset)))
+        stack.extend(child_nodes(n))
+    if len(found) > 1:
+        found.sort(key=lambda c: (c.lineno, c.col_offset))
+    return iter(found)
 
 
 def _looks_like_class(qualified: str) -> bool:
@@ -177,8 +200,99 @@ def _looks_like_class(qualified: str) -> bool:
 
 def _type_of_call(callee: str) -> str:
     """Type string of a call's value: the class for ``Foo(...)``, else ``f()`` (what ``f`` returns,
-    read from its return annotation when the names are resolved)."""
+    read from its return annotation, or from its body, when the names are resolved)."""
     return callee if _looks_like_class(callee) else f"{callee}()"
+
+
+# builtins whose result is the argument's data in another container or form (looked through like await)
+_VALUE_BUILTINS = frozenset({"list", "tuple", "set", "frozenset", "sorted", "dict", "iter", "str", "bytes", "int", "float"})
+_CASTS = frozenset({"typing.cast", "typing_extensions.cast"})
+_OPTIONAL = frozenset({"Optional", "typing.Optional", "t.Optional", "typing_extensions.Optional"})
+_UNION = frozenset({"Union", "typing.Union", "t.Union", "typing_extensions.Union"})
+_WRAPPERS = frozenset({"Annotated", "typing.Annotated", "typing_extensions.Annotated", "Final", "typing.Final",
+                       "ClassVar", "typing.ClassVar"})
+
+
+def _annotated_class(expr: ast.AST | None, depth: int = 0) -> str | None:
+    """The one class an annotation names, as written: ``Foo``, ``"Foo"``, ``mod.Foo``, ``Optional[Foo]``,
+    ``Foo | None``, ``Union[Foo, None]``, ``Annotated[Foo, ...]``; None for anything else (generics,
+    unions of two classes, ...)."""
+    if expr is None or depth > 3:
+        return None
+    if isinstance(expr, ast.Constant) and isinstance(expr.value, str):
+        try:
+            return _annotated_class(ast.parse(expr.value.strip(), mode="eval").body, depth + 1)
+        except (SyntaxError, ValueError, RecursionError):
+            return None
+    if isinstance(expr, (ast.Name, ast.Attribute)):
+        dotted = _dotted(expr)
+        return None if dotted in ("None", "Any", "typing.Any", "object") else dotted
+    if isinstance(expr, ast.Subscript):
+        base = _dotted(expr.value) or ""
+        items = list(expr.slice.elts) if isinstance(expr.slice, ast.Tuple) else [expr.slice]
+        if base in _OPTIONAL:
+            return _annotated_class(items[0], depth + 1)
+        if base in _WRAPPERS:
+            return _annotated_class(items[0], depth + 1)
+        if base in _UNION:
+            return _one_member(items, depth)
+        return None
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.BitOr):
+        members: list[ast.expr] = []
+        stack: list[ast.expr] = [expr]
+        while stack:
+            n = stack.pop()
+            if isinstance(n, ast.BinOp) and isinstance(n.op, ast.BitOr):
+                stack += [n.right, n.left]
+            else:
+                members.append(n)
+        return _one_member(members, depth)
+    return None
+
+
+def _one_member(members: list[ast.expr], depth: int) -> str | None:
+    rest = [m for m in members if not (isinstance(m, ast.Constant) and m.value is None) and _dotted(m) != "None"]
+    return _annotated_class(rest[0], depth + 1) if len(rest) == 1 else None
+
+
+def annotation_class(text: str | None) -> str | None:
+    """:func:`_annotated_class` of an annotation kept as text (``FunctionFacts.return_annotation``)."""
+    if not text:
+        return None
+    try:
+        return _annotated_class(ast.parse(text.strip(), mode="eval").body)
+    except (SyntaxError, ValueError, RecursionError):
+        return None
+
+
+@dataclass
+class _ClassFlows:
+    """``self.x = f(...)`` bound exactly once in a class: ``g(self.x)`` in any of its methods gets f's value."""
+
+    attr_bindings: Counter[str]  # how often each self.<attr> is bound (assigned, deleted) in the class
+    bound: dict[str, tuple[str | None, bool, str]] = field(default_factory=dict)  # attr -> resolved producer
+    pending: list[tuple[str, tuple[str | None, bool, str], str, str]] = field(default_factory=list)  # (record id, consumer, slot, attr)
+
+    def flows(self) -> Iterator[RawFlow]:
+        for record_id, consumer, slot, attr in self.pending:
+            if attr not in self.bound:
+                continue  # its one binding is not a call: nothing flows
+            producer = self.bound[attr]
+            reason, detail = None, f"self.{attr} bound once in the class"
+            if consumer[0] is None:
+                reason, detail = MineReason.UNRESOLVED_TARGET, f"consumer: {consumer[2]}"
+            elif producer[0] is None:
+                reason, detail = MineReason.UNRESOLVED_TARGET, f"producer: {producer[2]}"
+            yield RawFlow(record_id, consumer[0], producer[0], slot, "attribute_once", consumer[1], reason, detail)
+
+
+def _attr_bindings(cls: ast.ClassDef, indexes: dict[int, BodyIndex]) -> Counter[str]:
+    """How often each ``self.<attr>`` is bound in the methods of ``cls`` (class-level names count too)."""
+    counts: Counter[str] = Counter(_bound_names(_top_level_statements(cls.body)))
+    for method in cls.body:
+        if isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)) and method.args.args:
+            counts.update((indexes.get(id(method)) or index_body(method)).attr_binds)  # properties too
+    return counts
 
 
 class _BodyScanner:
@@ -186,30 +300,46 @@ class _BodyScanner:
 
     def __init__(self, mod: ModuleFacts, node: ast.FunctionDef | ast.AsyncFunctionDef, qualname: str,
                  class_name: str | None, module_defs: set[str], guess_same_module: bool,
-                 attr_types: dict[str, str] | None = None, enclosing: _BodyScanner | None = None):
+                 attr_types: dict[str, str] | None = None, enclosing: _BodyScanner | None = None,
+                 class_flows: _ClassFlows | None = None, index: BodyIndex | None = None):
         self.mod, self.qualname, self.class_name = mod, qualname, class_name
+        self.class_flows = enclosing.class_flows if enclosing is not None else class_flows
         self.module_defs, self.guess = module_defs, guess_same_module
         self.attr_types = attr_types or {}  # self.<attr> -> type string of the class
         a = node.args
         positional = [*a.posonlyargs, *a.args]
+        decorators = {_dotted(d) for d in node.decorator_list}
         if enclosing is not None:  # a nested def sees its enclosing method's self
-            self.self_name = enclosing.self_name
+            self.self_name, self.binding = enclosing.self_name, enclosing.binding
+        elif class_name and positional and "staticmethod" not in decorators:
+            self.self_name = positional[0].arg
+            self.binding = "class" if "classmethod" in decorators else "instance"
         else:
-            self.self_name = positional[0].arg if class_name and positional else None
+            self.self_name, self.binding = None, "function"
         params = {p.arg for p in [*positional, *a.kwonlyargs, *(x for x in (a.vararg, a.kwarg) if x)]}
-        assigned = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-        self.locals = params | assigned | (enclosing.locals if enclosing is not None else set())
+        index = index or index_body(node)
+        # names bound in the body (nested def and class names too): never the module-level ones
+        self.locals = params | index.stores | index.scoped | (enclosing.locals if enclosing is not None else set())
         self.local_imports: dict[str, str] = dict(enclosing.local_imports) if enclosing is not None else {}
-        self.env: dict[str, tuple[str, ast.Call]] = {}  # name -> ("call" | "tuple", the producing call)
-        # name -> qualified class: ``x = Foo(...)`` or ``x: Foo`` makes ``x.m()`` a call of ``Foo.m``
+        # name -> (the producing call, element index, items unpacked): index/items are None for the
+        # whole value, (i, n) for ``a, b = f()``, (None, 0) for an unpacking whose element is unknown
+        self.env: dict[str, tuple[ast.Call, int | None, int | None]] = {}
+        # name -> type string: ``x = Foo(...)`` or ``x: Foo`` makes ``x.m()`` a call of ``Foo.m``
         self.types: dict[str, str] = {}
+        # name -> (qualified target, bound): ``fn = self.method`` / ``fn = mod.func`` makes ``fn()`` that call
+        self.aliases: dict[str, tuple[str, bool]] = {}
         for p in [*positional, *a.kwonlyargs]:
-            dotted = _dotted(p.annotation) if p.annotation is not None else None
-            resolved = self._resolve_global(dotted) if dotted else None
-            if resolved and _looks_like_class(resolved):
+            if p.arg == self.self_name:
+                continue
+            resolved = self._annotation_type(p.annotation)
+            if resolved:
                 self.types[p.arg] = resolved
 
     # name resolution -------------------------------------------------------------------------
+    def _annotation_type(self, annotation: ast.AST | None) -> str | None:
+        dotted = _annotated_class(annotation)
+        return self._resolve_global(dotted) if dotted else None
+
     def _resolve_global(self, dotted: str) -> str | None:
         head, _, tail = dotted.partition(".")
         base = self.local_imports.get(head) or self.mod.imports.get(head)
@@ -226,7 +356,7 @@ class _BodyScanner:
             return None, f"local variable {name}"
         if name in self.mod.imports:
             return self.mod.imports[name], ""
-        if name in self.module_defs:
+        if name in self.module_defs or name in self.mod.global_types:
             return f"{self.mod.module}.{name}", ""
         if name in _BUILTINS:
             return None, f"builtin {name}"
@@ -240,24 +370,70 @@ class _BodyScanner:
         while isinstance(func, ast.Attribute):
             chain.append(func.attr)
             func = func.value
-        if (isinstance(func, ast.Call) and isinstance(func.func, ast.Name) and func.func.id == "super"
-                and self.class_name and len(chain) == 1):
-            return f"{self.mod.module}.{self.class_name}.<super>.{chain[0]}", True, ""
+        own_class = f"{self.mod.module}.{self.class_name}" if self.class_name else None
+        if isinstance(func, ast.Call) and isinstance(func.func, ast.Name) and own_class and func.func.id in ("super", "type"):
+            if func.func.id == "super" and len(chain) == 1:
+                return f"{own_class}.<super>.{chain[0]}", True, ""
+            if (func.func.id == "type" and not chain and len(func.args) == 1 and isinstance(func.args[0], ast.Name)
+                    and func.args[0].id == self.self_name and self.binding == "instance"):
+                return own_class, False, ""  # type(self)(...): a new instance of the class
+        if isinstance(func, ast.Call) and len(chain) == 1:  # Foo(x).m(), f(x).m(): a method of the call's value
+            inner, _, why = self.resolve(func.func)
+            if inner is None:
+                return None, False, f"method {chain[0]} of a call: {why}"
+            return f"{_type_of_call(inner)}.{chain[0]}", True, ""
         if not isinstance(func, ast.Name):
             return None, False, f"call on a {type(func).__name__} expression"
         chain.reverse()
-        if chain and func.id == self.self_name and self.class_name:
+        if func.id == self.self_name and own_class:
+            if not chain and self.binding == "class":
+                return own_class, False, ""  # cls(...) in a classmethod: the class's constructor
+            if chain == ["__class__"] and self.binding == "instance":
+                return own_class, False, ""  # self.__class__(...)
             if len(chain) == 1:
-                return f"{self.mod.module}.{self.class_name}.{chain[0]}", True, ""
+                return f"{own_class}.{chain[0]}", True, ""
             if len(chain) == 2 and chain[0] in self.attr_types:
                 return f"{self.attr_types[chain[0]]}.{chain[1]}", True, ""
-            return None, False, f"attribute of {func.id}: {func.id}.{'.'.join(chain)}"
-        if len(chain) == 1 and func.id in self.types:
-            return f"{self.types[func.id]}.{chain[0]}", True, ""
+            if len(chain) == 2 and self.class_flows is not None and not self.class_flows.attr_bindings.get(chain[0]):
+                return f"{own_class}.<attr>.{chain[0]}.{chain[1]}", True, ""  # bound in a base class, if anywhere
+            if chain:
+                return None, False, f"attribute of {func.id}: {func.id}.{'.'.join(chain)}"
+        if len(chain) <= 1 and func.id in self.types:  # x.m() -> Type.m; x() -> Type.__call__
+            return f"{self.types[func.id]}.{chain[0] if chain else '__call__'}", True, ""
+        if len(chain) == 2 and func.id in self.types:  # x.a.m(): m of the type of Type's attribute a
+            return f"{self.types[func.id]}.<attr>.{chain[0]}.{chain[1]}", True, ""
+        if (len(chain) == 1 and func.id in self.mod.global_types and func.id not in self.locals
+                and func.id not in self.local_imports):  # ``log = Logger(...)`` bound once at module level
+            return f"{self.mod.global_types[func.id]}.{chain[0]}", True, ""
+        if func.id in self.aliases:
+            target, bound = self.aliases[func.id]
+            return ".".join([target, *chain]), bound and not chain, ""
         base, why = self._resolve_name(func.id)
         if base is None:
             return None, False, why
         return ".".join([base, *chain]), False, ""
+
+    def _through(self, expr: ast.expr) -> tuple[ast.expr, bool]:
+        """``await x``, ``list(x)``, ``str(x)``, ``sorted(x, key=k)``...: the value inside (a conversion
+        keeps the data, not the type). Returns (inner expression, converted)."""
+        converted = False
+        while True:
+            if isinstance(expr, ast.Await):
+                expr = expr.value
+            elif (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id in _VALUE_BUILTINS
+                  and len(expr.args) == 1 and not isinstance(expr.args[0], ast.Starred)
+                  and (not expr.keywords or expr.func.id == "sorted" and all(k.arg in ("key", "reverse") for k in expr.keywords))
+                  and self._is_builtin(expr.func.id)):
+                expr, converted = expr.args[0], True
+            elif (isinstance(expr, ast.Call) and len(expr.args) == 2 and not expr.keywords and isinstance(expr.func, (ast.Name, ast.Attribute))
+                  and _dotted(expr.func) in ("cast", "typing.cast", "t.cast") and self.resolve(expr.func)[0] in _CASTS):
+                expr = expr.args[1]  # typing.cast(T, v) is v
+            else:
+                return expr, converted
+
+    def _is_builtin(self, name: str) -> bool:
+        return not (name in self.locals or name in self.local_imports or name in self.mod.imports or name in self.module_defs
+                    or name in self.mod.global_types or name in self.mod.global_values)
 
     # scanning --------------------------------------------------------------------------------
     def scan(self, body: list[ast.stmt]) -> None:
@@ -268,6 +444,7 @@ class _BodyScanner:
         for n in names:
             self.env.pop(n, None)
             self.types.pop(n, None)
+            self.aliases.pop(n, None)
 
     def _expr(self, expr: ast.AST | None) -> None:
         if expr is None:
@@ -276,6 +453,9 @@ class _BodyScanner:
             self._call(call)
 
     def _stmt(self, s: ast.stmt) -> None:
+        if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and self.qualname == MODULE_BODY:
+            self._kill([s.name])  # module-level defs are scanned on their own
+            return
         if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
             self._kill([s.name])
             nested = _BodyScanner(self.mod, s, f"{self.qualname}.<locals>.{s.name}", self.class_name, self.module_defs,
@@ -297,6 +477,7 @@ class _BodyScanner:
         elif isinstance(s, (ast.For, ast.AsyncFor)):
             self._expr(s.iter)
             self._kill(_store_names(s.target))
+            self._loop_items(s.target, s.iter)
             self.scan(s.body)
             self.scan(s.orelse)
         elif isinstance(s, (ast.With, ast.AsyncWith)):
@@ -304,6 +485,12 @@ class _BodyScanner:
                 self._expr(item.context_expr)
                 if item.optional_vars is not None:
                     self._kill(_store_names(item.optional_vars))
+                    value = _unwrap(item.context_expr)
+                    if isinstance(item.optional_vars, ast.Name) and isinstance(value, ast.Call):
+                        callee = self.resolve(value.func)[0]  # ``with Foo() as x``: x is what Foo.__enter__ returns
+                        if callee:
+                            enter = "__aenter__" if isinstance(s, ast.AsyncWith) else "__enter__"
+                            self.types[item.optional_vars.id] = f"{_type_of_call(callee)}.{enter}()"
             self.scan(s.body)
         elif isinstance(s, ast.Try) or s.__class__.__name__ == "TryStar":
             self.scan(s.body)
@@ -320,13 +507,17 @@ class _BodyScanner:
                 self.scan(case.body)
         elif isinstance(s, ast.Assign):
             self._expr(s.value)
-            value = _unwrap(s.value)
+            value, converted = self._through(s.value)
             for target in s.targets:
-                self._bind(target, value)
+                self._bind(target, value, converted)
         elif isinstance(s, ast.AnnAssign):
             self._expr(s.value)
             if s.value is not None:
-                self._bind(s.target, _unwrap(s.value))
+                self._bind(s.target, *self._through(s.value))
+            if isinstance(s.target, ast.Name):  # ``x: Foo = ...``: the annotation says the type
+                annotated = self._annotation_type(s.annotation)
+                if annotated:
+                    self.types[s.target.id] = annotated
         elif isinstance(s, ast.AugAssign):
             self._expr(s.value)
             self._kill(_store_names(s.target))
@@ -337,31 +528,68 @@ class _BodyScanner:
             for child in ast.iter_child_nodes(s):
                 self._expr(child)
 
-    def _bind(self, target: ast.AST, value: ast.expr) -> None:
+    def _bind(self, target: ast.AST, value: ast.expr, converted: bool = False) -> None:
+        """``target = value``; ``converted``: value was inside ``list(...)``, ``str(...)``...: the data
+        flows on, the type and any alias do not."""
         if isinstance(target, ast.Name):
-            self.types.pop(target.id, None)
+            name = target.id
+            old = (self.env.get(value.id), self.types.get(value.id), self.aliases.get(value.id)) if isinstance(value, ast.Name) else None
+            self._kill([name])  # reassignment kills the flow, the type and the alias
             if isinstance(value, ast.Call):
-                self.env[target.id] = ("call", value)
+                self.env[name] = (value, None, None)
                 callee, _, _ = self.resolve(value.func)
-                if callee:
-                    self.types[target.id] = _type_of_call(callee)
-                    self.mod.assigned.append((callee, target.id))  # what callers call the result
-            else:
-                self.env.pop(target.id, None)  # reassignment kills the flow
+                if callee and not converted:
+                    self.types[name] = _type_of_call(callee)
+                    self.mod.assigned.append((callee, name))  # what callers call the result
+            elif old is not None:  # ``w = v``: w holds what v holds
+                if old[0] is not None:
+                    self.env[name] = old[0]
+                if not converted:
+                    if old[1] is not None:
+                        self.types[name] = old[1]
+                    if old[2] is not None:
+                        self.aliases[name] = old[2]
+                    if old == (None, None, None) and value.id not in self.locals:
+                        self._alias(name, value)
+            elif isinstance(value, ast.Attribute) and not converted:
+                self._alias(name, value)
         elif isinstance(target, (ast.Tuple, ast.List)):
-            for name in _store_names(target):
-                self.types.pop(name, None)
-                if isinstance(value, ast.Call):
-                    self.env[name] = ("tuple", value)
-                else:
-                    self.env.pop(name, None)
+            names = list(_store_names(target))
+            self._kill(names)
+            if isinstance(value, ast.Call):
+                flat = all(isinstance(e, ast.Name) for e in target.elts)  # a, b = f(): element i is known
+                for i, name in enumerate(names):
+                    self.env[name] = (value, i, len(names)) if flat else (value, None, 0)
         elif isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == self.self_name:
             key = f"{self.self_name}.{target.attr}"  # self.x = f(...); ...; g(self.x)
             if isinstance(value, ast.Call):
-                self.env[key] = ("call", value)
+                self.env[key] = (value, None, None)
             else:
                 self.env.pop(key, None)
+            if self.class_flows is not None and self.class_flows.attr_bindings.get(target.attr) == 1 and isinstance(value, ast.Call):
+                self.class_flows.bound[target.attr] = self.resolve(value.func)  # the one binding of self.x in the class
         # other attributes and subscripts hold no local flow
+
+    def _loop_items(self, target: ast.expr, iterable: ast.expr) -> None:
+        """``for x in f(...)`` / ``for i, x in enumerate(f(...))``: x is an item of f's value
+        (``unpack`` -1; the resolve phase keeps it only when f is known to give items)."""
+        inner, _ = self._through(iterable)
+        if (isinstance(inner, ast.Call) and isinstance(inner.func, ast.Name) and inner.func.id == "enumerate"
+                and len(inner.args) == 1 and not inner.keywords and self._is_builtin("enumerate")
+                and isinstance(target, ast.Tuple) and len(target.elts) == 2):
+            inner, target = self._through(inner.args[0])[0], target.elts[1]
+        if not isinstance(target, ast.Name):
+            return
+        if isinstance(inner, ast.Call):
+            self.env[target.id] = (inner, None, -1)
+        elif isinstance(inner, ast.Name) and inner.id in self.env and self.env[inner.id][2] is None:
+            self.env[target.id] = (self.env[inner.id][0], None, -1)
+
+    def _alias(self, name: str, value: ast.expr) -> None:
+        """``fn = self.method`` / ``fn = mod.func`` / ``K = SomeClass``: a later ``fn(...)`` calls that target."""
+        target, bound, _ = self.resolve(value)
+        if target is not None:
+            self.aliases[name] = (target, bound)
 
     def _call(self, call: ast.Call) -> None:
         slots: list[tuple[str, ast.expr]] = []
@@ -372,45 +600,66 @@ class _BodyScanner:
         slots += [(kw.arg, kw.value) for kw in call.keywords if kw.arg is not None]
         consumer: tuple[str | None, bool, str] | None = None
         for slot, arg in slots:
-            arg = _unwrap(arg)
+            arg, _ = self._through(arg)
+            index: int | None = None
+            unpack: int | None = None
+            producer: tuple[str | None, bool, str] | None = None
             if isinstance(arg, ast.Call):
-                producer_call, via, kind = arg, "direct", "call"
+                producer_call, via = arg, "direct"
             elif isinstance(arg, ast.Name) and arg.id in self.env:
-                kind, producer_call = self.env[arg.id]
-                via = "variable"
+                producer_call, index, unpack = self.env[arg.id]
+                via = "variable" if unpack is None else "loop_item" if unpack == -1 else "tuple_element"
             elif (isinstance(arg, ast.Attribute) and isinstance(arg.value, ast.Name) and arg.value.id == self.self_name
                   and f"{self.self_name}.{arg.attr}" in self.env):
-                kind, producer_call = self.env[f"{self.self_name}.{arg.attr}"]
+                producer_call, _, _ = self.env[f"{self.self_name}.{arg.attr}"]
                 via = "attribute"
+            elif (isinstance(arg, ast.Attribute) and isinstance(arg.value, ast.Name) and arg.value.id == self.self_name
+                  and self.class_flows is not None and self.class_flows.attr_bindings.get(arg.attr) == 1):
+                if consumer is None:
+                    consumer = self.resolve(call.func)
+                record_id = f"{self.mod.module}:{self.qualname}:{call.lineno}:{call.col_offset}:{slot}"
+                self.class_flows.pending.append((record_id, consumer, slot, arg.attr))  # decided once the class is read
+                continue
+            elif (isinstance(arg, ast.Name) and arg.id not in self.locals and arg.id not in self.local_imports
+                  and arg.id in self.mod.global_values):
+                producer, via = (self.mod.global_values[arg.id], False, ""), "global"  # CONFIG = load(...) at module level
             else:
                 continue
             if consumer is None:
                 consumer = self.resolve(call.func)
-            producer = self.resolve(producer_call.func)
+            if producer is None:
+                producer = self.resolve(producer_call.func)
             record_id = f"{self.mod.module}:{self.qualname}:{call.lineno}:{call.col_offset}:{slot}"
             reason, detail = None, ""
-            if kind == "tuple":
-                reason, detail = MineReason.TUPLE_UNPACK, "the argument is one element of an unpacked result"
+            if unpack == 0:
+                reason, detail = MineReason.TUPLE_UNPACK, "the argument is one element of a nested or starred unpacking"
             elif consumer[0] is None:
                 reason, detail = MineReason.UNRESOLVED_TARGET, f"consumer: {consumer[2]}"
             elif producer[0] is None:
                 reason, detail = MineReason.UNRESOLVED_TARGET, f"producer: {producer[2]}"
-            self.mod.flows.append(RawFlow(record_id, consumer[0], producer[0], slot, via, consumer[1], reason, detail))
+            elif unpack == -1:
+                detail = "an item of the value iterated"
+            elif unpack:
+                detail = f"element {index} of {unpack}"
+            self.mod.flows.append(RawFlow(record_id, consumer[0], producer[0], slot, via, consumer[1], reason, detail, unpack or 0))
 
 
-def _constructor_facts(cls: ast.ClassDef) -> FunctionFacts:
-    """A class call as a tool: __init__'s parameters (or annotated fields of a dataclass-like body),
-    the class docstring (else __init__'s), and one output, the instance."""
-    init = next((n for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == "__init__"), None)
+def _constructor_facts(cls: ast.ClassDef, indexes: dict[int, BodyIndex] | None = None) -> FunctionFacts:
+    """A class call as a tool: __init__'s parameters (else __new__'s, else the public annotated fields
+    of a dataclass-like body, ``ClassVar`` left out), the class docstring (else __init__'s), and one
+    output, the instance."""
+    methods = {n.name: n for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    init = methods.get("__init__") or methods.get("__new__")
     doc = ast.get_docstring(cls, clean=True) or ""
     if init is not None:
-        facts = function_facts(init, cls.name, in_class=True)
+        facts = function_facts(init, cls.name, True, (indexes or {}).get(id(init)))
         params = facts.params
         doc = doc or facts.docstring
     else:
         params = tuple(
             ParamFacts(n.target.id, _annotation(n.annotation), "positional")
             for n in cls.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name) and n.simple
+            and not n.target.id.startswith("_") and "ClassVar" not in (_dotted(getattr(n.annotation, "value", n.annotation)) or "")
         )
     known = init is not None or bool(params) or not cls.bases
     return FunctionFacts(cls.name, doc, params, cls.name, True, cls.lineno, "function", params_known=known)
@@ -444,29 +693,73 @@ def _qualify(mod: ModuleFacts, dotted: str, module_defs: set[str]) -> str | None
     return f"{base}.{tail}" if tail else base
 
 
-def _class_attr_types(cls: ast.ClassDef, mod: ModuleFacts, module_defs: set[str]) -> dict[str, str]:
-    """``attr: Foo`` in the class body and ``self.attr = Foo(...)`` / ``= f(...)`` in its methods,
-    so ``self.attr.m()`` resolves; an attribute assigned two different types is left out."""
-    found: dict[str, set[str]] = {}
+def _class_attr_types(cls: ast.ClassDef, mod: ModuleFacts, module_defs: set[str], indexes: dict[int, BodyIndex]) -> dict[str, str]:
+    """``attr: Foo`` in the class body, and in its methods ``self.attr = Foo(...)`` / ``= f(...)``,
+    ``self.attr: Foo = ...`` and ``self.attr = p`` for a parameter ``p: Foo``, so ``self.attr.m()``
+    resolves; an attribute that is given two different types, or any value of unknown type, is left out."""
+    found: dict[str, set[str | None]] = {}
+
+    def annotated(node: ast.AST | None) -> str | None:
+        dotted = _annotated_class(node)
+        return _qualify(mod, dotted, module_defs) if dotted else None
+
     for n in cls.body:
         if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name):
-            dotted = _dotted(n.annotation)
-            q = _qualify(mod, dotted, module_defs) if dotted else None
-            if q:
-                found.setdefault(n.target.id, set()).add(q)
+            found.setdefault(n.target.id, set()).add(annotated(n.annotation))
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and _is_property(n) and not any(
+                (_dotted(d) or "").endswith((".setter", ".deleter")) for d in n.decorator_list):
+            found.setdefault(n.name, set()).add(annotated(n.returns))  # @property def x(self) -> Foo
     for method in cls.body:
         if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)) or not method.args.args:
             continue
+        if any(_dotted(d) == "staticmethod" for d in method.decorator_list):
+            continue
         me = method.args.args[0].arg
-        for n in ast.walk(method):
-            if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call):
+        params = {p.arg: p.annotation for p in [*method.args.args[1:], *method.args.kwonlyargs]}
+        index = indexes.get(id(method)) or index_body(method)  # properties are no targets but bind attributes
+        plain: Counter[str] = Counter()
+        for n in index.attr_assigns:
+            if isinstance(n, ast.AnnAssign):
+                t = n.target
+                if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == me:
+                    plain[t.attr] += 1
+                    found.setdefault(t.attr, set()).add(annotated(n.annotation))
+            else:
+                value = _unwrap(n.value)
                 for t in n.targets:
-                    if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == me:
-                        dotted = _dotted(n.value.func)
+                    if not (isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == me):
+                        continue
+                    plain[t.attr] += 1
+                    if isinstance(value, ast.Call):
+                        dotted = _dotted(value.func)
                         q = _qualify(mod, dotted, module_defs) if dotted else None
-                        if q:
-                            found.setdefault(t.attr, set()).add(_type_of_call(q))
-    return {attr: next(iter(qs)) for attr, qs in found.items() if len(qs) == 1}
+                        found.setdefault(t.attr, set()).add(_type_of_call(q) if q else None)
+                    elif isinstance(value, ast.Name) and value.id in params:
+                        found.setdefault(t.attr, set()).add(annotated(params[value.id]))
+                    elif not (isinstance(value, ast.Constant) and value.value is None):
+                        found.setdefault(t.attr, set()).add(None)  # a value of unknown type
+        for attr, n in index.attr_binds.items():
+            if n > plain[attr]:  # self.x += ..., self.a, self.b = ..., for self.x in ...: of unknown type
+                found.setdefault(attr, set()).add(None)
+    return {attr: next(iter(qs)) for attr, qs in found.items() if len(qs) == 1 and None not in qs}  # type: ignore[misc]
+
+
+_OVERLOADS = frozenset({"overload", "typing.overload", "t.overload", "typing_extensions.overload"})
+_PROPERTIES = frozenset({"property", "cached_property", "functools.cached_property", "abc.abstractproperty"})
+
+
+def _is_stub(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """An ``@overload`` signature: the implementation is the undecorated def that follows."""
+    return any(_dotted(d) in _OVERLOADS for d in node.decorator_list)
+
+
+def _is_property(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """A property's getter/setter/deleter: ``obj.x(...)`` calls the value, never this def."""
+    for d in node.decorator_list:
+        dotted = _dotted(d) or ""
+        if dotted in _PROPERTIES or dotted.endswith((".setter", ".getter", ".deleter")):
+            return True
+    return False
 
 
 def _functions_and_classes(mod: ModuleFacts, tree: ast.Module) -> list[tuple[ast.AST, str, str | None]]:
@@ -474,12 +767,13 @@ def _functions_and_classes(mod: ModuleFacts, tree: ast.Module) -> list[tuple[ast
     found: list[tuple[ast.AST, str, str | None]] = []
     for node in _top_level_statements(tree.body):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            found.append((node, node.name, None))
+            if not _is_stub(node):
+                found.append((node, node.name, None))
         elif isinstance(node, ast.ClassDef):
             mod.classes.add(node.name)
             found.append((node, node.name, None))
             for child in _top_level_statements(node.body):
-                if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) and not _is_stub(child) and not _is_property(child):
                     found.append((child, f"{node.name}.{child.name}", node.name))
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             _bind_import(node, mod.module, mod.is_package, mod.imports)
@@ -491,28 +785,115 @@ def _functions_and_classes(mod: ModuleFacts, tree: ast.Module) -> list[tuple[ast
     return found
 
 
+def _bound_names(statements: Iterable[ast.stmt]) -> Counter[str]:
+    """How many times each name is bound by these statements (assignments, defs, imports, loops)."""
+    counts: Counter[str] = Counter()
+    for node in statements:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            counts[node.name] += 1
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            counts.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor, ast.With, ast.AsyncWith)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target] if hasattr(node, "target") else \
+                [i.optional_vars for i in node.items if i.optional_vars is not None]  # type: ignore[attr-defined]
+            for t in targets:
+                counts.update(_store_names(t))
+    return counts
+
+
+def _module_bindings(mod: ModuleFacts, tree: ast.Module, module_defs: set[str], indexes: dict[int, BodyIndex]) -> None:
+    """Names bound once at module level (and never rebound through ``global``): ``Eq = Equality`` /
+    ``fn = pkg.mod.func`` resolve like imports (``mod.imports``); ``log = Logger(...)`` / ``log: Logger``
+    give the name a type (``mod.global_types``); ``CONFIG = load_config(...)`` holds that call's value
+    (``mod.global_values``). ``plus = add`` (a method of the same class) and ``f = staticmethod(func)``
+    bound once in a class body resolve to that method / function."""
+    statements = list(_top_level_statements(tree.body))
+    candidates = [(t.id, n) for n in statements if isinstance(n, (ast.Assign, ast.AnnAssign)) and n.value is not None
+                  for t in (n.targets if isinstance(n, ast.Assign) else [n.target]) if isinstance(t, ast.Name)]
+    if candidates:
+        counts = _bound_names(statements)
+        rebound = {name for index in indexes.values() for name in index.global_names}
+        for name, n in candidates:  # A = B = C binds both A and B
+            if counts[name] != 1 or name in rebound:
+                continue
+            value = _unwrap(n.value)  # type: ignore[arg-type]
+            if isinstance(n, ast.AnnAssign):
+                dotted = _annotated_class(n.annotation)
+                q = _qualify(mod, dotted, module_defs) if dotted else None
+                if q:
+                    mod.global_types[name] = q
+            if isinstance(value, (ast.Name, ast.Attribute)):
+                dotted = _dotted(value)
+                q = _qualify(mod, dotted, module_defs) if dotted and dotted.split(".")[0] != name else None
+                if q:
+                    mod.imports[name] = q
+            elif isinstance(value, ast.Call):
+                dotted = _dotted(value.func)
+                q = _qualify(mod, dotted, module_defs) if dotted else None
+                if q:
+                    mod.global_values[name] = q
+                    mod.global_types.setdefault(name, _type_of_call(q))
+    for cls in statements:
+        if not isinstance(cls, ast.ClassDef):
+            continue
+        body = list(_top_level_statements(cls.body))
+        methods = {n.name for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        counts = None
+        for n in body:
+            if not (isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)):
+                continue
+            value, target = n.value, None
+            if isinstance(value, ast.Name) and value.id in methods:
+                target = f"{mod.module}.{cls.name}.{value.id}"
+            elif (isinstance(value, ast.Call) and _dotted(value.func) == "staticmethod" and len(value.args) == 1
+                  and not value.keywords and isinstance(value.args[0], (ast.Name, ast.Attribute))):
+                dotted = _dotted(value.args[0])  # __call__ = staticmethod(sympify): the function itself, nothing bound
+                target = _qualify(mod, dotted, module_defs) if dotted and dotted not in methods else None
+            if target is not None:
+                counts = counts or _bound_names(body)
+                name = n.targets[0].id
+                if counts[name] == 1 and f"{cls.name}.{name}" not in mod.functions:
+                    mod.imports[f"{cls.name}.{name}"] = target
+
+
 def facts_from_tree(tree: ast.Module, mod: ModuleFacts, guess_same_module: bool = False) -> ModuleFacts:
     defs = _functions_and_classes(mod, tree)
+    if mod.origin == "stdlib" and mod.module in _PLATFORM_IMPORTS:  # os: ``import posixpath as path`` or ntpath, by platform
+        mod.imports.update(_PLATFORM_IMPORTS[mod.module])
+    indexes = {id(node): index_body(node) for node, _, _ in defs if not isinstance(node, ast.ClassDef)}  # one walk per def
     for node, qualname, class_name in defs:
-        if qualname in mod.functions:
-            mod.duplicated.add(qualname)
         if isinstance(node, ast.ClassDef):
-            mod.functions[qualname] = _constructor_facts(node)
+            facts = _constructor_facts(node, indexes)
         else:
-            mod.functions[qualname] = function_facts(node, qualname, in_class=class_name is not None)  # type: ignore[arg-type]
+            facts = function_facts(node, qualname, class_name is not None, indexes[id(node)])  # type: ignore[arg-type]
+        earlier = mod.functions.get(qualname)
+        if earlier is not None and (isinstance(node, ast.ClassDef) or replace(earlier, lineno=0) != replace(facts, lineno=0)):
+            mod.duplicated.add(qualname)  # two different defs (conditional): which one runs is unknown
+        mod.functions[qualname] = facts  # the same def in both branches of an if/try is that def
     module_defs = {q for q in mod.functions if "." not in q} | mod.classes
+    _module_bindings(mod, tree, module_defs, indexes)
     attr_types: dict[str, dict[str, str]] = {}
+    class_flows: dict[str, _ClassFlows] = {}
     for node, qualname, class_name in defs:
         if isinstance(node, ast.ClassDef):
-            bases = (_dotted(b) for b in node.bases)
+            bases = (_dotted(b.value if isinstance(b, ast.Subscript) else b) for b in node.bases)  # Base[T] is Base
             mod.bases[qualname] = [q for q in (_qualify(mod, b, module_defs) for b in bases if b) if q]
-            attr_types[qualname] = _class_attr_types(node, mod, module_defs)
+            attr_types[qualname] = mod.attr_types[qualname] = _class_attr_types(node, mod, module_defs, indexes)
+            class_flows[qualname] = _ClassFlows(_attr_bindings(node, indexes))
+            mod.attr_bound[qualname] = frozenset(a for a, n in class_flows[qualname].attr_bindings.items() if n)
     for node, qualname, class_name in defs:
         if isinstance(node, ast.ClassDef):
             continue
         types = attr_types.get(class_name or "", {})
-        scanner = _BodyScanner(mod, node, qualname, class_name, module_defs, guess_same_module, types)  # type: ignore[arg-type]
+        scanner = _BodyScanner(mod, node, qualname, class_name, module_defs, guess_same_module, types,  # type: ignore[arg-type]
+                               class_flows=class_flows.get(class_name or ""), index=indexes[id(node)])
         scanner.scan(node.body)  # type: ignore[attr-defined]
+    for flows in class_flows.values():
+        mod.flows.extend(flows.flows())
+    body = [s for s in tree.body if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+    if body:  # statements at module level (scripts, ``if __name__ == "__main__":``, module setup) are a body too
+        node = ast.FunctionDef(name=MODULE_BODY, args=ast.arguments([], [], None, [], [], None, []), body=body, decorator_list=[])
+        _BodyScanner(mod, node, MODULE_BODY, None, module_defs, guess_same_module).scan(body)
     return mod
 
 
@@ -536,13 +917,27 @@ def parse_file(item: FileItem) -> ModuleFacts | FileRejection:
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         return FileRejection(rid, MineReason.SYNTAX_ERROR, f"{type(exc).__name__}: {exc}"[:300])
     try:
-        return facts_from_tree(tree, ModuleFacts(item.module, item.origin, item.path, item.is_package, rid))
+        return facts_from_tree(tree, ModuleFacts(item.module, item.origin, item.path, item.is_package, rid, flows_only=item.flows_only))
     except RecursionError as exc:  # pathologically nested generated code
         return FileRejection(rid, MineReason.SYNTAX_ERROR, f"RecursionError while scanning: {exc}"[:300])
 
 
 def _parse_chunk(items: Sequence[FileItem]) -> list[ModuleFacts | FileRejection]:
-    return [parse_file(i) for i in items]
+    with _no_gc():
+        return [parse_file(i) for i in items]
+
+
+@contextlib.contextmanager
+def _no_gc() -> Iterator[None]:
+    """The cyclic garbage collector paused: parsing and resolving allocate millions of objects that form
+    no reference cycles (ASTs have no parent links), and its passes over them cost a fifth of the time."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 # -- file discovery -------------------------------------------------------------------------------
@@ -554,17 +949,21 @@ def module_name(rel: Path) -> tuple[str, bool]:
     return ".".join(parts), is_package
 
 
-def tree_files(root: Path, origin: str, skip_dirs: frozenset[str] = SKIP_DIRS) -> list[FileItem]:
-    """``*.py`` files under ``root`` as importable modules, not entering test folders."""
+def tree_files(root: Path, origin: str, skip_dirs: frozenset[str] = SKIP_DIRS, tests: bool = True) -> list[FileItem]:
+    """``*.py`` files under ``root`` as importable modules. Files under a ``test``/``tests``/``testing``
+    folder are read for their flows only (``FileItem.flows_only``), or not at all when ``tests`` is False."""
     out: list[FileItem] = []
+    root = Path(root)
     for folder, dirs, names in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if d not in skip_dirs and d.isidentifier())
+        dirs[:] = sorted(d for d in dirs if d not in skip_dirs and d.isidentifier() and (tests or d not in TEST_DIRS))
+        rel = Path(folder).relative_to(root)
+        in_tests = any(part in TEST_DIRS for part in rel.parts)
         for name in sorted(names):
             if name.endswith(".py") and name[:-3].isidentifier():
                 path = Path(folder, name)
                 mod, is_package = module_name(path.relative_to(root))
                 if mod:
-                    out.append(FileItem(str(path), mod, is_package, origin))
+                    out.append(FileItem(str(path), mod, is_package, origin, in_tests))
     return out
 
 
@@ -583,6 +982,7 @@ class Target:
     key: str  # module.qualname
     module: str
     facts: FunctionFacts
+    via_instance: bool = False  # a method reached through a module-level instance: its self is bound
 
 
 @dataclass(frozen=True)
@@ -611,6 +1011,7 @@ class SymbolTable:
         self.modules = {m.module: m for m in modules}
         self.ambiguous_modules = ambiguous_modules
         self._cache: dict[str, tuple[Target | None, str, str]] = {}
+        self._arity: dict[str, int | None] = {}
 
     def _module_prefix(self, parts: list[str]) -> int:
         for n in range(len(parts), 0, -1):
@@ -620,16 +1021,77 @@ class SymbolTable:
         return 0
 
     def return_class(self, callee: str, depth: int) -> str | None:
-        """Qualified class named by ``callee``'s return annotation (a plain or quoted dotted name)."""
-        target, _, _ = self.resolve(callee, depth + 1)
-        ann = (target.facts.return_annotation or "").strip("'\"") if target is not None else ""
-        if not ann or not all(p.isidentifier() for p in ann.split(".")):
+        """Qualified class of what a call of ``callee`` gives: the one class its return annotation names
+        (``Foo``, ``"Foo"``, ``Optional[Foo]``, ``Foo | None``; ``Self``: the class the method was looked
+        up on), else the one type every ``return`` of its body gives (``return self`` / ``return cls(...)``:
+        that class; ``return D(...)``: the type of a call of ``D``), else None."""
+        if depth > MAX_REEXPORT_HOPS:
             return None
-        mod = self.modules[target.module]  # type: ignore[union-attr]
-        head, _, tail = ann.partition(".")
+        target, _, _ = self.resolve(callee, depth + 1)
+        if target is None:
+            return None
+        facts = target.facts
+        named = annotation_class(facts.return_annotation)
+        if named is not None:
+            found = self._class_in(target, callee, named)
+            if found is not None:
+                return found
+        inferred = facts.inferred_return
+        if inferred is None:
+            return None
+        if inferred == "Self":
+            return self._class_in(target, callee, inferred)
+        called = self._class_in(target, callee, inferred)
+        return self.return_class(called, depth + 1) if called is not None else None
+
+    def attr_type(self, owner: str, attr: str, depth: int) -> str | None:
+        """Type string of ``attr`` on instances of ``owner`` (a type string): from the class that binds
+        it, searching the class then its bases (first base first); None when the binding class gives
+        it no single type, or nobody binds it."""
+        if depth > MAX_REEXPORT_HOPS:
+            return None
+        if owner.endswith("()"):
+            owner = self.return_class(owner[:-2], depth) or ""
+        target = self.resolve(owner, depth + 1)[0] if owner else None
+        if target is None or target.module not in self.modules:
+            return None
+        mod, cls = self.modules[target.module], target.key[len(target.module) + 1:]
+        if cls not in mod.classes:
+            return None
+        if attr in mod.attr_bound.get(cls, ()) or attr in mod.attr_types.get(cls, {}):
+            return mod.attr_types.get(cls, {}).get(attr)
+        for base in mod.bases.get(cls, []):
+            found = self.attr_type(base, attr, depth + 1)
+            if found is not None:
+                return found
+        return None
+
+    def documented_arity(self, target: Target) -> int | None:
+        """n when the docstring's Returns section names n items (``x : ndarray`` / ``y : ndarray``),
+        each a plain distinct identifier, n >= 2 (docstrings parsed only here, once per function)."""
+        if target.key not in self._arity:
+            import docstring_parser
+
+            try:
+                names = [r.return_name for r in docstring_parser.parse(target.facts.docstring).many_returns]
+            except Exception:
+                names = []
+            ok = len(names) >= 2 and all(n and n.isidentifier() for n in names) and len(set(names)) == len(names)
+            self._arity[target.key] = len(names) if ok else None
+        return self._arity[target.key]
+
+    def _class_in(self, target: Target, callee: str, dotted: str) -> str | None:
+        """``dotted`` as written in ``target``'s module, qualified; ``Self`` is the class of ``callee``."""
+        if dotted.rsplit(".", 1)[-1] == "Self":
+            if target.facts.binding not in ("instance", "class"):
+                return None
+            owner = callee.rsplit(".", 1)[0]
+            return owner.removesuffix(".<super>")
+        mod = self.modules[target.module]
+        head, _, tail = dotted.partition(".")
         if head in mod.imports:
             base = mod.imports[head]
-        elif head in mod.classes:
+        elif head in mod.classes or head in mod.functions:
             base = f"{mod.module}.{head}"
         else:
             return None
@@ -658,6 +1120,13 @@ class SymbolTable:
                 if found[0] is not None or found[1] == MineReason.AMBIGUOUS_TARGET:
                     return found
             return None, MineReason.UNRESOLVED_TARGET, f"super().{attr} not found in the bases of {owner}"
+        if ".<attr>." in name:  # T.<attr>.a.m: m of the type of attribute a of a T instance (or of its bases)
+            owner, _, rest_name = name.partition(".<attr>.")
+            attr, _, member = rest_name.partition(".")
+            typed = self.attr_type(owner, attr, depth + 1)
+            if typed is None:
+                return None, MineReason.UNRESOLVED_TARGET, f"{name}: type of attribute {attr} unknown"
+            return self.resolve(f"{typed}.{member}", depth + 1)
         if "()." in name:  # f().m: a method of what f returns, by f's return annotation
             callee, _, attr = name.rpartition("().")
             cls = self.return_class(callee, depth)
@@ -687,6 +1156,13 @@ class SymbolTable:
                         facts = replace(facts, params=found.facts.params, params_known=True)
                         break
             return Target(f"{module}.{qual}", module, facts), "", ""
+        if len(rest) == 2 and qual in mod.imports:  # ``plus = add`` in the class body
+            return self.resolve(mod.imports[qual], depth + 1)
+        if len(rest) <= 2 and rest[0] in mod.global_types and rest[0] not in mod.imports:
+            # ``S = SingletonRegistry()`` at module level: ``S(x)`` calls its __call__, ``S.m(x)`` its method m
+            member = rest[1] if len(rest) == 2 else "__call__"
+            found = self.resolve(f"{mod.global_types[rest[0]]}.{member}", depth + 1)
+            return (replace(found[0], via_instance=True), "", "") if found[0] is not None else found
         if rest[0] in mod.classes:
             if len(rest) == 2:
                 for base in mod.bases.get(rest[0], []):  # an inherited method, first base first
@@ -699,7 +1175,7 @@ class SymbolTable:
             if target == name:
                 return None, MineReason.UNRESOLVED_TARGET, f"import cycle at {name}"
             return self.resolve(target, depth + 1)
-        for source in mod.star_imports[:MAX_STAR_SOURCES] if depth < 2 else ():  # ``from .core import *`` re-exports
+        for source in mod.star_imports[:MAX_STAR_SOURCES] if depth < MAX_STAR_DEPTH else ():  # ``from .core import *`` re-exports
             found = self.resolve(".".join([source, *rest]), depth + 1)
             if found[0] is not None or found[1] == MineReason.AMBIGUOUS_TARGET:
                 return found
@@ -723,27 +1199,40 @@ def _documented_param(consumer: FunctionFacts, param: str) -> bool:
     kind = next((p.kind for p in consumer.params if p.name == param), "var_keyword")
     if not kind.startswith("var_"):
         return True
-    import docstring_parser  # rare path: parse only here
+    return param in _docstring_param_names(consumer.docstring)
+
+
+@functools.lru_cache(maxsize=65536)
+def _docstring_param_names(docstring: str) -> frozenset[str]:
+    import docstring_parser  # rare path: parse only here, once per docstring
 
     try:
-        names = {p.arg_name.lstrip("*") for p in docstring_parser.parse(consumer.docstring).params if p.arg_name}
+        return frozenset(p.arg_name.lstrip("*") for p in docstring_parser.parse(docstring).params if p.arg_name)
     except Exception:
-        return False
-    return param in names
+        return frozenset()
 
 
-@dataclass
 class MineResult:
-    flows: list[MinedFlow]
-    rejections: list[CandidateRejection]
-    file_rejections: list[FileRejection]
-    targets: dict[str, Target]  # every function a flow touches, plus all documented ones for negatives
-    documented: dict[str, Target]  # every documented function read (for hard negatives)
-    files_read: int
-    files_parsed: int
-    candidates: int
-    parsed_ids: list[str] = field(default_factory=list)
-    output_names: dict[str, str] = field(default_factory=dict)  # target key -> what callers name its result
+    """What mining found. A plain class, not a dataclass, on purpose: Prefect walks dataclass task
+    arguments field by field (to find futures), which over ~10^6 candidates costs minutes per task."""
+
+    def __init__(self, flows: list[MinedFlow], rejections: list[CandidateRejection], file_rejections: list[FileRejection],
+                 targets: dict[str, Target], documented: dict[str, Target], files_read: int, files_parsed: int,
+                 candidates: int, parsed_ids: list[str] | None = None, output_names: dict[str, str] | None = None):
+        self.flows = flows
+        self.rejections = rejections
+        self.file_rejections = file_rejections
+        self.targets = targets  # every function a flow touches
+        self.documented = documented  # every documented function read (for hard negatives)
+        self.files_read = files_read
+        self.files_parsed = files_parsed
+        self.candidates = candidates
+        self.parsed_ids = parsed_ids if parsed_ids is not None else []
+        self.output_names = output_names if output_names is not None else {}  # target key -> what callers name its result
+
+    def __repr__(self) -> str:
+        return (f"MineResult(files_read={self.files_read}, candidates={self.candidates}, flows={len(self.flows)}, "
+                f"rejections={len(self.rejections)})")
 
     def reason_counts(self) -> dict[str, int]:
         return dict(sorted(Counter(r.reason for r in self.rejections).items()))
@@ -772,7 +1261,13 @@ def _judge(raw: RawFlow, table: SymbolTable) -> tuple[MinedFlow | None, Candidat
         return reject(MineReason.UNDOCUMENTED_PRODUCER, producer.key)
     if not producer.facts.returns_value:
         return reject(MineReason.PRODUCER_RETURNS_NOTHING, producer.key)
-    param = _consumer_param(consumer.facts, raw.slot, raw.bound)
+    if raw.unpack == -1 and not producer.facts.returns_items:  # for a in f(x): f must give like items
+        return reject(MineReason.LOOP_ITEM, f"{producer.key} is not known to give items to iterate (no generator, list or Iterator)")
+    if raw.unpack > 0 and producer.facts.tuple_arity != raw.unpack and table.documented_arity(producer) != raw.unpack:
+        arity = producer.facts.tuple_arity or table.documented_arity(producer)  # a, b = f(x): f must give that many items
+        return reject(MineReason.TUPLE_UNPACK, f"{raw.detail} unpacked from {producer.key}, which "
+                      + (f"returns {arity}-item tuples" if arity else "is not known to return a tuple"))
+    param = _consumer_param(consumer.facts, raw.slot, raw.bound or consumer.via_instance)
     if param is None:
         return reject(MineReason.BAD_ARGUMENT_POSITION, f"argument {raw.slot} of {consumer.key}{'' if raw.slot.isdigit() else ' (unknown keyword)'}")
     if not _documented_param(consumer.facts, param):
@@ -785,12 +1280,16 @@ def _merge(modules: Iterable[ModuleFacts | FileRejection], file_rejections: list
     """Modules by name; a name read from two files is ambiguous (its flows still count as candidates),
     except function records of one file (CodeSearchNet), which are merged."""
     by_name: dict[str, ModuleFacts] = {}
+    flows_only: list[ModuleFacts] = []
     ambiguous: set[str] = set()
     for m in modules:
         if isinstance(m, FileRejection):
             file_rejections.append(m)
             continue
         parsed_ids.append(m.source_id)
+        if m.flows_only:
+            flows_only.append(m)
+            continue
         prev = by_name.get(m.module)
         if prev is None:
             by_name[m.module] = m
@@ -804,14 +1303,19 @@ def _merge(modules: Iterable[ModuleFacts | FileRejection], file_rejections: list
         else:
             ambiguous.add(m.module)
             prev.flows += m.flows  # keep every candidate in the books
-    return list(by_name.values()), ambiguous
+    return list(by_name.values()) + flows_only, ambiguous
 
 
 def resolve_flows(parsed: Iterable[ModuleFacts | FileRejection], files_read: int) -> MineResult:
+    with _no_gc():
+        return _resolve_flows(parsed, files_read)
+
+
+def _resolve_flows(parsed: Iterable[ModuleFacts | FileRejection], files_read: int) -> MineResult:
     file_rejections: list[FileRejection] = []
     parsed_ids: list[str] = []
     modules, ambiguous = _merge(parsed, file_rejections, parsed_ids)
-    table = SymbolTable([m for m in modules if m.module not in ambiguous], ambiguous)
+    table = SymbolTable([m for m in modules if m.module not in ambiguous and not m.flows_only], ambiguous)
     flows: list[MinedFlow] = []
     rejections: list[CandidateRejection] = []
     targets: dict[str, Target] = {}
@@ -835,7 +1339,7 @@ def resolve_flows(parsed: Iterable[ModuleFacts | FileRejection], files_read: int
     assert len(flows) + len(rejections) == candidates, "every candidate ends accepted or rejected"
     documented = {
         f"{m.module}.{q}": Target(f"{m.module}.{q}", m.module, f)
-        for m in modules if m.module not in ambiguous
+        for m in modules if m.module not in ambiguous and not m.flows_only
         for q, f in m.functions.items() if f.documented and q not in m.duplicated
     }
     assert len(parsed_ids) + len(file_rejections) == files_read, "every file ends parsed or rejected"
@@ -922,7 +1426,8 @@ def parse_record(repo: str, path: str, func_name: str, code: str) -> ModuleFacts
 
 # -- docs for the functions a dataset needs -------------------------------------------------------
 def _docs_chunk(facts: Sequence[tuple[FunctionFacts, str | None]]) -> list[dict[str, Any] | None]:
-    return [doc_from_facts(f, output_hint=hint) for f, hint in facts]
+    with _no_gc():
+        return [doc_from_facts(f, output_hint=hint) for f, hint in facts]
 
 
 def build_docs(targets: Sequence[Target], workers: int = 2, chunk: int = 512,

@@ -54,7 +54,7 @@ PKG = {
 
         def pair(x):
             """Split x into two halves."""
-            return x[:1], x[1:]
+            return [x[:1], x[1:]]                      # a list: which item a, b = pair(x) takes is not known
 
 
         def sink(value):
@@ -209,11 +209,13 @@ def test_every_candidate_ends_accepted_or_rejected(mined) -> None:
 def test_unparsable_and_oversized_files_are_rejected_sources(tmp_path: Path) -> None:
     root = write_package(tmp_path / "src", {"bad/__init__.py": "", "bad/broken.py": "def f(:\n", "bad/ok.py": "x = 1\n"})
     (root / "bad" / "tests").mkdir()
-    (root / "bad" / "tests" / "test_x.py").write_text("def test(): pass\n")  # test folders are skipped
+    (root / "bad" / "tests" / "test_x.py").write_text("def test(): pass\n")  # test folders: read for flows only
     (root / "bad" / "huge.py").write_text("x = 1\n" * 200_000)
     result = mine_files(tree_files(root, "tree"), workers=1)
-    assert result.files_read == 4
+    assert result.files_read == 5
     assert result.file_reason_counts() == {MineReason.FILE_TOO_LARGE: 1, MineReason.SYNTAX_ERROR: 1}
+    assert [i.module for i in tree_files(root, "tree") if i.flows_only] == ["bad.tests.test_x"]
+    assert len(tree_files(root, "tree", tests=False)) == 4
 
 
 GOOGLE = '''
@@ -451,3 +453,658 @@ def test_codesearchnet_records_resolve_within_the_record_set(tmp_path: Path) -> 
     pairs = {(f.consumer.split(":", 1)[1], f.producer.split(":", 1)[1], f.param) for f in result.flows}
     assert pairs == {("acme.net.parse_links", "acme.net.fetch_page", "html"), ("acme.net.Spider.visit", "acme.net.fetch_page", "html")}
     assert len(result.flows) + len(result.rejections) == result.candidates
+
+
+# -- resolution rules, one small package each ------------------------------------------------------
+def _mine(tmp_path: Path, files: dict[str, str]):
+    result = mine_files(tree_files(write_package(tmp_path / "src", files), "tree"), workers=1)
+    assert len(result.flows) + len(result.rejections) == result.candidates
+    return result
+
+
+def _flowing(result) -> set[str]:
+    """Functions with a candidate accepted, or rejected only as a repeat of an accepted pair."""
+    return {i.split(":")[1] for i in [f.record_id for f in result.flows]
+            + [r.record_id for r in result.rejections if r.reason == MineReason.DUPLICATE_FLOW]}
+
+
+def _reasons_at(result, function: str) -> dict[str, str]:
+    """record id (without the module) -> rejection reason, for the candidates of one function."""
+    return {r.record_id.split(":", 1)[1]: r.reason for r in result.rejections if r.record_id.split(":")[1] == function}
+
+
+LIB = '''
+    from typing import Optional
+
+
+    def make_user(name):
+        """Make a user record."""
+        return {"name": name}
+
+
+    def send(user, text=""):
+        """Send a text to a user."""
+        return True
+
+
+    class Base:
+        """A base client."""
+
+        def post(self, payload):
+            """Post a payload."""
+            return payload
+
+
+    class Client(Base):
+        """A client."""
+
+        def __init__(self, url):
+            self.url = url
+
+        def get(self, user):
+            """Get the data of a user."""
+            return user
+
+        def copy(self):
+            """A copy of the client."""
+            return self
+
+        @classmethod
+        def create(cls, url):
+            """A client for url."""
+            return cls(url)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+
+    class Other:
+        """Another class with a get."""
+
+        def get(self, user):
+            """Get something else."""
+            return user
+
+
+    def connect(url) -> Client:
+        """Connect to url."""
+        return Client(url)
+
+
+    def maybe_connect(url) -> Optional[Client]:
+        """Connect to url, or not."""
+        return None
+
+
+    def open_client(url):
+        """Open a client (unannotated: the body returns Client(...))."""
+        return Client(url)
+
+
+    def unknown_thing(url):
+        """Something of unknown type."""
+        return url.thing()
+'''
+
+
+def test_local_types_resolve_methods(tmp_path: Path) -> None:
+    result = _mine(tmp_path, {"app/__init__.py": "", "app/lib.py": LIB, "app/use.py": '''
+        from typing import Optional
+
+        from app.lib import Client, connect, make_user, maybe_connect, open_client, unknown_thing
+
+
+        def by_constructor():
+            c = Client("u")
+            return c.get(make_user("a"))                  # x = Foo(...); x.m()
+
+
+        def inherited():
+            c = Client("u")
+            return c.post(make_user("b"))                 # a method of the base class
+
+
+        def by_parameter(c: Client, o: "Optional[Client]", p: Client | None):
+            return c.get(make_user("c")), o.post(make_user("d")), p.post(make_user("d2"))
+
+
+        def by_annotated_variable():
+            c: Client = unknown_thing("u")
+            return c.get(make_user("e"))
+
+
+        def by_return_annotation():
+            c = connect("u")
+            d = maybe_connect("u")
+            return c.get(make_user("f")), d.post(make_user("g"))
+
+
+        def by_inferred_return():
+            c = open_client("u").copy()                   # return Client(...), then return self
+            return c.get(make_user("h")), Client.create("u").post(make_user("i"))
+
+
+        def by_with():
+            with Client("u") as c:                        # __enter__ returns self
+                return c.get(make_user("j"))
+
+
+        class Service:
+            """A service holding a client."""
+
+            def __init__(self, url: str, backup: Client):
+                self.client = Client(url)
+                self.backup = backup
+
+            def run(self):
+                """Run."""
+                return self.client.get(make_user("k")), self.backup.post(make_user("l"))
+
+
+        def unknown_type(c):
+            return c.get(make_user("m"))                  # a parameter without annotation: unknown
+
+
+        def unknown_return():
+            c = unknown_thing("u")
+            return c.get(make_user("n"))                  # unannotated, returns something of unknown type
+
+
+        class Mixed:
+            """An attribute given two types."""
+
+            def __init__(self):
+                self.c = Client("u")
+
+            def reset(self, other):
+                self.c = other
+
+            def run(self):
+                """Run."""
+                return self.c.get(make_user("o"))
+    '''})
+    # the pairs (Client.get, make_user) and (Base.post, make_user): first found, then duplicates of them
+    assert {(f.consumer, f.producer, f.param) for f in result.flows} == {
+        ("app.lib.Client.get", "app.lib.make_user", "user"), ("app.lib.Base.post", "app.lib.make_user", "payload")}
+    first = {f.record_id: f.consumer for f in result.flows}
+    calls = [(r.record_id.split(":")[1], r.record_id.split(":")[3], first[r.detail.removeprefix("same pair as ")])
+             for r in result.rejections if r.reason == MineReason.DUPLICATE_FLOW]  # (function, column, consumer)
+    assert ("by_annotated_variable", "11", "app.lib.Client.get") in calls  # c: Client = unknown_thing(...)
+    assert ("by_return_annotation", "11", "app.lib.Client.get") in calls  # -> Client
+    assert ("by_with", "15", "app.lib.Client.get") in calls  # with Client(...) as c: __enter__ returns self
+    assert ("by_parameter", "11", "app.lib.Client.get") in calls  # c: Client
+    assert ("by_parameter", "34", "app.lib.Base.post") in calls  # o: "Optional[Client]"
+    assert ("by_parameter", "58", "app.lib.Base.post") in calls  # p: Client | None
+    assert ("by_return_annotation", "34", "app.lib.Base.post") in calls  # -> Optional[Client]
+    assert ("by_inferred_return", "11", "app.lib.Client.get") in calls  # return Client(...), then return self
+    assert ("by_inferred_return", "34", "app.lib.Base.post") in calls  # return cls(...) in a classmethod
+    assert ("Service.run", "15", "app.lib.Client.get") in calls  # self.client = Client(url)
+    assert ("Service.run", "48", "app.lib.Base.post") in calls  # self.backup = backup, a parameter annotated Client
+    for function in ("unknown_type", "unknown_return", "Mixed.run"):  # unannotated parameter, unknown return, two types
+        assert set(_reasons_at(result, function).values()) == {MineReason.UNRESOLVED_TARGET}, function
+
+
+def test_tuple_unpacking_when_the_producer_gives_a_fixed_tuple(tmp_path: Path) -> None:
+    result = _mine(tmp_path, {"t/__init__.py": "", "t/m.py": '''
+        def split(x):
+            """Split x into a head and a tail."""
+            if not x:
+                return None, None
+            return x[:1], x[1:]
+
+
+        def pair(x) -> tuple[str, int]:
+            """A name and a count."""
+            return make(x)
+
+
+        def make(x):
+            return x
+
+
+        def features(x):
+            """Samples and labels.
+
+            Returns
+            -------
+            X : list
+                The samples.
+            y : list
+                The labels.
+            """
+            return make(x)
+
+
+        def many(x):
+            """As many parts as there are."""
+            return x.split()
+
+
+        def use(part):
+            """Use one part."""
+            return part
+
+
+        def ok():
+            head, tail = split("abc")
+            name, count = pair("n")
+            X, y = features("d")                           # the docstring names two returned items
+            use(tail)
+            use(y)
+            return use(name)
+
+
+        def not_ok():
+            a, b = many("a b")
+            c, d, e = split("xy")                          # 3 names, 2 items
+            (f, g), h = split("xy")                        # nested: which element is unknown
+            p, q, r = features("e")                        # 3 names, 2 documented items
+            use(a)
+            use(d)
+            use(r)
+            return use(f)
+    '''})
+    pairs = {(f.consumer, f.producer): f.via for f in result.flows}
+    assert pairs == {("t.m.use", "t.m.split"): "tuple_element", ("t.m.use", "t.m.pair"): "tuple_element",
+                     ("t.m.use", "t.m.features"): "tuple_element"}
+    assert sorted(_reasons_at(result, "not_ok").values()) == [MineReason.TUPLE_UNPACK] * 4
+    details = [r.detail for r in result.rejections]
+    assert any("is not known to return a tuple" in d for d in details) and any("returns 2-item tuples" in d for d in details)
+
+
+def test_loop_items_of_producers_that_give_items(tmp_path: Path) -> None:
+    result = _mine(tmp_path, {"l/__init__.py": "", "l/m.py": '''
+        from typing import Iterator
+
+
+        def users():
+            """Every user."""
+            yield "a"
+
+
+        def names() -> list[str]:
+            """Every name."""
+            return []
+
+
+        def config():
+            """A config value (a str: iterating gives characters)."""
+            return "abc"
+
+
+        def greet(user):
+            """Greet a user."""
+            return user
+
+
+        def ok():
+            for user in users():
+                greet(user)
+            for i, name in enumerate(names()):
+                greet(name)
+
+
+        def not_ok():
+            for c in config():
+                greet(c)
+    '''})
+    assert {(f.consumer, f.producer, f.via) for f in result.flows} == {("l.m.greet", "l.m.users", "loop_item"), ("l.m.greet", "l.m.names", "loop_item")}
+    assert list(_reasons_at(result, "not_ok").values()) == [MineReason.LOOP_ITEM]
+
+
+def test_aliases_conversions_and_call_receivers(tmp_path: Path) -> None:
+    result = _mine(tmp_path, {"a/__init__.py": "", "a/m.py": '''
+        import typing
+
+
+        def load(path):
+            """Load a file."""
+            return path
+
+
+        def save(data):
+            """Save data."""
+            return True
+
+
+        def measure(data):
+            """Measure data."""
+            return 1
+
+
+        class Store:
+            """A store."""
+
+            def put(self, item):
+                """Put an item."""
+                return item
+
+            add = put                                      # a method alias in the class body
+
+            def fill(self):
+                """Fill the store."""
+                insert = self.add                          # fn = self.method
+                return insert(load("x"))
+
+
+        Load = Persist = load                              # module-level aliases, two targets
+        T = typing.TypeVar("T")
+
+
+        class Registry:
+            """Registered loaders."""
+
+            __call__ = staticmethod(load)                  # an instance call is a call of load
+
+
+        class Box(typing.Generic[T]):
+            """A box."""
+
+            def put(self, item):
+                """Put an item in the box."""
+                return item
+
+
+        class IntBox(Box[int]):                            # the base of Box[int] is Box
+            """A box of ints."""
+
+
+        def generic_base():
+            return IntBox().put(load("g"))
+
+
+        def static_alias():
+            r = Registry()
+            return save(r("h"))
+
+
+        def aliases():
+            keep = save
+            v = Load("a")
+            w = v                                          # w holds what v holds
+            return keep(w)
+
+
+        def conversions():
+            measure(list(load("b")))
+            measure(str(load("c")))
+            data = sorted(load("d"), key=len)
+            return save(typing.cast(str, data))
+
+
+        def receivers():
+            return Store().put(Persist("e"))               # Foo(...).m()
+
+
+        def not_flows():
+            n = len(load("f"))                             # len is no conversion: n is not the data
+            return save(n)
+    '''})
+    pairs = {(f.consumer, f.producer) for f in result.flows}
+    assert ("a.m.Store.put", "a.m.load") in pairs  # fill: alias of self.add -> put; receivers: Store().put
+    assert ("a.m.save", "a.m.load") in pairs and ("a.m.measure", "a.m.load") in pairs
+    assert _flowing(result) == {"Store.fill", "aliases", "conversions", "receivers", "generic_base", "static_alias"}
+    assert ("a.m.Box.put", "a.m.load") in pairs
+    assert set(_reasons_at(result, "not_flows").values()) == {MineReason.UNRESOLVED_TARGET}  # len(load(...)), save(len(...))
+
+
+def test_module_globals_and_attributes_bound_once(tmp_path: Path) -> None:
+    result = _mine(tmp_path, {"g/__init__.py": "", "g/core.py": '''
+        def load_settings():
+            """Load the settings."""
+            return {}
+
+
+        def apply(settings):
+            """Apply settings."""
+            return settings
+
+
+        def connect():
+            """Open a connection."""
+            return object()
+
+
+        def query(conn, sql=""):
+            """Run a query."""
+            return []
+
+
+        class Registry:
+            """A registry of values."""
+
+            def __call__(self, value):
+                """Register a value."""
+                return value
+
+            def lookup(self, key):
+                """Look a key up."""
+                return key
+
+
+        SETTINGS = load_settings()                         # bound once: functions see its value
+        REG = Registry()                                   # a module-level instance
+        LATER = load_settings()
+        LATER = None                                       # bound twice: unknown
+
+
+        def use_global():
+            apply(LATER)
+            return apply(SETTINGS)
+
+
+        class Repo:
+            """A repository."""
+
+            def __init__(self):
+                self.conn = connect()                      # the only binding of self.conn
+                self.other = connect()
+
+            def reset(self):
+                self.other = None
+
+            def rows(self):
+                """All rows."""
+                query(self.other)
+                return query(self.conn)
+
+
+        if __name__ == "__main__":                         # module-level statements are a body too
+            apply(load_settings())
+    ''', "g/use.py": '''
+        from g.core import REG, load_settings
+
+
+        def register():
+            REG.lookup(load_settings())
+            return REG(load_settings())                    # an instance call: Registry.__call__, self bound
+    '''})
+    flows = {(f.record_id.split(":")[1], f.consumer, f.producer, f.param, f.via) for f in result.flows}
+    assert ("use_global", "g.core.apply", "g.core.load_settings", "settings", "global") in flows
+    assert ("Repo.rows", "g.core.query", "g.core.connect", "conn", "attribute_once") in flows
+    assert ("register", "g.core.Registry.__call__", "g.core.load_settings", "value", "direct") in flows
+    assert ("register", "g.core.Registry.lookup", "g.core.load_settings", "key", "direct") in flows
+    assert "<module>" in _flowing(result)
+    assert len([f for f in flows if f[0] == "use_global"]) == 1 and len([f for f in flows if f[0] == "Repo.rows"]) == 1
+
+
+def test_constructor_signatures(tmp_path: Path) -> None:
+    result = _mine(tmp_path, {"c/__init__.py": "", "c/m.py": '''
+        from dataclasses import dataclass
+
+
+        def text():
+            """Some text."""
+            return "t"
+
+
+        class Expr:
+            """An expression."""
+
+            _cache: dict = {}                              # a private annotated class attribute: no parameter
+
+            def __new__(cls, *args):
+                return object.__new__(cls)
+
+
+        @dataclass
+        class Point:
+            """A point."""
+
+            label: str
+            _hidden: int = 0
+
+
+        class Make:
+            """Factories."""
+
+            @staticmethod
+            def build(spec):
+                """Build from a spec; spec is a plain parameter here, not self."""
+                return spec.render(text())
+
+
+        def use():
+            Expr(text())                                   # reaches __new__'s undocumented *args
+            return Point(text())
+    '''})
+    assert {(f.consumer, f.param) for f in result.flows} == {("c.m.Point", "label")}
+    assert set(_reasons_at(result, "use").values()) == {MineReason.UNDOCUMENTED_PARAMETER}
+    assert set(_reasons_at(result, "Make.build").values()) == {MineReason.UNRESOLVED_TARGET}
+
+
+def test_test_code_gives_flows_but_no_tools(tmp_path: Path) -> None:
+    result = _mine(tmp_path, {"lib/__init__.py": "", "lib/core.py": '''
+        def parse(text):
+            """Parse text."""
+            return text.split()
+
+
+        def render(tree):
+            """Render a parsed tree."""
+            return " ".join(tree)
+    ''', "lib/tests/__init__.py": "", "lib/tests/test_core.py": '''
+        from lib.core import parse, render
+
+
+        def helper(x):
+            """A documented test helper: never a tool."""
+            return x
+
+
+        def test_roundtrip():
+            tree = parse("a b")
+            assert render(tree) == "a b"
+            assert helper(parse("c")) == ["c"]
+    '''})
+    assert {(f.consumer, f.producer) for f in result.flows} == {("lib.core.render", "lib.core.parse")}
+    assert "lib.tests.test_core.helper" not in result.documented
+    assert list(_reasons_at(result, "test_roundtrip").values()) == [MineReason.UNRESOLVED_TARGET]  # helper(parse("c"))
+
+
+def test_overloads_properties_and_repeated_defs(tmp_path: Path) -> None:
+    result = _mine(tmp_path, {"o/__init__.py": "", "o/m.py": '''
+        from typing import overload
+
+
+        @overload
+        def conv(x: int) -> int: ...
+        @overload
+        def conv(x: str) -> str: ...
+        def conv(x):
+            """Convert x (the implementation after its @overload signatures)."""
+            return x
+
+
+        if FLAG:
+            def pick(x):
+                """Pick x."""
+                return x
+        else:
+            def pick(x):
+                """Pick x."""
+                return x                                   # the same def in both branches
+
+
+        if FLAG:
+            def choose(x):
+                """Choose x."""
+                return x
+        else:
+            def choose(y):
+                """Choose y another way."""
+                return y                                   # two different defs: which one runs is unknown
+
+
+        class Thing:
+            """A thing."""
+
+            @property
+            def size(self):
+                """The size."""
+                return 1
+
+            def grow(self, n):
+                """Grow by n."""
+                return n
+
+
+        def use():
+            t = Thing()
+            t.grow(conv(1))
+            t.grow(pick(1))
+            t.grow(choose(1))
+            return t.size(conv(2))                         # calls the property's value, not the getter
+    '''})
+    assert {(f.consumer, f.producer) for f in result.flows} == {("o.m.Thing.grow", "o.m.conv"), ("o.m.Thing.grow", "o.m.pick")}
+    assert sorted(_reasons_at(result, "use").values()) == [MineReason.AMBIGUOUS_TARGET, MineReason.UNRESOLVED_TARGET]
+
+
+def test_attribute_types_through_bases_and_properties(tmp_path: Path) -> None:
+    result = _mine(tmp_path, {"app/__init__.py": "", "app/lib.py": LIB, "app/svc.py": '''
+        from app.lib import Client
+
+
+        class BaseService:
+            """A service with a client."""
+
+            def __init__(self, url):
+                self.client = Client(url)
+
+            @property
+            def backup(self) -> Client:
+                """The backup client."""
+                return Client("b")
+    ''', "app/use.py": '''
+        from app.lib import make_user
+        from app.svc import BaseService
+
+
+        class Service(BaseService):
+            """A service."""
+
+            def run(self):
+                """Run: self.client is bound (and typed) in the base class only."""
+                return self.client.get(make_user("a"))
+
+
+        class Rebound(BaseService):
+            """Binds client again, to something of unknown type."""
+
+            def __init__(self, client):
+                self.client = client
+
+            def run(self):
+                """Run."""
+                return self.client.get(make_user("b"))
+
+
+        def outside(s: Service):
+            return s.backup.post(make_user("c"))           # a typed local's attribute: the property's annotation
+    '''})
+    assert {(f.record_id.split(":")[1], f.consumer) for f in result.flows} == {
+        ("Service.run", "app.lib.Client.get"), ("outside", "app.lib.Base.post")}
+    assert list(_reasons_at(result, "Rebound.run").values()) == [MineReason.UNRESOLVED_TARGET]
