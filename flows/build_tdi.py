@@ -30,7 +30,7 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 from pydantic import Field
 
-from tasks.accounting import AccountingError, AccountingSummary
+from tasks.accounting import AccountingError, AccountingSummary, write_records_db_from_parquet
 from tasks.balance import BalanceConfig, BalancePlan, plan_balance
 from tasks.chunks import (
     CHUNKS,
@@ -42,7 +42,6 @@ from tasks.chunks import (
     stage_totals,
     sum_usage,
     work_fingerprint,
-    write_records_db_from_chunks,
 )
 from tasks.llm import LLMConfig, LLMEndpointError, LLMStageFailed, LLMUnavailableError
 from tasks.prompts import PROMPT_VERSIONS
@@ -155,7 +154,7 @@ def publish(out_dir: Path, staging: Path, manifest: dict[str, Any]) -> dict[str,
 
 @task(name="account-records", cache_policy=NO_CACHE)
 def account(out_dir: Path, outcome_files: list[Path], ledger_files: list[Path], n_read: int) -> AccountingSummary:
-    summary = write_records_db_from_chunks(out_dir / "records.duckdb", outcome_files, ledger_files, n_read)
+    summary = write_records_db_from_parquet(out_dir / "records.duckdb", outcome_files, ledger_files, n_read)
     get_run_logger().info("accounting: read %d = accepted %d + rejected %d %s", summary.read, summary.accepted, summary.rejected, summary.by_reason)
     return summary
 

@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,14 +60,49 @@ def write_records_db(
 
     ``outcomes`` may be an Arrow table with OUTCOME_SCHEMA (millions of mined candidates: columns
     are far cheaper than one dict per row)."""
+    outcome_table = outcomes if isinstance(outcomes, pa.Table) else pa.Table.from_pylist(list(outcomes), schema=OUTCOME_SCHEMA)
+    ledger_table = pa.Table.from_pylist(list(ledger), schema=LEDGER_SCHEMA)
+
+    def fill(con: duckdb.DuckDBPyConnection) -> None:
+        con.register("outcome_table", outcome_table)
+        con.register("ledger_table", ledger_table)
+        con.execute("CREATE TABLE record_outcomes AS SELECT * FROM outcome_table")
+        con.execute("CREATE TABLE llm_calls AS SELECT * FROM ledger_table")
+
+    return _write_books(path, fill, n_read)
+
+
+def sql_string(text: str | Path) -> str:
+    """``text`` as one SQL string literal (a path named o'neil stays one literal)."""
+    return "'" + str(text).replace("'", "''") + "'"
+
+
+def write_records_db_from_parquet(path: Path, outcome_files: Sequence[Path], ledger_files: Sequence[Path], n_read: int,
+                                  memory_limit: str = "512MB") -> AccountingSummary:
+    """The same books from Parquet files (build-tdi's chunk outputs), built by DuckDB out of core."""
+
+    def fill(con: duckdb.DuckDBPyConnection) -> None:
+        con.execute(f"SET memory_limit = {sql_string(memory_limit)}")
+        con.execute("SET threads = 2")
+        con.execute(f"SET temp_directory = {sql_string(path.parent / '.duckdb-tmp')}")
+        for table, schema, files in (("record_outcomes", OUTCOME_SCHEMA, outcome_files), ("llm_calls", LEDGER_SCHEMA, ledger_files)):
+            con.register(f"empty_{table}", schema.empty_table())
+            cols = ", ".join(f.name for f in schema)
+            source = (f"read_parquet([{', '.join(sql_string(f) for f in files)}], union_by_name = true)"
+                      if files else f"empty_{table}")
+            con.execute(f"CREATE TABLE {table} AS SELECT {cols} FROM empty_{table} UNION ALL SELECT {cols} FROM {source}")
+
+    return _write_books(path, fill, n_read)
+
+
+def _write_books(path: Path, fill: Callable[[duckdb.DuckDBPyConnection], None], n_read: int) -> AccountingSummary:
+    """Build ``records.duckdb`` in a temp file (``fill`` makes the two tables), add ``run_info`` and
+    the ``llm_usage`` view, check the books balance, and only then move it into place."""
     tmp = path.with_suffix(".duckdb.tmp")
     tmp.unlink(missing_ok=True)
     con = duckdb.connect(str(tmp))
     try:
-        outcome_table = outcomes if isinstance(outcomes, pa.Table) else pa.Table.from_pylist(list(outcomes), schema=OUTCOME_SCHEMA)
-        ledger_table = pa.Table.from_pylist(list(ledger), schema=LEDGER_SCHEMA)
-        con.execute("CREATE TABLE record_outcomes AS SELECT * FROM outcome_table")
-        con.execute("CREATE TABLE llm_calls AS SELECT * FROM ledger_table")
+        fill(con)
         con.execute("CREATE TABLE run_info AS SELECT ?::BIGINT AS records_read", [n_read])
         con.execute(
             """CREATE VIEW llm_usage AS
@@ -82,12 +118,12 @@ def write_records_db(
     return summary
 
 
-def check_read_ids(record_ids: list[str], n_read: int) -> None:
+def check_read_ids(record_ids: list[str], n_read: int, where: str = "") -> None:
     """Before any LLM call: every record read has one distinct id (the books count distinct ids,
     so a repeated id would fail the run only at the end, after every call was paid for)."""
     if len(record_ids) != n_read or len(set(record_ids)) != n_read:
-        repeated = sorted({r for r in record_ids if record_ids.count(r) > 1})[:5] if len(record_ids) < 100_000 else []
-        raise AccountingError(f"read {n_read} records but got {len(record_ids)} outcomes with "
+        repeated = sorted(i for i, n in Counter(record_ids).items() if n > 1)[:5]
+        raise AccountingError(f"{where}read {n_read} records but got {len(record_ids)} outcomes with "
                               f"{len(set(record_ids))} distinct ids (repeated, first 5: {repeated}); fix the reader "
                               "before spending LLM calls")
 

@@ -13,9 +13,8 @@ per record, per-chunk Parquet outputs with a completion marker, and the books bu
   completion marker, with the chunk's fingerprint) last.
 * :func:`finished` tells whether a chunk's marker matches its fingerprint: a rerun skips it and
   sends nothing for it.
-* :func:`write_records_db_from_chunks` builds ``records.duckdb`` (tables ``record_outcomes``,
-  ``llm_calls``) from the chunk files with DuckDB, out of core, and checks the books
-  (:func:`tasks.accounting.check_accounting`).
+* ``tasks.accounting.write_records_db_from_parquet`` builds ``records.duckdb`` from the chunk
+  files with DuckDB, out of core, and checks the books.
 """
 from __future__ import annotations
 
@@ -31,13 +30,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from schemas.docs import canonical_doc_json, doc_id
-from tasks.accounting import LEDGER_SCHEMA, OUTCOME_SCHEMA, AccountingError, AccountingSummary, check_accounting
+from tasks.accounting import LEDGER_SCHEMA, OUTCOME_SCHEMA, AccountingError, check_read_ids
 from tasks.agents import (
     DependentPair,
     Rejection,
@@ -48,7 +46,7 @@ from tasks.agents import (
     interpret_validate,
     validate_request,
 )
-from tasks.llm import LLMConfig, StructuredLLM, StructuredRequest, StructuredResult, ledger_rows, usage_summary
+from tasks.llm import LLMConfig, StructuredLLM, StructuredRequest, StructuredResult, ledger_rows, run_workers, usage_summary
 from tasks.prompts import PROMPT_VERSIONS
 from tasks.sources import (
     Reason,
@@ -381,16 +379,10 @@ async def _pipelined(llm: StructuredLLM, records: Sequence[ChunkRecord], max_cod
                 continue
             out.append(interpret_validate(pair, await call("validate", validate_request(pair))))
 
-    workers = [asyncio.ensure_future(worker()) for _ in range(min(max(1, llm.cfg.concurrency), len(records)))]
     try:
-        await asyncio.gather(*workers)
-    except BaseException:
-        for w in workers:
-            w.cancel()
-        await asyncio.gather(*workers, return_exceptions=True)
-        raise
+        await run_workers(worker, min(max(1, llm.cfg.concurrency), len(records)))
     finally:
-        await llm.run_many([])  # run_many's own clean-up: closes the HTTP transport on this loop
+        await llm.aclose()  # commits queued answers, closes the HTTP transport on this loop
     return out
 
 
@@ -443,11 +435,8 @@ def write_chunk_outputs(folder: Path, validated: Sequence[dict], outcomes: Seque
 def run_chunk(job: ChunkJob) -> dict[str, Any]:
     """Run the three agents over one chunk, write its outputs and marker; returns the marker."""
     chunk = job.chunk
-    ids = [r.record_id for r in chunk.records] + [r.source for r in chunk.rejected]
-    if len(ids) != chunk.n_read or len(set(ids)) != len(ids):  # before any LLM call is paid for
-        repeated = sorted(i for i, n in Counter(ids).items() if n > 1)[:5]
-        raise AccountingError(f"chunk {chunk.index}: read {chunk.n_read} items but got {len(ids)} outcomes with "
-                              f"{len(set(ids))} distinct ids (repeated, first 5: {repeated}); fix the reader")
+    check_read_ids([r.record_id for r in chunk.records] + [r.source for r in chunk.rejected], chunk.n_read,
+                   f"chunk {chunk.index}: ")
     llm = StructuredLLM(job.llm)
     counts = {stage: StageCounts() for stage in ("extract", "generate", "validate")}
     runner = _stagewise if job.llm.batch else _pipelined
@@ -501,42 +490,3 @@ def stage_totals(markers: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]
             t["ok"] += c["ok"]
             t["failed_by_reason"].update(c["failed_by_reason"])
     return out
-
-
-# -- the books ----------------------------------------------------------------------------------
-def _sql_list(paths: Sequence[Path]) -> str:
-    return "[" + ", ".join("'" + str(p).replace("'", "''") + "'" for p in paths) + "]"
-
-
-def write_records_db_from_chunks(path: Path, outcome_files: Sequence[Path], ledger_files: Sequence[Path], n_read: int,
-                                 memory_limit: str = "512MB") -> AccountingSummary:
-    """``records.duckdb`` from Parquet files (the same tables as ``tasks.accounting.write_records_db``),
-    built by DuckDB out of core, then checked: accepted + rejected = read, one outcome per record."""
-    tmp = path.with_suffix(".duckdb.tmp")
-    tmp.unlink(missing_ok=True)
-    con = duckdb.connect(str(tmp))
-    try:
-        con.execute(f"SET memory_limit = '{memory_limit}'")
-        con.execute("SET threads = 2")
-        con.execute(f"SET temp_directory = '{str(path.parent / '.duckdb-tmp')}'")
-        con.register("empty_outcomes", OUTCOME_SCHEMA.empty_table())
-        con.register("empty_ledger", LEDGER_SCHEMA.empty_table())
-        cols = ", ".join(f.name for f in OUTCOME_SCHEMA)
-        source = f"read_parquet({_sql_list(outcome_files)}, union_by_name = true)" if outcome_files else "empty_outcomes"
-        con.execute(f"CREATE TABLE record_outcomes AS SELECT {cols} FROM empty_outcomes UNION ALL SELECT {cols} FROM {source}")
-        cols = ", ".join(f.name for f in LEDGER_SCHEMA)
-        source = f"read_parquet({_sql_list(ledger_files)}, union_by_name = true)" if ledger_files else "empty_ledger"
-        con.execute(f"CREATE TABLE llm_calls AS SELECT {cols} FROM empty_ledger UNION ALL SELECT {cols} FROM {source}")
-        con.execute("CREATE TABLE run_info AS SELECT ?::BIGINT AS records_read", [n_read])
-        con.execute(
-            """CREATE VIEW llm_usage AS
-               SELECT agent, outcome, count(*) AS calls, sum(tokens_in) AS tokens_in,
-                      sum(tokens_out) AS tokens_out, round(avg(latency_s), 3) AS mean_latency_s,
-                      sum(cost_usd) AS cost_usd
-               FROM llm_calls GROUP BY ALL ORDER BY agent, outcome"""
-        )
-        summary = check_accounting(con)
-    finally:
-        con.close()
-    os.replace(tmp, path)
-    return summary

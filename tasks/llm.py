@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import email.utils
 import hashlib
 import json
@@ -36,7 +37,7 @@ import urllib.request
 import weakref
 import zlib
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -379,19 +380,25 @@ class ResponseCache:
                 "INSERT INTO responses(key, entry, created_at) VALUES (?, ?, ?) ON CONFLICT(key) DO NOTHING", (key, blob, time.time())
             )
 
-    def put_many(self, items: Iterable[tuple[str, dict[str, Any]]]) -> None:
-        """Many entries in one transaction (batch results, migration)."""
-        now = time.time()
-        rows = [(k, _dumps(e).decode(), now) for k, e in items]
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction under the cache's lock: committed whole, or rolled back."""
         with self._lock:
             db = self._db()
             db.execute("BEGIN IMMEDIATE")
             try:
-                db.executemany("INSERT INTO responses(key, entry, created_at) VALUES (?, ?, ?) ON CONFLICT(key) DO NOTHING", rows)
+                yield db
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
             db.execute("COMMIT")
+
+    def put_many(self, items: Iterable[tuple[str, dict[str, Any]]]) -> None:
+        """Many entries in one transaction (batch results, migration)."""
+        now = time.time()
+        rows = [(k, _dumps(e).decode(), now) for k, e in items]
+        with self._transaction() as db:
+            db.executemany("INSERT INTO responses(key, entry, created_at) VALUES (?, ?, ?) ON CONFLICT(key) DO NOTHING", rows)
 
     def __contains__(self, key: str) -> bool:
         return self.get(key) is not None
@@ -426,23 +433,16 @@ class ResponseCache:
     # batch bookkeeping ------------------------------------------------------------------------
     def record_batch(self, batch_id: str, input_file_id: str, status: str, requests: Sequence[tuple[str, str, str]]) -> None:
         """Remember a submitted batch and its (key, agent, prompt_version) requests, atomically."""
-        with self._lock:
-            db = self._db()
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                db.execute(
-                    "INSERT INTO batches(batch_id, input_file_id, status, n_requests, created_at) VALUES (?, ?, ?, ?, ?)",
-                    (batch_id, input_file_id, status, len(requests), time.time()),
-                )
-                db.executemany(
-                    "INSERT INTO batch_requests(key, batch_id, agent, prompt_version) VALUES (?, ?, ?, ?) "
-                    "ON CONFLICT(key) DO UPDATE SET batch_id = excluded.batch_id",
-                    [(k, batch_id, a, v) for k, a, v in requests],
-                )
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            db.execute("COMMIT")
+        with self._transaction() as db:
+            db.execute(
+                "INSERT INTO batches(batch_id, input_file_id, status, n_requests, created_at) VALUES (?, ?, ?, ?, ?)",
+                (batch_id, input_file_id, status, len(requests), time.time()),
+            )
+            db.executemany(
+                "INSERT INTO batch_requests(key, batch_id, agent, prompt_version) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT(key) DO UPDATE SET batch_id = excluded.batch_id",
+                [(k, batch_id, a, v) for k, a, v in requests],
+            )
 
     def live_batches(self, keys: Sequence[str]) -> dict[str, set[str]]:
         """Batches not yet ingested that hold some of ``keys``: {batch_id: those keys}."""
@@ -469,26 +469,16 @@ class ResponseCache:
         """Store a finished batch's answers and release its keys, in one transaction."""
         now = time.time()
         rows = [(k, _dumps(e).decode(), now) for k, e in entries]
-        with self._lock:
-            db = self._db()
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                db.executemany("INSERT INTO responses(key, entry, created_at) VALUES (?, ?, ?) ON CONFLICT(key) DO NOTHING", rows)
-                db.execute("UPDATE batches SET status = ?, ingested = 1, detail = ? WHERE batch_id = ?", (status, detail[:2000], batch_id))
-                db.execute("DELETE FROM batch_requests WHERE batch_id = ?", (batch_id,))
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            db.execute("COMMIT")
+        with self._transaction() as db:
+            db.executemany("INSERT INTO responses(key, entry, created_at) VALUES (?, ?, ?) ON CONFLICT(key) DO NOTHING", rows)
+            db.execute("UPDATE batches SET status = ?, ingested = 1, detail = ? WHERE batch_id = ?", (status, detail[:2000], batch_id))
+            db.execute("DELETE FROM batch_requests WHERE batch_id = ?", (batch_id,))
 
     def forget_batches(self) -> int:
         """Drop every live batch (their requests are submitted again on the next run); returns how many."""
-        with self._lock:
-            db = self._db()
-            db.execute("BEGIN IMMEDIATE")
+        with self._transaction() as db:
             n = db.execute("UPDATE batches SET ingested = 1, status = 'forgotten' WHERE ingested = 0").rowcount
             db.execute("DELETE FROM batch_requests")
-            db.execute("COMMIT")
         return n
 
     def batches(self) -> list[dict[str, Any]]:
@@ -1148,6 +1138,19 @@ class SDKTransport:
 _TIMEOUT = getattr(asyncio, "timeout", None)  # 3.11+
 
 
+async def run_workers(worker: Callable[[], Awaitable[None]], n: int) -> None:
+    """Run ``n`` copies of ``worker`` (each pulls from a shared iterator); when one fails, cancel
+    the others and wait for them before re-raising, so nothing is left running on the loop."""
+    workers = [asyncio.ensure_future(worker()) for _ in range(n)]
+    try:
+        await asyncio.gather(*workers)
+    except BaseException:
+        for w in workers:
+            w.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
+        raise
+
+
 class StructuredLLM:
     """Runs structured requests with cache, retries, rate limits, concurrency and a ledger."""
 
@@ -1270,14 +1273,7 @@ class StructuredLLM:
                 if on_done is not None:
                     on_done(result)
 
-        workers = [asyncio.ensure_future(worker()) for _ in range(min(max(1, self.cfg.concurrency), len(requests)))]
-        try:
-            await asyncio.gather(*workers)
-        except BaseException:
-            for w in workers:
-                w.cancel()
-            await asyncio.gather(*workers, return_exceptions=True)
-            raise
+        await run_workers(worker, min(max(1, self.cfg.concurrency), len(requests)))
         return results  # type: ignore[return-value]
 
     def _body(self, req: StructuredRequest) -> dict[str, Any]:

@@ -11,6 +11,7 @@ import pandas as pd
 
 from schemas.docs import load_schema
 from schemas.tdi import ID2LABEL
+from tasks.accounting import sql_string
 
 logger = logging.getLogger(__name__)
 
@@ -34,8 +35,7 @@ class QualityGateError(RuntimeError):
 def _check_frames(shard_glob: str) -> dict[str, pd.DataFrame]:
     """The pairs themselves plus small derived frames for the set-level rules."""
     con = duckdb.connect()
-    literal = "'" + shard_glob.replace("'", "''") + "'"  # a folder named bob's-run stays one literal
-    con.execute(f"CREATE VIEW pairs AS SELECT * FROM read_parquet({literal})")
+    con.execute(f"CREATE VIEW pairs AS SELECT * FROM read_parquet({sql_string(shard_glob)})")
     pairs = con.execute("SELECT * FROM pairs").df()
     balance = con.execute(
         """

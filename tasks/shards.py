@@ -51,7 +51,6 @@ def write_shards(rows: Sequence[dict], out_dir: Path, cfg: ShardConfig) -> list[
     Rows are sorted by pair_id before the seeded shuffle, so the bytes depend only on the row set
     and the seed, not on the order the rows arrived in.
     """
-    shard_dir = out_dir / "shards"
     tmp_dir = out_dir / "shards.tmp"
     shutil.rmtree(tmp_dir, ignore_errors=True)
     tmp_dir.mkdir(parents=True)
@@ -84,13 +83,7 @@ def write_shards(rows: Sequence[dict], out_dir: Path, cfg: ShardConfig) -> list[
                     label_counts={ID2LABEL[k]: labels.get(k, 0) for k in sorted(ID2LABEL)},
                 )
             )
-    # Swap in the whole folder at once: readers never see a mix of two runs' shards.
-    old = out_dir / "shards.old"
-    shutil.rmtree(old, ignore_errors=True)
-    if shard_dir.exists():
-        os.replace(shard_dir, old)
-    os.replace(tmp_dir, shard_dir)
-    shutil.rmtree(old, ignore_errors=True)
+    _swap_in(out_dir, tmp_dir)
     return infos
 
 

@@ -19,6 +19,7 @@ from tasks.docstrings import functions_in_source
 from tasks.mined_dataset import DependencyPair
 from tasks.mined_llm import doc_pairs, render_signature, sample_doc_pairs, seeded_sample
 from tests.openai_server import FakeOpenAIServer
+from tests.test_mining import pipeline_modules, write_package
 
 LONG = "produce_" + "x" * 130  # a name longer than the api_doc schema allows (120): agent 1's answer is invalid
 
@@ -26,17 +27,7 @@ LONG = "produce_" + "x" * 130  # a name longer than the api_doc schema allows (1
 def _tree(root: Path, n_modules: int = 3, n_funcs: int = 4) -> Path:
     """Modules whose functions feed each other (as tests/test_mining.py's _bigger_tree), one pair
     seen both ways round, and one producer whose name is too long for an LLM doc."""
-    files = {"lib/__init__.py": ""}
-    for m in range(n_modules):
-        lines = []
-        for i in range(n_funcs):
-            lines.append(f'def produce_{m}_{i}(x):\n    """Produce value {m}.{i} from x."""\n    return x\n\n')
-            lines.append(f'def consume_{m}_{i}(value, flag=False):\n    """Consume value {m}.{i}."""\n    return value\n\n')
-        lines.append(f'def pipeline_{m}():\n    """Wire the functions."""\n')
-        for i in range(n_funcs):
-            lines.append(f"    v{i} = produce_{m}_{i}({i})\n    consume_{m}_{i}(v{i})\n    consume_{m}_{(i + 1) % n_funcs}(value=produce_{m}_{i}(0))\n")
-        lines.append("    return None\n")
-        files[f"lib/mod{m}.py"] = "".join(lines)
+    files = pipeline_modules(n_modules, n_funcs)
     files["lib/extra.py"] = f'''
         def make_token(user):
             """Make a token for user."""
@@ -71,11 +62,7 @@ def _tree(root: Path, n_modules: int = 3, n_funcs: int = 4) -> Path:
             make_token(t)
             return None
     '''
-    for rel, text in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text))
-    return root
+    return write_package(root, files)
 
 
 @pytest.fixture(scope="module")

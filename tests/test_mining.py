@@ -362,6 +362,11 @@ def test_outputs_take_the_name_callers_give_the_result(tmp_path: Path) -> None:
 
 def _bigger_tree(root: Path, n_modules: int = 6, n_funcs: int = 6) -> Path:
     """Modules whose functions feed each other: enough pairs for both splits."""
+    return write_package(root, pipeline_modules(n_modules, n_funcs))
+
+
+def pipeline_modules(n_modules: int, n_funcs: int) -> dict[str, str]:
+    """Source files of package ``lib``: per module, producers, consumers and a pipeline wiring them."""
     files = {"lib/__init__.py": ""}
     for m in range(n_modules):
         lines = []
@@ -373,7 +378,7 @@ def _bigger_tree(root: Path, n_modules: int = 6, n_funcs: int = 6) -> Path:
             lines.append(f"    v{i} = produce_{m}_{i}({i})\n    consume_{m}_{i}(v{i})\n    consume_{m}_{(i + 1) % n_funcs}(value=produce_{m}_{i}(0))\n")
         lines.append("    return None\n")
         files[f"lib/mod{m}.py"] = "".join(lines)
-    return write_package(root, files)
+    return files
 
 
 def test_mine_tdi_flow_end_to_end(tmp_path: Path, prefect_harness) -> None:
