@@ -1,6 +1,7 @@
 """Quality gate over written TDI shards: a great-expectations suite; a failure fails the flow."""
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -9,7 +10,7 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from schemas.docs import load_schema
+from schemas.docs import schema_errors
 from schemas.tdi import ID2LABEL
 from tasks.accounting import sql_string
 
@@ -61,28 +62,48 @@ def _check_frames(shard_glob: str) -> dict[str, pd.DataFrame]:
          AND greatest(n.tool_a_id, n.tool_b_id) = greatest(d.tool_a_id, d.tool_b_id)
         """
     ).df()
-    # each distinct doc once: a doc sits in many pairs, and schema validation costs ms per value
-    docs = con.execute("SELECT doc_a AS doc FROM pairs UNION SELECT doc_b FROM pairs").df()
+    # row-wise rules as queries that return the offending rows (great-expectations' pandas versions of
+    # these two loop in Python: 26 s at 100k rows)
+    self_pairs = con.execute("SELECT pair_id, tool_a_id FROM pairs WHERE tool_a_id = tool_b_id").df()
+    label_names = ", ".join(f"({k}, {sql_string(v)})" for k, v in ID2LABEL.items())
+    mislabelled = con.execute(
+        f"""SELECT pair_id, label, label_name FROM pairs
+            WHERE (label, label_name) NOT IN (SELECT (k, v) FROM (VALUES {label_names}) t(k, v))""").df()
+    # Each distinct doc once (a doc sits in many pairs), against one compiled validator: great-expectations'
+    # own json-schema expectation re-checks the schema itself for every value (14 ms a doc, 5 minutes at 23k docs).
+    docs = [d for (d,) in con.execute("SELECT doc_a FROM pairs UNION SELECT doc_b FROM pairs").fetchall()]
     con.close()
-    return {"pairs": pairs, "docs": docs, "balance": balance, "leaked_tools": leaked, "none_but_dependent": none_but_dependent}
+    invalid = [(d, error) for d in docs if (error := doc_error(d))]
+    invalid_docs = pd.DataFrame(invalid, columns=["doc", "error"])
+    return {"pairs": pairs, "self_pairs": self_pairs, "mislabelled": mislabelled, "invalid_docs": invalid_docs, "balance": balance, "leaked_tools": leaked,
+            "none_but_dependent": none_but_dependent}
+
+
+def doc_error(doc_json: str) -> str | None:
+    """The first reason a shard's doc text is no valid API doc, or None."""
+    try:
+        doc = json.loads(doc_json)
+    except json.JSONDecodeError as e:
+        return f"not JSON: {e}"
+    errors = schema_errors(doc, "api_doc")
+    return errors[0] if errors else None
 
 
 def _suites(gx: Any) -> dict[str, list[Any]]:
     E = gx.expectations
-    doc_schema = load_schema("api_doc")
     columns = ["pair_id", "doc_a", "doc_b", "tool_a_id", "tool_b_id", "label", "label_name", "split", "origin", "source_a", "source_b"]
     return {
         "pairs": [
             *(E.ExpectColumnValuesToNotBeNull(column=c) for c in columns),
             E.ExpectColumnValuesToBeInSet(column="label", value_set=list(ID2LABEL)),
-            E.ExpectColumnPairValuesToBeInSet(column_A="label", column_B="label_name", value_pairs_set=[(k, v) for k, v in ID2LABEL.items()]),
             E.ExpectColumnValuesToBeInSet(column="split", value_set=["train", "validation"]),
             E.ExpectColumnValuesToBeInSet(column="origin", value_set=list(ORIGINS)),
             E.ExpectColumnValuesToBeUnique(column="pair_id"),
             E.ExpectCompoundColumnsToBeUnique(column_list=["tool_a_id", "tool_b_id"]),
-            E.ExpectSelectColumnValuesToBeUniqueWithinRecord(column_list=["tool_a_id", "tool_b_id"]),  # no self-pairs
         ],
-        "docs": [E.ExpectColumnValuesToMatchJsonSchema(column="doc", json_schema=doc_schema)],
+        "self_pairs": [E.ExpectTableRowCountToEqual(value=0)],  # a tool never pairs with itself
+        "mislabelled": [E.ExpectTableRowCountToEqual(value=0)],  # label_name is the name of label
+        "invalid_docs": [E.ExpectTableRowCountToEqual(value=0)],  # every doc valid against schemas/api_doc
         "balance": [
             E.ExpectColumnPairValuesToBeEqual(column_A="n_a_depends_on_b", column_B="n_no_dependency"),
             E.ExpectColumnPairValuesToBeEqual(column_A="n_no_dependency", column_B="n_b_depends_on_a"),
@@ -117,11 +138,14 @@ def validate_shards(shard_dir: Path) -> QualityReport:
             check = {
                 "frame": frame_name,
                 "expectation": cfg.type,
-                "kwargs": {k: v for k, v in cfg.kwargs.items() if k not in ("json_schema", "batch_id")},
+                "kwargs": {k: v for k, v in cfg.kwargs.items() if k != "batch_id"},
                 "success": bool(r.success),
                 "unexpected_count": (r.result or {}).get("unexpected_count"),
                 "observed_value": (r.result or {}).get("observed_value"),
             }
+            if not r.success and cfg.type == "expect_table_row_count_to_equal":  # the offending rows, say which
+                check["examples"] = [{k: str(v)[:300] for k, v in row.items()}
+                                     for row in frames[frame_name].head(3).to_dict("records")]
             report.checks.append(check)
             report.success &= check["success"]
     return report

@@ -159,12 +159,16 @@ def test_quality_gate_passes_clean_shards_and_catches_each_defect(tmp_path):
     rows[0] = {**rows[0], "tool_b_id": rows[0]["tool_a_id"], "doc_b": rows[0]["doc_a"]}  # self pair
     broken = {**rows[1], "doc_a": canonical_doc_json({"name": "x", "description": "y", "input_params": [], "output_params": []}).replace('"input_params":[]', '"input_params":"none"')}
     rows[1] = broken  # doc not valid against the schema
+    rows[2] = {**rows[2], "label_name": "b_depends_on_a" if rows[2]["label"] != 2 else "no_dependency"}  # wrong name
     rows.append({**rows[5], "pair_id": "extra-row"})  # duplicate pair + imbalance
     write_shards(rows, tmp_path / "bad", ShardConfig(rows_per_shard=1000))
     failed = {(c["frame"], c["expectation"]) for c in validate_shards(tmp_path / "bad" / "shards").failures()}
     assert ("leaked_tools", "expect_table_row_count_to_equal") in failed
-    assert ("pairs", "expect_select_column_values_to_be_unique_within_record") in failed
-    assert ("docs", "expect_column_values_to_match_json_schema") in failed
+    assert ("self_pairs", "expect_table_row_count_to_equal") in failed
+    assert ("mislabelled", "expect_table_row_count_to_equal") in failed
+    assert ("invalid_docs", "expect_table_row_count_to_equal") in failed
+    invalid = next(c for c in validate_shards(tmp_path / "bad" / "shards").failures() if c["frame"] == "invalid_docs")
+    assert invalid["observed_value"] == 1 and "input_params" in invalid["examples"][0]["error"]
     assert ("pairs", "expect_compound_columns_to_be_unique") in failed
     assert any(f == "balance" for f, _ in failed)
 
