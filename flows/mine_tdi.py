@@ -19,7 +19,7 @@ import random
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,7 @@ from flows.build_tdi import EMBEDDED
 from models.embedded_llm import DEFAULT_MODEL
 from schemas.docs import schema_errors
 from tasks.accounting import OUTCOME_SCHEMA, AccountingSummary, write_records_db
-from tasks.llm import LLMConfig, StructuredLLM, StructuredRequest, StructuredResult, ledger_rows, usage_summary
+from tasks.llm import LLMConfig, StructuredLLM, StructuredRequest, StructuredResult, ledger_rows, split_userinfo, usage_summary
 from tasks.mined_llm import (
     JUDGE_ACTIONS,
     JUDGE_REJECTION,
@@ -50,6 +50,7 @@ from tasks.mined_llm import (
 )
 from tasks.mined_dataset import ORIGIN_LLM, DependencyPair, MinedBalanceConfig, MinedBalanced, balance_mined
 from tasks.mining import (
+    DEFAULT_MAX_PRODUCERS_PER_PARAM,
     FileItem,
     FileRejection,
     MineResult,
@@ -92,6 +93,9 @@ class MineTDIConfig:
     hard_negative_share: float = field(default=0.5, metadata={"help": "share of class 1 that are same-package hard negatives"})
     mix_tdi: str | None = field(default=None, metadata={"help": "a build-tdi dataset folder whose LLM 'validated' pairs are added"})
     workers: int = field(default=2, metadata={"help": "parser processes"})
+    max_producers_per_param: int | None = field(default=DEFAULT_MAX_PRODUCERS_PER_PARAM, metadata={
+        "help": "reject flows into a parameter that more than this many distinct producers reach (generic sinks such "
+                "as assert_equal(actual) or dumps(obj)); none: keep them"})
     rows_per_shard: int = field(default=50_000, metadata={"help": "rows per Parquet shard"})
     # -- optional LLM review (tasks/mined_llm.py); nothing is sent to an LLM while both counts are 0 --
     base_url: str | None = field(default_factory=_env_base_url, metadata={
@@ -190,7 +194,7 @@ def mine(items: list[FileItem], cfg: MineTDIConfig) -> MineResult:
         records, n_records = _codesearchnet_modules(cfg.codesearchnet_path)
         parsed += records
         n_read += n_records
-    result = resolve_flows(parsed, n_read)
+    result = resolve_flows(parsed, n_read, cfg.max_producers_per_param)
     get_run_logger().info(
         "mined %d files (%d parsed) in %.1fs: %d candidates, %d accepted pairs; rejected %s; files rejected %s",
         result.files_read, result.files_parsed, time.perf_counter() - t0, result.candidates, len(result.flows),
@@ -346,7 +350,7 @@ def llm_endpoint(cfg: MineTDIConfig) -> Iterator[tuple[LLMConfig, Callable[[], N
 
     with EmbeddedLLMServer(model=llm.model) as server:
         get_run_logger().info("embedded LLM %s ready at %s", llm.model, server.base_url)
-        yield LLMConfig(**{**asdict(llm), "base_url": server.base_url}), server.raise_if_exited
+        yield replace(llm, base_url=server.base_url), server.raise_if_exited
 
 
 def rewrite_mined_docs(cfg: MineTDIConfig, result: MineResult, pairs: list[DependencyPair], docs: dict[str, dict[str, Any]],
@@ -492,7 +496,7 @@ def _mine_tdi(cfg: MineTDIConfig) -> dict[str, Any]:
         pairs = [p for p in pairs if p.record_id not in judged_out]
         reviews = {"doc_rewrites": rewrite_report.rows, "judge_verdicts": judge_report.rows}
         llm_review = {
-            "base_url": cfg.base_url, "model": llm_cfg.model,
+            "base_url": split_userinfo(cfg.base_url or "")[0], "model": llm_cfg.model,
             "prompt_versions": {"extract": EXTRACT.version, "validate": VALIDATE.version},
             "rewrite": rewrite_report.as_dict(), "judge": judge_report.as_dict(), "usage": usage_summary(ledger),
         }
@@ -527,7 +531,7 @@ def _mine_tdi(cfg: MineTDIConfig) -> dict[str, Any]:
         out_dir.name,
         infos,
         {
-            "config": json.loads(json.dumps(asdict(cfg), default=str)),
+            "config": recorded_config(cfg),
             "origin": "mined (no LLM)" if llm_review is None else "mined (LLM review of a sample)",
             "per_class": balanced.per_class,
             "per_class_target": cfg.per_class,
@@ -542,6 +546,13 @@ def _mine_tdi(cfg: MineTDIConfig) -> dict[str, Any]:
     create_markdown_artifact(key="tdi-mined-dataset", markdown=(out_dir / "README.md").read_text(), description=str(out_dir))
     logger.info("wrote %d rows in %d shards to %s", manifest["total_rows"], len(infos), out_dir)
     return manifest
+
+
+def recorded_config(cfg: MineTDIConfig) -> dict[str, Any]:
+    """The config as the manifest records it: JSON types, no credentials in the base URL."""
+    config = json.loads(json.dumps(asdict(cfg), default=str))
+    config["base_url"] = split_userinfo(cfg.base_url)[0] if cfg.base_url else cfg.base_url
+    return config
 
 
 # -- command line -------------------------------------------------------------------------------

@@ -201,7 +201,8 @@ def score_examples(checkpoint: Path, examples: list[PairExample], max_length: in
 def report(examples: list[PairExample], probs, threshold: float | None) -> dict[str, Any]:
     """Discriminator (argmax, calibrated, direction) and the parameter-match rule on the same pairs."""
     y = [e.label for e in examples]
-    return {**evaluate_probs(y, probs, threshold), "schema_rule": schema_rule_metrics(examples), "counts": label_counts(examples)}
+    return {**evaluate_probs(y, probs, threshold), "schema_rule": schema_rule_metrics(examples),
+            "schema_rule_partial": schema_rule_metrics(examples, partial=True), "counts": label_counts(examples)}
 
 
 def comparison_rows(section: dict[str, Any]) -> dict[str, dict]:
@@ -209,6 +210,8 @@ def comparison_rows(section: dict[str, Any]) -> dict[str, dict]:
     if "calibrated" in section:
         rows[f"discriminator, calibrated (cut {section['calibrated']['threshold']:.3f})"] = section["calibrated"]
     rows["parameter-match rule (schema)"] = section["schema_rule"]
+    if "schema_rule_partial" in section:
+        rows["parameter-match rule, partial names too"] = section["schema_rule_partial"]
     return rows
 
 
@@ -216,7 +219,8 @@ def model_card(cfg: TrainDiscriminatorConfig, summary: dict[str, Any]) -> str:
     test, valid = summary["test"], summary.get("validation")
     headline = test.get("calibrated", test["argmax"])
     rows = [("test: discriminator, calibrated" if "calibrated" in test else "test: discriminator, argmax", headline["dependency"]),
-            ("test: parameter-match rule", test["schema_rule"]["dependency"])]
+            ("test: parameter-match rule", test["schema_rule"]["dependency"]),
+            ("test: parameter-match rule, partial names too", test["schema_rule_partial"]["dependency"])]
     for name, section in (valid or {}).items():
         rows.append((f"validation ({name}): discriminator, calibrated", section.get("calibrated", section["argmax"])["dependency"]))
         rows.append((f"validation ({name}): parameter-match rule", section["schema_rule"]["dependency"]))

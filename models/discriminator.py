@@ -39,25 +39,33 @@ def pair_texts(doc_a: str | dict, doc_b: str | dict, ignore: Collection[str] = f
     """The two segments of a pair: each doc's text, led by the parameter-match evidence.
 
     When an output name of the other tool equals one of this tool's input names
-    (``tasks.schema_rule.feeds``), the segment starts with ``takes token from the other tool.``.
-    The evidence is a hint, not the answer: the model learns from the labels when a shared name
-    is a real hand-over (``token``) and when it is a coincidence (``time``, ``location``), and
-    finds dependencies that share no name from the descriptions. The hint moves with its doc, so
-    swapping a and b swaps the segments exactly (test-time symmetry stays exact). ``ignore``: names
-    that are no evidence in the pair's tool group (``tasks.schema_rule.common_output_names``).
+    (``tasks.schema_rule.feeds``), the segment starts with ``takes token from the other tool.``;
+    when an input only partly names the other's output (``tasks.schema_rule.partial_feeds``:
+    ``token`` <- ``user_token``, ``movie_id`` <- ``movie``), with the weaker
+    ``may take token from the other tool's user_token.``. The evidence is a hint, not the answer: the
+    model learns from the labels when a shared name is a real hand-over (``token``) and when it is a
+    coincidence (``time``, ``location``), and finds dependencies that share no name from the
+    descriptions. The hint moves with its doc, so swapping a and b swaps the segments exactly
+    (test-time symmetry stays exact). ``ignore``: names that are no evidence in the pair's tool
+    group (``tasks.schema_rule.common_output_names``).
     """
-    from tasks.schema_rule import feeds
+    from tasks.schema_rule import feeds, partial_feeds
 
     a, b = _as_doc(doc_a), _as_doc(doc_b)
     text_a, text_b = doc_text(a if a is not None else doc_a), doc_text(b if b is not None else doc_b)
     if a is None or b is None:
         return text_a, text_b
-    a_takes, b_takes = sorted(feeds(b, a, ignore=ignore)), sorted(feeds(a, b, ignore=ignore))
-    if a_takes:
-        text_a = f"takes {', '.join(a_takes)} from the other tool. {text_a}"
-    if b_takes:
-        text_b = f"takes {', '.join(b_takes)} from the other tool. {text_b}"
-    return text_a, text_b
+
+    def evidence(producer: dict, consumer: dict) -> str:
+        hints = []
+        if exact := sorted(feeds(producer, consumer, ignore=ignore)):
+            hints.append(f"takes {', '.join(exact)} from the other tool.")
+        if partial := partial_feeds(producer, consumer, ignore=ignore):
+            hints.append(f"may take {', '.join(f'{i}' for i, _ in partial)} from the other tool's "
+                         f"{', '.join(sorted({o for _, o in partial}))}.")
+        return " ".join(hints + [""])
+
+    return evidence(b, a) + text_a, evidence(a, b) + text_b
 
 
 def doc_text(doc: str | dict) -> str:

@@ -68,6 +68,7 @@ class MineReason:
     BAD_ARGUMENT_POSITION = "bad_argument_position"  # positional index beyond the signature, unknown keyword
     UNDOCUMENTED_PARAMETER = "undocumented_parameter"  # reaches *args/**kwargs the doc does not list
     DUPLICATE_FLOW = "duplicate_flow"  # same (consumer, producer) as an accepted candidate
+    GENERIC_SINK = "generic_sink"  # the parameter takes values from too many producers (assert_equal, dumps, latex)
 
 
 # -- parse phase (runs in workers) ---------------------------------------------------------------
@@ -1306,12 +1307,40 @@ def _merge(modules: Iterable[ModuleFacts | FileRejection], file_rejections: list
     return list(by_name.values()) + flows_only, ambiguous
 
 
-def resolve_flows(parsed: Iterable[ModuleFacts | FileRejection], files_read: int) -> MineResult:
+# A parameter that receives values from more than this many distinct producers takes anything
+# (``assert_equal(actual)``, ``dumps(obj)``, ``latex(expr)``, ``deepcopy(x)``): a flow into it says
+# nothing about what the consumer needs, and such sinks, test assertions above all, taught the model
+# noise (pretraining stayed at chance). API dependencies have few producers per input.
+DEFAULT_MAX_PRODUCERS_PER_PARAM = 8
+
+
+def resolve_flows(parsed: Iterable[ModuleFacts | FileRejection], files_read: int,
+                  max_producers_per_param: int | None = DEFAULT_MAX_PRODUCERS_PER_PARAM) -> MineResult:
     with _no_gc():
-        return _resolve_flows(parsed, files_read)
+        return _resolve_flows(parsed, files_read, max_producers_per_param)
 
 
-def _resolve_flows(parsed: Iterable[ModuleFacts | FileRejection], files_read: int) -> MineResult:
+def reject_generic_sinks(flows: list[MinedFlow], max_producers: int | None) -> tuple[list[MinedFlow], list[CandidateRejection]]:
+    """Flows into a (consumer, parameter) that more than ``max_producers`` distinct producers reach
+    become ``generic_sink`` rejections; None keeps every flow."""
+    if max_producers is None:
+        return flows, []
+    producers: dict[tuple[str, str], set[str]] = {}
+    for f in flows:
+        producers.setdefault((f.consumer, f.param), set()).add(f.producer)
+    kept, rejected = [], []
+    for f in flows:
+        n = len(producers[(f.consumer, f.param)])
+        if n > max_producers:
+            rejected.append(CandidateRejection(f.record_id, "resolve", MineReason.GENERIC_SINK,
+                                               f"{f.consumer}({f.param}) takes values from {n} producers (> {max_producers})"))
+        else:
+            kept.append(f)
+    return kept, rejected
+
+
+def _resolve_flows(parsed: Iterable[ModuleFacts | FileRejection], files_read: int,
+                   max_producers_per_param: int | None = DEFAULT_MAX_PRODUCERS_PER_PARAM) -> MineResult:
     file_rejections: list[FileRejection] = []
     parsed_ids: list[str] = []
     modules, ambiguous = _merge(parsed, file_rejections, parsed_ids)
@@ -1336,6 +1365,10 @@ def _resolve_flows(parsed: Iterable[ModuleFacts | FileRejection], files_read: in
                     targets[producer.key] = producer  # type: ignore[union-attr]
             if rejection is not None:
                 rejections.append(rejection)
+    flows, sinks = reject_generic_sinks(flows, max_producers_per_param)
+    rejections += sinks
+    used = {k for f in flows for k in (f.consumer, f.producer)}
+    targets = {k: t for k, t in targets.items() if k in used}
     assert len(flows) + len(rejections) == candidates, "every candidate ends accepted or rejected"
     documented = {
         f"{m.module}.{q}": Target(f"{m.module}.{q}", m.module, f)
@@ -1388,9 +1421,10 @@ def map_chunks(fn: Any, items: Sequence[Any], workers: int, chunk: int) -> list[
     return out
 
 
-def mine_files(items: Sequence[FileItem], workers: int = 2, chunk_files: int = 64) -> MineResult:
+def mine_files(items: Sequence[FileItem], workers: int = 2, chunk_files: int = 64,
+               max_producers_per_param: int | None = DEFAULT_MAX_PRODUCERS_PER_PARAM) -> MineResult:
     """Parse ``items`` in ``workers`` processes (in-process when workers <= 1), then resolve."""
-    return resolve_flows(map_chunks(_parse_chunk, items, workers, chunk_files), len(items))
+    return resolve_flows(map_chunks(_parse_chunk, items, workers, chunk_files), len(items), max_producers_per_param)
 
 
 # -- CodeSearchNet-style records --------------------------------------------------------------------

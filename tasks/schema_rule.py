@@ -31,6 +31,15 @@ PRODUCER_VERBS = frozenset(
 # graph step ignores it as evidence (`common_output_names`). Two keeps API-Bank's `token`, which
 # GetUserToken and RegisterUser both return.
 DEFAULT_MAX_PRODUCERS = 2
+# Partial matches (``partial_feeds``): an input that names a reference to the output (``movie`` ->
+# ``movie_id``, ``members`` -> ``member_name``) ...
+REFERENCE_SUFFIXES = frozenset({"id", "ids", "name", "names", "key", "keys", "code", "codes", "number", "no", "num",
+                                "url", "uri", "path", "list", "token"})
+# ... or the output's last words (``user_token`` -> ``token``), unless those words name too little to
+# point at a producer (``check_in_date`` -> ``date``).
+VAGUE_INPUT_WORDS = frozenset({"id", "name", "type", "date", "time", "key", "code", "number", "no", "num", "url", "uri",
+                               "path", "list", "text", "content", "query", "location", "start", "end", "limit",
+                               "page", "size", "format", "mode", "level", "language", "lang", "title", "description"})
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _NON_WORD = re.compile(r"[^a-z0-9]+")
 
@@ -58,16 +67,21 @@ def name_derived_output(tool_name: str) -> str | None:
     return "_".join(tokens)
 
 
+def raw_output_names(doc: dict[str, Any], derive: bool = True, ignore: Collection[str] = frozenset()) -> set[str]:
+    """``output_names`` before normalisation (``user_token``, not ``usertoken``): word boundaries kept."""
+    names = {p["name"] for p in doc.get("output_params") or [] if normalise_param_name(p["name"])}
+    if not names and derive:
+        derived = name_derived_output(doc.get("name", ""))
+        names = {derived} if derived else set()
+    return {n for n in names if (k := normalise_param_name(n)) not in GENERIC_OUTPUT_NAMES and k not in ignore}
+
+
 def output_names(doc: dict[str, Any], derive: bool = True, ignore: Collection[str] = frozenset()) -> set[str]:
     """Normalised, non-generic output names; the name-derived one when none is declared.
 
     ``ignore``: names not to count as evidence in this context (``common_output_names``).
     """
-    names = {normalise_param_name(p["name"]) for p in doc.get("output_params") or []}
-    if not names and derive:
-        derived = name_derived_output(doc.get("name", ""))
-        names = {normalise_param_name(derived)} if derived else set()
-    return {n for n in names if n and n not in GENERIC_OUTPUT_NAMES and n not in ignore}
+    return {normalise_param_name(n) for n in raw_output_names(doc, derive, ignore)}
 
 
 def common_output_names(docs: Iterable[dict[str, Any]], max_producers: int | None = DEFAULT_MAX_PRODUCERS,
@@ -94,14 +108,48 @@ def feeds(producer: dict[str, Any], consumer: dict[str, Any], derive: bool = Tru
     return output_names(producer, derive, ignore) & input_names(consumer)
 
 
+def _singular(word: str) -> str:
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
+
+
+def partial_match(output: str, input_name: str) -> bool:
+    """An input that names the output less specifically or as a reference to it, but not by the
+    same name: ``user_token`` -> ``token``, ``movie`` -> ``movie_id``, ``members`` -> ``member_name``."""
+    out = [_singular(t) for t in identifier_tokens(output)]
+    inp = [_singular(t) for t in identifier_tokens(input_name)]
+    if not out or not inp or normalise_param_name(output) == normalise_param_name(input_name):
+        return False
+    if out == inp:  # plural / singular
+        return True
+    if len(out) > len(inp) and out[-len(inp):] == inp:
+        return not (len(inp) == 1 and inp[0] in VAGUE_INPUT_WORDS)
+    return len(inp) > len(out) and inp[:len(out)] == out and set(inp[len(out):]) <= REFERENCE_SUFFIXES
+
+
+def partial_feeds(producer: dict[str, Any], consumer: dict[str, Any], derive: bool = True,
+                  ignore: Collection[str] = frozenset()) -> list[tuple[str, str]]:
+    """(input, output) name pairs joined only by ``partial_match``: weaker evidence than ``feeds``,
+    for tool sets whose outputs come from the tool names (``GetUserToken`` -> ``user_token``, which an
+    input ``token`` takes). Inputs that ``feeds`` already matches exactly are left out."""
+    exact = feeds(producer, consumer, derive, ignore)
+    outputs = raw_output_names(producer, derive, ignore)
+    return sorted({(p["name"], o) for p in consumer.get("input_params") or [] for o in outputs
+                   if normalise_param_name(p["name"]) not in exact and partial_match(o, p["name"])})
+
+
 def schema_rule_label(doc_a: dict[str, Any], doc_b: dict[str, Any], derive: bool = True,
-                      ignore: Collection[str] = frozenset()) -> int:
+                      ignore: Collection[str] = frozenset(), partial: bool = False) -> int:
     """The rule's 3-class label of <a, b>: 0 when b's outputs feed a's inputs, 2 for the reverse.
 
     When both directions match, the one with more matching names wins; a tie is "no dependency"
-    (the rule cannot tell the direction).
+    (the rule cannot tell the direction). ``partial``: partial name matches count too
+    (``partial_feeds``; the looser rule, reported beside the exact one).
     """
-    a_needs_b, b_needs_a = len(feeds(doc_b, doc_a, derive, ignore)), len(feeds(doc_a, doc_b, derive, ignore))
+    def matches(producer: dict[str, Any], consumer: dict[str, Any]) -> int:
+        n = len(feeds(producer, consumer, derive, ignore))
+        return n + len(partial_feeds(producer, consumer, derive, ignore)) if partial else n
+
+    a_needs_b, b_needs_a = matches(doc_b, doc_a), matches(doc_a, doc_b)
     if a_needs_b > b_needs_a:
         return LABEL_A_DEPENDS_ON_B
     if b_needs_a > a_needs_b:

@@ -333,8 +333,9 @@ def choose_threshold(y_true: Sequence[int], probs: np.ndarray, criterion: str = 
     return out
 
 
-def schema_rule_metrics(examples: Sequence[PairExample]) -> dict[str, Any]:
-    """The parameter-match rule (tasks.schema_rule) on the same pairs: the baseline to beat."""
+def schema_rule_metrics(examples: Sequence[PairExample], partial: bool = False) -> dict[str, Any]:
+    """The parameter-match rule (tasks.schema_rule) on the same pairs: the baseline to beat.
+    ``partial``: the looser rule that also counts partial name matches (``user_token`` -> ``token``)."""
     from tasks.schema_rule import schema_rule_label
 
     parsed: dict[str, dict] = {}
@@ -344,7 +345,7 @@ def schema_rule_metrics(examples: Sequence[PairExample]) -> dict[str, Any]:
             parsed[text] = json.loads(text)
         return parsed[text]
 
-    preds = [schema_rule_label(doc(e.doc_a), doc(e.doc_b)) for e in examples]
+    preds = [schema_rule_label(doc(e.doc_a), doc(e.doc_b), partial=partial) for e in examples]
     return classification_metrics([e.label for e in examples], preds)
 
 

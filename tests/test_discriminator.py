@@ -30,7 +30,7 @@ from models.discriminator import (  # noqa: E402
 from schemas.docs import canonical_doc_json  # noqa: E402
 from schemas.tdi import ID2LABEL, LABEL2ID, swap_label  # noqa: E402
 from schemas.toolset import DependencyEdge, Tool, ToolSet  # noqa: E402
-from tasks.schema_rule import common_output_names, name_derived_output, schema_rule_label  # noqa: E402
+from tasks.schema_rule import common_output_names, name_derived_output, partial_feeds, partial_match, schema_rule_label  # noqa: E402
 from tasks.training import (  # noqa: E402
     PairExample,
     StageArguments,
@@ -200,6 +200,41 @@ def test_pair_texts_lead_with_the_parameter_match_evidence_and_swap_exactly():
     producers = [_doc(f"Issuer{k}", [], ["token"]) for k in range(3)] + [mail]
     assert common_output_names(producers) == {"token"} and common_output_names(producers, 3) == frozenset()
     assert common_output_names(producers, None) == frozenset()
+
+
+def test_pair_texts_give_partial_name_matches_as_a_weaker_hint():
+    # outputs derived from the name (no declared outputs): get_user_token -> user_token, which `token` takes
+    login = {**_doc("get_user_token", ["user"]), "description": "d"}
+    mail = _doc("SendMail", ["token", "to"], ["status"])
+    a, b = pair_texts(mail, login)
+    assert a.startswith("may take token from the other tool's user_token. SendMail(")
+    assert b == doc_text(login) and pair_texts(login, mail) == (b, a)
+    # exact and partial evidence side by side; an exactly matched input is not repeated as partial
+    both = _doc("Both", ["user_token", "token"], [])
+    assert pair_texts(both, login)[0].startswith("takes usertoken from the other tool. may take token from")
+    assert pair_texts(mail, login, ignore=frozenset({"usertoken"})) == (doc_text(mail), doc_text(login))
+
+
+@pytest.mark.parametrize("output, input_name, expected", [
+    ("user_token", "token", True),          # the input names the output less specifically
+    ("movie", "movie_id", True),            # a reference to the output
+    ("members", "member_name", True),       # plural output, singular reference
+    ("member", "members", True),
+    ("token", "token", False),              # exact: feeds, not partial
+    ("check_in_date", "date", False),       # too vague to point at a producer
+    ("movie", "movie_rating", False),       # not a reference suffix
+    ("user", "username", False),            # one word: no boundary to match on
+])
+def test_partial_match_known_cases(output, input_name, expected):
+    assert partial_match(output, input_name) is expected
+
+
+def test_partial_rule_counts_partial_names_and_the_exact_rule_does_not():
+    login = {"name": "GetUserToken", "description": "d", "input_params": [], "output_params": []}
+    mail = _doc("SendMail", ["token"], [])
+    assert partial_feeds(login, mail) == [("token", "user_token")]
+    assert schema_rule_label(mail, login) == 1 and schema_rule_label(mail, login, partial=True) == 0
+    assert schema_rule_label(login, mail, partial=True) == 2
 
 
 def test_classification_metrics_on_a_known_confusion():

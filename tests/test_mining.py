@@ -200,6 +200,35 @@ def test_non_flows_are_rejected_with_their_reasons(mined) -> None:
     assert not any(f.record_id.startswith("pkg.sub.jobs:reassigned") or f.record_id.startswith("pkg.sub.jobs:not_passed") for f in mined.flows)
 
 
+def test_a_parameter_that_many_producers_reach_is_a_generic_sink(tmp_path: Path) -> None:
+    producers = "\n".join(f'def make_{k}():\n    """Make value {k}."""\n    return {k}\n' for k in range(4))
+    files = {
+        "sinkpkg/__init__.py": "",
+        "sinkpkg/lib.py": producers + '''
+def assert_same(actual, expected=None):
+    """Check a value."""
+    return actual == expected
+
+
+def use(token):
+    """Use a token."""
+    return token
+''',
+        "sinkpkg/flows.py": "from sinkpkg.lib import assert_same, make_0, make_1, make_2, make_3, use\n\n" + "\n".join(
+            f'def check_{k}():\n    """Check {k}."""\n    return assert_same(make_{k}())\n' for k in range(4))
+        + '\ndef run():\n    """Run."""\n    return use(make_0())\n',
+    }
+    root = write_package(tmp_path / "src", files)
+    strict = mine_files(tree_files(root, "tree"), workers=1, max_producers_per_param=3)
+    assert set(_pairs(strict)) == {("sinkpkg.lib.use", "sinkpkg.lib.make_0")}  # 4 producers reach assert_same(actual)
+    sinks = [r for r in strict.rejections if r.reason == MineReason.GENERIC_SINK]
+    assert len(sinks) == 4 and "sinkpkg.lib.assert_same(actual) takes values from 4 producers" in sinks[0].detail
+    assert len(strict.flows) + len(strict.rejections) == strict.candidates
+    assert "sinkpkg.lib.assert_same" not in strict.targets  # no doc is built for a tool no pair uses
+    loose = mine_files(tree_files(root, "tree"), workers=1, max_producers_per_param=None)
+    assert len(loose.flows) == 5 and MineReason.GENERIC_SINK not in loose.reason_counts()
+
+
 def test_every_candidate_ends_accepted_or_rejected(mined) -> None:
     assert len(mined.flows) + len(mined.rejections) == mined.candidates
     assert len({f.record_id for f in mined.flows} | {r.record_id for r in mined.rejections}) == mined.candidates

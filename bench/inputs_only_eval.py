@@ -1,0 +1,53 @@
+"""The discriminator on tool sets that declare inputs only (issue 7 diagnostic).
+
+Many real catalogues list no output parameters; the project's hidden benchmark is one. Here API-Bank
+is rewritten with every ``output_params`` removed, so each tool's output comes from its name
+(``GetUserToken`` -> ``user_token``), and the same test pairs are scored with a checkpoint and its
+stored cut, beside the exact parameter-match rule and the rule that also counts partial name
+matches (``user_token`` -> ``token``, ``movie`` -> ``movie_id``).
+
+    .venv/bin/python -m bench.inputs_only_eval --checkpoint artifacts/discriminator/minilm/best
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+import flows.train_discriminator as td
+from models.discriminator import load_calibration
+from tasks.toolsets import load_benchmark, write_toolset_dir
+
+
+def without_outputs(name: str, root: Path, out: Path) -> Path:
+    toolset = load_benchmark(name, root)
+    tools = [dataclasses.replace(t, doc={**t.doc, "output_params": []}) for t in toolset.tools]
+    return write_toolset_dir(dataclasses.replace(toolset, name=f"{name}-inputs-only", tools=tools), out / f"{name}-inputs-only")
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--checkpoint", default="artifacts/discriminator/minilm/best")
+    p.add_argument("--benchmark", default="apibank")
+    a = p.parse_args(argv)
+    cfg, best = td.TrainDiscriminatorConfig(), Path(a.checkpoint)
+    calibration = load_calibration(best)
+    threshold = calibration["threshold"] if calibration else None
+    max_length = calibration.get("max_length", cfg.max_length) if calibration else cfg.max_length
+    print(f"| {a.benchmark} test pairs | method | P | R | F1 |\n|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as tmp:
+        for label, spec in ((f"{a.benchmark} as published", a.benchmark),
+                            (f"{a.benchmark}, outputs removed", str(without_outputs(a.benchmark, cfg.benchmarks_root, Path(tmp))))):
+            pairs = td.build_toolset_pairs.fn((spec,), cfg.benchmarks_root, cfg.test_max_none, cfg.seed)
+            probs = np.asarray(td.score_examples.fn(best, pairs, max_length, 128, True, False))
+            section = td.report(pairs, probs, threshold)
+            for method, metrics in td.comparison_rows(section).items():
+                d = metrics["dependency"]
+                print(f"| {label} | {method} | {d['precision']:.3f} | {d['recall']:.3f} | {d['f1']:.3f} |")
+
+
+if __name__ == "__main__":
+    main()
