@@ -19,9 +19,10 @@ import hashlib
 import json
 import os
 import shutil
+import uuid
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -30,7 +31,7 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 from pydantic import Field
 
-from tasks.accounting import AccountingError, AccountingSummary, write_records_db_from_parquet
+from tasks.accounting import AccountingError, AccountingSummary, ledger_usage, write_records_db_from_parquet
 from tasks.balance import BalanceConfig, BalancePlan, plan_balance
 from tasks.chunks import (
     CHUNKS,
@@ -40,7 +41,6 @@ from tasks.chunks import (
     iter_record_chunks,
     run_chunk,
     stage_totals,
-    sum_usage,
     work_fingerprint,
 )
 from tasks.llm import LLMConfig, LLMEndpointError, LLMStageFailed, LLMUnavailableError
@@ -48,9 +48,10 @@ from tasks.prompts import PROMPT_VERSIONS
 from tasks.publish import dataset_lock, fresh_staging, gate_staged, publish_staged
 from tasks.quality import QualityReport, validate_shards
 from tasks.shards import ShardConfig, ShardInfo, build_manifest, write_dataset_card, write_planned_shards
-from tasks.sources import SourceFilter, SourceSpec
+from tasks.sources import EmptySourceError, SourceConfigError, SourceFilter, SourceSpec, check_source, nothing_read
 
 EMBEDDED = "embedded"  # base_url value meaning: start the packaged local llama.cpp server
+JOURNALS = "calls"  # <chunk>/calls/<fingerprint[:16]>-<attempt>.jsonl: the LLM calls of every attempt at the chunk
 TASK_RUNNERS = ("sequential", "dask")
 HELP = {
     "chunk_size": "accepted records per chunk: the unit of work, of resume and of a Dask task. Each chunk's validated "
@@ -111,12 +112,23 @@ def _retry_unless_fatal(task: Any, task_run: Any, state: Any) -> bool:
     return True
 
 
+def chunk_journals(folder: Path, fingerprint: str) -> list[Path]:
+    """The call journals of every attempt at a chunk with this fingerprint (failed, killed or not)."""
+    return sorted((folder / JOURNALS).glob(f"{fingerprint[:16]}-*.jsonl"))
+
+
 @task(name="process-chunk", task_run_name="chunk-{job.chunk.index}", retries=2, retry_delay_seconds=10,
       retry_condition_fn=_retry_unless_fatal, cache_policy=NO_CACHE)
 def process_chunk(job: ChunkJob) -> dict[str, Any]:
     """The three agents over one chunk, pipelined per record; writes the chunk's outputs and
-    marker. Retries are cheap: answered requests come from the cache."""
-    marker = run_chunk(job)
+    marker. Retries are cheap: answered requests come from the cache. Each attempt journals its
+    LLM calls as they end, so the books count the requests of attempts that failed or were killed."""
+    folder = Path(job.folder)
+    for stale in (folder / JOURNALS).glob("*.jsonl"):  # of an earlier input or configuration, whose outputs this replaces
+        if not stale.name.startswith(job.fingerprint[:16]):
+            stale.unlink(missing_ok=True)
+    journal = folder / JOURNALS / f"{job.fingerprint[:16]}-{uuid.uuid4().hex[:12]}.jsonl"
+    marker = run_chunk(replace(job, llm=replace(job.llm, ledger_journal=str(journal))))
     s = marker["stages"]
     get_run_logger().info(
         "chunk %d: read %d, validated %d, rejected %d; extract %d/%d, generate %d/%d, validate %d/%d parsed; %s",
@@ -171,7 +183,7 @@ def llm_endpoint(cfg: BuildTDIConfig) -> Iterator[tuple[LLMConfig, Callable[[], 
 
     with EmbeddedLLMServer(model=cfg.embedded_model) as server:
         get_run_logger().info("embedded LLM %s ready at %s", cfg.embedded_model, server.base_url)
-        yield LLMConfig(**{**asdict(cfg.llm), "base_url": server.base_url, "model": cfg.embedded_model}), server.raise_if_exited
+        yield replace(cfg.llm, base_url=server.base_url, model=cfg.embedded_model), server.raise_if_exited
 
 
 class _Done:
@@ -258,21 +270,32 @@ def build_tdi(cfg: BuildTDIConfig = BuildTDIConfig()) -> dict[str, Any]:
         return _build_tdi(cfg)
 
 
+def recorded_config(cfg: BuildTDIConfig) -> dict[str, Any]:
+    """The config as the manifest records it: JSON types, no API key, no credentials in URLs."""
+    config = json.loads(json.dumps(asdict(cfg), default=str))
+    config["llm"] = cfg.llm.recorded()
+    return config
+
+
 def _build_tdi(cfg: BuildTDIConfig) -> dict[str, Any]:
     logger = get_run_logger()
     out_dir = cfg.out_dir
     root = out_dir / CHUNKS
+    check_source(cfg.source)  # a missing or empty path: one clear line before any work
     root.mkdir(parents=True, exist_ok=True)
 
     with llm_endpoint(cfg) as (llm_cfg, ensure_alive):
         markers, n_read, reused = run_chunks(cfg, llm_cfg, root, ensure_alive)
+    if not n_read:
+        raise EmptySourceError(nothing_read(cfg.source) if cfg.limit != 0 else "nothing was read: limit is 0")
     folders = [chunk_dir(root, i) for i in range(len(markers))]
 
     plan = balance([str(f / "validated.parquet") for f in folders], cfg.balance)
     balance_outcomes = root / "balance-outcomes.parquet"
     plan.outcomes.write_parquet(balance_outcomes)
-    summary = account(out_dir, [f / "outcomes.parquet" for f in folders] + [balance_outcomes],
-                      [f / "ledger.parquet" for f in folders], n_read)
+    # every attempt's journal of a chunk (chunks finished before journals existed: their ledger file)
+    ledgers = [path for f, m in zip(folders, markers) for path in (chunk_journals(f, m["fingerprint"]) or [f / "ledger.parquet"])]
+    summary = account(out_dir, [f / "outcomes.parquet" for f in folders] + [balance_outcomes], ledgers, n_read)
     _raise_if_every_call_failed(stage_totals(markers))
     if not plan.n_rows:
         raise RuntimeError(f"no validated pairs: nothing to write (rejections by reason: {summary.by_reason}); see {out_dir / 'records.duckdb'}")
@@ -284,14 +307,14 @@ def _build_tdi(cfg: BuildTDIConfig) -> dict[str, Any]:
         out_dir.name,
         infos,
         {
-            "config": json.loads(json.dumps(asdict(cfg), default=str)),
-            "llm": {"model": cfg.embedded_model if cfg.llm.base_url == EMBEDDED else cfg.llm.model, "base_url": cfg.llm.base_url or os.environ.get("OPENAI_BASE_URL", "")},
+            "config": recorded_config(cfg),
+            "llm": {"model": cfg.embedded_model if cfg.llm.base_url == EMBEDDED else cfg.llm.model, "base_url": cfg.llm.public_base_url() or ""},
             "prompt_versions": PROMPT_VERSIONS,
             "per_class": plan.per_class,
             "per_class_target": cfg.balance.per_class,
             "accounting": summary.as_dict(),
             "quality": {"success": report.success, "checks": len(report.checks)},
-            "llm_usage": sum_usage(markers),
+            "llm_usage": ledger_usage(out_dir / "records.duckdb"),  # every request of every attempt, as the books count them
             "execution": {"task_runner": cfg.task_runner, "chunk_size": cfg.chunk_size, "chunks": len(markers), "chunks_reused": reused},
         },
     )
@@ -334,13 +357,17 @@ def config_from_args(argv: Sequence[str] | None = None) -> BuildTDIConfig:
     p.add_argument("--chunks-in-flight", type=int, default=d.chunks_in_flight, help=helps["chunks_in_flight"]["help"])
     a = p.parse_args(argv)
     embedded = a.base_url == EMBEDDED
-    source = SourceSpec(
-        kind=a.source,
-        path=a.source_path,
-        languages=tuple(a.languages.split(",")),
-        partitions=tuple(a.partitions.split(",")),
-        sample_seed=None if a.sample_seed < 0 else a.sample_seed,
-    )
+    try:  # a wrong, missing or empty source is one line of usage error, not a flow run's traceback
+        source = SourceSpec(
+            kind=a.source,
+            path=a.source_path,
+            languages=tuple(a.languages.split(",")),
+            partitions=tuple(a.partitions.split(",")),
+            sample_seed=None if a.sample_seed < 0 else a.sample_seed,
+        )
+        check_source(source)
+    except SourceConfigError as exc:
+        p.exit(2, f"{p.prog}: error: {exc}\n")  # the usage text would bury the one line that matters
     llm = LLMConfig(
         model=a.model or a.embedded_model,
         base_url=a.base_url,

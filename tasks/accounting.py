@@ -38,6 +38,10 @@ LEDGER_SCHEMA = pa.schema(
 )
 
 
+# DuckDB types of the ledger columns, to read JSON-lines journals (tasks.llm.LedgerJournal) as typed rows
+_DUCKDB_TYPES = {pa.string(): "VARCHAR", pa.int32(): "INTEGER", pa.int64(): "BIGINT", pa.float64(): "DOUBLE"}
+
+
 class AccountingError(RuntimeError):
     pass
 
@@ -79,7 +83,9 @@ def sql_string(text: str | Path) -> str:
 
 def write_records_db_from_parquet(path: Path, outcome_files: Sequence[Path], ledger_files: Sequence[Path], n_read: int,
                                   memory_limit: str = "512MB") -> AccountingSummary:
-    """The same books from Parquet files (build-tdi's chunk outputs), built by DuckDB out of core."""
+    """The same books from Parquet files (build-tdi's chunk outputs), built by DuckDB out of core.
+    Ledger files ending in ``.jsonl`` are call journals (``tasks.llm.LedgerJournal``): every call
+    of every attempt, appended as it ended; a line torn by a kill is skipped."""
 
     def fill(con: duckdb.DuckDBPyConnection) -> None:
         con.execute(f"SET memory_limit = {sql_string(memory_limit)}")
@@ -88,11 +94,35 @@ def write_records_db_from_parquet(path: Path, outcome_files: Sequence[Path], led
         for table, schema, files in (("record_outcomes", OUTCOME_SCHEMA, outcome_files), ("llm_calls", LEDGER_SCHEMA, ledger_files)):
             con.register(f"empty_{table}", schema.empty_table())
             cols = ", ".join(f.name for f in schema)
-            source = (f"read_parquet([{', '.join(sql_string(f) for f in files)}], union_by_name = true)"
-                      if files else f"empty_{table}")
-            con.execute(f"CREATE TABLE {table} AS SELECT {cols} FROM empty_{table} UNION ALL SELECT {cols} FROM {source}")
+            sources = [f"empty_{table}"]
+            parquet = [f for f in files if not str(f).endswith(".jsonl")]
+            journals = [f for f in files if str(f).endswith(".jsonl")]
+            if parquet:
+                sources.append(f"read_parquet([{', '.join(sql_string(f) for f in parquet)}], union_by_name = true)")
+            if journals:
+                types = ", ".join(f"{sql_string(f.name)}: {sql_string(_DUCKDB_TYPES[f.type])}" for f in schema)
+                sources.append(f"(SELECT * FROM read_json([{', '.join(sql_string(f) for f in journals)}], format = 'newline_delimited', "
+                               f"columns = {{{types}}}, ignore_errors = true) WHERE outcome IS NOT NULL AND cache_key IS NOT NULL)")
+            union = " UNION ALL ".join(f"SELECT {cols} FROM {source}" for source in sources)
+            con.execute(f"CREATE TABLE {table} AS {union}")
 
     return _write_books(path, fill, n_read)
+
+
+def ledger_usage(path: Path) -> dict[str, Any]:
+    """``tasks.llm.usage_summary`` of the books' ``llm_calls``, in SQL (millions of rows)."""
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        sent, hits, tokens_in, tokens_out, cost = con.execute(
+            """SELECT count(*) FILTER (WHERE outcome <> 'cache_hit'), count(*) FILTER (WHERE outcome = 'cache_hit'),
+                      coalesce(sum(tokens_in) FILTER (WHERE outcome <> 'cache_hit'), 0),
+                      coalesce(sum(tokens_out) FILTER (WHERE outcome <> 'cache_hit'), 0),
+                      coalesce(sum(cost_usd) FILTER (WHERE outcome <> 'cache_hit'), 0)
+               FROM llm_calls"""
+        ).fetchone()
+    finally:
+        con.close()
+    return {"requests_sent": sent, "cache_hits": hits, "tokens_in": int(tokens_in), "tokens_out": int(tokens_out), "cost_usd": round(float(cost), 6)}
 
 
 def _write_books(path: Path, fill: Callable[[duckdb.DuckDBPyConnection], None], n_read: int) -> AccountingSummary:

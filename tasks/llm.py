@@ -15,7 +15,11 @@
   when every attempt fails;
 - optional OpenAI Batch API mode (``/v1/files`` + ``/v1/batches``): batch ids are stored beside
   the cache, so a resume polls the batches already submitted instead of submitting again;
-- a ledger row for every call, cache hits included.
+- a ledger row for every request sent and every cache hit, written when the call ends (also when
+  the run is aborted or cancelled) and, with ``ledger_journal``, appended to a file at once;
+- only answers that parsed and validated are cached: a fault's damage is never replayed;
+- secrets stay out of what is recorded: ``api_key`` is a ``SecretStr``, credentials in the base URL
+  are kept apart from it, and error text echoed by a server is redacted (:func:`redact`).
 """
 from __future__ import annotations
 
@@ -43,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 import openai
+from pydantic import SecretStr
 
 from schemas.docs import validation_errors
 
@@ -68,11 +73,17 @@ FATAL_STATUSES = {401: "the API key was rejected", 403: "access to this model or
 
 @dataclass(frozen=True)
 class LLMConfig:
-    """Where and how to call the model. ``base_url``/``api_key`` default to OPENAI_* env vars."""
+    """Where and how to call the model. ``base_url``/``api_key`` default to OPENAI_* env vars.
+
+    ``api_key`` is a ``SecretStr`` (a plain string is converted): Prefect's parameter store, repr
+    and JSON show ``**********``. Credentials in ``base_url`` (``http://user:KEY@host/v1``) move
+    to ``base_url_credentials`` (a ``SecretStr`` too), so ``base_url`` itself never holds them;
+    :meth:`resolved_base_url` puts them back for the connection only.
+    """
 
     model: str
     base_url: str | None = None
-    api_key: str | None = None
+    api_key: SecretStr | None = None
     temperature: float = 0.0
     max_tokens: int = 768
     concurrency: int = 8
@@ -96,13 +107,88 @@ class LLMConfig:
     batch_max_bytes: int = 190_000_000  # input file limit is 200 MB
     batch_completion_window: str = "24h"
     batch_price_factor: float = 0.5  # batch price relative to online, for the ledger's cost estimate
+    base_url_credentials: SecretStr | None = None  # the userinfo of base_url (set from it; never recorded)
+    ledger_journal: str | None = None  # a JSON-lines file each ledger row is appended to as its call ends
+
+    def __post_init__(self) -> None:
+        if isinstance(self.api_key, str):
+            object.__setattr__(self, "api_key", SecretStr(self.api_key) if self.api_key else None)
+        if isinstance(self.base_url_credentials, str):
+            object.__setattr__(self, "base_url_credentials", SecretStr(self.base_url_credentials) if self.base_url_credentials else None)
+        if self.base_url:
+            url, userinfo = split_userinfo(self.base_url)
+            if userinfo:
+                object.__setattr__(self, "base_url", url)
+                object.__setattr__(self, "base_url_credentials", SecretStr(userinfo))
 
     def resolved_base_url(self) -> str | None:
+        """The URL to connect to: with the credentials of the configured URL, when it had some."""
+        if self.base_url and self.base_url_credentials is not None:
+            parts = urllib.parse.urlsplit(self.base_url)
+            netloc = f"{self.base_url_credentials.get_secret_value()}@{parts.netloc}"
+            return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
         return self.base_url or os.environ.get("OPENAI_BASE_URL")
+
+    def public_base_url(self) -> str | None:
+        """The URL as it may be recorded (manifests, cards, logs, error messages): no userinfo."""
+        url = self.resolved_base_url()
+        return split_userinfo(url)[0] if url else url
 
     def resolved_api_key(self) -> str:
         # Local servers ignore the key; the openai client still wants a non-empty one.
-        return self.api_key or os.environ.get("OPENAI_API_KEY") or "not-needed"
+        if self.api_key is not None and self.api_key.get_secret_value():
+            return self.api_key.get_secret_value()
+        return os.environ.get("OPENAI_API_KEY") or "not-needed"
+
+    def secrets(self) -> tuple[str, ...]:
+        """Strings that must never be recorded: the keys (config and environment) and the URL's credentials."""
+        found = [self.api_key.get_secret_value() if self.api_key is not None else "", os.environ.get("OPENAI_API_KEY", "")]
+        for userinfo in (self.base_url_credentials.get_secret_value() if self.base_url_credentials is not None else "",
+                         split_userinfo(os.environ.get("OPENAI_BASE_URL", ""))[1]):
+            found += [userinfo, userinfo.partition(":")[2]]
+        return tuple(dict.fromkeys(s for s in found if s))
+
+    def recorded(self) -> dict[str, Any]:
+        """The config as manifests record it: no key, no URL credentials, no run-local journal path."""
+        out = asdict(self)
+        for name in ("api_key", "base_url_credentials", "ledger_journal"):
+            out.pop(name)
+        out["base_url"] = split_userinfo(self.base_url)[0] if self.base_url else self.base_url
+        return out
+
+
+# -- secrets in what is recorded --------------------------------------------------------------
+def split_userinfo(url: str) -> tuple[str, str]:
+    """``(url without userinfo, userinfo)``: ``http://u:KEY@host/v1`` -> ``("http://host/v1", "u:KEY")``."""
+    parts = urllib.parse.urlsplit(url)
+    if "@" not in parts.netloc:
+        return url, ""
+    userinfo, _, host = parts.netloc.rpartition("@")
+    return urllib.parse.urlunsplit(parts._replace(netloc=host)), userinfo
+
+
+REDACTED = "***"
+# Credentials a server (or a proxy) may echo back in an error body: an Authorization or API-key
+# header or field with its value, a bearer/basic token, an OpenAI-style key, a URL's userinfo.
+_SECRET_PATTERNS = (
+    (re.compile(r"""(?i)((?:proxy-)?authorization|x-api-key|api[_-]?key|access[_-]?token)(["']?\s*[:=]\s*["']?)(?:(?:bearer|basic|token)\s+)?[^\s"',;}&]+"""),
+     rf"\1\2{REDACTED}"),
+    (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{6,}"), rf"\1 {REDACTED}"),
+    (re.compile(r"\bsk-[A-Za-z0-9_-]{6,}"), f"sk-{REDACTED}"),
+    (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@]+@"), rf"\1{REDACTED}@"),
+)
+_MIN_SECRET = 4  # shorter configured "keys" (test placeholders) are left to the patterns
+
+
+def redact(text: str, secrets: Iterable[str] = ()) -> str:
+    """``text`` with the given secrets and anything that looks like a credential replaced by ``***``."""
+    if not text:
+        return text
+    for secret in sorted((s for s in secrets if len(s) >= _MIN_SECRET), key=len, reverse=True):
+        text = text.replace(secret, REDACTED)
+    for pattern, replacement in _SECRET_PATTERNS:
+        text = pattern.sub(replacement, text)
+    return text
 
 
 @dataclass(frozen=True)
@@ -125,8 +211,8 @@ class CallRecord:
     item_id: str
     cache_key: str
     attempt: int
-    # ok | cache_hit | http_429 | http_5xx | http_4xx | timeout | connection | bad_response | invalid_json |
-    # schema_invalid | truncated | batch_<error>
+    # ok | cache_hit | http_429 | http_5xx | http_4xx | http_401/403/404 | timeout | connection | bad_response |
+    # invalid_json | schema_invalid | truncated | cancelled (in flight when the run stopped) | batch_<error>
     outcome: str
     latency_s: float
     tokens_in: int = 0
@@ -154,7 +240,8 @@ class LLMError(RuntimeError):
 
 
 class LLMEndpointError(LLMError):
-    """401/403/404: the endpoint, key or model is wrong; retrying cannot help, so nothing is retried."""
+    """401/403/404: the endpoint, key or model is wrong; retrying cannot help, so nothing is retried.
+    ``base_url`` and ``detail`` are as recorded: without credentials (see :meth:`StructuredLLM._fatal`)."""
 
     def __init__(self, status: int, base_url: str, model: str, detail: str):
         self.status, self.base_url, self.model, self.detail = status, base_url, model, detail
@@ -372,6 +459,24 @@ class ResponseCache:
                 self.put(key, entry)
             return entry
         return None
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The entries of those ``keys`` that are stored, in one query (a request's parse attempts)."""
+        with self._lock:
+            rows = self._db().execute(f"SELECT key, entry FROM responses WHERE key IN ({','.join('?' * len(keys))})", tuple(keys)).fetchall()
+        found = {k: _loads(e) for k, e in rows}
+        if len(found) < len(keys) and self._has_legacy():
+            for key in keys:
+                if key not in found and (entry := self.get(key)) is not None:
+                    found[key] = entry
+        return found
+
+    def discard(self, key: str) -> None:
+        """Drop an entry (an answer cached before answers were validated first, that does not validate)."""
+        with self._lock:
+            self._db().execute("DELETE FROM responses WHERE key = ?", (key,))
+        if self._has_legacy():  # else the old file would be copied in again on the next miss
+            (self.directory / key[:2] / f"{key}.json").unlink(missing_ok=True)
 
     def put(self, key: str, entry: dict[str, Any]) -> None:
         blob = _dumps(entry).decode()
@@ -1065,10 +1170,13 @@ class FastHTTPTransport:
             else:
                 conn.transport.close()  # type: ignore[union-attr]
             encoding = headers.get("content-encoding", "").lower()
-            if encoding in ("gzip", "x-gzip"):
-                data = zlib.decompress(data, 16 + zlib.MAX_WBITS)
-            elif encoding == "deflate":
-                data = zlib.decompress(data)
+            try:
+                if encoding in ("gzip", "x-gzip"):
+                    data = zlib.decompress(data, 16 + zlib.MAX_WBITS)
+                elif encoding == "deflate":
+                    data = zlib.decompress(data)
+            except zlib.error as exc:  # a transport fault like a torn body: retried
+                raise ConnectionError(f"malformed {encoding} body: {exc}") from exc
             return status, headers, data
 
     async def chat(self, body: dict[str, Any]) -> _Reply:
@@ -1121,14 +1229,20 @@ class SDKTransport:
     async def chat(self, body: dict[str, Any]) -> _Reply:
         try:
             raw = await self.client.chat.completions.with_raw_response.create(**body)
-        except openai.APIStatusError as exc:
-            return _Reply(exc.status_code, {k.lower(): v for k, v in exc.response.headers.items()}, None, str(exc))
+        except openai.APIStatusError as exc:  # the body as the server sent it (the SDK's message drops a plain-text one)
+            return _Reply(exc.status_code, {k.lower(): v for k, v in exc.response.headers.items()}, None, exc.response.text[:2000] or str(exc))
         except openai.APITimeoutError as exc:
             raise TimeoutError(str(exc)) from exc
         except openai.APIConnectionError as exc:
             raise ConnectionError(str(exc)) from exc
-        completion = raw.parse()
-        return _Reply(200, {k.lower(): v for k, v in raw.headers.items()}, completion.model_dump(), "")
+        # The body as JSON, as the fast transport reads it: the SDK's parse() returns a str for an
+        # HTML page and a half-built model for JSON that is not a completion.
+        headers = {k.lower(): v for k, v in raw.headers.items()}
+        data = raw.http_response.content
+        try:
+            return _Reply(raw.status_code, headers, _loads(data), "")
+        except ValueError:
+            return _Reply(raw.status_code, headers, None, data[:2000].decode("utf-8", "replace"))
 
     async def close(self) -> None:
         pass
@@ -1175,10 +1289,17 @@ class StructuredLLM:
         self._key_parts = _config_key_parts(cfg)
         self._pending_puts: list[tuple[str, dict[str, Any]]] = []
         self._store_error: Exception | None = None
+        self._secrets = cfg.secrets()
+        self._journal = LedgerJournal(cfg.ledger_journal) if cfg.ledger_journal else None
 
     # clients ----------------------------------------------------------------------------------
     def base_url(self) -> str:
+        """The URL connected to (with the configured credentials, if any: never record it)."""
         return (self.cfg.resolved_base_url() or DEFAULT_BASE_URL).rstrip("/")
+
+    def public_base_url(self) -> str:
+        """The URL as messages and records name it: without credentials."""
+        return split_userinfo(self.base_url())[0]
 
     def client(self) -> openai.AsyncOpenAI:
         """The official SDK client (batch API, and online calls when the fast transport is not used)."""
@@ -1258,6 +1379,8 @@ class StructuredLLM:
         self._flush_puts()  # answers already in hand are kept, whatever ended the run
         await self._close()
         self.cache.close()  # reopened on the next use
+        if self._journal is not None:
+            self._journal.close()  # reopened (appending) on the next row
         error, self._store_error = self._store_error, None
         if error is not None:
             raise error
@@ -1285,35 +1408,65 @@ class StructuredLLM:
             "response_format": response_format(req, self.cfg.strict_schema),
         }
 
+    def _log(self, calls: list[CallRecord], record: CallRecord) -> None:
+        """A call ended: its row goes to the request's calls, the client's ledger and the journal at
+        once, so a run that is aborted or cancelled later still accounts for it."""
+        if record.detail:
+            record.detail = redact(record.detail, self._secrets)[:300]
+        calls.append(record)
+        self.ledger.append(record)
+        if self._journal is not None:
+            self._journal.write(record)
+
     def _finish(self, result: StructuredResult) -> StructuredResult:
-        self.ledger.extend(result.calls)
+        if not result.ok:  # what a server echoed in an error, or a bad answer, is stored: no secrets in it
+            result.detail = redact(result.detail, self._secrets)
+            result.raw_text = redact(result.raw_text, self._secrets) if result.raw_text else result.raw_text
         self.stats["items_ok" if result.ok else "items_failed"] += 1
         return result
 
+    def _fatal(self, status: int, detail: str) -> LLMEndpointError:
+        return LLMEndpointError(status, self.public_base_url(), self.cfg.model, redact(detail, self._secrets))
+
+    def _cached(self, req: StructuredRequest, keys: Sequence[str]) -> tuple[int, dict[str, Any]] | None:
+        """``(attempt, value)`` of the first parse attempt with a cached answer that validates, in one
+        lookup: a rerun reuses the answer of attempt 1 without asking attempt 0 again. Entries
+        cached before answers were validated first, that do not validate, are dropped."""
+        found = self.cache.get_many(keys)
+        for attempt, key in enumerate(keys):
+            entry = found.get(key)
+            if entry is None:
+                continue
+            value = _evaluate(entry, req.schema)[0]
+            if value is not None:
+                return attempt, value
+            self.cache.discard(key)
+        return None
+
     async def run_one(self, req: StructuredRequest) -> StructuredResult:
         calls: list[CallRecord] = []
+        parts = _request_key_parts(self.cfg, req, self._key_parts)
+        keys = [_fast_cache_key(parts, attempt) for attempt in range(self.cfg.parse_attempts)]
+        hit = self._cached(req, keys)
+        if hit is not None:
+            self.stats["cache_hits"] += 1
+            self._log(calls, CallRecord(req.agent, req.item_id, keys[hit[0]], hit[0], "cache_hit", 0.0))
+            return self._finish(StructuredResult(req.item_id, True, value=hit[1], calls=calls))
         last_text: str | None = None
         reason, detail = "", ""
-        parts = _request_key_parts(self.cfg, req, self._key_parts)
-        body: dict[str, Any] | None = None
-        for attempt in range(self.cfg.parse_attempts):
-            key = _fast_cache_key(parts, attempt)
-            entry = self.cache.get(key)
-            if entry is not None:
-                calls.append(CallRecord(req.agent, req.item_id, key, attempt, "cache_hit", 0.0))
-                self.stats["cache_hits"] += 1
-            else:
-                body = body or self._body(req)
-                entry, failure = await self._call_with_retries(req, body, key, attempt, calls)
-                if entry is None:
-                    return self._finish(StructuredResult(req.item_id, False, reason=failure[0], detail=failure[1], raw_text=last_text, calls=calls))
-                self._store(key, entry)
+        body = self._body(req)
+        for attempt, key in enumerate(keys):
+            entry, failure, record = await self._call_with_retries(req, body, key, attempt, calls)
+            if entry is None or record is None:
+                return self._finish(StructuredResult(req.item_id, False, reason=failure[0], detail=failure[1], raw_text=last_text, calls=calls))
             last_text = entry["text"]
             value, reason, detail = _evaluate(entry, req.schema)
             if value is not None:
+                self._log(calls, record)
+                self._store(key, entry)  # only answers that parsed and validated are cached
                 return self._finish(StructuredResult(req.item_id, True, value=value, calls=calls))
-            if calls[-1].outcome == "ok":  # the call worked; its answer did not
-                calls[-1].outcome, calls[-1].detail = reason, detail
+            record.outcome, record.detail = reason, detail  # the call worked, its answer did not: asked again, not cached
+            self._log(calls, record)
         return self._finish(StructuredResult(req.item_id, False, reason=reason, detail=detail, raw_text=last_text, calls=calls))
 
     def _store(self, key: str, entry: dict[str, Any]) -> None:
@@ -1343,21 +1496,19 @@ class StructuredLLM:
 
     def _entry(self, data: Any, req: StructuredRequest, latency: float) -> dict[str, Any] | None:
         """The cache entry of a chat completion (a dict), or None when it is not one."""
-        if not isinstance(data, dict) or not isinstance(data.get("choices", []), list):
+        if not_completion(data):
             return None
-        choices = data.get("choices") or []
-        choice = choices[0] if choices and isinstance(choices[0], dict) else None
-        message = (choice or {}).get("message") or {}
-        usage = data.get("usage") or {}
+        choice = data["choices"][0]
+        usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}  # junk usage: an answer all the same
         return {
             "format": CACHE_FORMAT,
-            "model": data.get("model") or self.cfg.model,
+            "model": str(data.get("model") or self.cfg.model),
             "agent": req.agent,
             "prompt_version": req.prompt_version,
-            "text": message.get("content") if isinstance(message, dict) else None,
-            "finish_reason": choice.get("finish_reason") if choice else "empty",
-            "tokens_in": int(usage.get("prompt_tokens") or 0),
-            "tokens_out": int(usage.get("completion_tokens") or 0),
+            "text": choice["message"].get("content"),
+            "finish_reason": choice.get("finish_reason"),
+            "tokens_in": _count(usage.get("prompt_tokens")),
+            "tokens_out": _count(usage.get("completion_tokens")),
             "latency_s": latency,
         }
 
@@ -1371,7 +1522,7 @@ class StructuredLLM:
         if limit and self._consecutive_failures >= limit:
             raise LLMUnavailableError(
                 f"{self._consecutive_failures} LLM requests in a row failed after {self.cfg.max_retries} retries each "
-                f"at {self.base_url()} (model {self.cfg.model!r}); stopping the run. Counters: {dict(self.stats)}"
+                f"at {self.public_base_url()} (model {self.cfg.model!r}); stopping the run. Counters: {dict(self.stats)}"
             )
 
     async def _send(self, body: dict[str, Any]) -> _Reply:
@@ -1383,7 +1534,10 @@ class StructuredLLM:
 
     async def _call_with_retries(
         self, req: StructuredRequest, body: dict[str, Any], key: str, attempt: int, calls: list[CallRecord]
-    ) -> tuple[dict[str, Any] | None, tuple[str, str]]:
+    ) -> tuple[dict[str, Any] | None, tuple[str, str], CallRecord | None]:
+        """``(entry, ("", ""), its ledger row)`` for a chat completion, which the caller logs once it
+        has judged the answer; or ``(None, (reason, detail), None)`` after the retries. Every other
+        request sent is logged here, as it ends: failed, fatal or cancelled in flight."""
         failure = ("llm_unavailable", "")
         tokens = estimate_tokens(self.cfg, req)
         for retry in range(self.cfg.max_retries + 1):
@@ -1400,25 +1554,30 @@ class StructuredLLM:
             except (OSError, asyncio.IncompleteReadError) as exc:
                 self.limiter.done(ticket)
                 outcome, detail = "connection", f"{type(exc).__name__}: {exc}"[:300]
-            except BaseException:
+            except BaseException as exc:  # cancelled (another request failed the run) or interrupted: it was sent
                 self.limiter.done(ticket)
+                outcome = "cancelled" if isinstance(exc, asyncio.CancelledError) else "error"
+                self._log(calls, CallRecord(req.agent, req.item_id, key, attempt, outcome, time.perf_counter() - started,
+                                            detail=f"in flight when the run stopped ({type(exc).__name__})"))
                 raise
             else:
                 latency = time.perf_counter() - started
                 self.limiter.done(ticket, reply.headers)
                 status = reply.status
-                if status == 200:
+                if 200 <= status < 300:
                     entry = self._entry(reply.data, req, latency)
                     if entry is not None:
                         self.stats["http_ok"] += 1
                         self._consecutive_failures = 0
                         cost = self._cost(entry["tokens_in"], entry["tokens_out"])
-                        calls.append(CallRecord(req.agent, req.item_id, key, attempt, "ok", latency, entry["tokens_in"], entry["tokens_out"], cost))
-                        return entry, ("", "")
-                    outcome, detail = "bad_response", f"HTTP 200 without a chat completion: {reply.text[:200]}"
+                        return entry, ("", ""), CallRecord(req.agent, req.item_id, key, attempt, "ok", latency, entry["tokens_in"], entry["tokens_out"], cost)
+                    excerpt = reply.text or _dumps(reply.data).decode("utf-8", "replace")
+                    outcome, detail = "bad_response", f"HTTP {status} without a chat completion ({not_completion(reply.data)}): {excerpt[:2000]}"
                 elif status in FATAL_STATUSES:
                     self.stats[f"http_{status}"] += 1
-                    raise LLMEndpointError(status, self.base_url(), self.cfg.model, _error_message(reply.text))
+                    error = self._fatal(status, _error_message(reply.text))
+                    self._log(calls, CallRecord(req.agent, req.item_id, key, attempt, f"http_{status}", latency, detail=error.detail))
+                    raise error
                 elif status == 429:
                     outcome, detail = "http_429", _error_message(reply.text)
                     self.limiter.cool_down(rate_limit_delay(self.cfg, reply.headers, retry))
@@ -1429,17 +1588,17 @@ class StructuredLLM:
                     retry_after = reply.headers.get("retry-after")
                     if outcome == "http_4xx" and status not in (408, 409):
                         self.stats[outcome] += 1
-                        calls.append(CallRecord(req.agent, req.item_id, key, attempt, outcome, latency, detail=detail[:300]))
+                        self._log(calls, CallRecord(req.agent, req.item_id, key, attempt, outcome, latency, detail=detail))
                         self._consecutive_failures = 0  # the server is up; this request is bad
-                        return None, (f"llm_{outcome}", detail[:300])  # a request the server will never accept
+                        return None, (f"llm_{outcome}", calls[-1].detail), None  # a request the server will never accept
             self.stats[outcome] += 1
-            calls.append(CallRecord(req.agent, req.item_id, key, attempt, outcome, time.perf_counter() - started, detail=detail[:300]))
-            failure = (f"llm_{outcome}", detail[:300])
+            self._log(calls, CallRecord(req.agent, req.item_id, key, attempt, outcome, time.perf_counter() - started, detail=detail))
+            failure = (f"llm_{outcome}", calls[-1].detail)
             if retry < self.cfg.max_retries and not shared_cooldown:
                 await self._sleep(retry_delay(self.cfg, retry, retry_after))
             # after a 429 the next acquire() waits out the cool-down shared by every request
         self._note_failure()
-        return None, failure
+        return None, failure, None
 
     # batch API --------------------------------------------------------------------------------
     async def _run_batch(self, requests: list[StructuredRequest], on_done: Callable[[StructuredResult], None] | None) -> list[StructuredResult]:
@@ -1460,14 +1619,15 @@ class StructuredLLM:
 
         def advance(i: int, entry: dict[str, Any], record: CallRecord) -> None:
             req = requests[i]
-            calls[i].append(record)
             last_text[i] = entry["text"]
             value, reason, detail = _evaluate(entry, req.schema)
             if value is not None:
+                self._log(calls[i], record)
                 finish(i, StructuredResult(req.item_id, True, value=value, calls=calls[i]))
                 return
             if record.outcome == "ok":
                 record.outcome, record.detail = reason, detail
+            self._log(calls[i], record)
             last_reason[i] = (reason, detail)
             attempt[i] += 1
             tries[i] = 0
@@ -1478,14 +1638,15 @@ class StructuredLLM:
         while pending:
             need: dict[str, list[int]] = {}
             for i in pending:
-                while results[i] is None:
-                    key = _fast_cache_key(parts[i], attempt[i])
-                    entry = self.cache.get(key)
-                    if entry is None:
-                        need.setdefault(key, []).append(i)
-                        break
+                keys = [_fast_cache_key(parts[i], a) for a in range(self.cfg.parse_attempts)]
+                hit = self._cached(requests[i], keys[attempt[i]:])
+                if hit is not None:
+                    a = attempt[i] + hit[0]
                     self.stats["cache_hits"] += 1
-                    advance(i, entry, CallRecord(requests[i].agent, requests[i].item_id, key, attempt[i], "cache_hit", 0.0))
+                    self._log(calls[i], CallRecord(requests[i].agent, requests[i].item_id, keys[a], a, "cache_hit", 0.0))
+                    finish(i, StructuredResult(requests[i].item_id, True, value=hit[1], calls=calls[i]))
+                else:
+                    need.setdefault(keys[attempt[i]], []).append(i)
             if not need:
                 break
             outcomes = await self._batch_fetch({key: requests[idx[0]] for key, idx in need.items()})
@@ -1502,7 +1663,7 @@ class StructuredLLM:
                         advance(i, entry, record)
                         continue
                     outcome, detail, retryable = payload
-                    calls[i].append(CallRecord(req.agent, req.item_id, key, attempt[i], outcome, 0.0, detail=f"batch {batch_id}: {detail}"[:300]))
+                    self._log(calls[i], CallRecord(req.agent, req.item_id, key, attempt[i], outcome, 0.0, detail=f"batch {batch_id}: {detail}"))
                     tries[i] += 1
                     if not retryable or tries[i] > self.cfg.max_retries:
                         finish(i, StructuredResult(req.item_id, False, reason=f"llm_{outcome}", detail=detail[:300], raw_text=last_text[i], calls=calls[i]))
@@ -1514,7 +1675,7 @@ class StructuredLLM:
             return await call
         except openai.APIStatusError as exc:
             if exc.status_code in FATAL_STATUSES:
-                raise LLMEndpointError(exc.status_code, self.base_url(), self.cfg.model, str(exc)) from exc
+                raise self._fatal(exc.status_code, str(exc)) from exc
             raise
 
     async def _batch_fetch(self, wanted: dict[str, StructuredRequest]) -> dict[str, tuple[str, Any, str]]:
@@ -1540,7 +1701,7 @@ class StructuredLLM:
                 self.stats["batch_polls"] += 1
                 if batch.status not in ("completed", "failed", "expired", "cancelled"):
                     continue
-                found = await self._ingest(batch)
+                found = await self._ingest(batch, wanted)
                 for key in live.pop(batch_id):
                     out[key] = found.get(key) or ("error", (f"batch_{batch.status}", _batch_errors(batch) or "no result for this request", False), batch_id)
             if live:
@@ -1573,8 +1734,10 @@ class StructuredLLM:
         self.stats["requests_sent"] += len(chunk)
         return batch.id
 
-    async def _ingest(self, batch: Any) -> dict[str, tuple[str, Any, str]]:
-        """Read a finished batch's output and error files into the cache, then release its keys."""
+    async def _ingest(self, batch: Any, wanted: Mapping[str, StructuredRequest]) -> dict[str, tuple[str, Any, str]]:
+        """Read a finished batch's output and error files, cache the answers that validate (against
+        the schema of ``wanted``; a key of an earlier run's batch that this run does not ask for: any
+        JSON object), then release its keys."""
         meta = self.cache.batch_request_meta(batch.id)
         found: dict[str, tuple[str, Any, str]] = {}
         entries: list[tuple[str, dict[str, Any]]] = []
@@ -1590,21 +1753,25 @@ class StructuredLLM:
                 key = row.get("custom_id")
                 if not key:
                     continue
-                response = row.get("response") or {}
-                status = int(response.get("status_code") or 0)
+                response = row.get("response") if isinstance(row.get("response"), dict) else {}
+                status = _count(response.get("status_code"))
+                body = response.get("body")
                 agent, version = meta.get(key, ("", ""))
                 if status == 200:
-                    entry = self._entry(response.get("body"), StructuredRequest(agent, "", (), "", {}, version), elapsed)
+                    entry = self._entry(body, StructuredRequest(agent, "", (), "", {}, version), elapsed)
                     if entry is not None:
                         entry["batch_id"] = batch.id
-                        entries.append((key, entry))
+                        if _evaluate(entry, wanted[key].schema if key in wanted else {})[0] is not None:
+                            entries.append((key, entry))
                         found[key] = ("ok", entry, batch.id)
                         continue
-                error = row.get("error") or (response.get("body") or {}).get("error") or {}
+                error = row.get("error") or (body.get("error") if isinstance(body, dict) else None) or {}
                 message = (error.get("message") or error.get("code") or "") if isinstance(error, dict) else str(error)
                 if status in FATAL_STATUSES:
-                    raise LLMEndpointError(status, self.base_url(), self.cfg.model, message)
-                if status == 429 or status >= 500 or status == 408:
+                    raise self._fatal(status, message)
+                if status == 200:  # not a completion: submitted again, as online
+                    outcome, retryable, message = "bad_response", True, f"without a chat completion ({not_completion(body)})"
+                elif status == 429 or status >= 500 or status == 408:
                     outcome, retryable = ("http_429" if status == 429 else "http_5xx"), True
                 elif status:
                     outcome, retryable = "http_4xx", False
@@ -1612,8 +1779,34 @@ class StructuredLLM:
                     code = str((error.get("code") if isinstance(error, dict) else "") or "error")
                     outcome, retryable = (code if code.startswith("batch_") else f"batch_{code}"), False
                 found[key] = ("error", (outcome, f"{status or ''} {message}".strip(), retryable), batch.id)
-        self.cache.ingest_batch(batch.id, batch.status, entries, _batch_errors(batch))
+        self.cache.ingest_batch(batch.id, batch.status, entries, redact(_batch_errors(batch), self._secrets))
         return found
+
+
+def not_completion(data: Any) -> str:
+    """Why a 200's body is not a chat completion with an answer to read ("" when it is one): a
+    proxy's page, an error object, empty ``choices``, a choice without a message... Such a reply
+    is a transport fault (retried), never an answer (cached, or re-asked as a bad answer)."""
+    if not isinstance(data, dict):
+        return f"the body is {'not JSON' if data is None else 'a JSON ' + type(data).__name__}"
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices:
+        return "no choices" if "error" not in data else "an error object"
+    choice = choices[0]
+    if not isinstance(choice, dict) or not isinstance(choice.get("message"), dict):
+        return "the first choice has no message"
+    content = choice["message"].get("content")
+    if content is not None and not isinstance(content, str):
+        return f"the message content is a {type(content).__name__}, not text"
+    return ""
+
+
+def _count(value: Any) -> int:
+    """A token count from a usage field, 0 when the server sent something else."""
+    try:
+        return max(0, int(value or 0))
+    except (TypeError, ValueError):
+        return 0
 
 
 def _batch_errors(batch: Any) -> str:
@@ -1623,15 +1816,37 @@ def _batch_errors(batch: Any) -> str:
 
 
 def _error_message(text: str) -> str:
-    """The ``error.message`` of an OpenAI-style error body, else the text itself."""
+    """The ``error.message`` of an OpenAI-style error body, else the text itself. Not cut short:
+    a secret cut in half would escape :func:`redact`; what is stored is cut after redaction."""
     try:
         data = json.loads(text)
         message = data.get("error", {}).get("message") if isinstance(data, dict) else None
         if message:
-            return str(message)[:300]
+            return str(message)[:2000]
     except (ValueError, AttributeError, TypeError):
         pass
-    return (text or "")[:300]
+    return (text or "")[:2000]
+
+
+class LedgerJournal:
+    """Ledger rows appended to a JSON-lines file as each call ends (``LLMConfig.ledger_journal``):
+    one unbuffered append per row, so the rows of a run that fails, is cancelled or killed are on
+    disk for the books (``tasks.accounting`` reads these files as ``llm_calls`` rows)."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self._file: Any = None
+
+    def write(self, record: CallRecord) -> None:
+        if self._file is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = open(self.path, "ab", buffering=0)  # noqa: SIM115 - closed by close(), rows written as they come
+        self._file.write(_dumps(asdict(record)) + b"\n")
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
 
 
 def ledger_rows(calls: Sequence[CallRecord]) -> list[dict[str, Any]]:

@@ -89,6 +89,10 @@ class SourceUnavailableError(SourceError, ConnectionError):
     """A remote source (the Hugging Face hub) cannot be reached or loaded."""
 
 
+class EmptySourceError(SourceConfigError):
+    """The source is there but holds nothing to read (an empty file, a folder without matching files)."""
+
+
 @dataclass(frozen=True)
 class FunctionRecord:
     """One function in the CodeSearchNet record schema."""
@@ -654,6 +658,34 @@ def _candidates(spec: SourceSpec) -> Iterator[_Candidate]:
     if spec.kind == "hf":
         return _hf_candidates(spec)
     return _tree_candidates(spec)
+
+
+def nothing_read(spec: SourceSpec) -> str:
+    """The message for a source that yielded no item at all (says what was looked for, and where)."""
+    if spec.kind == "codesearchnet":
+        looked = (f"no line in any {spec.path}/<lang>/final/jsonl/<partition>/*.jsonl[.gz] for languages "
+                  f"{','.join(spec.languages)}, partitions {','.join(spec.partitions)}")
+    elif spec.kind == "hf":
+        looked = f"the hub dataset gave no row for languages {','.join(spec.languages)}, partitions {','.join(spec.partitions)}"
+    else:
+        looked = "no function in any *.py file under it (after the excluded folders)"
+    return f"nothing was read from {spec.name}: {looked}"
+
+
+def check_source(spec: SourceSpec) -> None:
+    """Before any work: raise :class:`SourceConfigError` (one line, no traceback needed) when the
+    source's path or layout is missing, :class:`EmptySourceError` when it has nothing to read.
+    Reads at most the first item; the hub (``hf``) is checked when it is read, not here."""
+    if spec.kind == "hf":
+        return
+    candidates = _candidates(spec)
+    try:
+        if next(candidates, None) is None:
+            raise EmptySourceError(nothing_read(spec))
+    finally:
+        close = getattr(candidates, "close", None)
+        if close is not None:
+            close()
 
 
 def read_function_records(source_spec: SourceSpec, limit: int | None = None,

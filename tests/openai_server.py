@@ -5,6 +5,11 @@ are deterministic), after an optional fixed delay, and injects faults on request
 Retry-After, 500, a stall past the client's timeout, a truncated answer (finish_reason "length")
 and invalid JSON. Every request is counted, so tests can prove a resume makes no calls.
 
+Canned replies (``FaultPlan.canned``, names in :data:`CANNED`) cover what a proxy or a broken
+server may send instead: a 200 that is not a chat completion (an HTML page, an error object, empty
+``choices``, a choice without a message...), completions with junk usage fields, and error bodies
+that echo the request's Authorization header.
+
 It also checks an API key (401) and a model list (404), reports and enforces a fixed-window
 rate limit with OpenAI's ``x-ratelimit-*`` headers, logs each request's arrival time and status,
 and serves the Batch API: ``POST /v1/files`` (multipart), ``POST /v1/batches``,
@@ -62,6 +67,46 @@ def canned_answer(agent: str, user_text: str) -> dict[str, Any]:
     raise ValueError(f"unknown schema name {agent!r}")
 
 
+def _chat_body(choices: Any, usage: Any = None) -> dict[str, Any]:
+    body: dict[str, Any] = {"id": "chatcmpl-canned", "object": "chat.completion", "created": 0, "model": "fake", "choices": choices}
+    if usage is not None:
+        body["usage"] = usage
+    return body
+
+
+def _choice(message: Any, finish: str = "stop") -> dict[str, Any]:
+    return {"index": 0, "message": message, "finish_reason": finish}
+
+
+def _echo(headers: Any) -> str:
+    return f"Invalid request. Received headers: Authorization: {headers.get('Authorization')}; Host: {headers.get('Host')}"
+
+
+# name -> (status, content type, body: bytes, or a function of the request headers returning bytes)
+CANNED: dict[str, tuple[int, str, Any]] = {
+    # 200s that are not chat completions: one retried request each
+    "html_page": (200, "text/html", b"<html><head><title>Sign in</title></head><body>Proxy login required</body></html>"),
+    "error_object": (200, "application/json", json.dumps({"error": {"message": "upstream timed out", "type": "server_error"}}).encode()),
+    "not_completion": (200, "application/json", json.dumps({"object": "list", "data": []}).encode()),
+    "empty_choices": (200, "application/json", json.dumps(_chat_body([])).encode()),
+    "no_message": (200, "application/json", json.dumps(_chat_body([{"index": 0, "finish_reason": "stop"}])).encode()),
+    "message_not_object": (200, "application/json", json.dumps(_chat_body([_choice("hello")])).encode()),
+    "choice_not_object": (200, "application/json", json.dumps(_chat_body(["hello"])).encode()),
+    "content_not_text": (200, "application/json", json.dumps(_chat_body([_choice({"role": "assistant", "content": 42})])).encode()),
+    "json_array": (200, "application/json", b"[1, 2, 3]"),
+    "json_null": (200, "application/json", b"null"),
+    "empty_body": (200, "application/json", b""),
+    # error bodies that echo the caller's credentials (some proxies and debug servers do)
+    "error_500": (500, "application/json", json.dumps({"error": {"message": "internal error", "type": "server_error"}}).encode()),
+    "echo_auth_400": (400, "application/json", lambda h: json.dumps({"error": {"message": _echo(h), "type": "invalid_request_error"}}).encode()),
+    "echo_auth_500": (500, "text/plain", lambda h: _echo(h).encode()),
+    "echo_auth_401": (401, "application/json", lambda h: json.dumps({"error": {"message": _echo(h), "type": "invalid_request_error"}}).encode()),
+    "pass": (0, "", b""),  # no fault: a normal answer (to place a canned reply after some good ones)
+}
+# A well-formed completion whose usage is junk: still an answer (the tokens count as 0).
+JUNK_USAGE = {"usage_not_object": "n/a", "usage_not_numbers": {"prompt_tokens": "many", "completion_tokens": None}}
+
+
 @dataclass
 class FaultPlan:
     """Faults served to the first requests that reach the server, in this order."""
@@ -73,10 +118,14 @@ class FaultPlan:
     stall_s: float = 2.0
     truncated: int = 0  # cut-off JSON with finish_reason "length"
     invalid_json: int = 0  # finish_reason "stop" but not JSON
+    canned: tuple[str, ...] = ()  # then these replies, by name: CANNED or JUNK_USAGE
 
     def queue(self) -> list[str]:
+        unknown = [c for c in self.canned if c not in CANNED and c not in JUNK_USAGE]
+        if unknown:
+            raise ValueError(f"unknown canned replies {unknown}")
         return (["429"] * self.rate_limited + ["500"] * self.server_errors + ["stall"] * self.stalls
-                + ["truncated"] * self.truncated + ["invalid"] * self.invalid_json)
+                + ["truncated"] * self.truncated + ["invalid"] * self.invalid_json + list(self.canned))
 
 
 @dataclass
@@ -166,13 +215,15 @@ def _completion(state: ServerState, request: dict[str, Any], fault: str | None) 
     with state.lock:
         state.counts["completions"] += 1
         serial = state.counts["completions"]
+    usage = JUNK_USAGE.get(fault or "", {"prompt_tokens": len(user_text) // 4, "completion_tokens": len(text) // 4,
+                                         "total_tokens": (len(user_text) + len(text)) // 4})
     return {
         "id": f"chatcmpl-{serial}",
         "object": "chat.completion",
         "created": int(time.time()),
         "model": request.get("model", "fake-model"),
         "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}],
-        "usage": {"prompt_tokens": len(user_text) // 4, "completion_tokens": len(text) // 4, "total_tokens": (len(user_text) + len(text)) // 4},
+        "usage": usage,
     }
 
 
@@ -190,10 +241,10 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, *args: Any) -> None:  # keep test output clean
         pass
 
-    def _send(self, status: int, body: dict[str, Any] | bytes, headers: dict[str, str] | None = None) -> None:
+    def _send(self, status: int, body: dict[str, Any] | bytes, headers: dict[str, str] | None = None, content_type: str | None = None) -> None:
         data = body if isinstance(body, bytes) else json.dumps(body).encode()
         self.send_response(status)
-        self.send_header("Content-Type", "application/octet-stream" if isinstance(body, bytes) else "application/json")
+        self.send_header("Content-Type", content_type or ("application/octet-stream" if isinstance(body, bytes) else "application/json"))
         self.send_header("Content-Length", str(len(data)))
         for k, v in (headers or {}).items():
             self.send_header(k, v)
@@ -273,6 +324,10 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if fault == "500":
             self._send(500, _error("internal error", "server_error"), limit_headers)
+            return
+        if fault in CANNED and fault != "pass":
+            status, content_type, body = CANNED[fault]
+            self._send(status, body(self.headers) if callable(body) else body, limit_headers, content_type)
             return
         if fault == "stall":
             time.sleep(state.plan.stall_s)
