@@ -13,6 +13,13 @@ Edge sources per tool set: ``manual`` (gold), ``schema`` (the parameter-match ru
 same-group pair), and with ``--discriminator`` ``discriminator`` (calibrated threshold from the
 checkpoint's calibration.json, ``--threshold`` to override, argmax when neither) and ``fused``
 (their union). Each source gets its TGR embeddings (``tgr_<source>``).
+
+ToolNet (``transition``): where the benchmark's queries carry gold call orders (API-Bank,
+UltraTool, TMDB) and/or ``--trajectories [DATASET=]FILE`` gives runs, the runs are split
+(seeded), Eq. 5 is built from the training runs, alpha and beta of the dynamic update (Eqs. 6-8)
+are chosen on the validation runs, and the test runs update the weights in a seeded order, every
+change a versioned row (tasks/trajectories.py, tasks/transitions.py, docs/warehouse.md).
+``tgr_transition`` is Eq. 3 with A = the transition weights. Every edge source gets a lineage row.
 """
 from __future__ import annotations
 
@@ -43,10 +50,15 @@ from tasks.graph_edges import (
     schema_edges,
     score_pairs,
 )
-from tasks.retrieval import EMBED_STYLES, embed_style_for, embed_text, gcn_propagate
+from tasks.retrieval import (EMBED_STYLES, cosine_scores, embed_style_for, embed_text, gcn_propagate,
+                             gcn_propagate_weighted)
 from tasks.schema_rule import DEFAULT_MAX_PRODUCERS
-from tasks.toolsets import load_toolset_spec
+from tasks.toolsets import BENCHMARKS, load_toolset_spec
+from tasks.trajectories import (DEFAULT_FRACTIONS, RESERVED, Trajectories, gold_trajectories, merge,
+                                read_trajectories)
+from tasks.transitions import DEFAULT_ALPHAS, DEFAULT_BETAS, RULE_SCORE, ToolNetBuild, build_toolnet
 from warehouse.build import DatasetTables, build_warehouse
+from warehouse.lineage import checkpoint_lineage, lineage_row
 
 DEFAULT_DATA_ROOT = Path("../shared/data/benchmarks")
 DEFAULT_WAREHOUSE = Path("artifacts/warehouse/tgr.duckdb")
@@ -74,6 +86,39 @@ class GraphConfig:
     # an output name that more than this many tools of a group produce is no parameter-match
     # evidence (schema edges, discriminator hints); None: every name is (tasks.schema_rule)
     max_producers: int | None = DEFAULT_MAX_PRODUCERS
+    # ToolNet transition graph (docs/warehouse.md, "ToolNet")
+    transitions: bool = True  # use the gold call orders of a benchmark's queries.jsonl where it has them
+    trajectories: list[str] = field(default_factory=list)  # "[DATASET=]FILE": user runs, JSON Lines
+    split_seed: int = 0  # of the train/validation/test split and the stream order
+    split_fractions: tuple[float, float, float] = DEFAULT_FRACTIONS
+    alpha: float | None = None  # Eq. 8; with beta given too, no validation sweep
+    beta: float | None = None  # Eq. 6
+    alphas: tuple[float, ...] = DEFAULT_ALPHAS  # the validation sweep (the paper reports no values)
+    betas: tuple[float, ...] = DEFAULT_BETAS
+    rule_score: int = RULE_SCORE  # the rule evaluator's +/- score, in [1, 3]
+
+
+def toolset_folder(spec: str, data_root: str) -> Path | None:
+    """The folder a --toolset spec reads (a benchmark under data_root, or the folder itself)."""
+    if spec in BENCHMARKS and (Path(data_root) / spec).is_dir():
+        return Path(data_root) / spec
+    return Path(spec) if Path(spec).is_dir() else None
+
+
+def trajectory_files(values: list[str], specs: list[str], names: dict[str, str]) -> dict[str, list[str]]:
+    """--trajectories values by dataset name: "DATASET=FILE" (DATASET a --toolset value or its
+    name), or a bare FILE when one tool set is built."""
+    out: dict[str, list[str]] = {}
+    for value in values:
+        prefix, sep, rest = value.partition("=")
+        if sep and (prefix in names or prefix in names.values()):
+            out.setdefault(names.get(prefix, prefix), []).append(rest)
+        elif len(specs) == 1:
+            out.setdefault(names[specs[0]], []).append(value)
+        else:
+            raise ValueError(f"--trajectories {value!r}: with several tool sets say which one it is for "
+                             f"(DATASET=FILE, DATASET one of {sorted(set(names.values()))})")
+    return out
 
 
 @task(cache_policy=NO_CACHE)
@@ -106,6 +151,106 @@ def score(checkpoint: str, toolset: ToolSet, pairs: list[tuple[int, int]], cfg: 
 
 
 @task(cache_policy=NO_CACHE)
+def read_runs(toolset: ToolSet, folder: Path | None, files: list[str], gold: bool) -> Trajectories:
+    """The benchmark's gold call orders (when ``gold`` and its queries.jsonl has them) and the runs
+    of each user file; unusable runs are rejected by file and line, and logged."""
+    log = get_run_logger()
+    known = {t.tool_id for t in toolset.tools}
+    parts = []
+    if gold and folder is not None and (folder / "queries.jsonl").is_file():
+        parts.append(gold_trajectories(folder / "queries.jsonl", known))
+    parts += [read_trajectories(Path(f), known) for f in files]
+    runs = merge(parts)
+    if runs.runs and known & set(RESERVED):
+        raise ValueError(f"{toolset.name}: tool ids {sorted(known & set(RESERVED))} are ToolNet's node names; "
+                         "rename them or build with --no-transitions")
+    if runs.rejections:
+        log.warning(f"{toolset.name}: {len(runs.rejections)} runs rejected, first: "
+                    + "; ".join(str(r) for r in runs.rejections[:3]))
+    return runs
+
+
+@task(cache_policy=NO_CACHE)
+def toolnet(toolset: ToolSet, runs: Trajectories, base: np.ndarray, queries: np.ndarray,
+            cfg: GraphConfig) -> ToolNetBuild:
+    sims = cosine_scores(queries, base) if len(toolset.queries) else np.zeros((0, len(toolset.tools)))
+    # graph nodes in tool_id order, as eval-retrieval reads them back (ties go to the smaller id)
+    order = sorted(range(len(toolset.tools)), key=lambda i: toolset.tools[i].tool_id)
+    similarity = {q.query_id: sims[n][order] for n, q in enumerate(toolset.queries)}
+    return build_toolnet([toolset.tools[i].tool_id for i in order], runs.runs, similarity, cfg.split_seed,
+                         cfg.split_fractions, cfg.alpha, cfg.beta, cfg.alphas, cfg.betas, cfg.rule_score)
+
+
+def toolnet_rows(toolset: ToolSet, runs: Trajectories, build: ToolNetBuild, cfg: GraphConfig) -> dict[str, list[dict]]:
+    """Warehouse rows of one dataset's transition graph (warehouse/sql/020_core.sql)."""
+    ds, graph = toolset.name, build.graph
+    nodes, group_of = graph.nodes, {t.tool_id: t.group for t in toolset.tools}
+    iteration_of = {r.key: n for n, r in enumerate(build.stream, 1)}
+
+    def group(a: str, b: str) -> str:
+        return group_of[a] if a in group_of and group_of[a] == group_of.get(b) else "*"
+
+    edges = np.argwhere(graph.mask)
+    return {
+        "edges": [{"dataset": ds, "tool_group": group(nodes[i], nodes[j]), "dependent": nodes[j],
+                   "prerequisite": nodes[i], "prob": float(graph.weights[i, j]), "predicted_class": 0,
+                   "source": "transition", "weight": float(graph.weights[i, j]),
+                   "n_transitions": int(graph.counts[i, j])} for i, j in edges],
+        "trajectories": [{"dataset": ds, "origin": r.origin, "run_id": r.run_id, "line": r.line, "source": r.source,
+                          "query_id": r.query_id, "success": r.success, "split": build.splits[r.key],
+                          "tools": list(r.tools),
+                          "given_scores": json.dumps(dict(r.scores)) if r.scores else None,
+                          "stream_iteration": iteration_of.get(r.key)} for r in runs.runs],
+        "trajectory_rejections": [{"dataset": ds, "origin": r.origin, "line": r.line, "run_id": r.run_id,
+                                   "reason": r.reason} for r in runs.rejections],
+        "transition_builds": [{"dataset": ds, "seed": cfg.split_seed, "split_fractions": list(cfg.split_fractions),
+                               "runs_train": build.runs_in("train"), "runs_validation": build.runs_in("validation"),
+                               "runs_test": build.runs_in("test"), "failed_train_runs": build.failed_train_runs,
+                               "alpha": build.alpha, "beta": build.beta, "evaluator": "rule", "rule_score": cfg.rule_score,
+                               "chosen_on": build.chosen_on, "sweep_json": json.dumps(build.sweep),
+                               "stream_iterations": len(build.stream)}],
+        "transition_weight_versions":
+            [{"dataset": ds, "iteration": 0, "prerequisite": nodes[i], "dependent": nodes[j],
+              "weight": float(graph.weights[i, j])} for i, j in edges]
+            + [{"dataset": ds, "iteration": n, "prerequisite": nodes[i], "dependent": nodes[j], "weight": w}
+               for n, i, j, w in build.result.versions],
+        "transition_scores": [{"dataset": ds, "iteration": n, "run_id": run, "tool_id": tool, "score": d,
+                               "accumulated": acc} for n, run, tool, d, acc in build.result.scores],
+    }
+
+
+def lineage_rows(toolset: ToolSet, folder: Path | None, sources: set[str], cfg: GraphConfig,
+                 decision: EdgeDecision | None, checkpoint: dict | None, runs: Trajectories | None,
+                 build: ToolNetBuild | None, built_at: datetime) -> list[dict]:
+    """One ``edge_lineage`` row per edge source the dataset has."""
+    from prefect.runtime import flow_run
+
+    run_id = flow_run.id
+    threshold = decision.threshold if decision else None
+    disc = {"pruning": cfg.pruning, "neighbours": cfg.neighbours, "both_orders": cfg.both_orders,
+            "min_prob": cfg.min_prob, "rule": decision.rule if decision else None,
+            "threshold_source": decision.threshold_source if decision else None}
+    edge_files = sorted(str(p) for p in folder.glob("*edges*.jsonl")) if folder else []
+    made = {
+        "manual": lambda: lineage_row(toolset.name, "manual", "gold edge file of the tool set", built_at, run_id,
+                                      edge_files),
+        "schema": lambda: lineage_row(toolset.name, "schema", "parameter-match rule (tasks.schema_rule)", built_at,
+                                      run_id, params={"max_producers": cfg.max_producers}),
+        "discriminator": lambda: lineage_row(toolset.name, "discriminator", "dependency discriminator", built_at,
+                                             run_id, params=disc, checkpoint=checkpoint, threshold=threshold),
+        "fused": lambda: lineage_row(toolset.name, "fused", "union of discriminator and schema edges", built_at,
+                                     run_id, params=disc | {"max_producers": cfg.max_producers},
+                                     checkpoint=checkpoint, threshold=threshold),
+        "transition": lambda: lineage_row(
+            toolset.name, "transition", "ToolNet Eq. 5 on the training runs (tasks/transitions.py)", built_at, run_id,
+            runs.files, params={"split_seed": cfg.split_seed, "split_fractions": list(cfg.split_fractions),
+                                "alpha": build.alpha, "beta": build.beta, "chosen_on": build.chosen_on,
+                                "runs_train": build.runs_in("train"), "rule_score": cfg.rule_score}),
+    }
+    return [made[s]() for s in sorted(sources)]
+
+
+@task(cache_policy=NO_CACHE)
 def write_warehouse(target: str, tables: list[DatasetTables], dim: int) -> dict:
     return build_warehouse(target, tables, dim)
 
@@ -121,9 +266,12 @@ def build_graph(cfg: GraphConfig | None = None) -> dict:
         decision = edge_decision(cfg.discriminator, cfg.threshold, cfg.both_orders, cfg.min_prob, log)
         log.info(decision.describe())
     built_at = datetime.now(timezone.utc).replace(tzinfo=None)
+    checkpoint = checkpoint_lineage(cfg.discriminator) if cfg.discriminator else None
     tables, summary, dim = [], {}, None
-    for spec in cfg.toolsets:
-        toolset = load_toolset(spec, cfg.data_root)
+    loaded = {spec: load_toolset(spec, cfg.data_root) for spec in cfg.toolsets}
+    user_runs = trajectory_files(cfg.trajectories, cfg.toolsets, {s: t.name for s, t in loaded.items()})
+    for spec, toolset in loaded.items():
+        folder = toolset_folder(spec, cfg.data_root)
         style = cfg.embed_style or embed_style_for(toolset.name)
         texts = [embed_text(t.doc, style) for t in toolset.tools]
         base = encode_texts(texts, cfg.encoder, cfg.batch_size, cfg.device)
@@ -155,15 +303,37 @@ def build_graph(cfg: GraphConfig | None = None) -> dict:
             if cfg.schema_edges:
                 fused = fuse_edges(predicted, schema)
                 embeddings["tgr_fused"] = graph(f.edge for f in fused)
+        runs = read_runs(toolset, folder, user_runs.get(toolset.name, []), cfg.transitions)
+        built = toolnet(toolset, runs, base, queries, cfg) if runs.runs else None
+        if built is not None:
+            w, n = built.graph.weights, built.graph.n_tools
+            at = [index[t] for t in built.graph.tool_ids]  # graph node -> row of base
+            embeddings["tgr_transition"] = gcn_propagate_weighted(
+                base, [(at[j], at[i], w[i, j]) for i, j in zip(*np.nonzero(w[:n, :n])) if i != j], cfg.gcn_direction)
         log.info(f"{toolset.name}: edges manual {len(toolset.edges)}, schema {len(schema)}, "
-                 f"discriminator {len(predicted)} of {len(pairs)} scored pairs, fused {len(fused)}")
+                 f"discriminator {len(predicted)} of {len(pairs)} scored pairs, fused {len(fused)}, "
+                 + (f"transition {int(built.graph.mask.sum())} from {built.runs_in('train')} training runs "
+                    f"(alpha {built.alpha}, beta {built.beta}: {built.chosen_on})" if built else "no trajectories"))
 
-        tables.append(dataset_tables(toolset, style, texts, cfg.encoder, cfg.discriminator, embeddings, queries,
-                                     pruning, pairs, probs, predicted, built_at, schema, fused, decision))
+        table = dataset_tables(toolset, style, texts, cfg.encoder, cfg.discriminator, embeddings, queries,
+                               pruning, pairs, probs, predicted, built_at, schema, fused, decision)
+        if built is not None:
+            extra = toolnet_rows(toolset, runs, built, cfg)
+            table.rows["edges"] += extra.pop("edges")
+            table.rows |= extra
+        table.rows["edge_lineage"] = lineage_rows(toolset, folder, {e["source"] for e in table.rows["edges"]}, cfg,
+                                                  decision, checkpoint, runs, built, built_at)
+        tables.append(table)
         summary[toolset.name] = {
             "tools": len(toolset.tools), "queries": len(toolset.queries), "manual_edges": len(toolset.edges),
             "schema_edges": len(schema), "scored_pairs": len(pairs), "discriminator_edges": len(predicted),
             "fused_edges": len(fused), "pruning": pruning.as_row(toolset.name),
+            "transitions": None if built is None else {
+                "edges": int(built.graph.mask.sum()), "runs": {sp: built.runs_in(sp) for sp in
+                                                               ("train", "validation", "test")},
+                "rejected_runs": len(runs.rejections), "alpha": built.alpha, "beta": built.beta,
+                "chosen_on": built.chosen_on, "test_hit@1_dynamic": built.result.hit_rate(1),
+                "weight_versions": len(built.result.versions)},
             "edge_decision": None if decision is None else {
                 "rule": decision.rule, "threshold": decision.threshold, "criterion": decision.criterion,
                 "threshold_source": decision.threshold_source, "both_orders": decision.both_orders},
@@ -203,7 +373,28 @@ def parse_args(argv: list[str] | None = None) -> GraphConfig:
     p.add_argument("--max-producers", type=int, default=DEFAULT_MAX_PRODUCERS,
                    help="an output name that more than N tools of a group produce is no parameter-match evidence "
                         f"(ToolBench's id, url, symbol); 0 turns the filter off; default {DEFAULT_MAX_PRODUCERS}")
+    p.add_argument("--trajectories", action="append", default=[], metavar="[DATASET=]FILE",
+                   help="runs for ToolNet's transition graph, JSON Lines (docs/warehouse.md); repeat for more files")
+    p.add_argument("--no-transitions", action="store_true",
+                   help="do not use the benchmarks' gold call orders as trajectories")
+    p.add_argument("--split-seed", type=int, default=0, help="seed of the trajectories' split and stream order")
+    p.add_argument("--split", default=",".join(str(f) for f in DEFAULT_FRACTIONS),
+                   help="train,validation,test fractions of the trajectories (default %(default)s)")
+    p.add_argument("--alpha", type=float, default=None, help="Eq. 8 update speed; with --beta: no validation sweep")
+    p.add_argument("--beta", type=float, default=None, help="Eq. 6 weight on the static graph, in [0, 1]")
+    p.add_argument("--rule-score", type=int, default=RULE_SCORE, choices=(1, 2, 3),
+                   help="the rule evaluator's score: +N for a gold tool the run called, -N for another")
     a = p.parse_args(argv)
+    try:
+        fractions = tuple(float(x) for x in a.split.split(","))
+    except ValueError:
+        p.error(f"--split {a.split!r}: three numbers, e.g. 0.6,0.2,0.2")
+    if len(fractions) != 3 or min(fractions) < 0 or abs(sum(fractions) - 1) > 1e-9:
+        p.error(f"--split {a.split!r}: three non-negative fractions summing to 1")
+    if a.beta is not None and not 0.0 <= a.beta <= 1.0:
+        p.error(f"--beta {a.beta}: must lie in [0, 1]")
+    if a.alpha is not None and a.alpha < 0:
+        p.error(f"--alpha {a.alpha}: must not be negative")
     if a.discriminator and not Path(a.discriminator, "config.json").exists():
         p.error(f"--discriminator {a.discriminator}: no config.json there (train one: make train-discriminator)")
     try:
@@ -216,7 +407,8 @@ def parse_args(argv: list[str] | None = None) -> GraphConfig:
     return GraphConfig(toolsets, a.warehouse, a.discriminator, a.data_root, a.encoder, a.embed_style, a.pruning,
                        a.neighbours, a.min_prob, not a.single_order, a.batch_size, a.max_length, a.gcn_direction,
                        a.device, a.threshold, not a.no_schema_edges, not a.no_progress,
-                       a.max_producers if a.max_producers > 0 else None)
+                       a.max_producers if a.max_producers > 0 else None, not a.no_transitions, a.trajectories,
+                       a.split_seed, fractions, a.alpha, a.beta, rule_score=a.rule_score)
 
 
 if __name__ == "__main__":

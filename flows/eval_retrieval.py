@@ -10,6 +10,15 @@ as the paper does, not the per-query candidate lists). Results go to the warehou
 ``retrieval_metrics`` (view ``retrieval_table``), ``<out>/retrieval.md`` and ``<out>/retrieval.png``.
 The dense rankings are computed with numpy and checked against the SQL macro ``query_top_k``.
 
+ToolNet (docs/warehouse.md): where the warehouse has a transition graph, every method is also
+scored on the held-out queries (their gold run is in the trajectories' test split; rows with
+``query_split = 'test'``), beside two methods built from the training runs and scored there only:
+``embedding+TGR-t`` (Eq. 3 with A = the transition weights) and ``embedding+successors`` (the
+encoder's top results, each followed by its highest-weight successor; how many top results, on the
+validation queries). Next-tool hit@1/@3 on the test runs goes to ``next_tool_metrics``: the
+transition graph (static, and dynamic as the stream updated it), training popularity, each
+dependency graph's successors, the query alone and transition x query.
+
 ToolRerank (``tasks/rerank.py``, docs/retrieval.md) then reranks each first stage's top 50 on a
 seeded test split of each dataset, with the parameters chosen on its validation split: one table
 per dataset, first stage x {none, truncation, hierarchy, both}, in ``<out>/rerank.md`` (parameters
@@ -29,14 +38,23 @@ from prefect.cache_policies import NO_CACHE
 
 from tasks.rerank import (DEPTH, Library, RerankResult, TooFewQueries, markdown_tables, run_toolrerank,
                           tool_parents)
-from tasks.retrieval import BM25, TfIdf, cosine_scores, evaluate_rankings, top_k_from_scores
+from tasks.retrieval import (BM25, TfIdf, cosine_scores, evaluate_rankings, expand_with_successors,
+                             top_k_from_scores)
+from tasks.transitions import TransitionGraph, graph_from_edges, hit_rates, replay, successor_lists
 from warehouse.build import connect, rows_of, update_warehouse
 
 # method -> tool_embeddings.kind; a +TGR row is reported for every graph source the dataset has.
 EMBEDDING_METHODS = {"embedding": "base", "embedding+TGR-d": "tgr_discriminator", "embedding+TGR-m": "tgr_manual",
-                     "embedding+TGR-s": "tgr_schema", "embedding+TGR-f": "tgr_fused"}
+                     "embedding+TGR-s": "tgr_schema", "embedding+TGR-f": "tgr_fused",
+                     "embedding+TGR-t": "tgr_transition"}
 GRAPH_SOURCE_OF_METHOD = {"embedding+TGR-d": "discriminator", "embedding+TGR-m": "manual (gold)",
-                          "embedding+TGR-s": "schema (parameter match)", "embedding+TGR-f": "fused (discriminator or schema)"}
+                          "embedding+TGR-s": "schema (parameter match)", "embedding+TGR-f": "fused (discriminator or schema)",
+                          "embedding+TGR-t": "ToolNet transitions (training runs)",
+                          "embedding+successors": "encoder top results + their highest-weight successors"}
+# Built from the training runs: scored on the held-out (test) queries only, never on all queries.
+HELD_OUT_ONLY = ("embedding+TGR-t", "embedding+successors")
+EXPANSION_TOPS = (1, 2, 3, 5)  # how many top results get a successor: chosen on the validation queries
+NEXT_TOOL_KS = (1, 3)
 METRIC_COLUMNS = [("recall", 5), ("recall", 10), ("ndcg", 5), ("ndcg", 10), ("pass_rate", 5), ("pass_rate", 10)]
 # Paper Table 2 (paraphrase-MiniLM-L3-v2 rows; the paper's ToolBench row is its I1 split).
 PAPER_TABLE_2 = {
@@ -182,13 +200,115 @@ def sql_agreement(warehouse: str, inputs: EvalInputs, rankings: dict[str, list[l
 
 
 def metric_rows(dataset: str, rankings: dict[str, list[list[str]]], golds: list[set[str]],
-                ks: tuple[int, ...], at: datetime) -> list[dict]:
+                ks: tuple[int, ...], at: datetime, query_split: str = "all") -> list[dict]:
     rows = []
     for method, ranked in rankings.items():
         m = evaluate_rankings(ranked, golds, ks)
         rows += [{"dataset": dataset, "method": method, "k": k, "recall": m[f"recall@{k}"], "ndcg": m[f"ndcg@{k}"],
-                  "pass_rate": m[f"pass_rate@{k}"], "n_queries": len(golds), "evaluated_at": at} for k in ks]
+                  "pass_rate": m[f"pass_rate@{k}"], "n_queries": len(golds), "evaluated_at": at,
+                  "query_split": query_split} for k in ks]
     return rows
+
+
+# ---------------------------------------------------------------- ToolNet: held-out queries, next tool
+@dataclass
+class ToolNetInputs:
+    graph: TransitionGraph  # static, node order = EvalInputs.tool_ids
+    versions: list[tuple[int, int, int, float]]  # (iteration, i, j, weight), iteration >= 1
+    test_runs: list[dict]  # stream order: run_id, query_id, success, tools
+    split_of_query: dict[str, str]  # gold runs: query_id -> split
+    dependency: dict[str, np.ndarray]  # edge source -> (n_tools, n_tools), [prerequisite, dependent] = prob
+    build: dict  # the transition_builds row
+
+
+@task(cache_policy=NO_CACHE)
+def load_toolnet(warehouse: str, inputs: EvalInputs) -> ToolNetInputs | None:
+    con = connect(warehouse)
+    try:
+        build = rows_of(con, "SELECT * EXCLUDE (sweep_json), sweep_json::VARCHAR AS sweep_json FROM transition_builds "
+                             "WHERE dataset = ?", [inputs.dataset])
+        if not build:
+            return None
+        ds = [inputs.dataset]
+        graph = graph_from_edges(inputs.tool_ids, con.execute(
+            "SELECT prerequisite, dependent, weight, n_transitions FROM edges WHERE dataset = ? AND source = 'transition'",
+            ds).fetchall())
+        index = graph.index()
+        versions = [(n, index[p], index[d], w) for n, p, d, w in con.execute(
+            "SELECT iteration, prerequisite, dependent, weight FROM transition_weight_versions "
+            "WHERE dataset = ? AND iteration > 0 ORDER BY iteration", ds).fetchall()]
+        test_runs = rows_of(con, "SELECT run_id, query_id, success, tools FROM trajectories WHERE dataset = ? "
+                                 "AND split = 'test' AND stream_iteration IS NOT NULL ORDER BY stream_iteration", ds)
+        split_of_query = dict(con.execute("SELECT query_id, split FROM trajectories WHERE dataset = ? "
+                                          "AND source = 'gold' AND query_id IS NOT NULL", ds).fetchall())
+        dependency = {}
+        n = graph.n_tools
+        for src, pre, dep, prob in con.execute(
+                "SELECT source, prerequisite, dependent, prob FROM edges WHERE dataset = ? AND source <> 'transition' "
+                "ORDER BY source", ds).fetchall():
+            dependency.setdefault(src, np.zeros((n, n)))[index[pre], index[dep]] = prob
+    finally:
+        con.close()
+    return ToolNetInputs(graph, versions, test_runs, split_of_query, dependency, build[0])
+
+
+def next_tool_rows(inputs: EvalInputs, tn: ToolNetInputs, at: datetime) -> list[dict]:
+    """Next-tool hit@1/@3 over the steps (tool_s -> tool_{s+1}) of the successful test runs, one row per
+    method and k. Every ranker falls back to training popularity where it gives no score."""
+    graph, n = tn.graph, tn.graph.n_tools
+    index, pop = graph.index(), graph.popularity
+    query_row = {q: i for i, q in enumerate(inputs.query_ids)}
+    cos = cosine_scores(inputs.query_embeddings, inputs.embeddings["base"]) if len(inputs.query_ids) else None
+    zeros = np.zeros(n)
+    items: dict[str, list[tuple[np.ndarray, int]]] = {}
+    weights = replay(graph, tn.versions, len(tn.test_runs))  # w^(0), w^(1), ... one per run, before its update
+    for run in tn.test_runs:
+        dynamic = next(weights)
+        if not run["success"]:
+            continue
+        q = query_row.get(run["query_id"] or "")
+        sim = (1.0 + cos[q]) / 2.0 if q is not None else None
+        for a, b in zip(run["tools"], run["tools"][1:]):
+            i, j = index[a], index[b]
+            add = {"popularity": zeros, "transition": graph.weights[i, :n],
+                   "transition (dynamic)": dynamic[i, :n].copy()}
+            add |= {f"dependency successors ({src})": m[i] for src, m in tn.dependency.items()}
+            if sim is not None:
+                add |= {"query cosine": sim, "transition x query": graph.weights[i, :n] * sim}
+            for method, row in add.items():
+                items.setdefault(method, []).append((row, j))
+    rows = []
+    for method, its in items.items():
+        rates, count = hit_rates(its, pop, NEXT_TOOL_KS)
+        rows += [{"dataset": inputs.dataset, "method": method, "k": k, "hit_rate": rates[k], "n_steps": count,
+                  "query_split": "test", "evaluated_at": at} for k in NEXT_TOOL_KS]
+    return rows
+
+
+def held_out_rows(inputs: EvalInputs, deep: dict[str, list[list[int]]], tn: ToolNetInputs, ks: tuple[int, ...],
+                  at: datetime) -> tuple[list[dict], int | None]:
+    """Every method on the test queries, ``embedding+successors`` included (its number of expanded
+    top results chosen on the validation queries by Recall@5, then NDCG@5); and that number."""
+    split = [tn.split_of_query.get(q) for q in inputs.query_ids]
+    test = [i for i, s in enumerate(split) if s == "test"]
+    validation = [i for i, s in enumerate(split) if s == "validation"]
+    if not test or "base" not in inputs.embeddings:
+        return [], None
+    successors = successor_lists(tn.graph)
+
+    def expanded(top: int, queries: list[int]) -> list[list[str]]:
+        return [[inputs.tool_ids[t] for t in expand_with_successors(deep["embedding"][q], successors, top)[:max(ks)]]
+                for q in queries]
+
+    top = 3
+    if validation:
+        golds = [inputs.golds[i] for i in validation]
+        score = {t: evaluate_rankings(expanded(t, validation), golds, (5,)) for t in EXPANSION_TOPS}
+        top = max(EXPANSION_TOPS, key=lambda t: (score[t]["recall@5"], score[t]["ndcg@5"], -t))
+    rankings = {m: [[inputs.tool_ids[t] for t in r[:max(ks)]] for r in (ranked[i] for i in test)]
+                for m, ranked in deep.items()}
+    rankings["embedding+successors"] = expanded(top, test)
+    return metric_rows(inputs.dataset, rankings, [inputs.golds[i] for i in test], ks, at, "test"), top
 
 
 # The paper's ToolBench rows are its I1 split (single-tool queries): ToolBench's G1_* query groups.
@@ -245,6 +365,36 @@ def markdown_table(rows: list[dict], agreement: dict[str, dict[str, float]],
     return "\n".join(lines)
 
 
+def toolnet_markdown(rows: list[dict], next_tool: list[dict], info: dict[str, dict]) -> str:
+    """Held-out retrieval and next-tool hit@k per dataset with a transition graph."""
+    lines = ["# ToolNet transition graph (held-out test split)", "",
+             "Methods built from the training runs are scored on the test queries only; every other "
+             "method is scored on the same queries for comparison. Next-tool hit@k: from tool_s of a "
+             "successful test run, is tool_{s+1} among the k best? Rankers fall back to training "
+             "popularity where they give no score.", ""]
+    for dataset, meta in info.items():
+        held = [r for r in rows if r["dataset"] == dataset and r["query_split"] == "test"]
+        by = {(r["method"], r["k"]): r for r in held}
+        train, val, test = meta["runs"]
+        lines += [f"## {dataset}: runs train {train} / validation {val} / test {test}; alpha {meta['alpha']}, "
+                  f"beta {meta['beta']} ({meta['chosen_on']})", ""]
+        if held:
+            lines += [f"Retrieval on the {held[0]['n_queries']} test queries (successor expansion of the top "
+                      f"{meta['expansion_top']}, chosen on validation):", "",
+                      "| method | R@5 | R@10 | N@5 | N@10 | P@5 | P@10 |", "|---|---|---|---|---|---|---|"]
+            for method in dict.fromkeys(r["method"] for r in held):
+                vals = [by[(method, k)][metric] for metric, k in METRIC_COLUMNS]
+                lines.append(f"| {method} | " + " | ".join(f"{v:.3f}" for v in vals) + " |")
+        nt = {(r["method"], r["k"]): r for r in next_tool if r["dataset"] == dataset}
+        if nt:
+            lines += ["", "| next-tool ranker | hit@1 | hit@3 | steps |", "|---|---|---|---|"]
+            for method in dict.fromkeys(m for m, _ in nt):
+                lines.append(f"| {method} | {nt[(method, 1)]['hit_rate']:.3f} | {nt[(method, 3)]['hit_rate']:.3f} | "
+                             f"{nt[(method, 1)]['n_steps']} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
 def plot(rows: list[dict], path: Path) -> None:
     import matplotlib
 
@@ -270,14 +420,21 @@ def plot(rows: list[dict], path: Path) -> None:
 
 
 @task(cache_policy=NO_CACHE)
-def store_metrics(warehouse: str, rows: list[dict]) -> None:
+def store_metrics(warehouse: str, rows: list[dict], next_tool: list[dict] = ()) -> None:
     datasets = sorted({r["dataset"] for r in rows})
 
     def change(con):
         con.execute("DELETE FROM retrieval_metrics WHERE list_contains(?, dataset)", [datasets])
-        con.executemany("INSERT INTO retrieval_metrics VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        con.executemany("INSERT INTO retrieval_metrics (dataset, method, k, recall, ndcg, pass_rate, n_queries, "
+                        "evaluated_at, query_split) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         [[r["dataset"], r["method"], r["k"], r["recall"], r["ndcg"], r["pass_rate"],
-                          r["n_queries"], r["evaluated_at"]] for r in rows])
+                          r["n_queries"], r["evaluated_at"], r.get("query_split", "all")] for r in rows])
+        con.execute("DELETE FROM next_tool_metrics WHERE list_contains(?, dataset)", [datasets])
+        if next_tool:
+            con.executemany("INSERT INTO next_tool_metrics (dataset, method, k, hit_rate, n_steps, query_split, "
+                            "evaluated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                            [[r["dataset"], r["method"], r["k"], r["hit_rate"], r["n_steps"], r["query_split"],
+                              r["evaluated_at"]] for r in next_tool])
 
     update_warehouse(warehouse, change)
 
@@ -297,6 +454,7 @@ def eval_retrieval(cfg: EvalConfig | None = None) -> dict:
         raise ValueError(f"no queries with gold tools for {missing} in {cfg.warehouse}; it has {available}")
     at = datetime.now(timezone.utc).replace(tzinfo=None)
     rows, agreement, encoders, reranked, subset_rows = [], {}, {}, [], []
+    next_tool, toolnet_info = [], {}
     for dataset in cfg.datasets or available:
         inputs = load_inputs(cfg.warehouse, dataset)
         encoders[dataset] = inputs.encoder
@@ -304,22 +462,33 @@ def eval_retrieval(cfg: EvalConfig | None = None) -> dict:
         rankings = as_ids(inputs, deep, max(cfg.ks))
         if cfg.sql_check:
             agreement[dataset] = sql_agreement(cfg.warehouse, inputs, rankings, max(cfg.ks))
-        rows += metric_rows(dataset, rankings, inputs.golds, cfg.ks, at)
-        subset_rows += paper_subset_rows(dataset, rankings, inputs.golds, inputs.query_groups, cfg.ks, at)
+        overall = {m: r for m, r in rankings.items() if m not in HELD_OUT_ONLY}
+        rows += metric_rows(dataset, overall, inputs.golds, cfg.ks, at)
+        subset_rows += paper_subset_rows(dataset, overall, inputs.golds, inputs.query_groups, cfg.ks, at)
+        tn = load_toolnet(cfg.warehouse, inputs)
+        if tn is not None:
+            held, top = held_out_rows(inputs, deep, tn, cfg.ks, at)
+            rows += held
+            next_tool += next_tool_rows(inputs, tn, at)
+            toolnet_info[dataset] = {"alpha": tn.build["alpha"], "beta": tn.build["beta"],
+                                     "chosen_on": tn.build["chosen_on"], "expansion_top": top,
+                                     "runs": [tn.build[f"runs_{s}"] for s in ("train", "validation", "test")]}
         log.info(f"{dataset}: {len(inputs.query_ids)} queries over {len(inputs.tool_ids)} tools; "
                  f"SQL/numpy agreement {agreement.get(dataset, 'not checked')}")
         if cfg.rerank:
             result = toolrerank(inputs, deep, cfg)
             if result is not None:
                 reranked.append(result)
-    store_metrics(cfg.warehouse, rows)
+    store_metrics(cfg.warehouse, rows, next_tool)
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    table = markdown_table(rows, agreement, encoders, subset_rows)
+    table = markdown_table([r for r in rows if r["query_split"] == "all"], agreement, encoders, subset_rows)
+    if toolnet_info:
+        table += "\n" + toolnet_markdown(rows, next_tool, toolnet_info)
     (out / "retrieval.md").write_text(table + "\n", encoding="utf-8")
-    plot(rows, out / "retrieval.png")
+    plot([r for r in rows if r["query_split"] == "all"], out / "retrieval.png")
     print(table)
-    summary = {"rows": rows, "paper_subset_rows": subset_rows, "sql_agreement": agreement, "markdown": str(out / "retrieval.md"),
+    summary = {"rows": rows, "next_tool_rows": next_tool, "toolnet": toolnet_info, "paper_subset_rows": subset_rows, "sql_agreement": agreement, "markdown": str(out / "retrieval.md"),
                "plot": str(out / "retrieval.png")}
     if reranked:
         text = "\n".join(["# ToolRerank after each first stage (tasks/rerank.py, docs/retrieval.md)", ""] +

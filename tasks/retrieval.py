@@ -1,5 +1,6 @@
-"""Tool retrieval: the parameter-free GCN step of TGR (Eq. 3), cosine top-k, BM25 / TF-IDF baselines
-and the retrieval metrics of Table 2 (Recall@k, NDCG@k with binary relevance, Pass Rate@k).
+"""Tool retrieval: the parameter-free GCN step of TGR (Eq. 3, on a 0/1 or a weighted graph), cosine
+top-k, successor expansion of a ranking (ToolNet's transition graph), BM25 / TF-IDF baselines and the
+retrieval metrics of Table 2 (Recall@k, NDCG@k with binary relevance, Pass Rate@k).
 
 Plain numpy/python, so the numbers can be checked by hand in tests, except TF-IDF, which is
 scikit-learn's ``TfidfVectorizer`` on the same tokenizer as BM25.
@@ -57,6 +58,31 @@ def gcn_propagate(
     return (normalized_adjacency(a) @ x.astype(np.float64)).astype(np.float32)
 
 
+def weighted_adjacency(
+    n: int, edges: Iterable[tuple[int, int, float]], direction: Direction = "both"
+) -> np.ndarray:
+    """``adjacency_matrix`` with a weight per (dependent, prerequisite, weight) edge, e.g. ToolNet's
+    transition weights (prerequisite = the tool called first). ``both`` adds A and its transpose, so
+    a pair seen in both call orders weighs the sum of its two weights."""
+    a = np.zeros((n, n), dtype=np.float64)
+    for dep, pre, w in edges:
+        if dep == pre:
+            continue  # self loops come from +I only
+        if direction in ("both", "dependent_to_prerequisite"):
+            a[dep, pre] += w
+        if direction in ("both", "prerequisite_to_dependent"):
+            a[pre, dep] += w
+    return a
+
+
+def gcn_propagate_weighted(
+    x: np.ndarray, edges: Iterable[tuple[int, int, float]], direction: Direction = "both"
+) -> np.ndarray:
+    """Eq. 3 with a weighted A (``weighted_adjacency``): D^-1/2 (A + I) D^-1/2 X."""
+    a = weighted_adjacency(x.shape[0], edges, direction)
+    return (normalized_adjacency(a) @ x.astype(np.float64)).astype(np.float32)
+
+
 # ---------------------------------------------------------------- dense retrieval
 def l2_normalize(x: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(x, axis=-1, keepdims=True)
@@ -80,6 +106,29 @@ def top_k_from_scores(scores: np.ndarray, k: int) -> np.ndarray:
 
 def cosine_top_k(queries: np.ndarray, tools: np.ndarray, k: int) -> np.ndarray:
     return top_k_from_scores(cosine_scores(queries, tools), k)
+
+
+def expand_with_successors(
+    ranked: Sequence[int], successors: dict[int, Sequence[int]], top: int = 3, per_tool: int = 1
+) -> list[int]:
+    """A ranking where each of the first ``top`` results is followed by its ``per_tool``
+    highest-weight successors (``successors[i]``, best first) not listed yet; the rest of
+    ``ranked`` follows in its order. ToolNet offers the successors of the last tool; here they
+    join the retrieved set (the tools a task calls next are often not named in its text)."""
+    out: list[int] = []
+    seen: set[int] = set()
+
+    def add(i: int) -> None:
+        if i not in seen:
+            seen.add(i)
+            out.append(i)
+
+    for rank, i in enumerate(ranked):
+        add(i)
+        if rank < top:
+            for j in [s for s in successors.get(i, ()) if s not in seen][:per_tool]:
+                add(j)
+    return out
 
 
 # ---------------------------------------------------------------- lexical baselines

@@ -49,6 +49,9 @@ def tiny_dataset(name: str = "tiny", extra_edges: list[tuple[str, str]] = ()) ->
         "tool_embeddings": [{"dataset": name, "tool_id": t, "kind": "base", "embedding": emb[i].tolist()}
                             for i, t in enumerate(tools)],
         "query_embeddings": [{"dataset": name, "query_id": "q1", "embedding": emb[0].tolist()}],
+        # every edge source needs a lineage row (build check); one per source a test may add
+        "edge_lineage": [{"dataset": name, "source": src, "producer": "test", "built_at": BUILT}
+                         for src in ("manual", "discriminator", "schema", "fused", "transition")],
     }
     return DatasetTables(name, rows)
 
@@ -68,7 +71,8 @@ def test_schema_version_records_every_sql_file(warehouse):
                                                "030_marts.sql"]
     # Staging views are temporary: the finished file holds no view that reads the build's Parquet.
     views = {v for (v,) in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
-    assert views == {"edge_list", "prerequisite_closure", "graph_density", "retrieval_table"}
+    assert views == {"edge_list", "prerequisite_closure", "graph_density", "retrieval_table", "trajectory_steps",
+                     "next_tool_table"}
 
 
 def test_prerequisite_closure_terminates_on_a_cycle(warehouse):
@@ -165,7 +169,7 @@ def test_bad_edge_class_is_rejected_by_the_core_checks(tmp_path):
 
 def test_update_is_atomic_and_other_schema_versions_are_refused(warehouse):
     def add_metric(con):
-        con.execute("INSERT INTO retrieval_metrics VALUES ('tiny', 'BM25', 5, 0.5, 0.4, 0.3, 1, now())")
+        con.execute("INSERT INTO retrieval_metrics VALUES ('tiny', 'BM25', 5, 0.5, 0.4, 0.3, 1, now(), 'all')")
 
     update_warehouse(warehouse, add_metric)
     assert connect(warehouse).execute("SELECT recall_5 FROM retrieval_table").fetchall() == [(0.5,)]
@@ -240,9 +244,9 @@ def test_schema_and_fused_edges_calibration_and_pruning_recall_round_trip(tmp_pa
 
 
 def test_an_old_schema_version_is_not_carried_over(warehouse):
-    assert SCHEMA_VERSION == 2
-    update_warehouse(warehouse, lambda con: con.execute("UPDATE schema_version SET version = 1"))
-    with pytest.raises(WarehouseError, match="schema version 1, this code writes 2"):
+    assert SCHEMA_VERSION == 3
+    update_warehouse(warehouse, lambda con: con.execute("UPDATE schema_version SET version = 2"))
+    with pytest.raises(WarehouseError, match="schema version 2, this code writes 3"):
         build_warehouse(warehouse, [tiny_dataset("new")], DIM)
 
 

@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 
 from tasks.locks import exclusive_lock
 
-SCHEMA_VERSION = 2  # 2: schema/fused edges, edge_calibration, pruning recall
+SCHEMA_VERSION = 3  # 2: schema/fused edges, edge_calibration, pruning recall; 3: ToolNet transitions, lineage
 
 _EMB = pa.list_(pa.float32())
 ARROW_SCHEMAS: dict[str, pa.Schema] = {
@@ -42,7 +42,8 @@ ARROW_SCHEMAS: dict[str, pa.Schema] = {
     "edges": pa.schema([("dataset", pa.string()), ("tool_group", pa.string()), ("dependent", pa.string()),
                         ("prerequisite", pa.string()), ("prob", pa.float64()), ("predicted_class", pa.int8()),
                         ("source", pa.string()), ("p_direction", pa.float64()),
-                        ("matched_params", pa.list_(pa.string())), ("fused_from", pa.list_(pa.string()))]),
+                        ("matched_params", pa.list_(pa.string())), ("fused_from", pa.list_(pa.string())),
+                        ("weight", pa.float64()), ("n_transitions", pa.int64())]),
     "scored_pairs": pa.schema([("dataset", pa.string()), ("tool_group", pa.string()), ("tool_a", pa.string()),
                                ("tool_b", pa.string()), ("p_a_depends_on_b", pa.float64()),
                                ("p_no_dependency", pa.float64()), ("p_b_depends_on_a", pa.float64()),
@@ -62,7 +63,37 @@ ARROW_SCHEMAS: dict[str, pa.Schema] = {
     "query_embeddings": pa.schema([("dataset", pa.string()), ("query_id", pa.string()), ("embedding", _EMB)]),
     "retrieval_metrics": pa.schema([("dataset", pa.string()), ("method", pa.string()), ("k", pa.int32()),
                                     ("recall", pa.float64()), ("ndcg", pa.float64()), ("pass_rate", pa.float64()),
-                                    ("n_queries", pa.int32()), ("evaluated_at", pa.timestamp("us"))]),
+                                    ("n_queries", pa.int32()), ("evaluated_at", pa.timestamp("us")),
+                                    ("query_split", pa.string())]),
+    # ToolNet (tasks/trajectories.py, tasks/transitions.py)
+    "trajectories": pa.schema([("dataset", pa.string()), ("origin", pa.string()), ("run_id", pa.string()),
+                               ("line", pa.int64()), ("source", pa.string()), ("query_id", pa.string()),
+                               ("success", pa.bool_()), ("split", pa.string()), ("tools", pa.list_(pa.string())),
+                               ("given_scores", pa.string()), ("stream_iteration", pa.int64())]),
+    "trajectory_rejections": pa.schema([("dataset", pa.string()), ("origin", pa.string()), ("line", pa.int64()),
+                                        ("run_id", pa.string()), ("reason", pa.string())]),
+    "transition_builds": pa.schema([("dataset", pa.string()), ("seed", pa.int64()),
+                                    ("split_fractions", pa.list_(pa.float64())), ("runs_train", pa.int64()),
+                                    ("runs_validation", pa.int64()), ("runs_test", pa.int64()),
+                                    ("failed_train_runs", pa.int64()), ("alpha", pa.float64()), ("beta", pa.float64()),
+                                    ("evaluator", pa.string()), ("rule_score", pa.int64()), ("chosen_on", pa.string()),
+                                    ("sweep_json", pa.string()), ("stream_iterations", pa.int64())]),
+    "transition_weight_versions": pa.schema([("dataset", pa.string()), ("iteration", pa.int64()),
+                                             ("prerequisite", pa.string()), ("dependent", pa.string()),
+                                             ("weight", pa.float64())]),
+    "transition_scores": pa.schema([("dataset", pa.string()), ("iteration", pa.int64()), ("run_id", pa.string()),
+                                    ("tool_id", pa.string()), ("score", pa.int64()), ("accumulated", pa.float64())]),
+    "next_tool_metrics": pa.schema([("dataset", pa.string()), ("method", pa.string()), ("k", pa.int32()),
+                                    ("hit_rate", pa.float64()), ("n_steps", pa.int64()), ("query_split", pa.string()),
+                                    ("evaluated_at", pa.timestamp("us"))]),
+    # what produced each (dataset, edge source): every edge joins to one row
+    "edge_lineage": pa.schema([("dataset", pa.string()), ("source", pa.string()), ("producer", pa.string()),
+                               ("input_files", pa.list_(pa.string())), ("input_sha256", pa.list_(pa.string())),
+                               ("checkpoint", pa.string()), ("checkpoint_sha256", pa.string()),
+                               ("tdi_manifest", pa.string()), ("tdi_manifest_sha256", pa.string()),
+                               ("tdi_manifest_newer_than_checkpoint", pa.bool_()), ("threshold", pa.float64()),
+                               ("params_json", pa.string()), ("flow_run_id", pa.string()),
+                               ("built_at", pa.timestamp("us"))]),
 }
 TABLES = tuple(ARROW_SCHEMAS)
 
@@ -149,9 +180,10 @@ def _carry_over(old: Path, inputs: Path, rebuilt: set[str], dim: int) -> list[st
                                  f"rebuild {kept} too or use a new warehouse file")
         for table in TABLES:
             target = (inputs / table / "carried.parquet").as_posix()
+            # the table name is one of TABLES; the values (a folder may be named o'neil) are bound
             con.execute(
-                f"COPY (SELECT * FROM {table} WHERE NOT list_contains($rebuilt, dataset)) TO '{target}' (FORMAT parquet)",
-                {"rebuilt": sorted(rebuilt)},
+                f"COPY (SELECT * FROM {table} WHERE NOT list_contains($rebuilt, dataset)) TO $target (FORMAT parquet)",
+                {"rebuilt": sorted(rebuilt), "target": target},
             )
         return kept
     finally:
@@ -160,9 +192,9 @@ def _carry_over(old: Path, inputs: Path, rebuilt: set[str], dim: int) -> list[st
 
 INTEGRITY_CHECKS = {
     "edges whose tools are unknown": """
-        SELECT count(*) FROM edges e WHERE NOT EXISTS (SELECT 1 FROM tools t WHERE t.dataset = e.dataset
-          AND t.tool_id = e.dependent) OR NOT EXISTS (SELECT 1 FROM tools t WHERE t.dataset = e.dataset
-          AND t.tool_id = e.prerequisite)""",
+        SELECT count(*) FROM edges e WHERE source <> 'transition' AND (NOT EXISTS (SELECT 1 FROM tools t
+          WHERE t.dataset = e.dataset AND t.tool_id = e.dependent) OR NOT EXISTS (SELECT 1 FROM tools t
+          WHERE t.dataset = e.dataset AND t.tool_id = e.prerequisite))""",
     "gold tools that are not tools": """
         SELECT count(*) FROM query_gold_tools g ANTI JOIN tools t USING (dataset, tool_id)""",
     "gold rows of unknown queries": """
@@ -178,6 +210,23 @@ INTEGRITY_CHECKS = {
         SELECT count(*) FROM edge_calibration c ANTI JOIN datasets d USING (dataset)""",
     "schema edges without matched parameters": """
         SELECT count(*) FROM edges WHERE source = 'schema' AND coalesce(len(matched_params), 0) = 0""",
+    "transition edges naming unknown tools": """
+        SELECT count(*) FROM edges e WHERE source = 'transition' AND (
+          (e.dependent NOT IN ('<start>', '<end>') AND NOT EXISTS (SELECT 1 FROM tools t
+             WHERE t.dataset = e.dataset AND t.tool_id = e.dependent))
+          OR (e.prerequisite NOT IN ('<start>', '<end>') AND NOT EXISTS (SELECT 1 FROM tools t
+             WHERE t.dataset = e.dataset AND t.tool_id = e.prerequisite)))""",
+    "transition rows whose weights do not sum to 1": """
+        SELECT count(*) FROM (SELECT dataset, prerequisite, sum(weight) AS total FROM edges
+          WHERE source = 'transition' GROUP BY ALL) WHERE abs(total - 1) > 1e-9""",
+    "trajectory tools that are not tools": """
+        SELECT count(*) FROM (SELECT dataset, unnest(tools) AS tool_id FROM trajectories)
+          ANTI JOIN tools USING (dataset, tool_id)""",
+    "weight versions of edges that are not transition edges": """
+        SELECT count(*) FROM transition_weight_versions v ANTI JOIN (SELECT * FROM edges WHERE source = 'transition')
+          e USING (dataset, prerequisite, dependent)""",
+    "edge sources without a lineage row": """
+        SELECT count(*) FROM (SELECT DISTINCT dataset, source FROM edges) ANTI JOIN edge_lineage USING (dataset, source)""",
 }
 
 

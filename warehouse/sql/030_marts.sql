@@ -1,20 +1,22 @@
 -- Layer 3, marts: views and macros to query the graph. Persisted in the warehouse file.
 
 -- Edge list for export, e.g. COPY (SELECT * FROM edge_list WHERE dataset = 'apibank') TO 'e.csv';
+-- Transition edges keep their '<start>' / '<end>' ends (named as themselves).
 CREATE VIEW edge_list AS
 SELECT e.dataset, e.source, e.tool_group,
-       e.dependent, d.name AS dependent_name,
-       e.prerequisite, p.name AS prerequisite_name,
-       e.prob, e.predicted_class, e.matched_params, e.fused_from
+       e.dependent, coalesce(d.name, e.dependent) AS dependent_name,
+       e.prerequisite, coalesce(p.name, e.prerequisite) AS prerequisite_name,
+       e.prob, e.predicted_class, e.matched_params, e.fused_from, e.weight, e.n_transitions
 FROM edges e
-JOIN tools d ON d.dataset = e.dataset AND d.tool_id = e.dependent
-JOIN tools p ON p.dataset = e.dataset AND p.tool_id = e.prerequisite;
+LEFT JOIN tools d ON d.dataset = e.dataset AND d.tool_id = e.dependent
+LEFT JOIN tools p ON p.dataset = e.dataset AND p.tool_id = e.prerequisite;
 
 -- Transitive prerequisites of every tool, per edge source. UNION (not UNION ALL) compares each new
 -- row with all rows found so far, so the recursion stops on cycles; a tool on a cycle lists itself.
+-- Dependency sources only: call order (transition edges, self-loops and all) is no prerequisite.
 CREATE VIEW prerequisite_closure AS
 WITH RECURSIVE closure(dataset, source, tool_id, prerequisite) AS (
-    SELECT dataset, source, dependent, prerequisite FROM edges
+    SELECT dataset, source, dependent, prerequisite FROM edges WHERE source <> 'transition'
     UNION
     SELECT c.dataset, c.source, c.tool_id, e.prerequisite
     FROM closure c
@@ -43,12 +45,15 @@ SELECT prerequisite, depth, list_reverse(path) AS call_order
 FROM walk;
 
 -- Table 4: share of tools with at least one edge, per group and over the whole set ('*').
+-- An edge to another tool counts: ToolNet's self-loops and '<start>'/'<end>' edges do not.
 CREATE VIEW graph_density AS
 WITH sources AS (SELECT DISTINCT dataset, source FROM edges),
+linking AS (SELECT * FROM edges WHERE dependent <> prerequisite
+            AND dependent NOT IN ('<start>', '<end>') AND prerequisite NOT IN ('<start>', '<end>')),
 endpoints AS (
-    SELECT dataset, source, dependent AS tool_id FROM edges
+    SELECT dataset, source, dependent AS tool_id FROM linking
     UNION
-    SELECT dataset, source, prerequisite FROM edges
+    SELECT dataset, source, prerequisite FROM linking
 ),
 per_tool AS (
     SELECT t.dataset, s.source, t.tool_group, t.tool_id, x.tool_id IS NOT NULL AS connected
@@ -95,13 +100,65 @@ WHERE q.dataset = ds AND t.kind = emb_kind
 QUALIFY rank <= k
 ORDER BY q.query_id, rank;
 
--- Table-2 layout: one row per dataset and method, k = 5 and 10 side by side.
+-- Table-2 layout: one row per dataset, method and query split ('all', or 'test': the queries
+-- whose gold run the transition graph never saw), k = 5 and 10 side by side.
 CREATE VIEW retrieval_table AS
-SELECT dataset, method,
+SELECT dataset, method, query_split,
        max(recall) FILTER (WHERE k = 5) AS recall_5, max(recall) FILTER (WHERE k = 10) AS recall_10,
        max(ndcg) FILTER (WHERE k = 5) AS ndcg_5, max(ndcg) FILTER (WHERE k = 10) AS ndcg_10,
        max(pass_rate) FILTER (WHERE k = 5) AS pass_rate_5,
        max(pass_rate) FILTER (WHERE k = 10) AS pass_rate_10,
        max(n_queries) AS n_queries
 FROM retrieval_metrics
-GROUP BY dataset, method;
+GROUP BY dataset, method, query_split;
+
+-- ToolNet -----------------------------------------------------------------------------------
+
+-- One row per call: position 1 is the first tool of the run.
+CREATE VIEW trajectory_steps AS
+SELECT dataset, origin, run_id, split, success, generate_subscripts(tools, 1) AS step, unnest(tools) AS tool_id
+FROM trajectories;
+
+-- The k most likely tools after `tool` (ToolNet's successor lookup, Eq. 5 weights; '<start>' for
+-- the first call): SELECT * FROM next_tools('tmdb', 'SearchMovie', 3). '<end>' (stop) and the
+-- tool itself are candidates like any other; edges of weight 0 are not listed. Ties go to the
+-- larger count, then the smaller id. A tool the dataset does not have, or a k that is not
+-- positive, is an error, not an empty answer.
+CREATE MACRO next_tools(ds, tool, k) AS TABLE
+SELECT e.dependent AS next_tool, e.weight, e.n_transitions,
+       row_number() OVER (ORDER BY e.weight DESC, e.n_transitions DESC, e.dependent) AS rank
+FROM (SELECT CASE
+        WHEN k IS NULL OR k <= 0
+          THEN error('next_tools: k must be a positive integer, got ' || coalesce(CAST(k AS VARCHAR), 'NULL'))
+        WHEN tool IS NULL OR NOT (tool = '<start>' OR EXISTS (SELECT 1 FROM tools t WHERE t.dataset = ds AND t.tool_id = tool))
+          THEN error('next_tools: ' || coalesce(ds, 'NULL') || ' has no tool ' || coalesce(tool, 'NULL'))
+        ELSE true END AS ok) check_args
+JOIN edges e ON check_args.ok
+WHERE e.dataset = ds AND e.source = 'transition' AND e.prerequisite = tool AND e.weight > 0
+QUALIFY rank <= k
+ORDER BY rank;
+
+-- The transition graph as it stood after iteration n of the dynamic update (Eqs. 6-8; 0 = the
+-- static graph): each edge's latest version at or before n.
+CREATE MACRO transition_weights_at(ds, n) AS TABLE
+SELECT prerequisite, dependent, arg_max(weight, iteration) AS weight, max(iteration) AS changed_at
+FROM transition_weight_versions
+WHERE dataset = ds AND iteration <= n
+GROUP BY prerequisite, dependent;
+
+-- next_tools with the dynamic weights after iteration n.
+CREATE MACRO next_tools_at(ds, tool, k, n) AS TABLE
+SELECT w.dependent AS next_tool, w.weight,
+       row_number() OVER (ORDER BY w.weight DESC, w.dependent) AS rank
+FROM transition_weights_at(ds, n) w
+WHERE w.prerequisite = tool AND w.weight > 0
+QUALIFY rank <= k
+ORDER BY rank;
+
+-- Next-tool hit@1 / hit@3 side by side, per dataset and method.
+CREATE VIEW next_tool_table AS
+SELECT dataset, method, query_split,
+       max(hit_rate) FILTER (WHERE k = 1) AS hit_1, max(hit_rate) FILTER (WHERE k = 3) AS hit_3,
+       max(n_steps) AS n_steps
+FROM next_tool_metrics
+GROUP BY dataset, method, query_split;
