@@ -319,7 +319,7 @@ def _record_from_json_line(raw: bytes) -> FunctionRecord:
         raise _Rejected(Reason.BAD_ENCODING, f"line is not valid UTF-8: {exc}", _excerpt(raw)) from None
     try:
         obj = json.loads(text)
-    except json.JSONDecodeError as exc:
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError; an int over 4300 digits; deep nesting
         raise _Rejected(Reason.MALFORMED_JSON, f"invalid JSON: {exc}", _excerpt(text)) from None
     return record_from_mapping(obj, _excerpt(text))
 
@@ -339,9 +339,15 @@ def _csn_files(spec: SourceSpec) -> list[tuple[Path, str]]:
                     f"no {folder}: expected the release layout <root>/<lang>/final/jsonl/<partition>/"
                     f"*.jsonl.gz under {root} for language {lang!r}, partition {part!r}")
             found = sorted(p for p in folder.iterdir()
-                           if p.is_file() and (p.name.endswith(".jsonl.gz") or p.name.endswith(".jsonl")))
+                           if _file_or_broken_link(p) and (p.name.endswith(".jsonl.gz") or p.name.endswith(".jsonl")))
             files.extend((p, p.relative_to(root).as_posix()) for p in found)
     return files
+
+
+def _file_or_broken_link(path: Path) -> bool:
+    """A regular file, or a symlink that leads nowhere (dangling, or a loop): opening the latter
+    fails, so it is read as one unreadable_file rejection instead of vanishing from the books."""
+    return path.is_file() or (path.is_symlink() and not path.exists())
 
 
 def _csn_candidates(spec: SourceSpec) -> Iterator[_Candidate]:
@@ -446,16 +452,15 @@ def _stdlib_root(spec: SourceSpec) -> Path:
 
 
 def _tree_settings(spec: SourceSpec) -> tuple[Path, str, tuple[str, ...]]:
+    root = _stdlib_root(spec) if spec.kind == "stdlib" else Path(spec.path)  # type: ignore[arg-type]
+    if not root.is_dir():  # checked before resolve(), which raises on a symlink loop
+        raise SourceConfigError(f"source tree {root} is not a directory")
     if spec.kind == "stdlib":
-        root = _stdlib_root(spec)
         repo = spec.repo_name or f"cpython-stdlib-{sys.version_info.major}.{sys.version_info.minor}"
         excludes = STDLIB_EXCLUDES if spec.exclude_dirs is None else spec.exclude_dirs
     else:
-        root = Path(spec.path)  # type: ignore[arg-type]
         repo = spec.repo_name or root.resolve().name
         excludes = DEFAULT_TREE_EXCLUDES if spec.exclude_dirs is None else spec.exclude_dirs
-    if not root.is_dir():
-        raise SourceConfigError(f"source tree {root} is not a directory")
     return root, repo, tuple(excludes)
 
 
@@ -468,7 +473,7 @@ def _tree_files(root: Path, excludes: tuple[str, ...]) -> list[tuple[Path, str]]
         for name in names:
             if name.endswith(".py"):
                 file = Path(folder, name)
-                if file.is_file():
+                if _file_or_broken_link(file):
                     out.append((file, file.relative_to(root).as_posix()))
     return sorted(out, key=lambda item: item[1])
 

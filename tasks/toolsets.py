@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -557,6 +558,9 @@ def read_toolset_dir(path: Path, name: str | None = None) -> ToolSet:
     return ToolSet(name=name or path.name, tools=tools, edges=edges, queries=queries)
 
 
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # JSON escapes of UTF-16 surrogates
+
+
 def _numbered_rows(file: Path) -> Iterable[tuple[int, Any]]:
     with file.open("rb") as fh:
         for lineno, raw in enumerate(fh, 1):
@@ -568,9 +572,19 @@ def _numbered_rows(file: Path) -> Iterable[tuple[int, Any]]:
             if not line.strip():
                 continue
             try:
-                yield lineno, json.loads(line)
+                value = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise ToolSetFormatError(f"{file}:{lineno}: not valid JSON ({exc.msg})") from exc
+            except (ValueError, RecursionError) as exc:  # an integer over 4300 digits; nesting too deep
+                raise ToolSetFormatError(f"{file}:{lineno}: not valid JSON ({type(exc).__name__}: {exc})") from None
+            if _SURROGATE_ESCAPE.search(line):  # \ud800-style escapes decode to lone surrogates
+                try:
+                    json.dumps(value, ensure_ascii=False).encode("utf-8")
+                except UnicodeEncodeError as exc:
+                    raise ToolSetFormatError(
+                        f"{file}:{lineno}: a \\u escape decodes to a lone surrogate "
+                        f"({exc.object[exc.start:exc.end]!r}), not a character; text must be valid Unicode") from None
+            yield lineno, value
 
 
 def write_toolset_dir(toolset: ToolSet, path: Path) -> Path:

@@ -111,7 +111,7 @@ def _problem(tools: Sequence[str], known: set[str]) -> str | None:
 
 def gold_trajectories(queries_file: Path, known: set[str]) -> Trajectories:
     """The gold call order of every query of a benchmark ``queries.jsonl`` that has one."""
-    runs, rejections = [], []
+    runs, rejections, first_line = [], [], {}
     for lineno, rec in _rows(queries_file):
         where = f"{queries_file}:{lineno}"
         if not isinstance(rec, dict):
@@ -120,6 +120,9 @@ def gold_trajectories(queries_file: Path, known: set[str]) -> Trajectories:
         if field is None:
             continue
         qid = _id(rec.get("qid", rec.get("query_id")), "qid", where)
+        if qid in first_line:  # the query id is the run id: two runs would share one identity
+            raise TrajectoryFormatError(f"{where}: duplicate query id {qid!r} (first on line {first_line[qid]})")
+        first_line[qid] = lineno
         order = rec[field]
         if not isinstance(order, list):
             raise TrajectoryFormatError(f"{where}: field {field!r} must be a list, got {type(order).__name__}")

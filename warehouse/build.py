@@ -12,8 +12,10 @@ drop ``apibank``.
 """
 from __future__ import annotations
 
+import glob
 import hashlib
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -127,8 +129,19 @@ def sql_files() -> list[tuple[str, str]]:
 
 
 def render_sql(text: str, inputs: Path, dim: int) -> str:
-    # {inputs} sits inside SQL string literals: double any quote (a folder named o'neil)
-    return text.replace("{inputs}", inputs.as_posix().replace("'", "''")).replace("{dim}", str(int(dim)))
+    # {inputs} sits inside SQL string literals that read_parquet expands as globs: bracket the glob
+    # characters (a folder named runs[1] is a name, not a pattern) and double any quote (o'neil)
+    folder = re.sub(r"[\[*?]", lambda m: f"[{m.group()}]", inputs.as_posix()).replace("'", "''")
+    return text.replace("{inputs}", folder).replace("{dim}", str(int(dim)))
+
+
+def _check_db_path(target: Path) -> None:
+    """DuckDB reads a '?' in a database path as the start of options and a backslash as a folder
+    separator, so it would write somewhere else or fail half-way: refuse such a path up front."""
+    bad = sorted({c for c in str(target.absolute()) if c in "?\\"})
+    if bad:
+        raise WarehouseError(f"{target}: DuckDB cannot keep a database at a path containing {bad}; "
+                             "choose a folder and file name without them")
 
 
 def embedding_dim_of(con: duckdb.DuckDBPyConnection) -> int:
@@ -242,13 +255,14 @@ def build_warehouse(
 ) -> dict[str, Any]:
     """Build ``target`` from ``datasets`` atomically; returns row counts per table and carried datasets."""
     target = Path(target)
+    _check_db_path(target)
     names = [d.dataset for d in datasets]
     if len(set(names)) != len(names):
         raise WarehouseError(f"dataset names repeat: {names}")
     target.parent.mkdir(parents=True, exist_ok=True)
     with exclusive_lock(target.parent / f".{target.name}.lock", str(target)):
         # holding the lock, any build folder left here belongs to a run that died (kill -9)
-        for stale in target.parent.glob(f".{target.name}.build-*"):
+        for stale in target.parent.glob(f".{glob.escape(target.name)}.build-*"):
             shutil.rmtree(stale, ignore_errors=True)
         return _build_locked(target, datasets, names, dim, carry_over)
 
@@ -283,8 +297,9 @@ def update_warehouse(target: str | Path, change: Callable[[duckdb.DuckDBPyConnec
     target = Path(target)
     if not target.exists():
         raise FileNotFoundError(f"{target}: no warehouse (run make graph first)")
+    _check_db_path(target)
     with exclusive_lock(target.parent / f".{target.name}.lock", str(target)):
-        for stale in target.parent.glob(f".{target.name}.update-*"):
+        for stale in target.parent.glob(f".{glob.escape(target.name)}.update-*"):
             stale.unlink(missing_ok=True)
         return _update_locked(target, change)
 
