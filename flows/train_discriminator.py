@@ -91,6 +91,9 @@ class TrainDiscriminatorConfig:
     finetune_learning_rate: float = field(default=1e-4, metadata=_help("peak learning rate, finetuning"))
     finetune_max_none: int | None = field(default=300, metadata=_help(
         "cap on 'no dependency' pairs per tool set (seeded); none: all (imbalanced like real use)"))
+    hint_dropout: float = field(default=0.0, metadata=_help(
+        "share of training pairs (both stages) shown without the parameter-match hint, so the model also learns "
+        "from the docs themselves; validation, calibration and test keep the hint"))
     finetune_replay: int = field(default=600, metadata=_help(
         "TDI training pairs mixed into finetuning so the parameter-level skill is not forgotten"))
     test_max_none: int | None = field(default=500, metadata=_help("paper's API-Bank test: all dependency pairs + 500 none"))
@@ -291,7 +294,8 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
 
     def stage_args(epochs: float, lr: float, evals: int) -> StageArguments:
         return StageArguments(epochs=epochs, batch_size=batch_size, eval_batch_size=batch_size * 4, learning_rate=lr,
-                              max_length=cfg.max_length, seed=cfg.seed, max_steps=cfg.max_steps, evals_per_epoch=evals,
+                              max_length=cfg.max_length, hint_dropout=cfg.hint_dropout, seed=cfg.seed,
+                              max_steps=cfg.max_steps, evals_per_epoch=evals,
                               select_metric=cfg.select_metric, progress=cfg.progress)
 
     def scores(checkpoint: Path, examples: list[PairExample]):

@@ -35,7 +35,8 @@ def _as_doc(doc: str | dict) -> dict | None:
     return parsed if isinstance(parsed, dict) else None
 
 
-def pair_texts(doc_a: str | dict, doc_b: str | dict, ignore: Collection[str] = frozenset()) -> tuple[str, str]:
+def pair_texts(doc_a: str | dict, doc_b: str | dict, ignore: Collection[str] = frozenset(),
+               hints: bool = True) -> tuple[str, str]:
     """The two segments of a pair: each doc's text, led by the parameter-match evidence.
 
     When an output name of the other tool equals one of this tool's input names
@@ -47,23 +48,24 @@ def pair_texts(doc_a: str | dict, doc_b: str | dict, ignore: Collection[str] = f
     coincidence (``time``, ``location``), and finds dependencies that share no name from the
     descriptions. The hint moves with its doc, so swapping a and b swaps the segments exactly
     (test-time symmetry stays exact). ``ignore``: names that are no evidence in the pair's tool
-    group (``tasks.schema_rule.common_output_names``).
+    group (``tasks.schema_rule.common_output_names``). ``hints=False``: the docs alone (training's
+    ``hint_dropout``, so the model also learns to read the signatures and descriptions).
     """
     from tasks.schema_rule import feeds, partial_feeds
 
     a, b = _as_doc(doc_a), _as_doc(doc_b)
     text_a, text_b = doc_text(a if a is not None else doc_a), doc_text(b if b is not None else doc_b)
-    if a is None or b is None:
+    if a is None or b is None or not hints:
         return text_a, text_b
 
     def evidence(producer: dict, consumer: dict) -> str:
-        hints = []
+        said: list[str] = []
         if exact := sorted(feeds(producer, consumer, ignore=ignore)):
-            hints.append(f"takes {', '.join(exact)} from the other tool.")
+            said.append(f"takes {', '.join(exact)} from the other tool.")
         if partial := partial_feeds(producer, consumer, ignore=ignore):
-            hints.append(f"may take {', '.join(f'{i}' for i, _ in partial)} from the other tool's "
+            said.append(f"may take {', '.join(f'{i}' for i, _ in partial)} from the other tool's "
                          f"{', '.join(sorted({o for _, o in partial}))}.")
-        return " ".join(hints + [""])
+        return " ".join(said + [""])
 
     return evidence(b, a) + text_a, evidence(a, b) + text_b
 
@@ -131,13 +133,16 @@ def encode_pairs(
     docs_b: Sequence[str],
     max_length: int = DEFAULT_MAX_LENGTH,
     ignore: Sequence[Collection[str]] | None = None,
+    hints: Sequence[bool] | None = None,
 ) -> dict[str, list[list[int]]]:
     """Token ids of each pair of docs (dicts, canonical JSON or text) without padding.
 
     ``ignore``: per pair, the names that are no parameter-match evidence in its group.
+    ``hints``: per pair, whether its segments lead with that evidence (default: all do).
     """
     ignore = ignore if ignore is not None else [frozenset()] * len(docs_a)
-    texts = [pair_texts(a, b, skip) for a, b, skip in zip(docs_a, docs_b, ignore)]
+    hints = hints if hints is not None else [True] * len(docs_a)
+    texts = [pair_texts(a, b, skip, hint) for a, b, skip, hint in zip(docs_a, docs_b, ignore, hints)]
     return tokenizer(
         [a for a, _ in texts],
         [b for _, b in texts],

@@ -190,11 +190,23 @@ def symmetrize(probs: np.ndarray, partners: np.ndarray) -> np.ndarray:
 # Datasets for the Trainer (token ids once; the collator pads each batch dynamically)
 
 
-def tokenized_dataset(tokenizer: PreTrainedTokenizerBase, examples: Sequence[PairExample], max_length: int):
-    """A ``datasets.Dataset`` of token ids and labels, in the order of ``examples``."""
+def hint_mask(n: int, dropout: float, seed: int) -> list[bool]:
+    """Which of ``n`` training pairs keep their parameter-match hint: a seeded ``dropout`` share
+    does not, so the model cannot answer from the hint alone (it collapses onto it otherwise:
+    every hinted pair the same probability, every other pair another)."""
+    if not 0.0 <= dropout <= 1.0:
+        raise ValueError(f"hint_dropout must be in [0, 1], got {dropout}")
+    rng = np.random.default_rng(seed)
+    return (rng.random(n) >= dropout).tolist()
+
+
+def tokenized_dataset(tokenizer: PreTrainedTokenizerBase, examples: Sequence[PairExample], max_length: int,
+                      hints: Sequence[bool] | None = None):
+    """A ``datasets.Dataset`` of token ids and labels, in the order of ``examples``; ``hints``: per
+    example, whether it leads with the parameter-match hint (default all)."""
     from datasets import Dataset
 
-    enc = encode_pairs(tokenizer, [e.doc_a for e in examples], [e.doc_b for e in examples], max_length) \
+    enc = encode_pairs(tokenizer, [e.doc_a for e in examples], [e.doc_b for e in examples], max_length, hints=hints) \
         if examples else {"input_ids": [], "attention_mask": []}
     return Dataset.from_dict({**dict(enc), "labels": [e.label for e in examples]})
 
@@ -424,6 +436,8 @@ class StageArguments:
     warmup_ratio: float = field(default=0.1, metadata={"help": "share of steps with linear warmup"})
     max_grad_norm: float = field(default=1.0, metadata={"help": "gradient clipping"})
     max_length: int = field(default=160, metadata={"help": "word pieces per pair"})
+    hint_dropout: float = field(default=0.0, metadata={"help": "share of training pairs shown without the "
+                                                                 "parameter-match hint (validation keeps it)"})
     seed: int = field(default=42, metadata={"help": "seed of init, shuffling and dropout"})
     max_steps: int = field(default=-1, metadata={"help": "stop after this many steps (-1: all epochs)"})
     evals_per_epoch: int = field(default=1, metadata={"help": "validation runs (and checkpoints) per epoch"})
@@ -535,7 +549,7 @@ def train_classifier(
     if not train:
         raise ValueError(f"{stage}: no training pairs")
     seed_everything(args.seed)
-    train_ds = tokenized_dataset(tokenizer, train, args.max_length)
+    train_ds = tokenized_dataset(tokenizer, train, args.max_length, hint_mask(len(train), args.hint_dropout, args.seed))
     valid_ds = tokenized_dataset(tokenizer, valid, args.max_length) if valid else None
     partners = swap_partners(valid) if valid else None
     trainer = DiscriminatorTrainer(

@@ -215,6 +215,27 @@ def test_pair_texts_give_partial_name_matches_as_a_weaker_hint():
     assert pair_texts(mail, login, ignore=frozenset({"usertoken"})) == (doc_text(mail), doc_text(login))
 
 
+def test_hint_dropout_shows_a_seeded_share_of_training_pairs_without_the_hint(tiny_model_dir):
+    from tasks.training import hint_mask, tokenized_dataset
+
+    login, mail = _doc("GetUserToken", ["user"], ["token"]), _doc("SendMail", ["token", "to"], ["status"])
+    assert pair_texts(mail, login, hints=False) == (doc_text(mail), doc_text(login))
+    assert pair_texts(mail, login, hints=True)[0].startswith("takes token from the other tool.")
+    mask = hint_mask(2000, 0.3, seed=7)
+    assert mask == hint_mask(2000, 0.3, seed=7) and mask != hint_mask(2000, 0.3, seed=8)
+    assert 0.27 < 1 - sum(mask) / len(mask) < 0.33
+    assert all(hint_mask(50, 0.0, 0)) and not any(hint_mask(50, 1.0, 0))
+    with pytest.raises(ValueError, match="hint_dropout"):
+        hint_mask(10, 1.5, 0)
+    # a dropped pair is tokenized from the docs alone: shorter by exactly the hint's word pieces
+    tokenizer = load_tokenizer(str(tiny_model_dir))
+    pair = PairExample(canonical_doc_json(mail), canonical_doc_json(login), 0, "g")
+    ds = tokenized_dataset(tokenizer, [pair, pair], 256, hints=[True, False])
+    hint = tokenizer("takes token from the other tool.", add_special_tokens=False)["input_ids"]
+    assert len(ds[0]["input_ids"]) - len(ds[1]["input_ids"]) == len(hint)
+    assert ds[1]["input_ids"] == encode_pairs(tokenizer, [mail], [login], 256, hints=[False])["input_ids"][0]
+
+
 @pytest.mark.parametrize("output, input_name, expected", [
     ("user_token", "token", True),          # the input names the output less specifically
     ("movie", "movie_id", True),            # a reference to the output
