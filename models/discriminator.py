@@ -43,7 +43,10 @@ def pair_texts(doc_a: str | dict, doc_b: str | dict, ignore: Collection[str] = f
     (``tasks.schema_rule.feeds``), the segment starts with ``takes token from the other tool.``;
     when an input only partly names the other's output (``tasks.schema_rule.partial_feeds``:
     ``token`` <- ``user_token``, ``movie_id`` <- ``movie``), with the weaker
-    ``may take token from the other tool's user_token.``. The evidence is a hint, not the answer: the
+    ``may take token from the other tool's user_token.``; without either, when a tool that declares no
+    inputs names the whole of the other's (name-derived) output in its name or description
+    (``tasks.graph_edges.mentioned_outputs``), with the weakest, ``mentions movie, which the other
+    tool returns.``. The evidence is a hint, not the answer: the
     model learns from the labels when a shared name is a real hand-over (``token``) and when it is a
     coincidence (``time``, ``location``), and finds dependencies that share no name from the
     descriptions. The hint moves with its doc, so swapping a and b swaps the segments exactly
@@ -51,7 +54,8 @@ def pair_texts(doc_a: str | dict, doc_b: str | dict, ignore: Collection[str] = f
     group (``tasks.schema_rule.common_output_names``). ``hints=False``: the docs alone (training's
     ``hint_dropout``, so the model also learns to read the signatures and descriptions).
     """
-    from tasks.schema_rule import feeds, partial_feeds
+    from tasks.graph_edges import mentioned_outputs
+    from tasks.schema_rule import feeds, normalise_param_name, partial_feeds
 
     a, b = _as_doc(doc_a), _as_doc(doc_b)
     text_a, text_b = doc_text(a if a is not None else doc_a), doc_text(b if b is not None else doc_b)
@@ -65,6 +69,9 @@ def pair_texts(doc_a: str | dict, doc_b: str | dict, ignore: Collection[str] = f
         if partial := partial_feeds(producer, consumer, ignore=ignore):
             said.append(f"may take {', '.join(f'{i}' for i, _ in partial)} from the other tool's "
                          f"{', '.join(sorted({o for _, o in partial}))}.")
+        mentioned = [w for w in mentioned_outputs(consumer, producer) if normalise_param_name(w) not in ignore]
+        if not said and mentioned:
+            said.append(f"mentions {', '.join(mentioned)}, which the other tool returns.")
         return " ".join(said + [""])
 
     return evidence(b, a) + text_a, evidence(a, b) + text_b

@@ -144,6 +144,34 @@ def _text_links(x: _TextProfile, y: _TextProfile) -> bool:
     return bool(y.outputs & (x.param_words | x.words))
 
 
+def mentioned_outputs(consumer: dict[str, Any], producer: dict[str, Any]) -> list[str]:
+    """``producer``'s declared or name-derived outputs whose every content word ``consumer``'s name or
+    description uses (``SearchMovie`` -> ``movie`` in "GetMovieCredit: the cast of a movie"): evidence
+    that ``consumer`` depends on ``producer`` when ``consumer`` declares no inputs (UltraTool, TMDB).
+    A consumer that lists its inputs gets none: there the hand-over shows in parameter names, and on
+    API-Bank with its outputs removed a mention hint lowered the discriminator's F1 from 0.762 to 0.672
+    (``QueryReminder`` "mentions" the reminder that ``AddReminder`` returns).
+
+    The whole output, not any of its words: ``GetMovieCredit`` -> ``movie_credit`` shares ``movie``
+    with SearchMovie's text too, and a word shared both ways says nothing about the direction. On the
+    gold edges of UltraTool (TMDB) it fires for 37 (31) dependents the right way round and 11 (9) the
+    wrong way, at precision 0.33 against a base rate of 0.04 (0.03).
+    """
+    if consumer.get("input_params"):
+        return []  # its inputs say what it takes (``feeds``, ``partial_feeds``); its prose would add false edges
+    declared = [p["name"] for p in producer.get("output_params") or []]
+    if not declared:
+        derived = name_derived_output(producer.get("name", ""))
+        declared = [derived] if derived else []
+    words = _text_profile(consumer).words
+    found = []
+    for name in declared:
+        parts = _content_words(name)
+        if parts and parts <= words:
+            found.append(" ".join(w for w in identifier_tokens(name) if _stem(w) in parts))
+    return sorted(set(found))
+
+
 def text_compatible(a: Tool, b: Tool) -> bool:
     """The ``text`` rule on one pair (either direction)."""
     pa_, pb = _text_profile(a.doc), _text_profile(b.doc)

@@ -215,6 +215,27 @@ def test_pair_texts_give_partial_name_matches_as_a_weaker_hint():
     assert pair_texts(mail, login, ignore=frozenset({"usertoken"})) == (doc_text(mail), doc_text(login))
 
 
+def test_pair_texts_give_an_output_word_the_other_tool_names_as_the_weakest_hint():
+    # no parameters at all (UltraTool, TMDB): SearchMovie -> movie, which GetMovieCredit's text uses
+    search = {"name": "SearchMovie", "description": "Search for movies by title.", "input_params": [], "output_params": []}
+    credit = {"name": "GetMovieCredit", "description": "The cast and crew of a movie.", "input_params": [],
+              "output_params": []}
+    weather = {"name": "GetWeather", "description": "Today's forecast.", "input_params": [], "output_params": []}
+    a, b = pair_texts(credit, search)
+    assert a == "mentions movie, which the other tool returns. " + doc_text(credit)
+    assert b == doc_text(search)  # "credit" is not in SearchMovie's text: no hint the other way
+    assert pair_texts(search, credit) == (b, a)  # the hint moves with its doc
+    assert pair_texts(credit, weather) == (doc_text(credit), doc_text(weather))
+    assert pair_texts(credit, search, ignore=frozenset({"movie"})) == (doc_text(credit), doc_text(search))
+    # a consumer that declares inputs gets no mention hint: its parameters say what it takes
+    credit_with_inputs = {**credit, "input_params": [{"name": "credit_type", "type": "str", "description": "cast or crew"}]}
+    assert pair_texts(credit_with_inputs, search) == (doc_text(credit_with_inputs), doc_text(search))
+    # a stronger hint wins: a parameter match is not repeated as a mention
+    login, mail = _doc("GetUserToken", ["user"], ["token"]), _doc("SendMail", ["token", "to"], ["status"])
+    mail["description"] = "Send a mail with the user token."
+    assert pair_texts(mail, login)[0].startswith("takes token from the other tool. SendMail(")
+
+
 def test_hint_dropout_shows_a_seeded_share_of_training_pairs_without_the_hint(tiny_model_dir):
     from tasks.training import hint_mask, tokenized_dataset
 
