@@ -43,7 +43,7 @@ FINETUNE ?= ultratool,tmdb
 TEST_SET ?= apibank
 TRAIN_ARGS ?=
 GRAPH_ARGS ?=
-TOOLSETS ?= apibank,toolbench_stable
+TOOLSETS ?= apibank,ultratool,tmdb,toolbench_stable
 DISCRIMINATOR ?= artifacts/discriminator/$(RUN)/best
 WAREHOUSE ?= artifacts/warehouse/tgr.duckdb
 PREFECT_PORT ?= 4200
@@ -123,6 +123,8 @@ bench: setup  ## run the benchmarks (results: bench/RESULTS.md)
 	$(PY) -m bench.bench_balance_shards
 	$(PY) -m bench.bench_train_throughput
 	$(PY) -m bench.bench_graph
+	@if [ -f $(WAREHOUSE) ]; then $(PY) -m bench.bench_rerank --warehouse $(WAREHOUSE); \
+	 else echo "bench_rerank skipped: no $(WAREHOUSE) (run make graph first)"; fi
 
 prefect-up: setup-llm  ## start a local Prefect server + worker and register the deployments
 	@mkdir -p $(PREFECT_RUN_DIR)

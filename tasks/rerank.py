@@ -43,11 +43,12 @@ N_GRID = (2, 3, 4)
 PAIR_C_GRID = (0.0001, 0.001, 0.01)  # inverse L2 strength of the pair model, chosen on validation
 PAIR_PRODUCT_GRID = (False, True)  # with or without the q * d block, chosen on validation
 CLASSIFIER_C_GRID = (0.01, 0.1, 1.0)
-VARIANTS = ("rerank", "truncation", "hierarchy", "both")
+VARIANTS = ("rerank", "truncation", "hierarchy", "both", "both_alg1")
 REPORTED = ("first", *VARIANTS, "both_oracle")
 VARIANT_LABEL = {"first": "first stage", "rerank": "none (rerank top m)", "truncation": "truncation",
                  "both_oracle": "both, gold single/multi label",
-                 "hierarchy": "hierarchy", "both": "both (ToolRerank)"}
+                 "hierarchy": "hierarchy", "both": "both (ToolRerank)",
+                 "both_alg1": "both, Alg. 2 off (multi-tool queries keep the score order)"}
 DEPTH = max(M_GRID)  # first-stage depth the reranker needs (m >= m_u)
 SELECT_METRIC = "ndcg@5"  # what validation maximises (ties: recall@5)
 
@@ -380,17 +381,18 @@ def rerank(candidates: Sequence[int], variant: str, params: RerankParams, score:
     """The final list for one query. ``candidates``: first-stage ranking (library indices, >= m_u
     deep); ``score``: pair-model scores by library index (covering the library APIs of unseen
     tools, Alg. 1's extended list). Variants: ``rerank`` (fixed cut m, sort by score), ``truncation``,
-    ``hierarchy`` (fixed cut + Alg. 1/2) and ``both``. Candidates the list left out follow it in
+    ``hierarchy`` (fixed cut + Alg. 1/2), ``both`` and ``both_alg1`` (``both`` with Alg. 2 switched off:
+    multi-tool queries keep the pair-model order, as Alg. 2 lowered them in our runs). Candidates the list left out follow it in
     first-stage order, so every @k up to ``depth`` (default: the candidate count) is defined."""
     if variant not in VARIANTS:
         raise ValueError(f"unknown variant {variant!r}; known: {', '.join(VARIANTS)}")
     parents = library.parents
-    if variant in ("truncation", "both"):
+    if variant in ("truncation", "both", "both_alg1"):
         kept = adaptive_truncation(candidates, lambda a: parents[a] in seen_tools, params.m_s, params.m_u)
     else:
         kept = list(candidates[:params.m])
     ranked = sort_by_score(kept, score)
-    if variant in ("hierarchy", "both"):
+    if variant in ("hierarchy", "both") or (variant == "both_alg1" and single):
         if single:
             def extend(x: set) -> list[int]:
                 return [a for t in sorted(x) if t not in seen_tools for a in library.by_tool.get(t, ())]
@@ -420,7 +422,7 @@ class ToolReranker:
         keep = candidates[:max(p.m_s, p.m_u, p.m)]
         scores: dict[int, float] = dict(zip(keep, self.pair_model.score(query, query_embedding, keep).tolist()))
         single = bool(self.classifier.predict(query_embedding)[0])
-        if variant in ("hierarchy", "both") and single:
+        if variant in ("hierarchy", "both", "both_alg1") and single:
             # Alg. 1's extended list may need the library APIs of unseen tools: score them too.
             extra = sorted({a for c in keep for a in self.library.by_tool[self.library.parents[c]]
                             if self.library.parents[c] not in self.seen_tools} - set(keep))

@@ -151,6 +151,14 @@ def test_rerank_variants_on_a_hand_made_ranking():
     # hierarchy, multi-tool, n = 1: one per tool leads (a1, b1), then a2
     assert rerank(candidates, "hierarchy", p, score, lib, {"A"}, single=False) == [0, 3, 1, 5, 4]
     assert rerank(candidates, "both", p, score, lib, {"A"}, single=False, depth=3) == [0, 3, 5]
+    # both with Alg. 2 off: a multi-tool query keeps the truncated list in score order (a1 .9, b1 .8, c1 .4),
+    # a single-tool query is reranked by Alg. 1 exactly as in "both"
+    assert rerank(candidates, "both_alg1", p, score, lib, {"A"}, single=False) == [0, 3, 5, 1, 4]
+    assert rerank(candidates, "both_alg1", p, score, lib, {"A"}, single=False) == \
+        rerank(candidates, "truncation", p, score, lib, {"A"}, single=False)
+    for seen in (set(), {"A"}):
+        assert rerank(candidates, "both_alg1", p, score, lib, seen, single=True) == \
+            rerank(candidates, "both", p, score, lib, seen, single=True)
     with pytest.raises(ValueError, match="variant"):
         rerank(candidates, "shuffle", p, score, lib, set(), single=True)
 
@@ -221,7 +229,7 @@ def test_run_toolrerank_on_a_synthetic_library(synthetic):
     assert p["m"] in (10, 30, 50) and 0.6 <= p["tau_s"] <= 0.9 and p["n"] in (2, 3, 4)
     assert result.classifier_test_accuracy is not None and result.split["train"] > 0
     text = markdown_tables(result)
-    assert "both (ToolRerank)" in text and "tau_s" in text and any("chosen on validation" in m for m in logs)
+    assert "both (ToolRerank)" in text and "Alg. 2 off" in text and "tau_s" in text and any("chosen on validation" in m for m in logs)
 
 
 def test_tool_reranker_scores_only_candidates_and_matches_full_scoring(synthetic):
