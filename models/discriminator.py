@@ -43,8 +43,8 @@ def pair_texts(doc_a: str | dict, doc_b: str | dict, ignore: Collection[str] = f
     (``tasks.schema_rule.feeds``), the segment starts with ``takes token from the other tool.``;
     when an input only partly names the other's output (``tasks.schema_rule.partial_feeds``:
     ``token`` <- ``user_token``, ``movie_id`` <- ``movie``), with the weaker
-    ``may take token from the other tool's user_token.``; without either, when a tool that declares no
-    inputs names the whole of the other's (name-derived) output in its name or description
+    ``may take token from the other tool's user_token.``; when neither tool declares any parameter and
+    one names the whole of the other's (name-derived) output in its name or description
     (``tasks.graph_edges.mentioned_outputs``), with the weakest, ``mentions movie, which the other
     tool returns.``. The evidence is a hint, not the answer: the
     model learns from the labels when a shared name is a real hand-over (``token``) and when it is a

@@ -147,18 +147,19 @@ def _text_links(x: _TextProfile, y: _TextProfile) -> bool:
 def mentioned_outputs(consumer: dict[str, Any], producer: dict[str, Any]) -> list[str]:
     """``producer``'s declared or name-derived outputs whose every content word ``consumer``'s name or
     description uses (``SearchMovie`` -> ``movie`` in "GetMovieCredit: the cast of a movie"): evidence
-    that ``consumer`` depends on ``producer`` when ``consumer`` declares no inputs (UltraTool, TMDB).
-    A consumer that lists its inputs gets none: there the hand-over shows in parameter names, and on
-    API-Bank with its outputs removed a mention hint lowered the discriminator's F1 from 0.762 to 0.672
-    (``QueryReminder`` "mentions" the reminder that ``AddReminder`` returns).
+    that ``consumer`` depends on ``producer`` when neither declares any parameter (UltraTool, TMDB).
+    Where parameters are declared, they say what flows: a mention hint for consumers with inputs
+    lowered the discriminator's F1 on API-Bank with its outputs removed from 0.762 to 0.672
+    (``QueryReminder`` "mentions" the reminder that ``AddReminder`` returns), and one for consumers
+    without inputs lowered ToolBench retrieval, where an endpoint without inputs takes nothing.
 
     The whole output, not any of its words: ``GetMovieCredit`` -> ``movie_credit`` shares ``movie``
     with SearchMovie's text too, and a word shared both ways says nothing about the direction. On the
     gold edges of UltraTool (TMDB) it fires for 37 (31) dependents the right way round and 11 (9) the
     wrong way, at precision 0.33 against a base rate of 0.04 (0.03).
     """
-    if consumer.get("input_params"):
-        return []  # its inputs say what it takes (``feeds``, ``partial_feeds``); its prose would add false edges
+    if any(doc.get("input_params") or doc.get("output_params") for doc in (consumer, producer)):
+        return []  # declared parameters say what flows (``feeds``, ``partial_feeds``); prose would add false edges
     declared = [p["name"] for p in producer.get("output_params") or []]
     if not declared:
         derived = name_derived_output(producer.get("name", ""))

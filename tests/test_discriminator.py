@@ -227,9 +227,12 @@ def test_pair_texts_give_an_output_word_the_other_tool_names_as_the_weakest_hint
     assert pair_texts(search, credit) == (b, a)  # the hint moves with its doc
     assert pair_texts(credit, weather) == (doc_text(credit), doc_text(weather))
     assert pair_texts(credit, search, ignore=frozenset({"movie"})) == (doc_text(credit), doc_text(search))
-    # a consumer that declares inputs gets no mention hint: its parameters say what it takes
-    credit_with_inputs = {**credit, "input_params": [{"name": "credit_type", "type": "str", "description": "cast or crew"}]}
+    # declared parameters say what flows: no mention hint when either tool declares any
+    param = {"name": "credit_type", "type": "str", "description": "cast or crew"}
+    credit_with_inputs = {**credit, "input_params": [param]}
     assert pair_texts(credit_with_inputs, search) == (doc_text(credit_with_inputs), doc_text(search))
+    search_with_outputs = {**search, "output_params": [{**param, "name": "movie_id"}]}
+    assert pair_texts(credit, search_with_outputs) == (doc_text(credit), doc_text(search_with_outputs))
     # a stronger hint wins: a parameter match is not repeated as a mention
     login, mail = _doc("GetUserToken", ["user"], ["token"]), _doc("SendMail", ["token", "to"], ["status"])
     mail["description"] = "Send a mail with the user token."
