@@ -182,7 +182,7 @@ def toolnet(toolset: ToolSet, runs: Trajectories, base: np.ndarray, queries: np.
 
 
 def toolnet_rows(toolset: ToolSet, runs: Trajectories, build: ToolNetBuild, cfg: GraphConfig) -> dict[str, list[dict]]:
-    """Warehouse rows of one dataset's transition graph (warehouse/sql/020_core.sql)."""
+    """Warehouse rows of one dataset's transition graph (columns: warehouse/tables.py)."""
     ds, graph = toolset.name, build.graph
     nodes, group_of = graph.nodes, {t.tool_id: t.group for t in toolset.tools}
     iteration_of = {r.key: n for n, r in enumerate(build.stream, 1)}

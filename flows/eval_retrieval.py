@@ -41,7 +41,7 @@ from tasks.rerank import (DEPTH, Library, RerankResult, TooFewQueries, markdown_
 from tasks.retrieval import (BM25, TfIdf, cosine_scores, evaluate_rankings, expand_with_successors,
                              top_k_from_scores)
 from tasks.transitions import TransitionGraph, graph_from_edges, hit_rates, replay, successor_lists
-from warehouse.build import connect, rows_of, update_warehouse
+from warehouse.build import connect, insert_rows, rows_of, update_warehouse
 
 # method -> tool_embeddings.kind; a +TGR row is reported for every graph source the dataset has.
 EMBEDDING_METHODS = {"embedding": "base", "embedding+TGR-d": "tgr_discriminator", "embedding+TGR-m": "tgr_manual",
@@ -424,17 +424,11 @@ def store_metrics(warehouse: str, rows: list[dict], next_tool: list[dict] = ()) 
     datasets = sorted({r["dataset"] for r in rows})
 
     def change(con):
+        # rows are checked against warehouse/tables.py and inserted by column name (query_split defaults to 'all')
         con.execute("DELETE FROM retrieval_metrics WHERE list_contains(?, dataset)", [datasets])
-        con.executemany("INSERT INTO retrieval_metrics (dataset, method, k, recall, ndcg, pass_rate, n_queries, "
-                        "evaluated_at, query_split) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        [[r["dataset"], r["method"], r["k"], r["recall"], r["ndcg"], r["pass_rate"],
-                          r["n_queries"], r["evaluated_at"], r.get("query_split", "all")] for r in rows])
+        insert_rows(con, "retrieval_metrics", rows)
         con.execute("DELETE FROM next_tool_metrics WHERE list_contains(?, dataset)", [datasets])
-        if next_tool:
-            con.executemany("INSERT INTO next_tool_metrics (dataset, method, k, hit_rate, n_steps, query_split, "
-                            "evaluated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                            [[r["dataset"], r["method"], r["k"], r["hit_rate"], r["n_steps"], r["query_split"],
-                              r["evaluated_at"]] for r in next_tool])
+        insert_rows(con, "next_tool_metrics", list(next_tool))
 
     update_warehouse(warehouse, change)
 

@@ -548,7 +548,7 @@ def dataset_tables(
     fused: Sequence[FusedEdge] = (),
     decision: EdgeDecision | None = None,
 ) -> DatasetTables:
-    """All warehouse rows of one tool set (see warehouse/sql/020_core.sql for the columns)."""
+    """All warehouse rows of one tool set (the columns: warehouse/tables.py)."""
     import json
 
     ds, tools = toolset.name, toolset.tools

@@ -3,6 +3,7 @@ rebuilds, carry-over of other datasets, SQL vs numpy retrieval."""
 from __future__ import annotations
 
 import csv
+import hashlib
 from datetime import datetime
 
 import duckdb
@@ -11,11 +12,13 @@ import pytest
 
 from tasks.retrieval import cosine_top_k
 from warehouse.build import (
+    CORE_STEP,
     SCHEMA_VERSION,
     DatasetTables,
     WarehouseError,
     build_warehouse,
     connect,
+    core_sql,
     rows_of,
     sql_files,
     update_warehouse,
@@ -67,9 +70,11 @@ def test_schema_version_records_every_sql_file(warehouse):
     con = connect(warehouse)
     rows = con.execute("SELECT version, sql_file FROM schema_version ORDER BY sql_file").fetchall()
     assert rows == [(SCHEMA_VERSION, name) for name, _ in sql_files()]
-    assert [n for n, _ in sql_files()][:4] == ["000_schema_version.sql", "010_staging.sql", "020_core.sql",
-                                               "030_marts.sql"]
-    # Staging views are temporary: the finished file holds no view that reads the build's Parquet.
+    assert [n for n, _ in sql_files()][:3] == ["000_schema_version.sql", CORE_STEP, "030_marts.sql"]
+    # the core step is generated from warehouse/tables.py; its recorded hash is that of the generated text
+    assert con.execute("SELECT sha256 FROM schema_version WHERE sql_file = ?", [CORE_STEP]).fetchone() == (
+        hashlib.sha256(core_sql().encode()).hexdigest(),)
+    # No staging view is left: the finished file holds no view that reads the build's Parquet.
     views = {v for (v,) in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
     assert views == {"edge_list", "prerequisite_closure", "graph_density", "retrieval_table", "trajectory_steps",
                      "next_tool_table"}
@@ -306,3 +311,110 @@ def test_one_writer_per_warehouse_and_a_dead_builds_folder_is_cleaned(tmp_path):
         with pytest.raises(BusyError, match="being written by another run"):
             build_warehouse(target, [tiny_dataset()], DIM)
     assert connect(target).execute("SELECT count(*) FROM tools").fetchone()[0] == 6
+
+
+# ------------------------------------------------------------------ each table declared once (warehouse/tables.py)
+
+
+def with_column(table: str, *columns):
+    """warehouse.tables.CORE_TABLES with ``columns`` appended to ``table``: the one edit of "Adding a column"."""
+    import dataclasses
+
+    from warehouse import tables
+
+    return tuple(dataclasses.replace(t, columns=t.columns + columns) if t.name == table else t
+                 for t in tables.CORE_TABLES)
+
+
+def test_one_declaration_adds_a_column_with_its_type_constraint_and_comment(tmp_path, monkeypatch):
+    from warehouse import tables
+    from warehouse.build import core_table
+    from warehouse.spec import Column
+
+    path = tmp_path / "wh" / "tgr.duckdb"
+    build_warehouse(path, [tiny_dataset("other")], DIM)  # a warehouse of the layout before the edit
+    ds, other = tiny_dataset(), tiny_dataset("other")
+    monkeypatch.setattr(tables, "CORE_TABLES", with_column(
+        "edges", Column("evidence", "INTEGER", check="evidence >= 1", comment="how many sources found the edge"),
+        Column("note", "VARCHAR", null=True)))
+    # the Arrow schema of the staged Parquet and the DDL come from that one declaration
+    assert core_table("edges").arrow_schema().field("evidence").type == "int32"
+    assert "evidence INTEGER NOT NULL CHECK (evidence >= 1)" in " ".join(core_sql().split())
+
+    # rows made before the edit lack the NOT NULL column: an error naming table and column, no NULL
+    with pytest.raises(WarehouseError, match=r"edges: row 0 has no value for the NOT NULL column evidence"):
+        build_warehouse(tmp_path / "x.duckdb", [ds], DIM)
+    for n, edge in enumerate(ds.rows["edges"] + other.rows["edges"]):
+        edge["evidence"] = n % 5 + 1  # `note` may be left out: it is declared nullable
+    # the old file has the old layout: its datasets are not carried over silently
+    with pytest.raises(WarehouseError, match=r"another table layout .*edges\.evidence \(INTEGER NOT NULL\) is not "
+                                             r"in the file.*rebuild \['other'\] too"):
+        build_warehouse(path, [ds], DIM)
+    build_warehouse(path, [ds, other], DIM)  # rebuilding every dataset is fine
+    con = connect(path)
+    assert rows_of(con, "SELECT column_name, data_type, is_nullable, comment FROM duckdb_columns() "
+                        "WHERE table_name = 'edges' AND column_name IN ('evidence', 'note') ORDER BY column_index") == [
+        {"column_name": "evidence", "data_type": "INTEGER", "is_nullable": False,
+         "comment": "how many sources found the edge"},
+        {"column_name": "note", "data_type": "VARCHAR", "is_nullable": True, "comment": None}]
+    assert con.execute("SELECT expression FROM duckdb_constraints() WHERE table_name = 'edges' "
+                       "AND constraint_type = 'CHECK' AND constraint_column_names = ['evidence']").fetchone() == (
+        "(evidence >= 1)",)
+    assert con.execute("SELECT list(evidence ORDER BY evidence), count(note) FROM edges WHERE dataset = 'tiny'"
+                       ).fetchone() == ([1, 2, 3, 4, 5], 0)
+    assert con.execute("SELECT count(*) FROM edge_list").fetchone() == (10,)  # marts and checks still run
+    con.close()
+    # the constraint is enforced
+    bad = DatasetTables("tiny", ds.rows | {"edges": [dict(e, evidence=0) for e in ds.rows["edges"]]})
+    with pytest.raises(duckdb.ConstraintException, match="evidence"):
+        build_warehouse(tmp_path / "y.duckdb", [bad], DIM)
+
+
+def test_row_dicts_are_checked_against_the_declared_columns(warehouse):
+    from warehouse.build import insert_rows
+
+    edge = {"dataset": "tiny", "tool_group": "g1", "dependent": "e", "prerequisite": "a", "prob": 1.0,
+            "predicted_class": 0, "source": "manual"}
+    # an unknown key, in a NOT NULL column or a nullable one, is an error naming table and column
+    with pytest.raises(WarehouseError, match=r"edges: row 5 has unknown column probability and no value for the "
+                                             r"NOT NULL column prob \(columns of edges in warehouse/tables.py"):
+        typo = {("probability" if k == "prob" else k): v for k, v in edge.items()}
+        DatasetTables("tiny", {"edges": [*tiny_dataset().rows["edges"], typo]})
+    before = warehouse.read_bytes()
+    ds = tiny_dataset()
+    ds.rows["edges"].append({**edge, "p_directon": 0.5})  # added after the DatasetTables was made
+    with pytest.raises(WarehouseError, match=r"edges: row 5 has unknown column p_directon"):
+        build_warehouse(warehouse, [ds], DIM)
+    ds = tiny_dataset()
+    ds.rows["edges"].append({**edge, "prob": "high"})
+    with pytest.raises(WarehouseError, match=r"edges\.prob: a value does not fit the declared type DOUBLE"):
+        build_warehouse(warehouse, [ds], DIM)
+    assert warehouse.read_bytes() == before
+
+    # rows inserted into an existing warehouse go through the same declaration, by name
+    metric = {"dataset": "tiny", "method": "BM25", "k": 5, "recall": 0.5, "ndcg": 0.4, "pass_rate": 0.3,
+              "n_queries": 1, "evaluated_at": BUILT}
+    with pytest.raises(WarehouseError, match=r"retrieval_metrics: row 0 has unknown column recal\b"):
+        update_warehouse(warehouse, lambda con: insert_rows(con, "retrieval_metrics", [{**metric, "recal": 1}]))
+    update_warehouse(warehouse, lambda con: insert_rows(con, "retrieval_metrics", [metric]))
+    assert connect(warehouse).execute("SELECT query_split, recall_5 FROM retrieval_table").fetchall() == [
+        ("all", 0.5)]  # the declared default
+
+
+def test_declarations_refuse_what_the_build_could_not_honour(warehouse):
+    from warehouse import tables
+    from warehouse.spec import Column, Table
+
+    with pytest.raises(ValueError, match="no Arrow type for the DuckDB type 'HUGEINT'"):
+        Column("big", "HUGEINT")
+    with pytest.raises(ValueError, match="a default needs a NOT NULL column"):
+        Column("split", "VARCHAR", null=True, default="'all'")
+    with pytest.raises(ValueError, match=r"primary key columns \['nope'\]"):
+        Table("t", "x", (Column("a", "VARCHAR"),), primary_key=("nope",))
+    with pytest.raises(ValueError, match=r"columns \['a'\] declared twice"):
+        Table("t", "x", (Column("a", "VARCHAR"), Column("a", "BIGINT")))
+    # every declared table is built (and only those), each with a primary key
+    names = [t.name for t in tables.CORE_TABLES]
+    built = {n for (n,) in connect(warehouse).execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+    assert len(set(names)) == len(names) and built == {*names, "schema_version"}
+    assert all(t.primary_key for t in tables.CORE_TABLES)

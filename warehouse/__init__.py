@@ -1,1 +1,2 @@
-"""The DuckDB tool graph warehouse: layered SQL in ``warehouse/sql`` and its atomic build."""
+"""The DuckDB tool graph warehouse: core tables declared once in ``warehouse/tables.py``, mart SQL in
+``warehouse/sql``, and its atomic build."""

@@ -1,14 +1,17 @@
 """Atomic, re-runnable build of the tool graph warehouse (one DuckDB file).
 
-A build writes every input table as Parquet into a temporary folder next to the target, runs the
-versioned SQL files in ``warehouse/sql`` (staging views over that Parquet -> core tables -> mart
-views) against a new DuckDB file in the same folder, checks referential integrity, and only then
-moves the file over the target with ``os.replace`` (atomic on one file system): readers see the
-old warehouse or the new one, never a half-built file. A failed build leaves the old file as is.
+A build checks every row dict against the table declarations of ``warehouse/tables.py``, writes
+every input table as Parquet (Arrow schema generated from the declaration) into a temporary folder
+next to the target, runs the SQL steps (``warehouse/sql/000_schema_version.sql``; the core tables,
+``CREATE TABLE`` with constraints and ``INSERT ... BY NAME`` from that Parquet, generated from
+``warehouse/tables.py``; the mart views of ``warehouse/sql/030_marts.sql``) against a new DuckDB file
+in the same folder, checks referential integrity, and only then moves the file over the target with
+``os.replace`` (atomic on one file system): readers see the old warehouse or the new one, never a
+half-built file. A failed build leaves the old file as is.
 
 Re-running is safe: datasets being built replace their rows; rows of other datasets are carried
-over from the current warehouse (same schema version only), so building ``tmdb`` alone does not
-drop ``apibank``.
+over from the current warehouse (same schema version and table layout only), so building ``tmdb``
+alone does not drop ``apibank``.
 """
 from __future__ import annotations
 
@@ -29,79 +32,48 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tasks.locks import exclusive_lock
+from warehouse import tables as _tables
+from warehouse.spec import EMBEDDING, Table
 
 SCHEMA_VERSION = 3  # 2: schema/fused edges, edge_calibration, pruning recall; 3: ToolNet transitions, lineage
-
-_EMB = pa.list_(pa.float32())
-ARROW_SCHEMAS: dict[str, pa.Schema] = {
-    "datasets": pa.schema([("dataset", pa.string()), ("embed_style", pa.string()), ("encoder", pa.string()),
-                           ("discriminator", pa.string()), ("built_at", pa.timestamp("us"))]),
-    "tools": pa.schema([("dataset", pa.string()), ("tool_id", pa.string()), ("name", pa.string()),
-                        ("tool_group", pa.string()), ("doc_json", pa.string()), ("embed_text", pa.string())]),
-    "queries": pa.schema([("dataset", pa.string()), ("query_id", pa.string()), ("query_text", pa.string()),
-                          ("query_group", pa.string())]),
-    "query_gold_tools": pa.schema([("dataset", pa.string()), ("query_id", pa.string()), ("tool_id", pa.string())]),
-    "edges": pa.schema([("dataset", pa.string()), ("tool_group", pa.string()), ("dependent", pa.string()),
-                        ("prerequisite", pa.string()), ("prob", pa.float64()), ("predicted_class", pa.int8()),
-                        ("source", pa.string()), ("p_direction", pa.float64()),
-                        ("matched_params", pa.list_(pa.string())), ("fused_from", pa.list_(pa.string())),
-                        ("weight", pa.float64()), ("n_transitions", pa.int64())]),
-    "scored_pairs": pa.schema([("dataset", pa.string()), ("tool_group", pa.string()), ("tool_a", pa.string()),
-                               ("tool_b", pa.string()), ("p_a_depends_on_b", pa.float64()),
-                               ("p_no_dependency", pa.float64()), ("p_b_depends_on_a", pa.float64()),
-                               ("predicted_class", pa.int8())]),
-    "candidate_pruning": pa.schema([("dataset", pa.string()), ("strategy", pa.string()),
-                                    ("pairs_in_groups", pa.int64()), ("pairs_kept", pa.int64()),
-                                    ("known_edges", pa.int64()), ("known_edges_in_groups", pa.int64()),
-                                    ("known_edges_kept", pa.int64()), ("known_edge_recall", pa.float64())]),
-    "edge_calibration": pa.schema([("dataset", pa.string()), ("discriminator", pa.string()),
-                                   ("decision_rule", pa.string()), ("threshold", pa.float64()),
-                                   ("criterion", pa.string()), ("threshold_source", pa.string()),
-                                   ("both_orders", pa.bool_()), ("min_prob", pa.float64()),
-                                   ("calibration_json", pa.string()), ("pairs_scored", pa.int64()),
-                                   ("edges_kept", pa.int64())]),
-    "tool_embeddings": pa.schema([("dataset", pa.string()), ("tool_id", pa.string()), ("kind", pa.string()),
-                                  ("embedding", _EMB)]),
-    "query_embeddings": pa.schema([("dataset", pa.string()), ("query_id", pa.string()), ("embedding", _EMB)]),
-    "retrieval_metrics": pa.schema([("dataset", pa.string()), ("method", pa.string()), ("k", pa.int32()),
-                                    ("recall", pa.float64()), ("ndcg", pa.float64()), ("pass_rate", pa.float64()),
-                                    ("n_queries", pa.int32()), ("evaluated_at", pa.timestamp("us")),
-                                    ("query_split", pa.string())]),
-    # ToolNet (tasks/trajectories.py, tasks/transitions.py)
-    "trajectories": pa.schema([("dataset", pa.string()), ("origin", pa.string()), ("run_id", pa.string()),
-                               ("line", pa.int64()), ("source", pa.string()), ("query_id", pa.string()),
-                               ("success", pa.bool_()), ("split", pa.string()), ("tools", pa.list_(pa.string())),
-                               ("given_scores", pa.string()), ("stream_iteration", pa.int64())]),
-    "trajectory_rejections": pa.schema([("dataset", pa.string()), ("origin", pa.string()), ("line", pa.int64()),
-                                        ("run_id", pa.string()), ("reason", pa.string())]),
-    "transition_builds": pa.schema([("dataset", pa.string()), ("seed", pa.int64()),
-                                    ("split_fractions", pa.list_(pa.float64())), ("runs_train", pa.int64()),
-                                    ("runs_validation", pa.int64()), ("runs_test", pa.int64()),
-                                    ("failed_train_runs", pa.int64()), ("alpha", pa.float64()), ("beta", pa.float64()),
-                                    ("evaluator", pa.string()), ("rule_score", pa.int64()), ("chosen_on", pa.string()),
-                                    ("sweep_json", pa.string()), ("stream_iterations", pa.int64())]),
-    "transition_weight_versions": pa.schema([("dataset", pa.string()), ("iteration", pa.int64()),
-                                             ("prerequisite", pa.string()), ("dependent", pa.string()),
-                                             ("weight", pa.float64())]),
-    "transition_scores": pa.schema([("dataset", pa.string()), ("iteration", pa.int64()), ("run_id", pa.string()),
-                                    ("tool_id", pa.string()), ("score", pa.int64()), ("accumulated", pa.float64())]),
-    "next_tool_metrics": pa.schema([("dataset", pa.string()), ("method", pa.string()), ("k", pa.int32()),
-                                    ("hit_rate", pa.float64()), ("n_steps", pa.int64()), ("query_split", pa.string()),
-                                    ("evaluated_at", pa.timestamp("us"))]),
-    # what produced each (dataset, edge source): every edge joins to one row
-    "edge_lineage": pa.schema([("dataset", pa.string()), ("source", pa.string()), ("producer", pa.string()),
-                               ("input_files", pa.list_(pa.string())), ("input_sha256", pa.list_(pa.string())),
-                               ("checkpoint", pa.string()), ("checkpoint_sha256", pa.string()),
-                               ("tdi_manifest", pa.string()), ("tdi_manifest_sha256", pa.string()),
-                               ("tdi_manifest_newer_than_checkpoint", pa.bool_()), ("threshold", pa.float64()),
-                               ("params_json", pa.string()), ("flow_run_id", pa.string()),
-                               ("built_at", pa.timestamp("us"))]),
-}
-TABLES = tuple(ARROW_SCHEMAS)
 
 
 class WarehouseError(RuntimeError):
     """The inputs or the existing warehouse cannot make a consistent warehouse; says why."""
+
+
+# The core step among the SQL files: generated from warehouse/tables.py, recorded in schema_version
+# under this name (with the sha256 of the generated text, so a changed declaration shows).
+CORE_STEP = "020_core.sql (generated from warehouse/tables.py)"
+
+
+def core_tables() -> tuple[Table, ...]:
+    """The core table declarations (``warehouse.tables.CORE_TABLES``, read at each call)."""
+    return _tables.CORE_TABLES
+
+
+def core_table(name: str) -> Table:
+    for table in core_tables():
+        if table.name == name:
+            return table
+    raise WarehouseError(f"unknown warehouse table {name!r}; known: {[t.name for t in core_tables()]}")
+
+
+def table_names() -> tuple[str, ...]:
+    return tuple(t.name for t in core_tables())
+
+
+def core_sql() -> str:
+    """Layer 2, core: CREATE TABLE (with constraints) and INSERT ... BY NAME from the staged Parquet
+    ({inputs}/<table>/*.parquet) for every declared table. Placeholders: {inputs}, {dim}."""
+    parts = ["-- Layer 2, core: typed tables with keys and checks, generated from warehouse/tables.py (do not",
+             "-- edit here), filled by name from the Parquet files the build wrote ({inputs}/<table>/*.parquet:",
+             "-- the datasets being built plus rows carried over from the previous warehouse).",
+             "-- Edge direction everywhere: `dependent` depends on `prerequisite`."]
+    for table in core_tables():
+        parts += ["", table.create_sql(),
+                  table.insert_sql(f"read_parquet('{{inputs}}/{table.name}/*.parquet', union_by_name = true)")]
+    return "\n".join(parts) + "\n"
 
 
 @dataclass
@@ -112,20 +84,72 @@ class DatasetTables:
     rows: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        unknown = set(self.rows) - set(TABLES)
+        self.validate()
+
+    def validate(self) -> None:
+        """Known tables, rows of this dataset, and row keys that are columns of warehouse/tables.py
+        (every NOT NULL column given): the build calls it again, rows may be added in between."""
+        names = table_names()
+        unknown = set(self.rows) - set(names)
         if unknown:
-            raise WarehouseError(f"unknown warehouse tables {sorted(unknown)}; known: {list(TABLES)}")
+            raise WarehouseError(f"unknown warehouse tables {sorted(unknown)}; known: {list(names)}")
         for table, rows in self.rows.items():
             bad = [r for r in rows if r.get("dataset") != self.dataset]
             if bad:
                 raise WarehouseError(f"{table}: {len(bad)} rows belong to another dataset than {self.dataset!r}")
+            check_rows(table, rows)
+
+
+def check_rows(table: str, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Raise WarehouseError naming the table and column when a row dict has a key that is no
+    column of ``table`` or leaves out a NOT NULL column (a left-out nullable column is NULL)."""
+    problem = core_table(table).row_problems(rows)
+    if problem:
+        raise WarehouseError(problem)
+
+
+_CONVERSION_ERRORS = (pa.ArrowException, TypeError, ValueError, OverflowError)
+
+
+def arrow_rows(table: Table, rows: Sequence[Mapping[str, Any]]) -> pa.Table:
+    """The rows as an Arrow table of the declared schema; a value of the wrong type names its column."""
+    schema = table.arrow_schema()
+    try:
+        return pa.Table.from_pylist(list(rows), schema=schema)
+    except _CONVERSION_ERRORS as exc:
+        for field in schema:  # find the column (pyarrow's message does not name it)
+            try:
+                pa.array([r.get(field.name) for r in rows], type=field.type)
+            except _CONVERSION_ERRORS as col_exc:
+                raise WarehouseError(f"{table.name}.{field.name}: a value does not fit the declared type "
+                                     f"{table.column(field.name).type}: {col_exc}") from exc
+        raise WarehouseError(f"{table.name}: rows do not fit the declared columns: {exc}") from exc
+
+
+def insert_rows(con: duckdb.DuckDBPyConnection, table: str, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Insert row dicts into a core table of an open warehouse (checked against warehouse/tables.py,
+    inserted by column name with the table's defaults), e.g. in an ``update_warehouse`` change."""
+    spec = core_table(table)
+    check_rows(table, rows)
+    if not rows:
+        return
+    view = f"_insert_{table}"
+    finish = getattr(con, "complete", None)  # DuckDB 2 takes no new work while a result of execute() is unread
+    if finish is not None:
+        finish()
+    con.register(view, arrow_rows(spec, rows))
+    try:
+        con.execute(spec.insert_sql(view))
+    finally:
+        con.unregister(view)
 
 
 def sql_files() -> list[tuple[str, str]]:
-    """(file name, text) of the versioned SQL files, in execution order."""
+    """(name, text) of the SQL steps in execution order: the files of ``warehouse/sql`` and, between
+    them, the core step generated from ``warehouse/tables.py`` (``CORE_STEP``)."""
     folder = resources.files("warehouse").joinpath("sql")
     names = sorted(p.name for p in folder.iterdir() if p.name.endswith(".sql"))
-    return [(n, folder.joinpath(n).read_text(encoding="utf-8")) for n in names]
+    return sorted([(n, folder.joinpath(n).read_text(encoding="utf-8")) for n in names] + [(CORE_STEP, core_sql())])
 
 
 def render_sql(text: str, inputs: Path, dim: int) -> str:
@@ -164,16 +188,49 @@ def schema_version_of(con: duckdb.DuckDBPyConnection) -> int:
 
 
 def _write_inputs(inputs: Path, datasets: Sequence[DatasetTables], dim: int) -> None:
-    for table, schema in ARROW_SCHEMAS.items():
-        folder = inputs / table
+    for dataset in datasets:
+        dataset.validate()  # rows may have been added since the DatasetTables was made
+    for table in core_tables():
+        folder = inputs / table.name
         folder.mkdir(parents=True, exist_ok=True)
-        rows = [r for d in datasets for r in d.rows.get(table, [])]
-        if "embedding" in schema.names:
-            wrong = {len(r["embedding"]) for r in rows} - {dim}
+        rows = [r for d in datasets for r in d.rows.get(table.name, [])]
+        for column in (c.name for c in table.columns if c.type == EMBEDDING):
+            wrong = {len(v) for r in rows if (v := r.get(column)) is not None} - {dim}
             if wrong:
-                raise WarehouseError(f"{table}: embeddings of size {sorted(wrong)}, expected {dim}")
-        # An empty file with the schema still makes the staging view typed and queryable.
-        pq.write_table(pa.Table.from_pylist(rows, schema=schema), folder / "built.parquet")
+                raise WarehouseError(f"{table.name}: embeddings of size {sorted(wrong)}, expected {dim}")
+        # An empty file with the schema still gives the insert every column, typed.
+        pq.write_table(arrow_rows(table, rows), folder / "built.parquet")
+
+
+def _layout_differences(con: duckdb.DuckDBPyConnection, dim: int) -> list[str]:
+    """How the core tables of an open warehouse differ from warehouse/tables.py: tables or columns
+    missing or extra, other types or nullability."""
+    def columns(c: duckdb.DuckDBPyConnection) -> dict[str, dict[str, tuple[str, str]]]:
+        out: dict[str, dict[str, tuple[str, str]]] = {}
+        for table, column, dtype, nullable in c.execute(
+                "SELECT table_name, column_name, data_type, is_nullable FROM information_schema.columns "
+                "WHERE table_schema = 'main' ORDER BY table_name, ordinal_position").fetchall():
+            out.setdefault(table, {})[column] = (dtype, "NULL" if nullable == "YES" else "NOT NULL")
+        return out
+
+    declared = duckdb.connect()
+    try:
+        for table in core_tables():
+            declared.execute(table.create_sql(comments=False).replace("{dim}", str(int(dim))))
+        want = columns(declared)
+    finally:
+        declared.close()
+    have = columns(con)
+    found = []
+    for table, cols in want.items():
+        if table not in have:
+            found.append(f"no table {table}")
+            continue
+        found += [f"{table}.{c} ({' '.join(t)}) is not in the file" for c, t in cols.items() if c not in have[table]]
+        found += [f"{table}.{c} is in the file, not in warehouse/tables.py" for c in have[table] if c not in cols]
+        found += [f"{table}.{c} is {' '.join(have[table][c])} in the file, {' '.join(t)} now"
+                  for c, t in cols.items() if c in have[table] and have[table][c] != t]
+    return found
 
 
 def _carry_over(old: Path, inputs: Path, rebuilt: set[str], dim: int) -> list[str]:
@@ -191,9 +248,15 @@ def _carry_over(old: Path, inputs: Path, rebuilt: set[str], dim: int) -> list[st
         if kept and old_dim != dim:
             raise WarehouseError(f"{old} stores FLOAT[{old_dim}] embeddings, this build FLOAT[{dim}]: "
                                  f"rebuild {kept} too or use a new warehouse file")
-        for table in TABLES:
+        changed = _layout_differences(con, old_dim)
+        if changed and kept:
+            raise WarehouseError(f"{old} has another table layout than warehouse/tables.py declares "
+                                 f"({'; '.join(changed)}): rebuild {kept} too or use a new warehouse file")
+        if changed:
+            return kept  # every dataset is rebuilt: nothing to carry in the old layout
+        for table in table_names():
             target = (inputs / table / "carried.parquet").as_posix()
-            # the table name is one of TABLES; the values (a folder may be named o'neil) are bound
+            # the table name is a declared one; the values (a folder may be named o'neil) are bound
             con.execute(
                 f"COPY (SELECT * FROM {table} WHERE NOT list_contains($rebuilt, dataset)) TO $target (FORMAT parquet)",
                 {"rebuilt": sorted(rebuilt), "target": target},
@@ -282,7 +345,7 @@ def _build_locked(target: Path, datasets: Sequence[DatasetTables], names: list[s
                 con.execute("INSERT INTO schema_version (version, sql_file, sha256) VALUES (?, ?, ?)",
                             [SCHEMA_VERSION, name, hashlib.sha256(text.encode()).hexdigest()])
             check_integrity(con)
-            counts = {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in TABLES}
+            counts = {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in table_names()}
             con.execute("CHECKPOINT")
         finally:
             con.close()
