@@ -1,0 +1,78 @@
+"""Which discriminator edges help or hurt retrieval, by the evidence the model was shown (issue 7 diagnostic).
+
+    .venv/bin/python -m bench.graph_edge_kinds [--warehouse artifacts/warehouse/tgr.duckdb] [--dataset toolbench_stable]
+
+Each discriminator edge of a built warehouse is put in one class by the hint its pair carried
+(``models.discriminator.pair_texts``): ``exact`` (an output name of the prerequisite is an input name of
+the dependent, ``tasks.schema_rule.feeds``), ``partial`` (``partial_feeds`` only), ``mention``
+(``tasks.graph_edges.mentioned_outputs`` only) or ``none``. Then Eq. 3 is applied with the edges of
+some classes only, and Recall@5 / Pass Rate@5 of every query are printed beside the encoder alone.
+Prints only; bench/RESULTS.md quotes its figures.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+
+import numpy as np
+
+from schemas.toolset import Tool
+from tasks.graph_edges import group_common_names, mentioned_outputs
+from tasks.retrieval import cosine_scores, gcn_propagate, top_k_from_scores
+from tasks.schema_rule import feeds, partial_feeds
+from warehouse.build import connect
+
+SUBSETS = (("exact",), ("exact", "mention"), ("exact", "partial"), ("exact", "partial", "mention", "none"), ("partial",))
+
+
+def edge_kind(dependent: dict, prerequisite: dict, ignore: frozenset[str]) -> str:
+    if feeds(prerequisite, dependent, ignore=ignore):
+        return "exact"
+    if partial_feeds(prerequisite, dependent, ignore=ignore):
+        return "partial"
+    return "mention" if mentioned_outputs(dependent, prerequisite) else "none"
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--warehouse", default="artifacts/warehouse/tgr.duckdb")
+    p.add_argument("--dataset", default="toolbench_stable")
+    p.add_argument("--k", type=int, default=5)
+    a = p.parse_args(argv)
+    con = connect(a.warehouse)
+    ds = a.dataset
+    tools = con.execute("SELECT tool_id, tool_group, doc_json FROM tools WHERE dataset = ? ORDER BY tool_id", [ds]).fetchall()
+    docs = {t: json.loads(d) for t, _, d in tools}
+    group = {t: g for t, g, _ in tools}
+    common = group_common_names([Tool(t, group[t], docs[t]) for t in docs])
+    rows = con.execute("SELECT tool_id, embedding FROM tool_embeddings WHERE dataset = ? AND kind = 'base' ORDER BY tool_id",
+                       [ds]).fetchall()
+    index = {t: i for i, (t, _) in enumerate(rows)}
+    x = np.array([e for _, e in rows], dtype=np.float32)
+    queries = con.execute("SELECT q.query_id, e.embedding FROM queries q JOIN query_embeddings e USING (dataset, query_id) "
+                          "WHERE q.dataset = ? ORDER BY 1", [ds]).fetchall()
+    gold: dict[str, set[int]] = {}
+    for qid, t in con.execute("SELECT query_id, tool_id FROM query_gold_tools WHERE dataset = ?", [ds]).fetchall():
+        gold.setdefault(qid, set()).add(index[t])
+    q = np.array([e for _, e in queries], dtype=np.float32)
+    qids = [qid for qid, _ in queries]
+
+    def metrics(emb: np.ndarray) -> str:
+        top = top_k_from_scores(cosine_scores(q, emb), a.k)
+        recall = np.mean([len(set(top[n]) & gold[qid]) / len(gold[qid]) for n, qid in enumerate(qids)])
+        passed = np.mean([gold[qid] <= set(top[n]) for n, qid in enumerate(qids)])
+        return f"R@{a.k} {recall:.3f} | P@{a.k} {passed:.3f}"
+
+    by_kind: dict[str, list[tuple[int, int]]] = {}
+    for dep, pre in con.execute("SELECT dependent, prerequisite FROM edges WHERE dataset = ? AND source = 'discriminator'",
+                                [ds]).fetchall():
+        by_kind.setdefault(edge_kind(docs[dep], docs[pre], common[group[dep]]), []).append((index[dep], index[pre]))
+    print(f"{ds}: discriminator edges by hint {dict(sorted((k, len(v)) for k, v in by_kind.items()))}")
+    print(f"| edges | count | metrics |\n|---|---|---|\n| none (encoder alone) | 0 | {metrics(x)} |")
+    for kinds in SUBSETS:
+        edges = [e for k in kinds for e in by_kind.get(k, [])]
+        print(f"| {' + '.join(kinds)} | {len(edges)} | {metrics(gcn_propagate(x, edges, 'both'))} |")
+
+
+if __name__ == "__main__":
+    main()
