@@ -1035,7 +1035,8 @@ class _Connection(asyncio.Protocol):
         if self.waiter is not None and not self.waiter.done():
             try:
                 if not self._advance(eof=True):
-                    self._fail(_StaleConnection() if not self.received else ConnectionError(f"connection closed mid-response: {exc or 'EOF'}"))
+                    self._fail(ConnectionError(f"connection closed before any byte of the response: {exc or 'EOF'}") if not self.received
+                               else ConnectionError(f"connection closed mid-response: {exc or 'EOF'}"))
             except (ValueError, IndexError) as err:
                 self._fail(ConnectionError(f"malformed HTTP response: {err}"))
 
@@ -1080,10 +1081,6 @@ class _Connection(asyncio.Protocol):
             body, keep = bytes(buf), False
         self.waiter.set_result((status, headers, body, keep and not eof))  # type: ignore[union-attr]
         return True
-
-
-class _StaleConnection(ConnectionError):
-    """The server closed a pooled keep-alive connection before answering: try a fresh one."""
 
 
 def _parse_chunked(buf: bytearray) -> bytes | None:
@@ -1156,13 +1153,12 @@ class FastHTTPTransport:
                 raise ConnectionError(f"{self._host}:{self._port} closed a new connection at once")
             try:
                 status, headers, data, keep = await conn.send(message, loop)
-            except _StaleConnection:
-                conn.transport.close()  # type: ignore[union-attr]
-                if reused:
-                    continue  # the server closed an idle keep-alive connection: once more on a fresh one
-                raise
             except BaseException:
-                conn.transport.abort()  # cancelled (timeout) or failed mid-response: unusable  # type: ignore[union-attr]
+                # Cancelled (timeout), failed mid-response or closed before any byte of it: unusable. A close
+                # before the response is not resent here, even on a pooled connection: the request was written
+                # and the server may have read (and run) it, so it is a request sent, with its ledger row and a
+                # backed-off retry. (An idle connection the server closed is dropped before it is used, above.)
+                conn.transport.abort()  # type: ignore[union-attr]
                 raise
             if keep and not conn.closed:
                 conn.expires_at = loop.time() + _keep_alive_s(headers)

@@ -2,8 +2,14 @@
 
 It answers the three agents with canned, schema-valid JSON derived from the request (so answers
 are deterministic), after an optional fixed delay, and injects faults on request: 429 with
-Retry-After, 500, a stall past the client's timeout, a truncated answer (finish_reason "length")
-and invalid JSON. Every request is counted, so tests can prove a resume makes no calls.
+Retry-After, 500, a stall past the client's timeout, a truncated answer (finish_reason "length"),
+invalid JSON, a connection dropped mid-response and one closed with no response at all. Every
+request is counted, so tests can prove a resume makes no calls.
+
+Faults come from a queue (the first requests to arrive get them, in order) and then, with
+``FaultPlan.mix``, from a seeded random mix by probability: the draw is keyed by the request's body
+and how often that body arrived before, not by the arrival order, so the same requests meet the same
+faults at any concurrency and a soak's figures are reproducible (``bench/bench_fault_soak.py``).
 
 Canned replies (``FaultPlan.canned``, names in :data:`CANNED`) cover what a proxy or a broken
 server may send instead: a 200 that is not a chat completion (an HTML page, an error object, empty
@@ -17,15 +23,18 @@ and serves the Batch API: ``POST /v1/files`` (multipart), ``POST /v1/batches``,
 """
 from __future__ import annotations
 
+import contextlib
 import email.parser
 import email.policy
 import hashlib
 import json
 import math
 import re
+import socket
 import threading
 import time
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -119,13 +128,41 @@ class FaultPlan:
     truncated: int = 0  # cut-off JSON with finish_reason "length"
     invalid_json: int = 0  # finish_reason "stop" but not JSON
     canned: tuple[str, ...] = ()  # then these replies, by name: CANNED or JUNK_USAGE
+    drops: int = 0  # then: the head and half the body of an answer, and the connection closes
+    resets: int = 0  # then: the request is read, and the connection closes without a byte of response
+    # Once the queue is empty: every chat request draws a fault from this mix, {fault name: probability}
+    # (names of MIX_FAULTS, CANNED or JUNK_USAGE; the rest of the probability is a normal answer).
+    # Batch lines take queued faults only.
+    mix: Mapping[str, float] = field(default_factory=dict)
+    seed: int = 0  # of the mix's draws
 
     def queue(self) -> list[str]:
         unknown = [c for c in self.canned if c not in CANNED and c not in JUNK_USAGE]
         if unknown:
             raise ValueError(f"unknown canned replies {unknown}")
+        unknown = [c for c in self.mix if c not in MIX_FAULTS and c not in CANNED and c not in JUNK_USAGE]
+        if unknown or any(p < 0 for p in self.mix.values()) or sum(self.mix.values()) > 1 + 1e-9:
+            raise ValueError(f"a fault mix needs known names and probabilities summing to at most 1, not {dict(self.mix)}")
         return (["429"] * self.rate_limited + ["500"] * self.server_errors + ["stall"] * self.stalls
-                + ["truncated"] * self.truncated + ["invalid"] * self.invalid_json + list(self.canned))
+                + ["truncated"] * self.truncated + ["invalid"] * self.invalid_json + list(self.canned) + ["drop"] * self.drops
+                + ["reset"] * self.resets)
+
+    def draw(self, digest: str, occurrence: int) -> str | None:
+        """The mix's fault for the ``occurrence``-th arrival of the request body whose sha256 is
+        ``digest`` (None: a normal answer). Keyed by the request, not by the arrival order: a retry
+        is a new occurrence, so it draws again."""
+        if not self.mix:
+            return None
+        u = int(hashlib.sha256(f"{self.seed}:{digest}:{occurrence}".encode()).hexdigest()[:16], 16) / 2**64
+        for name, p in self.mix.items():
+            if u < p:
+                return name
+            u -= p
+        return None
+
+
+# Faults a mix may name besides the canned replies.
+MIX_FAULTS = frozenset({"429", "500", "stall", "truncated", "invalid", "drop", "reset"})
 
 
 @dataclass
@@ -205,7 +242,6 @@ def _completion(state: ServerState, request: dict[str, Any], fault: str | None) 
     """The chat completion for ``request`` (answer faults "truncated" and "invalid" applied)."""
     schema_name = request.get("response_format", {}).get("json_schema", {}).get("name", "")
     user_text = next(m["content"] for m in request["messages"] if m["role"] == "user")
-    state.counts[schema_name] += 1
     text = json.dumps(canned_answer(schema_name, user_text))
     finish = "stop"
     if fault == "truncated":
@@ -213,6 +249,7 @@ def _completion(state: ServerState, request: dict[str, Any], fault: str | None) 
     elif fault == "invalid":
         text = "Sure! Here is the JSON you asked for: {name: oops"
     with state.lock:
+        state.counts[schema_name] += 1
         state.counts["completions"] += 1
         serial = state.counts["completions"]
     usage = JUNK_USAGE.get(fault or "", {"prompt_tokens": len(user_text) // 4, "completion_tokens": len(text) // 4,
@@ -241,7 +278,9 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, *args: Any) -> None:  # keep test output clean
         pass
 
-    def _send(self, status: int, body: dict[str, Any] | bytes, headers: dict[str, str] | None = None, content_type: str | None = None) -> None:
+    def _send(self, status: int, body: dict[str, Any] | bytes, headers: dict[str, str] | None = None, content_type: str | None = None,
+              drop: bool = False) -> None:
+        """Send a response; ``drop``: only the head and half the body, then close the connection."""
         data = body if isinstance(body, bytes) else json.dumps(body).encode()
         self.send_response(status)
         self.send_header("Content-Type", content_type or ("application/octet-stream" if isinstance(body, bytes) else "application/json"))
@@ -251,8 +290,12 @@ class _Handler(BaseHTTPRequestHandler):
         # Head and body in one write, as production servers do: two writes would cost the client
         # a second wakeup per answer (and can meet Nagle + delayed ACK).
         self._headers_buffer.append(b"\r\n")
-        self.wfile.write(b"".join(self._headers_buffer) + data)
+        self.wfile.write(b"".join(self._headers_buffer) + (data[: len(data) // 2] if drop else data))
         self._headers_buffer = []
+        if drop:
+            self.close_connection = True
+            with contextlib.suppress(OSError):
+                self.connection.shutdown(socket.SHUT_RDWR)
         sent = time.monotonic()
         with self.state.lock:
             arrived = getattr(self, "_arrived", sent)
@@ -302,8 +345,10 @@ class _Handler(BaseHTTPRequestHandler):
     # chat completions -------------------------------------------------------------------------
     def _chat(self, request: dict[str, Any]) -> None:
         state = self.state
-        state.counts["body:" + hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()] += 1
+        digest = hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()
         with state.lock:
+            state.counts["body:" + digest] += 1
+            occurrence = state.counts["body:" + digest]
             state.counts["requests"] += 1
         if not self._authorized():
             return
@@ -313,12 +358,21 @@ class _Handler(BaseHTTPRequestHandler):
         tokens = sum(len(m.get("content") or "") for m in request["messages"]) // 4 + int(request.get("max_tokens") or 0)
         allowed, limit_headers = state.charge(tokens)
         if not allowed:
-            state.counts["rate_limited"] += 1
+            with state.lock:
+                state.counts["rate_limited"] += 1
             self._send(429, _error("Rate limit reached for requests", "requests", "rate_limit_exceeded"), limit_headers)
             return
         with state.lock:
-            fault = state.faults.pop(0) if state.faults else None
-        state.counts[f"fault:{fault}"] += fault is not None
+            fault = state.faults.pop(0) if state.faults else state.plan.draw(digest, occurrence)
+            if fault is not None:
+                state.counts[f"fault:{fault}"] += 1
+        if fault == "reset":  # read, maybe processed, never answered: the connection just closes
+            self.close_connection = True
+            with contextlib.suppress(OSError):
+                self.connection.shutdown(socket.SHUT_RDWR)
+            with state.lock:
+                state.log.append((self._arrived, self.path, 0))
+            return
         if fault == "429":
             self._send(429, _error("rate limited", "rate_limit"), {"Retry-After": str(state.plan.retry_after_s), **limit_headers})
             return
@@ -333,7 +387,7 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(state.plan.stall_s)
         if state.delay_s:
             time.sleep(state.delay_s)
-        self._send(200, _completion(state, request, fault), limit_headers)
+        self._send(200, _completion(state, request, fault), limit_headers, drop=fault == "drop")
 
     # files and batches ------------------------------------------------------------------------
     def _upload(self, raw: bytes) -> None:
@@ -466,6 +520,11 @@ class FakeOpenAIServer:
     @property
     def requests(self) -> int:
         return self.state.counts["requests"]
+
+    def faults_served(self) -> dict[str, int]:
+        """Faults served so far, by name."""
+        with self.state.lock:
+            return {k[6:]: n for k, n in self.state.counts.items() if k.startswith("fault:") and n}
 
     def repeated_bodies(self) -> int:
         """Requests whose exact body had been sent before."""

@@ -123,12 +123,15 @@ def test_one_bad_answer_is_asked_again_and_recovers(tmp_path):
 def test_many_faults_under_concurrency_lose_nothing(tmp_path):
     plan = FaultPlan(rate_limited=5, retry_after_s=0.01, server_errors=5, stalls=2, stall_s=1.0, truncated=3, invalid_json=3)
     with FakeOpenAIServer(faults=plan) as server:
-        llm, _ = _llm(server, tmp_path, concurrency=8, timeout_s=0.5, parse_attempts=3)
+        # Enough tries for all 12 transport faults or all 6 bad answers to meet one item: which items
+        # meet them depends on the arrival order (on a busy machine one worker's retries can take a
+        # run of faults before the others' first requests arrive).
+        llm, _ = _llm(server, tmp_path, concurrency=8, timeout_s=0.5, max_retries=12, parse_attempts=7)
         results = asyncio.run(llm.run_many(_requests(40)))
     assert len(results) == 40 and [r.item_id for r in results] == [f"rec-{i}" for i in range(40)]
     for r in results:  # every item either parsed or carries a reason
         assert r.ok or r.reason
-    assert sum(r.ok for r in results) == 40  # 3 attempts absorb 6 bad answers spread over 40 items
+    assert sum(r.ok for r in results) == 40
 
 
 def test_cache_makes_a_rerun_send_nothing(tmp_path):

@@ -104,6 +104,20 @@ def test_non_completions_in_a_chunk_reject_one_record_not_the_chunk(tmp_path):
 
 
 # -- a ledger row for every request sent ---------------------------------------------------------------
+@pytest.mark.parametrize("resets", [1, 3])
+def test_a_request_the_server_reads_then_closes_without_answering_is_a_ledger_row_and_a_backed_off_retry(tmp_path, resets):
+    """Found by the fault soak: on a pooled keep-alive connection, a close before any byte of the
+    response was resent at once on another connection, with no ledger row and no backoff (once per
+    idle connection: a request that kills the server's worker each time went out that often)."""
+    with FakeOpenAIServer(faults=FaultPlan(canned=("pass",), resets=resets)) as server:  # one answer pools the connection
+        llm, slept = _llm(server, tmp_path, concurrency=1, max_retries=resets)
+        results = asyncio.run(llm.run_many(_requests(2)))
+        assert sent(llm) == server.requests == 2 + resets
+    assert all(r.ok for r in results)
+    assert [c.outcome for c in llm.ledger] == ["ok"] + ["connection"] * resets + ["ok"] and len(slept) == resets
+    assert "before any byte of the response" in llm.ledger[1].detail
+
+
 @pytest.mark.parametrize("plan,settings,error", [
     # the 401 is the third request to arrive: the other two are in flight (the server holds them 0.3 s)
     (FaultPlan(canned=("pass", "pass", "echo_auth_401")), {"concurrency": 3}, LLMEndpointError),
