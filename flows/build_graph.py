@@ -32,9 +32,11 @@ from pathlib import Path
 import numpy as np
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
+from pydantic import SecretStr
 
 from models.encoder_path import OFFLINE_DEFAULT
 from schemas.toolset import ToolSet
+from tasks.evaluator import EMBEDDED, EVALUATORS, endpoint_problem, toolnet_evaluator
 from tasks.graph_edges import (
     DEFAULT_PRUNING,
     PRUNING_STRATEGIES,
@@ -50,6 +52,7 @@ from tasks.graph_edges import (
     schema_edges,
     score_pairs,
 )
+from tasks.llm import split_userinfo
 from tasks.retrieval import (EMBED_STYLES, cosine_scores, embed_style_for, embed_text, gcn_propagate,
                              gcn_propagate_weighted)
 from tasks.schema_rule import DEFAULT_MAX_PRODUCERS
@@ -96,6 +99,24 @@ class GraphConfig:
     alphas: tuple[float, ...] = DEFAULT_ALPHAS  # the validation sweep (the paper reports no values)
     betas: tuple[float, ...] = DEFAULT_BETAS
     rule_score: int = RULE_SCORE  # the rule evaluator's +/- score, in [1, 3]
+    # the evaluator of the dynamic update: "rule", or "llm" (ToolNet's Evaluate through tasks/llm.py,
+    # tasks/evaluator.py: the rule scores a run whose answer stays invalid, and that is recorded)
+    evaluator: str = "rule"
+    evaluator_model: str | None = None  # None: the packaged embedded model
+    evaluator_base_url: str | None = None  # OpenAI-compatible endpoint or "embedded"; None: OPENAI_BASE_URL
+    evaluator_concurrency: int | None = None  # requests in flight; None: 1 embedded, 16 otherwise
+    evaluator_cache_dir: str = "artifacts/llm-cache"
+    evaluator_base_url_credentials: SecretStr | None = None  # set from evaluator_base_url's userinfo; never recorded
+
+    def __post_init__(self) -> None:
+        if self.evaluator not in EVALUATORS:
+            raise ValueError(f"evaluator must be one of {', '.join(EVALUATORS)}, not {self.evaluator!r}")
+        if self.evaluator == "llm" and endpoint_problem(self.evaluator_base_url):
+            raise ValueError(endpoint_problem(self.evaluator_base_url))
+        if self.evaluator_base_url:  # credentials in the URL go to a SecretStr (as LLMConfig does)
+            url, userinfo = split_userinfo(self.evaluator_base_url)
+            if userinfo:
+                self.evaluator_base_url, self.evaluator_base_url_credentials = url, SecretStr(userinfo)
 
 
 def toolset_folder(spec: str, data_root: str) -> Path | None:
@@ -177,8 +198,14 @@ def toolnet(toolset: ToolSet, runs: Trajectories, base: np.ndarray, queries: np.
     # graph nodes in tool_id order, as eval-retrieval reads them back (ties go to the smaller id)
     order = sorted(range(len(toolset.tools)), key=lambda i: toolset.tools[i].tool_id)
     similarity = {q.query_id: sims[n][order] for n, q in enumerate(toolset.queries)}
-    return build_toolnet([toolset.tools[i].tool_id for i in order], runs.runs, similarity, cfg.split_seed,
-                         cfg.split_fractions, cfg.alpha, cfg.beta, cfg.alphas, cfg.betas, cfg.rule_score)
+    with toolnet_evaluator(cfg.evaluator, {t.tool_id: t.doc for t in toolset.tools},
+                           {q.query_id: q.text for q in toolset.queries}, cfg.rule_score, model=cfg.evaluator_model,
+                           base_url=cfg.evaluator_base_url, base_url_credentials=cfg.evaluator_base_url_credentials,
+                           concurrency=cfg.evaluator_concurrency, cache_dir=cfg.evaluator_cache_dir,
+                           log=get_run_logger()) as evaluator:
+        return build_toolnet([toolset.tools[i].tool_id for i in order], runs.runs, similarity, cfg.split_seed,
+                             cfg.split_fractions, cfg.alpha, cfg.beta, cfg.alphas, cfg.betas, cfg.rule_score,
+                             evaluator=evaluator)
 
 
 def toolnet_rows(toolset: ToolSet, runs: Trajectories, build: ToolNetBuild, cfg: GraphConfig) -> dict[str, list[dict]]:
@@ -206,7 +233,7 @@ def toolnet_rows(toolset: ToolSet, runs: Trajectories, build: ToolNetBuild, cfg:
         "transition_builds": [{"dataset": ds, "seed": cfg.split_seed, "split_fractions": list(cfg.split_fractions),
                                "runs_train": build.runs_in("train"), "runs_validation": build.runs_in("validation"),
                                "runs_test": build.runs_in("test"), "failed_train_runs": build.failed_train_runs,
-                               "alpha": build.alpha, "beta": build.beta, "evaluator": "rule", "rule_score": cfg.rule_score,
+                               "alpha": build.alpha, "beta": build.beta, "evaluator": build.evaluator, "rule_score": cfg.rule_score,
                                "chosen_on": build.chosen_on, "sweep_json": json.dumps(build.sweep),
                                "stream_iterations": len(build.stream)}],
         "transition_weight_versions":
@@ -245,7 +272,8 @@ def lineage_rows(toolset: ToolSet, folder: Path | None, sources: set[str], cfg: 
             toolset.name, "transition", "ToolNet Eq. 5 on the training runs (tasks/transitions.py)", built_at, run_id,
             runs.files, params={"split_seed": cfg.split_seed, "split_fractions": list(cfg.split_fractions),
                                 "alpha": build.alpha, "beta": build.beta, "chosen_on": build.chosen_on,
-                                "runs_train": build.runs_in("train"), "rule_score": cfg.rule_score}),
+                                "runs_train": build.runs_in("train"), "rule_score": cfg.rule_score,
+                                "evaluator": build.evaluator_record}),
     }
     return [made[s]() for s in sorted(sources)]
 
@@ -333,7 +361,7 @@ def build_graph(cfg: GraphConfig | None = None) -> dict:
                                                                ("train", "validation", "test")},
                 "rejected_runs": len(runs.rejections), "alpha": built.alpha, "beta": built.beta,
                 "chosen_on": built.chosen_on, "test_hit@1_dynamic": built.result.hit_rate(1),
-                "weight_versions": len(built.result.versions)},
+                "weight_versions": len(built.result.versions), "evaluator": built.evaluator_record},
             "edge_decision": None if decision is None else {
                 "rule": decision.rule, "threshold": decision.threshold, "criterion": decision.criterion,
                 "threshold_source": decision.threshold_source, "both_orders": decision.both_orders},
@@ -384,6 +412,17 @@ def parse_args(argv: list[str] | None = None) -> GraphConfig:
     p.add_argument("--beta", type=float, default=None, help="Eq. 6 weight on the static graph, in [0, 1]")
     p.add_argument("--rule-score", type=int, default=RULE_SCORE, choices=(1, 2, 3),
                    help="the rule evaluator's score: +N for a gold tool the run called, -N for another")
+    p.add_argument("--evaluator", choices=EVALUATORS, default="rule",
+                   help="who scores the runs of the dynamic update: the rule, or an LLM (ToolNet's Evaluate; a run "
+                        "whose answer stays invalid gets the rule, recorded as 'rule fallback')")
+    p.add_argument("--evaluator-base-url", default=None,
+                   help=f"OpenAI-compatible endpoint of --evaluator llm, or '{EMBEDDED}' (the packaged local model); "
+                        "default OPENAI_BASE_URL (key: OPENAI_API_KEY)")
+    p.add_argument("--evaluator-model", default=None, help="model name at --evaluator-base-url (default: the embedded model)")
+    p.add_argument("--evaluator-concurrency", type=int, default=None,
+                   help="evaluator requests in flight (default 1 embedded, 16 otherwise)")
+    p.add_argument("--evaluator-cache-dir", default="artifacts/llm-cache",
+                   help="LLM answer cache of the evaluator (a rebuild repeats no answered request)")
     a = p.parse_args(argv)
     try:
         fractions = tuple(float(x) for x in a.split.split(","))
@@ -395,6 +434,10 @@ def parse_args(argv: list[str] | None = None) -> GraphConfig:
         p.error(f"--beta {a.beta}: must lie in [0, 1]")
     if a.alpha is not None and a.alpha < 0:
         p.error(f"--alpha {a.alpha}: must not be negative")
+    if a.evaluator == "llm" and endpoint_problem(a.evaluator_base_url):
+        p.error(endpoint_problem(a.evaluator_base_url))
+    if a.evaluator_concurrency is not None and a.evaluator_concurrency < 1:
+        p.error(f"--evaluator-concurrency {a.evaluator_concurrency}: must be at least 1")
     if a.discriminator and not Path(a.discriminator, "config.json").exists():
         p.error(f"--discriminator {a.discriminator}: no config.json there (train one: make train-discriminator)")
     try:
@@ -408,7 +451,9 @@ def parse_args(argv: list[str] | None = None) -> GraphConfig:
                        a.neighbours, a.min_prob, not a.single_order, a.batch_size, a.max_length, a.gcn_direction,
                        a.device, a.threshold, not a.no_schema_edges, not a.no_progress,
                        a.max_producers if a.max_producers > 0 else None, not a.no_transitions, a.trajectories,
-                       a.split_seed, fractions, a.alpha, a.beta, rule_score=a.rule_score)
+                       a.split_seed, fractions, a.alpha, a.beta, rule_score=a.rule_score, evaluator=a.evaluator,
+                       evaluator_model=a.evaluator_model, evaluator_base_url=a.evaluator_base_url,
+                       evaluator_concurrency=a.evaluator_concurrency, evaluator_cache_dir=a.evaluator_cache_dir)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,8 @@ Plain numpy: the largest graph here (UltraTool) is 262 x 262.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -19,6 +20,9 @@ from tasks.trajectories import END, START, Trajectory, split_of, stream_order
 DEFAULT_ALPHAS = (0.1, 0.5, 1.0)  # the notes' sweep; the paper gives no values
 DEFAULT_BETAS = (0.3, 0.5, 0.7, 0.9)
 RULE_SCORE = 2  # the rule evaluator's +/- score (the notes' "+2 if gold, -2 if not")
+# Which evaluator scored a run (StreamResult.evaluations): scores that came with the run, the rule
+# evaluator, an LLM evaluator (tasks/evaluator.py), or the rule where the LLM's answer failed.
+BY_GIVEN, BY_RULE, BY_LLM, BY_FALLBACK = "given", "rule", "llm", "rule fallback"
 
 
 @dataclass
@@ -174,6 +178,7 @@ class StreamRun:
     (``agent_picks``) runs the task on the current weights. ``gold``: the tool set the rule
     evaluator compares with. ``scores``: evaluator scores given with the run (they win).
     ``similarity``: (n_tools,) cosine of the task text with each tool, for the agent.
+    ``query_id``: the benchmark query of a gold run (an LLM evaluator reads its text).
     """
 
     run_id: str
@@ -182,6 +187,21 @@ class StreamRun:
     called: tuple[str, ...] | None = None
     scores: tuple[tuple[str, int], ...] = ()
     similarity: np.ndarray | None = None
+    query_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """An evaluator's scores for one run (one per tool it called) and which evaluator gave them
+    (``BY_*``); ``detail``: why the rule stood in for an LLM answer."""
+
+    scores: dict[str, int]
+    by: str = BY_RULE
+    detail: str = ""
+
+
+# (run, the tools it called in order) -> its evaluation; None: the rule evaluator
+Evaluator = Callable[[StreamRun, Sequence[str]], Evaluation]
 
 
 def agent_picks(weights: np.ndarray, graph: TransitionGraph, chain: Sequence[str], similarity: np.ndarray | None,
@@ -204,6 +224,11 @@ class StreamResult:
     versions: list[tuple[int, int, int, float]] = field(default_factory=list)  # (iteration, i, j, weight)
     scores: list[tuple[int, str, str, int, float]] = field(default_factory=list)  # (iteration, run, tool, delta, s)
     final: np.ndarray | None = None
+    evaluations: list[tuple[int, str, str, str]] = field(default_factory=list)  # (iteration, run, BY_*, detail)
+
+    def evaluated_by(self) -> dict[str, int]:
+        """Runs per evaluator (``BY_*``) of a recorded stream."""
+        return dict(Counter(by for _, _, by, _ in self.evaluations))
 
     def hit_rate(self, k: int) -> float:
         return float(np.mean(self.hits[k])) if self.hits[k] else float("nan")
@@ -221,11 +246,13 @@ def step_hits(weights: np.ndarray, graph: TransitionGraph, chain: Sequence[str],
 
 def run_stream(graph: TransitionGraph, stream: Sequence[StreamRun], alpha: float, beta: float,
                ks: Sequence[int] = (1, 3), magnitude: int = RULE_SCORE, record: bool = False,
-               tol: float = 1e-12, reweight_self_loops: bool = False) -> StreamResult:
+               tol: float = 1e-12, reweight_self_loops: bool = False,
+               evaluator: Evaluator | None = None) -> StreamResult:
     """ToolNet's loop over ``stream`` (iteration n = the n-th run): measure next-tool hits with
-    w^(n-1), evaluate what the run called (given scores, else the rule evaluator), accumulate
-    s^(n), re-weight (Eqs. 6-8). ``beta = 1`` is the static graph. With ``record``, the edges whose
-    weight changed at each iteration (the versioned rows) and every evaluator score are kept."""
+    w^(n-1), evaluate what the run called (given scores, else ``evaluator``, else the rule
+    evaluator), accumulate s^(n), re-weight (Eqs. 6-8). ``beta = 1`` is the static graph. With
+    ``record``, the edges whose weight changed at each iteration (the versioned rows), every
+    evaluator score and which evaluator scored each run are kept."""
     index = graph.index()
     weights = graph.weights.copy()
     accumulated = np.zeros(graph.n_tools)
@@ -235,11 +262,15 @@ def run_stream(graph: TransitionGraph, stream: Sequence[StreamRun], alpha: float
             for k, h in step_hits(weights, graph, run.chain, index, ks).items():
                 result.hits[k] += h
         if run.scores:
-            delta = dict(run.scores)
+            evaluation = Evaluation(dict(run.scores), BY_GIVEN)
         else:
             called = run.called if run.called is not None else agent_picks(weights, graph, run.chain or run.gold,
                                                                              run.similarity, index)
-            delta = rule_scores(called, run.gold, magnitude)
+            evaluation = (Evaluation(rule_scores(called, run.gold, magnitude)) if evaluator is None
+                          else evaluator(run, called))
+        delta = evaluation.scores
+        if record:
+            result.evaluations.append((iteration, run.run_id, evaluation.by, evaluation.detail))
         for tool, d in delta.items():
             accumulated[index[tool]] += d
         if beta >= 1.0:
@@ -255,16 +286,17 @@ def run_stream(graph: TransitionGraph, stream: Sequence[StreamRun], alpha: float
 
 
 def choose_alpha_beta(graph: TransitionGraph, validation: Sequence[StreamRun], alphas: Sequence[float] = DEFAULT_ALPHAS,
-                      betas: Sequence[float] = DEFAULT_BETAS) -> tuple[float, float, list[dict]]:
+                      betas: Sequence[float] = DEFAULT_BETAS, magnitude: int = RULE_SCORE,
+                      evaluator: Evaluator | None = None) -> tuple[float, float, list[dict]]:
     """(alpha, beta) with the best prequential next-tool hit@1 on the validation stream (then hit@3,
     then the larger beta, the smaller alpha); every setting tried, the static graph (beta = 1) too,
-    goes to the returned sweep."""
+    goes to the returned sweep. The runs are scored as in the test stream (``magnitude``, ``evaluator``)."""
     sweep = []
     for alpha in alphas:
         for beta in [*betas, 1.0]:
             if beta == 1.0 and alpha != alphas[0]:
                 continue  # alpha is irrelevant to the static graph
-            r = run_stream(graph, validation, alpha, beta)
+            r = run_stream(graph, validation, alpha, beta, magnitude=magnitude, evaluator=evaluator)
             sweep.append({"alpha": alpha, "beta": beta, "hit@1": r.hit_rate(1), "hit@3": r.hit_rate(3),
                           "steps": len(r.hits[1])})
     candidates = [s for s in sweep if s["beta"] < 1.0]
@@ -305,9 +337,29 @@ class ToolNetBuild:
     chosen_on: str
     sweep: list[dict]
     failed_train_runs: int
+    evaluator_info: dict = field(default_factory=lambda: {"kind": BY_RULE})  # the evaluator's settings and totals
 
     def runs_in(self, split: str) -> int:
         return sum(s == split for s in self.splits.values())
+
+    @property
+    def evaluator(self) -> str:
+        """``transition_builds.evaluator``: ``rule``; or ``llm:<model>:<prompt version>`` and which
+        evaluator scored the test runs, e.g. ``llm:gpt-4o-mini:toolnet-evaluate-v1 (test stream: 40
+        llm, 2 rule fallback)``."""
+        if self.evaluator_info.get("kind") != BY_LLM:
+            return BY_RULE
+        info, by = self.evaluator_info, self.result.evaluated_by()
+        counts = ", ".join(f"{by[k]} {k}" for k in (BY_LLM, BY_FALLBACK, BY_GIVEN) if by.get(k))
+        return f"llm:{info.get('model')}:{info.get('prompt_version')} (test stream: {counts or 'no runs'})"
+
+    @property
+    def evaluator_record(self) -> dict:
+        """The evaluator's settings and totals, which evaluator scored the test runs, and every test
+        run the rule scored in place of a failed LLM answer (lineage params, the build summary)."""
+        return {**self.evaluator_info, "test_stream": self.result.evaluated_by(),
+                "test_fallbacks": [{"iteration": n, "run_id": run, "reason": detail}
+                                   for n, run, by, detail in self.result.evaluations if by == BY_FALLBACK]}
 
 
 def stream_runs(runs: Sequence[Trajectory], similarity: Mapping[str, np.ndarray]) -> list[StreamRun]:
@@ -316,7 +368,8 @@ def stream_runs(runs: Sequence[Trajectory], similarity: Mapping[str, np.ndarray]
     out = []
     for r in runs:
         if r.source == "gold":
-            out.append(StreamRun(r.run_id, r.tools, r.tools, None, r.scores, similarity.get(r.query_id or "")))
+            out.append(StreamRun(r.run_id, r.tools, r.tools, None, r.scores, similarity.get(r.query_id or ""),
+                                 r.query_id))
         else:
             out.append(StreamRun(r.run_id, r.tools if r.success else None, r.tools if r.success else (), r.tools,
                                  r.scores))
@@ -326,23 +379,32 @@ def stream_runs(runs: Sequence[Trajectory], similarity: Mapping[str, np.ndarray]
 def build_toolnet(tool_ids: Sequence[str], runs: Sequence[Trajectory], similarity: Mapping[str, np.ndarray],
                   seed: int, fractions: Sequence[float], alpha: float | None = None, beta: float | None = None,
                   alphas: Sequence[float] = DEFAULT_ALPHAS, betas: Sequence[float] = DEFAULT_BETAS,
-                  magnitude: int = RULE_SCORE) -> ToolNetBuild:
+                  magnitude: int = RULE_SCORE, evaluator: Evaluator | None = None) -> ToolNetBuild:
     """Split the runs (seeded), Eq. 5 on the successful training runs, alpha and beta by the
     validation stream unless both are given, then the test stream with versions recorded.
-    ``similarity``: query_id -> (n_tools,) cosine of the query with each tool, for the agent."""
+    ``similarity``: query_id -> (n_tools,) cosine of the query with each tool, for the agent.
+    ``evaluator``: scores the validation and test runs without given scores (None: the rule); one
+    with a ``prefetch(runs)`` method is handed those runs first (tasks/evaluator.py evaluates the
+    runs whose calls are known, concurrently, before the streams), and its ``info()`` is kept."""
     splits = {r.key: split_of(r, seed, fractions) for r in runs}
     train = [r for r in runs if splits[r.key] == "train"]
     graph = static_graph(tool_ids, [r.tools for r in train if r.success])
     validation = stream_runs(stream_order([r for r in runs if splits[r.key] == "validation"], seed), similarity)
+    stream = stream_order([r for r in runs if splits[r.key] == "test"], seed)
+    test = stream_runs(stream, similarity)
+    sweeping = (alpha is None or beta is None) and any(len(r.chain or ()) > 1 for r in validation)
+    if evaluator is not None and hasattr(evaluator, "prefetch"):
+        evaluator.prefetch([*validation, *test] if sweeping else test)
     if alpha is not None and beta is not None:
         chosen_on, sweep = "given (--alpha, --beta)", []
-    elif any(len(r.chain or ()) > 1 for r in validation):
-        alpha, beta, sweep = choose_alpha_beta(graph, validation, alphas, betas)
+    elif sweeping:
+        alpha, beta, sweep = choose_alpha_beta(graph, validation, alphas, betas, magnitude, evaluator)
         chosen_on = "validation stream: prequential next-tool hit@1, then hit@3"
     else:
         alpha, beta, sweep = 0.5 if alpha is None else alpha, 0.7 if beta is None else beta, []
         chosen_on = "default (the validation split has no transition to measure)"
-    stream = stream_order([r for r in runs if splits[r.key] == "test"], seed)
-    result = run_stream(graph, stream_runs(stream, similarity), alpha, beta, magnitude=magnitude, record=True)
+    result = run_stream(graph, test, alpha, beta, magnitude=magnitude, record=True, evaluator=evaluator)
+    info = (evaluator.info() if evaluator is not None and hasattr(evaluator, "info")
+            else {"kind": BY_RULE, "rule_score": magnitude})
     return ToolNetBuild(graph, splits, stream, result, alpha, beta, chosen_on, sweep,
-                        sum(not r.success for r in train))
+                        sum(not r.success for r in train), info)
