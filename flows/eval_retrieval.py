@@ -38,7 +38,7 @@ from prefect.cache_policies import NO_CACHE
 
 from tasks.rerank import (DEPTH, Library, RerankResult, TooFewQueries, markdown_tables, run_toolrerank,
                           tool_parents)
-from tasks.retrieval import (BM25, TfIdf, cosine_scores, evaluate_rankings, expand_with_successors,
+from tasks.retrieval import (BM25, TfIdf, cosine_scores, evaluate_rankings, expand_with_successors, gcn_propagate,
                              top_k_from_scores)
 from tasks.transitions import TransitionGraph, graph_from_edges, hit_rates, replay, successor_lists
 from warehouse.build import connect, insert_rows, rows_of, update_warehouse
@@ -69,6 +69,11 @@ PAPER_TABLE_2 = {
 }
 
 
+# The TGR paper's encoder, ranked on every warehouse whatever encoder built it, so Table 2 reads like
+# for like: method -> the warehouse edge source its Eq. 3 smooths over (None: the encoder alone).
+PAPER_ENCODER = "paraphrase-minilm-l3"
+PAPER_ENCODER_METHODS = {"L3": None, "L3+TGR-d": "discriminator", "L3+TGR-m": "manual"}
+
 # First stages the reranker runs after (those the warehouse has).
 RERANK_FIRST_STAGES = ("BM25", "TF-IDF", "embedding", "embedding+TGR-d", "embedding+TGR-m")
 
@@ -83,6 +88,9 @@ class EvalConfig:
     sql_check: bool = True  # SQL query_top_k vs numpy agreement (minutes and GBs on ToolBench)
     rerank_seed: int = 0  # seed of the tool hold-out / query split
     rerank_first_stages: tuple[str, ...] = RERANK_FIRST_STAGES
+    # also rank with this encoder (the paper's paraphrase-MiniLM-L3-v2, offline ONNX) on the warehouse's
+    # tool texts and edges: rows L3, L3+TGR-d, L3+TGR-m; None, or the warehouse's own encoder: no extra rows
+    paper_encoder: str | None = PAPER_ENCODER
 
 
 @dataclass
@@ -141,6 +149,39 @@ def rank_all(inputs: EvalInputs, k: int) -> dict[str, list[list[int]]]:
             top = top_k_from_scores(cosine_scores(inputs.query_embeddings, inputs.embeddings[kind]), k)
             rankings[name] = [r.tolist() for r in top]
     return rankings
+
+
+def paper_encoder_scores(warehouse: str, inputs: EvalInputs, encoder: str) -> dict[str, np.ndarray]:
+    """Cosine scores (queries x tools) with ``encoder`` on the tools' stored ``embed_text`` and the query
+    texts: the encoder alone and Eq. 3 (both directions, the build's default) over the warehouse's
+    discriminator and gold edges (``PAPER_ENCODER_METHODS``; a source the dataset lacks gives none)."""
+    from models.sentence_encoder import EncoderConfig, SentenceEncoder
+
+    model = SentenceEncoder(EncoderConfig(encoder))
+    tools, queries = model.encode(inputs.texts), model.encode(inputs.query_texts)
+    index = {t: i for i, t in enumerate(inputs.tool_ids)}
+    con = connect(warehouse)
+    try:
+        edges = con.execute("SELECT source, dependent, prerequisite FROM edges WHERE dataset = ?",
+                            [inputs.dataset]).fetchall()
+    finally:
+        con.close()
+    out = {}
+    for method, source in PAPER_ENCODER_METHODS.items():
+        if source is None:
+            out[method] = cosine_scores(queries, tools)
+            continue
+        pairs = [(index[d], index[p]) for s, d, p in edges if s == source and d in index and p in index]
+        if pairs:
+            out[method] = cosine_scores(queries, gcn_propagate(tools, pairs, "both"))
+    return out
+
+
+@task(cache_policy=NO_CACHE)
+def paper_encoder_rankings(warehouse: str, inputs: EvalInputs, encoder: str, k: int) -> dict[str, list[list[int]]]:
+    """Top-k tool indices per query of ``paper_encoder_scores``."""
+    return {m: [r.tolist() for r in top_k_from_scores(scores, k)]
+            for m, scores in paper_encoder_scores(warehouse, inputs, encoder).items()}
 
 
 def as_ids(inputs: EvalInputs, rankings: dict[str, list[list[int]]], k: int) -> dict[str, list[list[str]]]:
@@ -337,7 +378,9 @@ def markdown_table(rows: list[dict], agreement: dict[str, dict[str, float]],
              "P = Pass Rate (whole gold set in the top k). `paper:` rows are the TGR paper's Table 2 "
              "(paraphrase-MiniLM-L3-v2 encoder, ToolBench I1 split, API-Bank with 119 tools) for orientation only: "
              "the shared data sets are not the paper's (ToolBench: all six subsets over 2,479 APIs; API-Bank: 71 APIs).",
-             "Graphs: " + "; ".join(f"`{m}` {src}" for m, src in GRAPH_SOURCE_OF_METHOD.items()) + ".", ""]
+             "Graphs: " + "; ".join(f"`{m}` {src}" for m, src in GRAPH_SOURCE_OF_METHOD.items()) + ". "
+             "`L3` rows: the paper's paraphrase-MiniLM-L3-v2 (offline ONNX) on the same tool texts, alone and with "
+             "Eq. 3 over the warehouse's discriminator (`L3+TGR-d`) and gold (`L3+TGR-m`) graphs.", ""]
     for dataset in dict.fromkeys(r["dataset"] for r in rows):
         n = next(r["n_queries"] for r in rows if r["dataset"] == dataset)
         encoder = f", encoder `{encoders[dataset]}`" if encoders.get(dataset) else ""
@@ -453,6 +496,8 @@ def eval_retrieval(cfg: EvalConfig | None = None) -> dict:
         inputs = load_inputs(cfg.warehouse, dataset)
         encoders[dataset] = inputs.encoder
         deep = rank_all(inputs, max(max(cfg.ks), DEPTH) if cfg.rerank else max(cfg.ks))
+        if cfg.paper_encoder and cfg.paper_encoder != inputs.encoder:
+            deep |= paper_encoder_rankings(cfg.warehouse, inputs, cfg.paper_encoder, max(cfg.ks))
         rankings = as_ids(inputs, deep, max(cfg.ks))
         if cfg.sql_check:
             agreement[dataset] = sql_agreement(cfg.warehouse, inputs, rankings, max(cfg.ks))
@@ -505,9 +550,13 @@ def parse_args(argv: list[str] | None = None) -> EvalConfig:
     p.add_argument("--no-sql-check", action="store_true",
                    help="skip the SQL query_top_k vs numpy agreement check (ToolBench: minutes, GBs of memory)")
     p.add_argument("--rerank-seed", type=int, default=0, help="seed of ToolRerank's tool hold-out and query split")
+    p.add_argument("--paper-encoder", default=PAPER_ENCODER,
+                   help="also rank with this encoder on the warehouse's tool texts and edges (rows L3, L3+TGR-d, "
+                        "L3+TGR-m; default: the TGR paper's paraphrase-MiniLM-L3-v2, offline); 'none' to skip")
     a = p.parse_args(argv)
     return EvalConfig(warehouse=a.warehouse, datasets=a.dataset, out_dir=a.out_dir, rerank=not a.no_rerank,
-                      rerank_seed=a.rerank_seed, sql_check=not a.no_sql_check)
+                      rerank_seed=a.rerank_seed, sql_check=not a.no_sql_check,
+                      paper_encoder=None if a.paper_encoder.lower() == "none" else a.paper_encoder)
 
 
 if __name__ == "__main__":

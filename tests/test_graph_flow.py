@@ -290,14 +290,41 @@ def test_build_and_eval_flows_end_to_end(tiny_checkpoint, tmp_path, prefect_harn
     result = eval_retrieval(EvalConfig(warehouse=str(target), out_dir=str(tmp_path / "eval")))
     methods = {r["method"] for r in result["rows"]}
     assert methods == {"BM25", "TF-IDF", "embedding", "embedding+TGR-d", "embedding+TGR-m", "embedding+TGR-s",
-                       "embedding+TGR-f"}
+                       "embedding+TGR-f", "L3", "L3+TGR-d", "L3+TGR-m"}  # L3: the paper's encoder, always ranked
     assert all(v == 1.0 for v in result["sql_agreement"]["toy"].values())
     # 5 tools and k = 10: every method finds every gold tool.
     assert all(r["recall"] == 1.0 and r["pass_rate"] == 1.0 for r in result["rows"] if r["k"] == 10)
     assert (tmp_path / "eval" / "retrieval.png").stat().st_size > 0
     assert "| embedding+TGR-m |" in (tmp_path / "eval" / "retrieval.md").read_text()
     stored = connect(target).execute("SELECT count(*) FROM retrieval_metrics").fetchone()[0]
-    assert stored == len(result["rows"]) == 14
+    assert stored == len(result["rows"]) == 20
+
+
+def test_paper_encoder_rows_equal_a_warehouse_built_with_that_encoder(tmp_path, prefect_harness):
+    """``L3`` / ``L3+TGR-m`` score exactly as ``embedding`` / ``embedding+TGR-m`` of a warehouse whose own
+    encoder is paraphrase-MiniLM-L3-v2 (the same texts, encoder and Eq. 3, computed at eval time), and
+    not as the warehouse's own encoder does."""
+    from flows.build_graph import GraphConfig, build_graph
+    from flows.eval_retrieval import PAPER_ENCODER, load_inputs, paper_encoder_rankings, paper_encoder_scores, rank_all
+    from tasks.retrieval import cosine_scores
+    from tasks.toolsets import write_toolset_dir
+
+    folder = write_toolset_dir(TOYSET, tmp_path / "toy")
+    built = {}
+    for encoder in ("offline-minilm", PAPER_ENCODER):
+        target = tmp_path / encoder / "tgr.duckdb"
+        build_graph(GraphConfig(toolsets=[str(folder)], warehouse=str(target), discriminator=None, encoder=encoder,
+                                progress=False))
+        built[encoder] = target
+    default, own = load_inputs.fn(str(built["offline-minilm"]), "toy"), load_inputs.fn(str(built[PAPER_ENCODER]), "toy")
+    scores = paper_encoder_scores(str(built["offline-minilm"]), default, PAPER_ENCODER)
+    assert set(scores) == {"L3", "L3+TGR-m"}  # no discriminator edges in this warehouse: no L3+TGR-d
+    for method, kind in (("L3", "base"), ("L3+TGR-m", "tgr_manual")):
+        np.testing.assert_allclose(scores[method], cosine_scores(own.query_embeddings, own.embeddings[kind]), atol=1e-5)
+        assert not np.allclose(scores[method], cosine_scores(default.query_embeddings, default.embeddings[kind]), atol=1e-3)
+    ranked = paper_encoder_rankings.fn(str(built["offline-minilm"]), default, PAPER_ENCODER, 5)
+    mine = rank_all.fn(own, 5)
+    assert ranked["L3"] == mine["embedding"] and ranked["L3+TGR-m"] == mine["embedding+TGR-m"]
 
 
 def test_build_graph_without_calibration_falls_back_to_argmax(tiny_checkpoint, tmp_path, prefect_harness):
