@@ -17,7 +17,7 @@ import json
 import numpy as np
 
 from schemas.toolset import Tool
-from tasks.graph_edges import group_common_names, mentioned_outputs
+from tasks.graph_edges import group_common_names, group_common_partial_inputs, mentioned_outputs
 from tasks.retrieval import cosine_scores, gcn_propagate, top_k_from_scores
 from tasks.schema_rule import feeds, partial_feeds
 from warehouse.build import connect
@@ -25,10 +25,10 @@ from warehouse.build import connect
 SUBSETS = (("exact",), ("exact", "mention"), ("exact", "partial"), ("exact", "partial", "mention", "none"), ("partial",))
 
 
-def edge_kind(dependent: dict, prerequisite: dict, ignore: frozenset[str]) -> str:
+def edge_kind(dependent: dict, prerequisite: dict, ignore: frozenset[str], ignore_inputs: frozenset[str]) -> str:
     if feeds(prerequisite, dependent, ignore=ignore):
         return "exact"
-    if partial_feeds(prerequisite, dependent, ignore=ignore):
+    if partial_feeds(prerequisite, dependent, ignore=ignore, ignore_inputs=ignore_inputs):
         return "partial"
     return "mention" if mentioned_outputs(dependent, prerequisite) else "none"
 
@@ -44,7 +44,8 @@ def main(argv: list[str] | None = None) -> None:
     tools = con.execute("SELECT tool_id, tool_group, doc_json FROM tools WHERE dataset = ? ORDER BY tool_id", [ds]).fetchall()
     docs = {t: json.loads(d) for t, _, d in tools}
     group = {t: g for t, g, _ in tools}
-    common = group_common_names([Tool(t, group[t], docs[t]) for t in docs])
+    catalogue = [Tool(t, group[t], docs[t]) for t in docs]
+    common, common_inputs = group_common_names(catalogue), group_common_partial_inputs(catalogue)
     rows = con.execute("SELECT tool_id, embedding FROM tool_embeddings WHERE dataset = ? AND kind = 'base' ORDER BY tool_id",
                        [ds]).fetchall()
     index = {t: i for i, (t, _) in enumerate(rows)}
@@ -66,7 +67,8 @@ def main(argv: list[str] | None = None) -> None:
     by_kind: dict[str, list[tuple[int, int]]] = {}
     for dep, pre in con.execute("SELECT dependent, prerequisite FROM edges WHERE dataset = ? AND source = 'discriminator'",
                                 [ds]).fetchall():
-        by_kind.setdefault(edge_kind(docs[dep], docs[pre], common[group[dep]]), []).append((index[dep], index[pre]))
+        kind = edge_kind(docs[dep], docs[pre], common[group[dep]], common_inputs[group[dep]])
+        by_kind.setdefault(kind, []).append((index[dep], index[pre]))
     print(f"{ds}: discriminator edges by hint {dict(sorted((k, len(v)) for k, v in by_kind.items()))}")
     print(f"| edges | count | metrics |\n|---|---|---|\n| none (encoder alone) | 0 | {metrics(x)} |")
     for kinds in SUBSETS:

@@ -36,7 +36,7 @@ def _as_doc(doc: str | dict) -> dict | None:
 
 
 def pair_texts(doc_a: str | dict, doc_b: str | dict, ignore: Collection[str] = frozenset(),
-               hints: bool = True) -> tuple[str, str]:
+               hints: bool = True, ignore_inputs: Collection[str] = frozenset()) -> tuple[str, str]:
     """The two segments of a pair: each doc's text, led by the parameter-match evidence.
 
     When an output name of the other tool equals one of this tool's input names
@@ -51,7 +51,8 @@ def pair_texts(doc_a: str | dict, doc_b: str | dict, ignore: Collection[str] = f
     coincidence (``time``, ``location``), and finds dependencies that share no name from the
     descriptions. The hint moves with its doc, so swapping a and b swaps the segments exactly
     (test-time symmetry stays exact). ``ignore``: names that are no evidence in the pair's tool
-    group (``tasks.schema_rule.common_output_names``). ``hints=False``: the docs alone (training's
+    group (``tasks.schema_rule.common_output_names``); ``ignore_inputs``: input names that too many tools
+    of the group partly match to be partial evidence (``tasks.schema_rule.common_partial_inputs``). ``hints=False``: the docs alone (training's
     ``hint_dropout``, so the model also learns to read the signatures and descriptions).
     """
     from tasks.graph_edges import mentioned_outputs
@@ -66,7 +67,7 @@ def pair_texts(doc_a: str | dict, doc_b: str | dict, ignore: Collection[str] = f
         said: list[str] = []
         if exact := sorted(feeds(producer, consumer, ignore=ignore)):
             said.append(f"takes {', '.join(exact)} from the other tool.")
-        if partial := partial_feeds(producer, consumer, ignore=ignore):
+        if partial := partial_feeds(producer, consumer, ignore=ignore, ignore_inputs=ignore_inputs):
             said.append(f"may take {', '.join(f'{i}' for i, _ in partial)} from the other tool's "
                          f"{', '.join(sorted({o for _, o in partial}))}.")
         mentioned = [w for w in mentioned_outputs(consumer, producer) if normalise_param_name(w) not in ignore]
@@ -141,15 +142,19 @@ def encode_pairs(
     max_length: int = DEFAULT_MAX_LENGTH,
     ignore: Sequence[Collection[str]] | None = None,
     hints: Sequence[bool] | None = None,
+    ignore_inputs: Sequence[Collection[str]] | None = None,
 ) -> dict[str, list[list[int]]]:
     """Token ids of each pair of docs (dicts, canonical JSON or text) without padding.
 
     ``ignore``: per pair, the names that are no parameter-match evidence in its group.
     ``hints``: per pair, whether its segments lead with that evidence (default: all do).
+    ``ignore_inputs``: per pair, the input names that are no partial evidence in its group.
     """
     ignore = ignore if ignore is not None else [frozenset()] * len(docs_a)
     hints = hints if hints is not None else [True] * len(docs_a)
-    texts = [pair_texts(a, b, skip, hint) for a, b, skip, hint in zip(docs_a, docs_b, ignore, hints)]
+    ignore_inputs = ignore_inputs if ignore_inputs is not None else [frozenset()] * len(docs_a)
+    texts = [pair_texts(a, b, skip, hint, skip_in)
+             for a, b, skip, hint, skip_in in zip(docs_a, docs_b, ignore, hints, ignore_inputs)]
     return tokenizer(
         [a for a, _ in texts],
         [b for _, b in texts],
@@ -228,6 +233,7 @@ def predict_proba(
     symmetric: bool = False,
     progress: bool = False,
     ignore: Sequence[Collection[str]] | None = None,
+    ignore_inputs: Sequence[Collection[str]] | None = None,
 ) -> torch.Tensor:
     """Class probabilities (n, 3) for doc pairs, in input order; batches sorted by length for speed.
 
@@ -235,14 +241,16 @@ def predict_proba(
     ``p(b, a)`` (test-time symmetry: twice the cost, no position bias, consistent directions).
     """
     if symmetric:
-        forward = predict_proba(model, tokenizer, docs_a, docs_b, max_length, batch_size, progress=progress)
-        backward = predict_proba(model, tokenizer, docs_b, docs_a, max_length, batch_size, progress=progress)
+        forward = predict_proba(model, tokenizer, docs_a, docs_b, max_length, batch_size, progress=progress,
+                                ignore=ignore, ignore_inputs=ignore_inputs)
+        backward = predict_proba(model, tokenizer, docs_b, docs_a, max_length, batch_size, progress=progress,
+                                 ignore=ignore, ignore_inputs=ignore_inputs)
         return (forward + backward[:, [LABEL_B_DEPENDS_ON_A, LABEL_NO_DEPENDENCY, LABEL_A_DEPENDS_ON_B]]) / 2
     from tqdm.auto import tqdm
 
     model.eval()
     device = next(model.parameters()).device
-    enc = encode_pairs(tokenizer, docs_a, docs_b, max_length, ignore)
+    enc = encode_pairs(tokenizer, docs_a, docs_b, max_length, ignore, ignore_inputs=ignore_inputs)
     order = sorted(range(len(docs_a)), key=lambda i: len(enc["input_ids"][i]))
     out = torch.empty(len(docs_a), NUM_LABELS)
     for start in tqdm(range(0, len(order), batch_size), desc="scoring pairs", unit="batch", disable=not progress, leave=False):

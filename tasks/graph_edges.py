@@ -44,6 +44,7 @@ from tasks.schema_rule import (
     DEFAULT_MAX_PRODUCERS,
     GENERIC_OUTPUT_NAMES,
     common_output_names,
+    common_partial_inputs,
     identifier_tokens,
     input_names,
     name_derived_output,
@@ -314,6 +315,14 @@ def group_common_names(tools: Sequence[Tool], max_producers: int | None = DEFAUL
     return {g: common_output_names(docs, max_producers) for g, docs in groups.items()}
 
 
+def group_common_partial_inputs(tools: Sequence[Tool], max_producers: int | None = DEFAULT_MAX_PRODUCERS) -> dict[str, frozenset[str]]:
+    """Per tool group, the input names too many tools partly match to be evidence (``common_partial_inputs``)."""
+    groups: dict[str, list[dict]] = defaultdict(list)
+    for t in tools:
+        groups[t.group].append(t.doc)
+    return {g: common_partial_inputs(docs, max_producers) for g, docs in groups.items()}
+
+
 def schema_edges(tools: Sequence[Tool], pairs: Sequence[tuple[int, int]] | None = None,
                  max_producers: int | None = DEFAULT_MAX_PRODUCERS) -> list[SchemaEdge]:
     """``tasks.schema_rule.schema_rule_label`` on every same-group pair (or ``pairs``), as edges.
@@ -360,7 +369,8 @@ def score_pairs(
     ``both_orders`` (default): the mean of p(<a,b>) and the label-swapped p(<b,a>), so the result
     does not depend on which tool comes first. ``progress``: a tqdm bar over the pairs (stderr).
     ``max_producers``: output names more common than this in a group give the model no
-    parameter-match hint (``models.discriminator.pair_texts``), as for the schema edges.
+    parameter-match hint (``models.discriminator.pair_texts``), as for the schema edges, and input
+    names that more tools of the group partly match give no partial hint (``common_partial_inputs``).
     """
     from tqdm.auto import tqdm
 
@@ -376,6 +386,8 @@ def score_pairs(
     docs_a, docs_b = [docs[i] for i, _ in pairs], [docs[j] for _, j in pairs]
     common = group_common_names(tools, max_producers)
     ignore = [common[tools[i].group] for i, _ in pairs]
+    common_inputs = group_common_partial_inputs(tools, max_producers)
+    ignore_inputs = [common_inputs[tools[i].group] for i, _ in pairs]
     chunk = max(batch_size * 16, 1)  # predict_proba sorts by length inside a chunk
     out = np.empty((len(pairs), 3), dtype=np.float64)
     with tqdm(total=len(pairs) * (2 if both_orders else 1), desc="scoring pairs", unit="pair",
@@ -383,11 +395,11 @@ def score_pairs(
         for start in range(0, len(pairs), chunk):
             sl = slice(start, start + chunk)
             probs = predict_proba(model, tokenizer, docs_a[sl], docs_b[sl], max_length, batch_size,
-                                  ignore=ignore[sl]).numpy()
+                                  ignore=ignore[sl], ignore_inputs=ignore_inputs[sl]).numpy()
             bar.update(len(probs))
             if both_orders:
                 swapped = predict_proba(model, tokenizer, docs_b[sl], docs_a[sl], max_length, batch_size,
-                                        ignore=ignore[sl]).numpy()
+                                        ignore=ignore[sl], ignore_inputs=ignore_inputs[sl]).numpy()
                 probs = (probs.astype(np.float64) + swapped[:, [2, 1, 0]]) / 2.0  # <b,a> class 0 is <a,b> class 2
                 bar.update(len(probs))
             out[sl] = probs

@@ -8,7 +8,7 @@ real tool sets (UltraTool, TMDB, most REST catalogues) list inputs only.
 from __future__ import annotations
 
 import re
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
@@ -98,6 +98,33 @@ def common_output_names(docs: Iterable[dict[str, Any]], max_producers: int | Non
     return frozenset(n for n, c in counts.items() if c > max_producers)
 
 
+def common_partial_inputs(docs: Sequence[dict[str, Any]], max_producers: int | None = DEFAULT_MAX_PRODUCERS,
+                          derive: bool = True) -> frozenset[str]:
+    """Normalised input names that outputs of more than ``max_producers`` of ``docs`` (one tool group)
+    partly match (``partial_match``): ``count`` <- ``char_count``, ``review_count``, ``view_count`` names no
+    producer, as ``common_output_names`` does for exact names. None: no input is common."""
+    if max_producers is None:
+        return frozenset()
+    by_first: dict[str, set[tuple[int, str]]] = defaultdict(set)  # an input that extends an output shares its first word
+    by_last: dict[str, set[tuple[int, str]]] = defaultdict(set)  # an input that ends an output shares its last word
+    for k, doc in enumerate(docs):
+        for name in raw_output_names(doc, derive):
+            words = [_singular(t) for t in identifier_tokens(name)]
+            if words:
+                by_first[words[0]].add((k, name))
+                by_last[words[-1]].add((k, name))
+    common = set()
+    for name in {p["name"] for doc in docs for p in doc.get("input_params") or []}:
+        words = [_singular(t) for t in identifier_tokens(name)]
+        if not words:
+            continue
+        producers = {k for k, out in by_first.get(words[0], set()) | by_last.get(words[-1], set())
+                     if partial_match(out, name)}
+        if len(producers) > max_producers:
+            common.add(normalise_param_name(name))
+    return frozenset(common)
+
+
 def input_names(doc: dict[str, Any]) -> set[str]:
     return {n for n in (normalise_param_name(p["name"]) for p in doc.get("input_params") or []) if n}
 
@@ -127,14 +154,16 @@ def partial_match(output: str, input_name: str) -> bool:
 
 
 def partial_feeds(producer: dict[str, Any], consumer: dict[str, Any], derive: bool = True,
-                  ignore: Collection[str] = frozenset()) -> list[tuple[str, str]]:
+                  ignore: Collection[str] = frozenset(), ignore_inputs: Collection[str] = frozenset()) -> list[tuple[str, str]]:
     """(input, output) name pairs joined only by ``partial_match``: weaker evidence than ``feeds``,
     for tool sets whose outputs come from the tool names (``GetUserToken`` -> ``user_token``, which an
-    input ``token`` takes). Inputs that ``feeds`` already matches exactly are left out."""
+    input ``token`` takes). Inputs that ``feeds`` already matches exactly are left out, and so are
+    ``ignore_inputs`` (normalised; ``common_partial_inputs``: too many producers partly match them)."""
     exact = feeds(producer, consumer, derive, ignore)
     outputs = raw_output_names(producer, derive, ignore)
     return sorted({(p["name"], o) for p in consumer.get("input_params") or [] for o in outputs
-                   if normalise_param_name(p["name"]) not in exact and partial_match(o, p["name"])})
+                   if (k := normalise_param_name(p["name"])) not in exact and k not in ignore_inputs
+                   and partial_match(o, p["name"])})
 
 
 def schema_rule_label(doc_a: dict[str, Any], doc_b: dict[str, Any], derive: bool = True,

@@ -215,6 +215,24 @@ def test_pair_texts_give_partial_name_matches_as_a_weaker_hint():
     assert pair_texts(mail, login, ignore=frozenset({"usertoken"})) == (doc_text(mail), doc_text(login))
 
 
+def test_an_input_that_many_tools_partly_match_gives_no_partial_hint():
+    from tasks.schema_rule import common_partial_inputs
+
+    counters = [_doc(f"Stats{k}", [], [f"{w}_count"]) for k, w in enumerate(("char", "review", "view"))]
+    reader = _doc("Paginate", ["count", "user_token"], ["page"])
+    issuer = _doc("Issuer", [], ["token"])
+    group = counters + [reader, issuer]
+    # three producers partly match `count` (char_count, review_count, view_count): it names none of them;
+    # no output partly matches `user_token` (a partial match runs from the more specific output)
+    assert common_partial_inputs(group) == {"count"}
+    assert common_partial_inputs(group, 3) == frozenset() and common_partial_inputs(group, None) == frozenset()
+    assert partial_feeds(counters[0], reader) == [("count", "char_count")]
+    assert partial_feeds(counters[0], reader, ignore_inputs={"count"}) == []
+    a, _ = pair_texts(reader, counters[0])
+    assert a.startswith("may take count from the other tool's char_count.")
+    assert pair_texts(reader, counters[0], ignore_inputs=frozenset({"count"})) == (doc_text(reader), doc_text(counters[0]))
+
+
 def test_pair_texts_give_an_output_word_the_other_tool_names_as_the_weakest_hint():
     # no parameters at all (UltraTool, TMDB): SearchMovie -> movie, which GetMovieCredit's text uses
     search = {"name": "SearchMovie", "description": "Search for movies by title.", "input_params": [], "output_params": []}
