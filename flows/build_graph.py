@@ -457,5 +457,8 @@ def parse_args(argv: list[str] | None = None) -> GraphConfig:
 
 
 if __name__ == "__main__":
+    from tasks.prefect_guard import guard_temporary_server
+
+    guard_temporary_server()  # a temporary Prefect server dies with this process, kill -9 included
     out = build_graph(parse_args())
     print(json.dumps({k: v for k, v in out.items() if k != "config"}, indent=2, default=str))

@@ -401,4 +401,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
+    from tasks.prefect_guard import guard_temporary_server
+
+    guard_temporary_server()  # a temporary Prefect server dies with this process, kill -9 included
     main()

@@ -560,4 +560,7 @@ def parse_args(argv: list[str] | None = None) -> EvalConfig:
 
 
 if __name__ == "__main__":
+    from tasks.prefect_guard import guard_temporary_server
+
+    guard_temporary_server()  # a temporary Prefect server dies with this process, kill -9 included
     eval_retrieval(parse_args())

@@ -591,4 +591,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
+    from tasks.prefect_guard import guard_temporary_server
+
+    guard_temporary_server()  # a temporary Prefect server dies with this process, kill -9 included
     main()
