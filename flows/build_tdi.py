@@ -349,6 +349,13 @@ def config_from_args(argv: Sequence[str] | None = None) -> BuildTDIConfig:
     p.add_argument("--cache-dir", default=d.llm.cache_dir)
     p.add_argument("--price-in", type=float, default=0.0, help="USD per 1M prompt tokens (ledger cost estimate)")
     p.add_argument("--price-out", type=float, default=0.0, help="USD per 1M completion tokens")
+    p.add_argument("--rpm", type=int, default=d.llm.rpm_limit, help="requests per minute to stay under (the "
+                   "endpoint's x-ratelimit-* headers tighten it further); default: no local limit")
+    p.add_argument("--tpm", type=int, default=d.llm.tpm_limit, help="tokens per minute to stay under (prompt "
+                   "estimate + max tokens, as OpenAI counts); default: no local limit")
+    p.add_argument("--batch", action="store_true", help="OpenAI Batch API instead of online calls (half the price, "
+                   "answers within 24 h; a resume polls the stored batches, docs/llm.md)")
+    p.add_argument("--batch-poll-s", type=float, default=d.llm.batch_poll_s, help="seconds between batch status polls")
     helps = {f.name: f.metadata for f in fields(BuildTDIConfig)}
     p.add_argument("--chunk-size", type=int, default=d.chunk_size, help=helps["chunk_size"]["help"])
     p.add_argument("--task-runner", choices=TASK_RUNNERS, default=d.task_runner, help=helps["task_runner"]["help"])
@@ -357,6 +364,12 @@ def config_from_args(argv: Sequence[str] | None = None) -> BuildTDIConfig:
     p.add_argument("--chunks-in-flight", type=int, default=d.chunks_in_flight, help=helps["chunks_in_flight"]["help"])
     a = p.parse_args(argv)
     embedded = a.base_url == EMBEDDED
+    for flag, value in (("--rpm", a.rpm), ("--tpm", a.tpm)):
+        if value is not None and value <= 0:
+            p.exit(2, f"{p.prog}: error: {flag} must be a positive number, got {value}\n")
+    if a.batch and embedded:
+        p.exit(2, f"{p.prog}: error: --batch needs an endpoint with the OpenAI Batch API (--base-url URL); "
+                  "the embedded server has none\n")
     try:  # a wrong, missing or empty source is one line of usage error, not a flow run's traceback
         source = SourceSpec(
             kind=a.source,
@@ -377,6 +390,10 @@ def config_from_args(argv: Sequence[str] | None = None) -> BuildTDIConfig:
         cache_dir=a.cache_dir,
         price_in_per_mtok=a.price_in,
         price_out_per_mtok=a.price_out,
+        rpm_limit=a.rpm,
+        tpm_limit=a.tpm,
+        batch=a.batch,
+        batch_poll_s=a.batch_poll_s,
     )
     return BuildTDIConfig(
         dataset=a.dataset,

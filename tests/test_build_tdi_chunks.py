@@ -287,3 +287,18 @@ def test_reading_in_chunks_keeps_memory_flat_as_the_input_grows(tmp_path):
     # 6x the records: only the dedup tables grow (~40-150 bytes a record: numpy arrays that double);
     # holding the records, as read_function_records does, would cost ~2 KB a record
     assert large - small < 5_000 * 300, (small, large)
+
+
+def test_the_cli_passes_rate_limits_and_batch_mode_to_the_llm_layer(capsys):
+    from flows.build_tdi import config_from_args
+
+    endpoint = ["--base-url", "http://127.0.0.1:9/v1", "--model", "m"]
+    cfg = config_from_args(endpoint + ["--rpm", "600", "--tpm", "90000", "--batch", "--batch-poll-s", "5"])
+    assert (cfg.llm.rpm_limit, cfg.llm.tpm_limit, cfg.llm.batch, cfg.llm.batch_poll_s) == (600, 90000, True, 5.0)
+    plain = config_from_args(endpoint)
+    assert (plain.llm.rpm_limit, plain.llm.tpm_limit, plain.llm.batch) == (None, None, False)
+    for argv, message in ((["--base-url", "embedded", "--batch"], "--batch needs an endpoint with the OpenAI Batch API"),
+                          (endpoint + ["--rpm", "0"], "--rpm must be a positive number, got 0")):
+        with pytest.raises(SystemExit) as exit_info:
+            config_from_args(argv)
+        assert exit_info.value.code == 2 and message in capsys.readouterr().err
