@@ -12,6 +12,9 @@
    (symmetrized probabilities), stored as ``best/calibration.json``.
 4. Test: argmax and calibrated P/R/F1, direction accuracy, and the parameter-match rule on the same
    pairs, in ``metrics.json`` (strict JSON), a printed table and the model card.
+The new checkpoint is completed in ``<output>/.best.new`` (weights, tokenizer, calibration.json,
+metrics.json, card) and only then swapped in as ``best/`` in one step (``finish_checkpoint``): a
+kill -9 at any point leaves ``best/`` the previous complete checkpoint or the new one.
 See docs/discriminator.md.
 """
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import shutil
 import types
 import typing
 from dataclasses import asdict, dataclass, field, fields
@@ -54,10 +58,12 @@ from tasks.training import (
     with_both_orders,
     write_json,
 )
+from tasks.shards import replace_dir, restore_dir
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_BENCHMARKS = REPO_ROOT.parent / "shared" / "data" / "benchmarks"
 PAPER_TABLE_3 = {"precision": 0.893, "recall": 0.760, "f1": 0.817}
+STAGED_BEST = ".best.new"  # where a run completes its checkpoint before swapping it in as best/
 
 
 def _help(text: str) -> dict:
@@ -128,8 +134,9 @@ def _load_toolset(spec: str, benchmarks_root: Path) -> ToolSet:
 
 
 def published_tdi(artifacts: Path = Path("artifacts/tdi")) -> list[Path]:
-    """TDI datasets that were published whole: a manifest (written last) whose quality gate passed,
-    oldest first by manifest time. A run that failed its gate or died mid-write has no manifest."""
+    """TDI datasets that were published whole: a manifest (switched in with its shards, tasks.publish)
+    whose quality gate passed, oldest first by manifest time. A run that failed its gate or died
+    mid-write left the version before it, or no manifest."""
     found = []
     for manifest in artifacts.glob("*/manifest.json"):
         try:
@@ -273,6 +280,17 @@ Device: {summary['device']}.
 """
 
 
+def finish_checkpoint(staged: Path, best: Path, summary: dict[str, Any], card: str) -> Path:
+    """Complete the staged checkpoint (weights, tokenizer and calibration.json are in already) with
+    ``metrics.json`` and the model card, then swap it in as ``best`` in one step
+    (``tasks.shards.replace_dir``): a kill -9 at any point leaves ``best`` the previous complete
+    checkpoint or the new one, never weights with another run's calibration."""
+    write_json(staged / "metrics.json", summary)
+    (staged / "README.md").write_text(card)
+    replace_dir(staged, best)
+    return best
+
+
 # ---------------------------------------------------------------------------------------------
 # Flow
 
@@ -305,7 +323,7 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
 
     valid_sets: dict[str, list[PairExample]] = {}  # "tdi" and "finetune" validation pairs
     if cfg.checkpoint is not None:  # evaluate only
-        best = Path(cfg.checkpoint)
+        best = ckpt = Path(cfg.checkpoint)
         load_discriminator(best)  # fails early, with a clear message, on a folder that is no checkpoint
         summary["calibration"] = load_calibration(best)
         if summary["calibration"] is None:
@@ -329,8 +347,11 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
             stages["pretrain"], init_model = result, str(result.best_dir)
             valid_sets["tdi"] = pre_valid
 
-        # Stage 2: finetuning on real tool sets (imbalanced, Eq. 2), grouped 80/20 split
-        best = out / "best"
+        # Stage 2: finetuning on real tool sets (imbalanced, Eq. 2), grouped 80/20 split. The new
+        # checkpoint is completed in ckpt and swapped in as best at the end (finish_checkpoint).
+        best, ckpt = out / "best", out / STAGED_BEST
+        restore_dir(best)
+        shutil.rmtree(ckpt, ignore_errors=True)  # what a killed run left
         if cfg.finetune:
             ft_pairs = build_toolset_pairs(cfg.finetune, cfg.benchmarks_root, cfg.finetune_max_none, cfg.seed)
             ft_train, ft_valid, split_note = grouped_split(ft_pairs, cfg.valid_fraction, cfg.seed)
@@ -341,13 +362,13 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
                         len(replay), label_counts(ft_valid), split_note)
             result = train_stage("finetune", init_model, ft_train + replay, ft_valid,
                                  stage_args(cfg.finetune_epochs, cfg.finetune_learning_rate, 1),
-                                 out / "finetune", "category_averaged", cfg.resume, best_dir=best,
+                                 out / "finetune", "category_averaged", cfg.resume, best_dir=ckpt,
                                  num_layers=None if "pretrain" in stages else cfg.encoder_layers)
             stages["finetune"] = result
             valid_sets["finetune"] = ft_valid
         elif "pretrain" in stages:
-            load_model(init_model).save_pretrained(best)  # already cut to encoder_layers
-            load_tokenizer(init_model).save_pretrained(best)
+            load_model(init_model).save_pretrained(ckpt)  # already cut to encoder_layers
+            load_tokenizer(init_model).save_pretrained(ckpt)
         else:
             raise ValueError("nothing to train: no pretraining data and no --finetune tool sets")
 
@@ -359,7 +380,7 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
         tdi = resolve_pretrain_data(cfg.pretrain_data)
         if tdi is not None:
             valid_sets["tdi"] = load_pretraining_pairs(tdi, cfg.pretrain_max_pairs, cfg.pretrain_max_valid, cfg.seed)[1]
-    valid_probs = {name: scores(best, pairs) for name, pairs in valid_sets.items() if pairs}
+    valid_probs = {name: scores(ckpt, pairs) for name, pairs in valid_sets.items() if pairs}
     used = [n for n in ("finetune", "tdi") if n in valid_probs and cfg.calibrate_on in (n, "both")] or list(valid_probs)
     if used:
         import numpy as np
@@ -372,7 +393,7 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
                                        cfg.target_precision, weights)
         calibration.update(symmetric=cfg.symmetric, max_length=cfg.max_length, calibrated_on=used, n_pairs=len(labels),
                            none_per_dependency=prior)
-        write_json(best / CALIBRATION_FILE, calibration)
+        write_json(ckpt / CALIBRATION_FILE, calibration)
         summary["calibration"] = calibration
         # held-out tool-set groups (UltraTool/TMDB) and the TDI validation split, each on its own
         summary["validation"] = {name: report(valid_sets[name], probs, calibration["threshold"])
@@ -386,7 +407,7 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
     # Stage 4: test with the best checkpoint
     test_pairs = build_toolset_pairs(cfg.test, cfg.benchmarks_root, cfg.test_max_none, cfg.seed)
     threshold = summary["calibration"]["threshold"] if summary.get("calibration") else None
-    summary["test"] = report(test_pairs, scores(best, test_pairs), threshold)
+    summary["test"] = report(test_pairs, scores(ckpt, test_pairs), threshold)
     summary["stages"] = {name: {"best_step": r.best_step, "best_score": r.best_score, "history": r.history}
                          for name, r in stages.items()}
 
@@ -396,11 +417,10 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
     print(format_comparison({**comparison_rows(summary["test"]), "paper Table 3": {"dependency": PAPER_TABLE_3}},
                             f"test ({', '.join(cfg.test)}; {summary['test']['counts']})"))
     print(f"direction accuracy on true test dependency pairs: {summary['test']['direction']}")
-    write_json(out / "metrics.json", summary)
     if cfg.checkpoint is None:
-        write_json(best / "metrics.json", summary)
-        (best / "README.md").write_text(model_card(cfg, summary))
+        finish_checkpoint(ckpt, best, summary, model_card(cfg, summary))
         plot_training_curves(stages, out / "training_curves.png")
+    write_json(out / "metrics.json", summary)
     headline = summary["test"].get("calibrated", summary["test"]["argmax"])
     plot_confusion(headline["confusion_matrix"], out / "confusion_matrix_test.png", f"test: {', '.join(cfg.test)}")
     logger.info("checkpoint: %s; metrics: %s", best, out / "metrics.json")
@@ -442,4 +462,7 @@ def _parse_args(argv: list[str] | None = None) -> TrainDiscriminatorConfig:
 
 
 if __name__ == "__main__":
+    from tasks.prefect_guard import guard_temporary_server
+
+    guard_temporary_server()  # a temporary Prefect server dies with this process, kill -9 included
     train_discriminator(_parse_args())

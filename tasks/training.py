@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import random
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -23,6 +25,7 @@ from schemas.docs import canonical_doc_json
 from schemas.tdi import (ID2LABEL, LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A, LABEL_NO_DEPENDENCY, NUM_LABELS,
                          TDI_PAIR_SCHEMA, swap_label)
 from schemas.toolset import ToolSet
+from tasks.shards import hidden_sibling, replace_dir
 
 log = logging.getLogger(__name__)
 
@@ -543,7 +546,7 @@ def train_classifier(
     ``out_dir`` holds the Trainer's ``checkpoint-*`` folders; with ``resume`` training continues
     from the newest one (``get_last_checkpoint``). Validation scores symmetrized probabilities
     when ``valid`` holds both orders of its pairs. The best model, with its tokenizer, is saved
-    to ``best_dir`` (default ``out_dir/best``).
+    to ``best_dir`` (default ``out_dir/best``) in one step (``tasks.shards.replace_dir``).
     """
     out_dir, best_dir = Path(out_dir), Path(best_dir or Path(out_dir) / "best")
     if not train:
@@ -566,7 +569,12 @@ def train_classifier(
     if resume:
         log.info("%s: %s", stage, f"resuming from {last}" if last else "--resume given but no checkpoint yet, starting fresh")
     trainer.train(resume_from_checkpoint=last)
-    trainer.save_model(str(best_dir))  # the best model when validation exists (load_best_model_at_end)
+    # the best model when validation exists (load_best_model_at_end), saved beside best_dir and swapped
+    # in whole: a kill mid-save leaves the previous best_dir as it was
+    saving = hidden_sibling(best_dir, "saving")
+    shutil.rmtree(saving, ignore_errors=True)
+    trainer.save_model(str(saving))
+    replace_dir(saving, best_dir)
     state = trainer.state
     best_score = state.best_metric if state.best_metric is not None else float("nan")
     best_step = int(Path(state.best_model_checkpoint).name.split("-")[-1]) if state.best_model_checkpoint else state.global_step
@@ -659,6 +667,10 @@ def strict_json(data: Any) -> Any:
 
 
 def write_json(path: Path, data: Any) -> Path:
-    """Strict JSON (no NaN): any reader, not only Python's, can load it."""
-    path.write_text(json.dumps(strict_json(data), indent=2, default=str, allow_nan=False) + "\n")
+    """Strict JSON (no NaN): any reader, not only Python's, can load it. Written to a temp file and
+    renamed over ``path``: a kill mid-write leaves the previous file, never half of one."""
+    text = json.dumps(strict_json(data), indent=2, default=str, allow_nan=False) + "\n"
+    tmp = hidden_sibling(path, "tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
     return path
