@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from schemas.docs import canonical_doc_json
@@ -841,6 +842,22 @@ def test_hostile_names_are_accepted_and_survive_a_warehouse_build(tmp_path, name
     path = tmp_path / "wh" / "tgr.duckdb"
     build_warehouse(path, [warehouse_tables(toolset, runs)], DIM)
     assert_round_trip(path, toolset, runs)
+
+    # the README's SQL macros take the name as a bound value: the right rows, or a clear error, and nothing dropped
+    con = connect(path)
+    try:
+        ds = toolset.name
+        assert con.execute("SELECT prerequisite, depth FROM prerequisites_of(?, 'manual', ?)",
+                           [ds, name]).fetchall() == [("plain", 1)]
+        assert con.execute("SELECT count(*) FROM prerequisites_of(?, 'manual', ?)", [ds, near_miss]).fetchone() == (0,)
+        assert con.execute("SELECT count(*) FROM next_tools(?, ?, 3)", [ds, name]).fetchone() == (0,)  # no transitions built
+        with pytest.raises(duckdb.Error, match="has no tool"):
+            con.execute("SELECT * FROM next_tools(?, ?, 3)", [ds, near_miss]).fetchall()
+        top = con.execute("SELECT tool_id FROM tool_top_k(?, 'base', ?, 2)", [ds, [1.0, 0.5, 0.0, 0.25]]).fetchall()
+        assert sorted(t for (t,) in top) == sorted(["plain", name])
+        assert con.execute("SELECT count(*) FROM tools").fetchone() == (2,)  # nothing was dropped
+    finally:
+        con.close()
 
 
 def test_ids_equal_up_to_unicode_normalisation_stay_two_tools(tmp_path):
