@@ -3,9 +3,9 @@
     .venv/bin/python -m bench.graph_edge_kinds [--warehouse artifacts/warehouse/tgr.duckdb] [--dataset toolbench_stable]
 
 Each discriminator edge of a built warehouse is put in one class by the hint its pair carried
-(``models.discriminator.pair_texts``): ``exact`` (an output name of the prerequisite is an input name of
-the dependent, ``tasks.schema_rule.feeds``), ``partial`` (``partial_feeds`` only), ``mention``
-(``tasks.graph_edges.mentioned_outputs`` only) or ``none``. Then Eq. 3 is applied with the edges of
+(``models.discriminator.hint_evidence``, what ``pair_texts`` shows): ``exact`` (an output name of the
+prerequisite is an input name of the dependent), ``partial`` (a partial name match only), ``mention``
+(the dependent's text names the prerequisite's output) or ``none``. Then Eq. 3 is applied with the edges of
 some classes only, and Recall@5 / Pass Rate@5 of every query are printed beside the encoder alone.
 Prints only; bench/RESULTS.md quotes its figures.
 """
@@ -16,21 +16,13 @@ import json
 
 import numpy as np
 
+from models.discriminator import hint_evidence
 from schemas.toolset import Tool
-from tasks.graph_edges import group_common_names, group_common_partial_inputs, mentioned_outputs
+from tasks.graph_edges import group_common_names, group_common_partial_inputs
 from tasks.retrieval import cosine_scores, gcn_propagate, top_k_from_scores
-from tasks.schema_rule import feeds, partial_feeds
 from warehouse.build import connect
 
 SUBSETS = (("exact",), ("exact", "mention"), ("exact", "partial"), ("exact", "partial", "mention", "none"), ("partial",))
-
-
-def edge_kind(dependent: dict, prerequisite: dict, ignore: frozenset[str], ignore_inputs: frozenset[str]) -> str:
-    if feeds(prerequisite, dependent, ignore=ignore):
-        return "exact"
-    if partial_feeds(prerequisite, dependent, ignore=ignore, ignore_inputs=ignore_inputs):
-        return "partial"
-    return "mention" if mentioned_outputs(dependent, prerequisite) else "none"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -67,7 +59,7 @@ def main(argv: list[str] | None = None) -> None:
     by_kind: dict[str, list[tuple[int, int]]] = {}
     for dep, pre in con.execute("SELECT dependent, prerequisite FROM edges WHERE dataset = ? AND source = 'discriminator'",
                                 [ds]).fetchall():
-        kind = edge_kind(docs[dep], docs[pre], common[group[dep]], common_inputs[group[dep]])
+        kind = hint_evidence(docs[pre], docs[dep], common[group[dep]], common_inputs[group[dep]]).kind
         by_kind.setdefault(kind, []).append((index[dep], index[pre]))
     print(f"{ds}: discriminator edges by hint {dict(sorted((k, len(v)) for k, v in by_kind.items()))}")
     print(f"| edges | count | metrics |\n|---|---|---|\n| none (encoder alone) | 0 | {metrics(x)} |")

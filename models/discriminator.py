@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from collections.abc import Collection, Sequence
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -55,27 +56,48 @@ def pair_texts(doc_a: str | dict, doc_b: str | dict, ignore: Collection[str] = f
     of the group partly match to be partial evidence (``tasks.schema_rule.common_partial_inputs``). ``hints=False``: the docs alone (training's
     ``hint_dropout``, so the model also learns to read the signatures and descriptions).
     """
-    from tasks.graph_edges import mentioned_outputs
-    from tasks.schema_rule import feeds, normalise_param_name, partial_feeds
-
     a, b = _as_doc(doc_a), _as_doc(doc_b)
     text_a, text_b = doc_text(a if a is not None else doc_a), doc_text(b if b is not None else doc_b)
     if a is None or b is None or not hints:
         return text_a, text_b
 
     def evidence(producer: dict, consumer: dict) -> str:
-        said: list[str] = []
-        if exact := sorted(feeds(producer, consumer, ignore=ignore)):
-            said.append(f"takes {', '.join(exact)} from the other tool.")
-        if partial := partial_feeds(producer, consumer, ignore=ignore, ignore_inputs=ignore_inputs):
-            said.append(f"may take {', '.join(f'{i}' for i, _ in partial)} from the other tool's "
-                         f"{', '.join(sorted({o for _, o in partial}))}.")
-        mentioned = [w for w in mentioned_outputs(consumer, producer) if normalise_param_name(w) not in ignore]
-        if not said and mentioned:
-            said.append(f"mentions {', '.join(mentioned)}, which the other tool returns.")
+        found, said = hint_evidence(producer, consumer, ignore, ignore_inputs), []
+        if found.exact:
+            said.append(f"takes {', '.join(found.exact)} from the other tool.")
+        if found.partial:
+            said.append(f"may take {', '.join(i for i, _ in found.partial)} from the other tool's "
+                        f"{', '.join(sorted({o for _, o in found.partial}))}.")
+        if found.mentioned:
+            said.append(f"mentions {', '.join(found.mentioned)}, which the other tool returns.")
         return " ".join(said + [""])
 
     return evidence(b, a) + text_a, evidence(a, b) + text_b
+
+
+class HintEvidence(NamedTuple):
+    """What ``pair_texts`` tells the model about ``consumer`` taking from ``producer``."""
+
+    exact: list[str]  # normalised names (tasks.schema_rule.feeds)
+    partial: list[tuple[str, str]]  # (input, output) (tasks.schema_rule.partial_feeds)
+    mentioned: list[str]  # only without either of the above (tasks.graph_edges.mentioned_outputs)
+
+    @property
+    def kind(self) -> str:
+        return "exact" if self.exact else "partial" if self.partial else "mention" if self.mentioned else "none"
+
+
+def hint_evidence(producer: dict, consumer: dict, ignore: Collection[str] = frozenset(),
+                  ignore_inputs: Collection[str] = frozenset()) -> HintEvidence:
+    """The evidence that ``consumer`` takes a value of ``producer``, strongest first (``pair_texts``)."""
+    from tasks.graph_edges import mentioned_outputs
+    from tasks.schema_rule import feeds, normalise_param_name, partial_feeds
+
+    exact = sorted(feeds(producer, consumer, ignore=ignore))
+    partial = partial_feeds(producer, consumer, ignore=ignore, ignore_inputs=ignore_inputs)
+    mentioned = [] if exact or partial else [w for w in mentioned_outputs(consumer, producer)
+                                             if normalise_param_name(w) not in ignore]
+    return HintEvidence(exact, partial, mentioned)
 
 
 def doc_text(doc: str | dict) -> str:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from itertools import combinations
@@ -161,17 +161,11 @@ def mentioned_outputs(consumer: dict[str, Any], producer: dict[str, Any]) -> lis
     """
     if any(doc.get("input_params") or doc.get("output_params") for doc in (consumer, producer)):
         return []  # declared parameters say what flows (``feeds``, ``partial_feeds``); prose would add false edges
-    declared = [p["name"] for p in producer.get("output_params") or []]
-    if not declared:
-        derived = name_derived_output(producer.get("name", ""))
-        declared = [derived] if derived else []
-    words = _text_profile(consumer).words
-    found = []
-    for name in declared:
-        parts = _content_words(name)
-        if parts and parts <= words:
-            found.append(" ".join(w for w in identifier_tokens(name) if _stem(w) in parts))
-    return sorted(set(found))
+    output = name_derived_output(producer.get("name", "")) or ""  # no declared outputs past the gate
+    parts = _content_words(output)
+    if not parts or not parts <= _text_profile(consumer).words:
+        return []
+    return [" ".join(w for w in identifier_tokens(output) if _stem(w) in parts)]
 
 
 def text_compatible(a: Tool, b: Tool) -> bool:
@@ -307,20 +301,21 @@ class SchemaEdge:
     matched_params: tuple[str, ...]  # normalised names through which the prerequisite feeds the dependent
 
 
-def group_common_names(tools: Sequence[Tool], max_producers: int | None = DEFAULT_MAX_PRODUCERS) -> dict[str, frozenset[str]]:
-    """Per tool group, the output names too common to be evidence (``common_output_names``)."""
+def _per_group(tools: Sequence[Tool], compute: Callable[[list[dict]], frozenset[str]]) -> dict[str, frozenset[str]]:
     groups: dict[str, list[dict]] = defaultdict(list)
     for t in tools:
         groups[t.group].append(t.doc)
-    return {g: common_output_names(docs, max_producers) for g, docs in groups.items()}
+    return {g: compute(docs) for g, docs in groups.items()}
+
+
+def group_common_names(tools: Sequence[Tool], max_producers: int | None = DEFAULT_MAX_PRODUCERS) -> dict[str, frozenset[str]]:
+    """Per tool group, the output names too common to be evidence (``common_output_names``)."""
+    return _per_group(tools, lambda docs: common_output_names(docs, max_producers))
 
 
 def group_common_partial_inputs(tools: Sequence[Tool], max_producers: int | None = DEFAULT_MAX_PRODUCERS) -> dict[str, frozenset[str]]:
     """Per tool group, the input names too many tools partly match to be evidence (``common_partial_inputs``)."""
-    groups: dict[str, list[dict]] = defaultdict(list)
-    for t in tools:
-        groups[t.group].append(t.doc)
-    return {g: common_partial_inputs(docs, max_producers) for g, docs in groups.items()}
+    return _per_group(tools, lambda docs: common_partial_inputs(docs, max_producers))
 
 
 def schema_edges(tools: Sequence[Tool], pairs: Sequence[tuple[int, int]] | None = None,
