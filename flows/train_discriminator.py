@@ -58,7 +58,7 @@ from tasks.training import (
     with_both_orders,
     write_json,
 )
-from tasks.shards import replace_dir, restore_dir
+from tasks.atomic import replace_dir, restore_dir
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_BENCHMARKS = REPO_ROOT.parent / "shared" / "data" / "benchmarks"
@@ -283,7 +283,7 @@ Device: {summary['device']}.
 def finish_checkpoint(staged: Path, best: Path, summary: dict[str, Any], card: str) -> Path:
     """Complete the staged checkpoint (weights, tokenizer and calibration.json are in already) with
     ``metrics.json`` and the model card, then swap it in as ``best`` in one step
-    (``tasks.shards.replace_dir``): a kill -9 at any point leaves ``best`` the previous complete
+    (``tasks.atomic.replace_dir``): a kill -9 at any point leaves ``best`` the previous complete
     checkpoint or the new one, never weights with another run's calibration."""
     write_json(staged / "metrics.json", summary)
     (staged / "README.md").write_text(card)

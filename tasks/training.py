@@ -25,7 +25,7 @@ from schemas.docs import canonical_doc_json
 from schemas.tdi import (ID2LABEL, LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A, LABEL_NO_DEPENDENCY, NUM_LABELS,
                          TDI_PAIR_SCHEMA, swap_label)
 from schemas.toolset import ToolSet
-from tasks.shards import hidden_sibling, replace_dir
+from tasks.atomic import hidden_sibling, replace_dir
 
 log = logging.getLogger(__name__)
 
@@ -546,7 +546,7 @@ def train_classifier(
     ``out_dir`` holds the Trainer's ``checkpoint-*`` folders; with ``resume`` training continues
     from the newest one (``get_last_checkpoint``). Validation scores symmetrized probabilities
     when ``valid`` holds both orders of its pairs. The best model, with its tokenizer, is saved
-    to ``best_dir`` (default ``out_dir/best``) in one step (``tasks.shards.replace_dir``).
+    to ``best_dir`` (default ``out_dir/best``) in one step (``tasks.atomic.replace_dir``).
     """
     out_dir, best_dir = Path(out_dir), Path(best_dir or Path(out_dir) / "best")
     if not train:

@@ -378,7 +378,7 @@ def save_checkpoint(run: str, model_dir: str, variant: str) -> dict:
     into the staged folder, calibration.json goes beside it, then finish_checkpoint swaps it in."""
     from flows.train_discriminator import STAGED_BEST, finish_checkpoint
     from models.discriminator import CALIBRATION_FILE, load_model, load_tokenizer
-    from tasks.shards import restore_dir
+    from tasks.atomic import restore_dir
     from tasks.training import StageArguments, train_classifier, write_json
 
     run_dir = Path(run)
@@ -431,8 +431,8 @@ CHECKPOINT_KILLS = {
     "calibration-json": ({"target": "pathlib.Path.write_text", "arg": 0, "contains": "calibration.json",
                           "when": "torn"}, "old"),
     "model-card": ({"target": "pathlib.Path.write_text", "arg": 0, "name": "README.md", "when": "torn"}, "old"),
-    "before-swap": ({"target": "tasks.shards.exchange_paths", "arg": 1, "name": "best", "when": "before"}, "old"),
-    "after-swap": ({"target": "tasks.shards.exchange_paths", "arg": 1, "name": "best", "when": "after"}, "new"),
+    "before-swap": ({"target": "tasks.atomic.exchange_paths", "arg": 1, "name": "best", "when": "before"}, "old"),
+    "after-swap": ({"target": "tasks.atomic.exchange_paths", "arg": 1, "name": "best", "when": "after"}, "new"),
 }
 
 
@@ -465,15 +465,15 @@ JOBS = {"dataset": publish_dataset, "warehouse": build_warehouse_job, "checkpoin
 def test_replace_dir_without_atomic_exchange_undoes_a_kill_between_its_renames(tmp_path: Path, monkeypatch) -> None:
     """Where the file system cannot exchange two folders, replace_dir renames the old one aside
     first; the state a kill between the two renames leaves is put back by the next save."""
-    import tasks.shards as shards
+    import tasks.atomic as atomic
 
     dst, src = tmp_path / "best", tmp_path / ".best.new"
     for folder, text in ((dst, "old"), (src, "new")):
         folder.mkdir()
         (folder / "weights").write_text(text)
-    monkeypatch.setattr(shards, "exchange_paths", lambda a, b: False)
-    os.replace(dst, shards.hidden_sibling(dst, "old"))  # the first rename, then the kill
-    shards.restore_dir(dst)
-    assert (dst / "weights").read_text() == "old" and not shards.hidden_sibling(dst, "old").exists()
-    shards.replace_dir(src, dst)
+    monkeypatch.setattr(atomic, "exchange_paths", lambda a, b: False)
+    os.replace(dst, atomic.hidden_sibling(dst, "old"))  # the first rename, then the kill
+    atomic.restore_dir(dst)
+    assert (dst / "weights").read_text() == "old" and not atomic.hidden_sibling(dst, "old").exists()
+    atomic.replace_dir(src, dst)
     assert (dst / "weights").read_text() == "new" and sorted(p.name for p in tmp_path.iterdir()) == ["best"]
