@@ -54,6 +54,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from flows.build_tdi import JOURNALS
+from tasks.chunks import CHUNKS
+from tasks.llm import ResponseCache
 from tests.openai_server import FakeOpenAIServer, FaultPlan
 
 # 1% connection drops: half mid-response (the head and half the body), half before any byte of the response
@@ -94,7 +97,7 @@ def _snapshot(server: FakeOpenAIServer) -> dict[str, Any]:
 def _serve(plan: FaultPlan, conn: Any) -> None:
     with FakeOpenAIServer(faults=plan) as server:
         conn.send(server.base_url)
-        while (msg := conn.recv()) != "stop":
+        while conn.recv() != "stop":
             conn.send(_snapshot(server))
 
 
@@ -181,7 +184,7 @@ def journal_rows(paths: list[Path]) -> list[dict[str, Any]]:
 
 
 def journals(out: Path) -> list[Path]:
-    return sorted((out / ".chunks").glob("chunk-*/calls/*.jsonl"))
+    return sorted((out / CHUNKS).glob(f"chunk-*/{JOURNALS}/*.jsonl"))
 
 
 def chunk_state(out: Path) -> dict[str, dict[str, Any]]:
@@ -189,7 +192,7 @@ def chunk_state(out: Path) -> dict[str, dict[str, Any]]:
     import polars as pl
 
     state = {}
-    for folder in sorted((out / ".chunks").glob("chunk-*")):
+    for folder in sorted((out / CHUNKS).glob("chunk-*")):
         marker = json.loads((folder / "done.json").read_text())
         ids = set(pl.read_parquet(folder / "outcomes.parquet")["record_id"]) | set(pl.read_parquet(folder / "validated.parquet")["record_id"])
         state[folder.name] = {"transient": marker["transient_failures"], "records": ids}
@@ -204,7 +207,7 @@ def pairs(out: Path) -> dict[str, str]:
     """record id -> sha256 of its validated pair (every chunk's validated.parquet)."""
     import polars as pl
 
-    df = pl.read_parquet(str(out / ".chunks" / "chunk-*" / "validated.parquet"))
+    df = pl.read_parquet(str(out / CHUNKS / "chunk-*" / "validated.parquet"))
     return {r["record_id"]: _sha(r) for r in df.iter_rows(named=True)}
 
 
@@ -226,7 +229,7 @@ def shard_rows(out: Path) -> dict[tuple[str, int], tuple[str, str]]:
 
 
 def cache_keys(cache: Path) -> set[str]:
-    con = sqlite3.connect(cache / "responses.sqlite3")
+    con = sqlite3.connect(cache / ResponseCache.DB_NAME)
     try:
         return {k for (k,) in con.execute("SELECT key FROM responses")}
     finally:

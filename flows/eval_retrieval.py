@@ -162,8 +162,8 @@ def paper_encoder_scores(warehouse: str, inputs: EvalInputs, encoder: str) -> di
     index = {t: i for i, t in enumerate(inputs.tool_ids)}
     con = connect(warehouse)
     try:
-        edges = con.execute("SELECT source, dependent, prerequisite FROM edges WHERE dataset = ?",
-                            [inputs.dataset]).fetchall()
+        edges = con.execute("SELECT source, dependent, prerequisite FROM edges WHERE dataset = ? AND source IN "
+                            "('discriminator', 'manual')", [inputs.dataset]).fetchall()
     finally:
         con.close()
     out = {}

@@ -16,7 +16,7 @@ def load_schema(name: str) -> dict[str, Any]:
     return json.loads(resources.files("schemas").joinpath(f"{name}.schema.json").read_text())
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=1024)  # one per distinct schema; the evaluator's vary with the run's tools
 def _validator(schema_json: str) -> jsonschema.protocols.Validator:
     # Keyed by the schema's JSON text: building a validator costs more than one validation.
     schema = json.loads(schema_json)

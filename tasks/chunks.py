@@ -472,15 +472,6 @@ def run_chunk(job: ChunkJob) -> dict[str, Any]:
     return marker
 
 
-def sum_usage(markers: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """``usage_summary`` over the run: the chunks' summaries added up."""
-    total: Counter = Counter()
-    for m in markers:
-        total.update(m["llm_usage"])
-    return {"requests_sent": total["requests_sent"], "cache_hits": total["cache_hits"], "tokens_in": total["tokens_in"],
-            "tokens_out": total["tokens_out"], "cost_usd": round(total["cost_usd"], 6)}
-
-
 def stage_totals(markers: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for m in markers:

@@ -241,8 +241,8 @@ def evaluator_llm_config(model: str | None, base_url: str | None, concurrency: i
     from models.embedded_llm import DEFAULT_MODEL
 
     embedded = base_url == EMBEDDED
-    if endpoint_problem(base_url):
-        raise ValueError(endpoint_problem(base_url))
+    if problem := endpoint_problem(base_url):
+        raise ValueError(problem)
     return LLMConfig(model=model or DEFAULT_MODEL, base_url=None if embedded else base_url,
                      base_url_credentials=None if embedded else base_url_credentials,
                      concurrency=concurrency or (1 if embedded else 16), cache_dir=cache_dir, max_tokens=MAX_TOKENS)

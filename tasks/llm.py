@@ -153,8 +153,7 @@ class LLMConfig:
         out = asdict(self)
         for name in ("api_key", "base_url_credentials", "ledger_journal"):
             out.pop(name)
-        out["base_url"] = split_userinfo(self.base_url)[0] if self.base_url else self.base_url
-        return out
+        return out  # base_url holds no credentials: __post_init__ moved them to base_url_credentials
 
 
 # -- secrets in what is recorded --------------------------------------------------------------

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from schemas.docs import load_schema
+from tasks.trajectories import SCORE_RANGE
 
 
 @dataclass(frozen=True)
@@ -132,7 +133,7 @@ PROMPT_VERSIONS = {p.version.rsplit("-v", 1)[0]: p.version for p in (EXTRACT, GE
 # -- ToolNet's evaluator (tasks/evaluator.py) ------------------------------------------------------
 # Not in PROMPT_VERSIONS: those are build-tdi's agents (their versions go into its chunk fingerprints
 # and manifests); the evaluator's version is recorded by build-graph (transition_builds.evaluator).
-SCORE_VALUES = list(range(-3, 4))  # ToolNet's scale (tasks.trajectories.SCORE_RANGE)
+SCORE_VALUES = list(range(SCORE_RANGE[0], SCORE_RANGE[1] + 1))  # ToolNet's scale, -3 ... 3
 
 
 def evaluate_schema(tools: list[str]) -> dict[str, Any]:

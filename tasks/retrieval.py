@@ -29,15 +29,7 @@ def adjacency_matrix(
     embedding mixes in its prerequisites and its dependents alike; the two one-way options keep A
     directed and use row degrees (out-degree + 1).
     """
-    a = np.zeros((n, n), dtype=np.float64)
-    for dep, pre in edges:
-        if dep == pre:
-            continue  # self loops come from +I only
-        if direction in ("both", "dependent_to_prerequisite"):
-            a[dep, pre] = 1.0
-        if direction in ("both", "prerequisite_to_dependent"):
-            a[pre, dep] = 1.0
-    return a
+    return np.minimum(weighted_adjacency(n, ((dep, pre, 1.0) for dep, pre in edges), direction), 1.0)
 
 
 def normalized_adjacency(a: np.ndarray) -> np.ndarray:
@@ -54,7 +46,10 @@ def gcn_propagate(
 
     Dense on purpose: the largest graph here (ToolBench stable, 2,479 tools) is a 6M-cell matrix.
     """
-    a = adjacency_matrix(x.shape[0], edges, direction)
+    return _propagate(x, adjacency_matrix(x.shape[0], edges, direction))
+
+
+def _propagate(x: np.ndarray, a: np.ndarray) -> np.ndarray:
     return (normalized_adjacency(a) @ x.astype(np.float64)).astype(np.float32)
 
 
@@ -79,8 +74,7 @@ def gcn_propagate_weighted(
     x: np.ndarray, edges: Iterable[tuple[int, int, float]], direction: Direction = "both"
 ) -> np.ndarray:
     """Eq. 3 with a weighted A (``weighted_adjacency``): D^-1/2 (A + I) D^-1/2 X."""
-    a = weighted_adjacency(x.shape[0], edges, direction)
-    return (normalized_adjacency(a) @ x.astype(np.float64)).astype(np.float32)
+    return _propagate(x, weighted_adjacency(x.shape[0], edges, direction))
 
 
 # ---------------------------------------------------------------- dense retrieval

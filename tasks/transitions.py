@@ -211,10 +211,10 @@ def agent_picks(weights: np.ndarray, graph: TransitionGraph, chain: Sequence[str
     the LLM that ToolNet's dynamic loop needs."""
     n = graph.n_tools
     sim = np.ones(n) if similarity is None else (1.0 + np.asarray(similarity, dtype=np.float64)) / 2.0
-    picks = []
+    picks, popularity = [], graph.popularity
     for current in [START, *chain[:-1]]:
         scores = weights[index[current], :n] * sim
-        picks.append(graph.tool_ids[int(rank_next(scores, graph.popularity)[0])])
+        picks.append(graph.tool_ids[int(rank_next(scores, popularity)[0])])
     return picks
 
 
@@ -238,8 +238,9 @@ def step_hits(weights: np.ndarray, graph: TransitionGraph, chain: Sequence[str],
               ks: Sequence[int]) -> dict[int, list[bool]]:
     """Next-tool hits along a chain (teacher-forced): from tool_s, is tool_{s+1} in the top k?"""
     out: dict[int, list[bool]] = {k: [] for k in ks}
+    popularity = graph.popularity
     for a, b in zip(chain, chain[1:]):
-        for k, hit in top_k_hits(weights[index[a], : graph.n_tools], index[b], graph.popularity, ks).items():
+        for k, hit in top_k_hits(weights[index[a], : graph.n_tools], index[b], popularity, ks).items():
             out[k].append(hit)
     return out
 
