@@ -274,13 +274,14 @@ def run_stream(graph: TransitionGraph, stream: Sequence[StreamRun], alpha: float
             result.evaluations.append((iteration, run.run_id, evaluation.by, evaluation.detail))
         for tool, d in delta.items():
             accumulated[index[tool]] += d
+        if record:
+            result.scores += [(iteration, run.run_id, t, int(d), float(accumulated[index[t]])) for t, d in delta.items()]
         if beta >= 1.0:
             continue  # the static graph: scores are kept, weights never move
         new = dynamic_weights(graph, accumulated, alpha, beta, reweight_self_loops)
         if record:
             changed = np.argwhere(graph.mask & (np.abs(new - weights) > tol))
             result.versions += [(iteration, int(i), int(j), float(new[i, j])) for i, j in changed]
-            result.scores += [(iteration, run.run_id, t, int(d), float(accumulated[index[t]])) for t, d in delta.items()]
         weights = new
     result.final = weights
     return result

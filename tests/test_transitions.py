@@ -145,8 +145,11 @@ def test_stream_measures_before_it_updates_and_versions_replay_exactly():
     np.testing.assert_array_equal(last, res.final)
     # the failed run's tool was scored negative
     assert [(n, t, d) for n, _, t, d, _ in res.scores if n == 3] == [(3, "d", -2)]
-    static = run_stream(g, stream, alpha=1.0, beta=1.0)
+    static = run_stream(g, stream, alpha=1.0, beta=1.0, record=True)
     np.testing.assert_array_equal(static.final, g.weights)
+    # the static graph (beta 1) never moves its weights but still records every evaluator score
+    assert static.versions == [] and {n for n, *_ in static.scores} == {1, 2, 3}
+    assert [(n, t, d) for n, _, t, d, _ in static.scores if n == 3] == [(3, "d", -2)]
 
 
 def test_given_scores_replace_the_rule_evaluator():
