@@ -26,11 +26,14 @@ LLAMA_XLLAMACPP := xllamacpp==2026.10.11549
 LLAMA_CPP_VERSION := 0.3.36
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
 LLAMA_WHEEL_DIR := $(TGR_CACHE_DIR)/wheels
-LLM_MODEL ?= qwen2.5-coder-1.5b
+# Empty: the flow's default (BuildTDIConfig.embedded_model, models.embedded_llm.DEFAULT_MODEL).
+LLM_MODEL ?=
 
-# build-tdi on the embedded default: a small dataset from the stdlib corpus on the local LLM.
-BUILD_TDI_ARGS ?= --source stdlib --limit 12 --dataset tdi-stdlib-demo
+# Every default lives in the flows' config dataclasses (python -m flows.<flow> --help); the Makefile
+# passes overrides only. build-tdi's defaults: a small dataset from the stdlib on the embedded LLM.
+BUILD_TDI_ARGS ?=
 # Mined TDI (no LLM): data-flow pairs from the stdlib + this venv's site-packages (docs/mining.md).
+# The folder train-discriminator depends on; mine-tdi is told to write there (its default folder too).
 MINED_TDI := artifacts/tdi/tdi-mined
 MINE_ARGS ?=
 # Discriminator: pretraining shards (the mined TDI, made on first use; or any build-tdi dataset, or
@@ -87,11 +90,11 @@ $(VENV)/.llm-installed: $(VENV)/.installed
 
 setup-llm: $(VENV)/.llm-installed  ## install the embedded llama.cpp server (prebuilt xllamacpp; LLAMA_BACKEND)
 
-fetch-llm: setup-llm  ## fetch and verify the embedded model (LLM_MODEL=qwen2.5-coder-1.5b)
-	$(PY) -m models.embedded_llm fetch --model $(LLM_MODEL)
+fetch-llm: setup-llm  ## fetch and verify the embedded model (LLM_MODEL: default the flow's embedded model)
+	$(PY) -m models.embedded_llm fetch $(if $(LLM_MODEL),--model $(LLM_MODEL))
 
 build-tdi: fetch-llm  ## main job: build a small TDI dataset from the stdlib on the embedded LLM
-	$(PY) -m flows.build_tdi --embedded-model $(LLM_MODEL) $(BUILD_TDI_ARGS)
+	$(PY) -m flows.build_tdi $(if $(LLM_MODEL),--embedded-model $(LLM_MODEL)) $(BUILD_TDI_ARGS)
 
 test: setup-llm  ## run the test suite
 	$(PY) -m models.embedded_llm fetch --model smollm2-135m
@@ -101,7 +104,7 @@ test-fast: setup  ## tests without the slow end-to-end flow runs
 	$(BIN)/pytest -q -m "not slow"
 
 mine-tdi: setup  ## mine TDI dependency pairs from Python code, no LLM (minutes)
-	$(PY) -m flows.mine_tdi --dataset $(notdir $(MINED_TDI)) $(MINE_ARGS)
+	$(PY) -m flows.mine_tdi --output-root $(patsubst %/,%,$(dir $(MINED_TDI))) --dataset $(notdir $(MINED_TDI)) $(MINE_ARGS)
 
 $(MINED_TDI)/manifest.json:
 	$(MAKE) mine-tdi

@@ -13,7 +13,6 @@ prefect.yaml (``prefect deployment run build-tdi/stdlib-demo``).
 """
 from __future__ import annotations
 
-import argparse
 import contextlib
 import hashlib
 import json
@@ -22,15 +21,15 @@ import shutil
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
-from pydantic import Field
 
+from models.embedded_llm import DEFAULT_MODEL
 from tasks.accounting import AccountingError, AccountingSummary, ledger_usage, write_records_db_from_parquet
 from tasks.balance import BalanceConfig, BalancePlan, plan_balance
 from tasks.chunks import (
@@ -43,48 +42,93 @@ from tasks.chunks import (
     stage_totals,
     work_fingerprint,
 )
-from tasks.llm import LLMConfig, LLMEndpointError, LLMStageFailed, LLMUnavailableError
+from tasks.cli import Flag, Help, parse_config
+from tasks.llm import (
+    EMBEDDED,
+    EMBEDDED_CONCURRENCY,
+    ENDPOINT_CONCURRENCY,
+    LLMConfig,
+    LLMEndpointError,
+    LLMStageFailed,
+    LLMUnavailableError,
+)
 from tasks.prompts import PROMPT_VERSIONS
 from tasks.publish import dataset_lock, fresh_staging, gate_staged, publish_staged
 from tasks.quality import QualityReport, validate_shards
 from tasks.shards import ShardConfig, ShardInfo, build_manifest, write_dataset_card, write_planned_shards
-from tasks.sources import EmptySourceError, SourceConfigError, SourceFilter, SourceSpec, check_source, nothing_read
+from tasks.sources import EmptySourceError, SourceFilter, SourceSpec, check_source, nothing_read
 
-EMBEDDED = "embedded"  # base_url value meaning: start the packaged local llama.cpp server
 JOURNALS = "calls"  # <chunk>/calls/<fingerprint[:16]>-<attempt>.jsonl: the LLM calls of every attempt at the chunk
 TASK_RUNNERS = ("sequential", "dask")
-HELP = {
-    "chunk_size": "accepted records per chunk: the unit of work, of resume and of a Dask task. Each chunk's validated "
-                  "pairs, outcomes and LLM ledger go to Parquet under <dataset>/.chunks with a completion marker; a rerun "
-                  "skips finished chunks. Memory holds one chunk per chunk in flight",
-    "task_runner": "sequential: chunks one after another in this process; dask: chunks as Prefect tasks on a Dask cluster "
-                   "(prefect-dask), a local one or dask_address",
-    "dask_address": "scheduler address of a running Dask cluster (tcp://host:8786) for task_runner dask; none or empty: "
-                    "start a local cluster of dask_workers processes",
-    "dask_workers": "worker processes (1 thread each) of the local Dask cluster",
-    "chunks_in_flight": "chunks submitted and not yet finished, at most (none: 2 per Dask worker thread, 1 sequential); "
-                        "bounds the flow's memory",
+
+# The sub-fields of the nested configs that are on the command line, under their flat flag names.
+SOURCE_FLAGS = {
+    "kind": Flag("source", "where functions come from: the CodeSearchNet release layout, the hub copy (online), a local "
+                           "Python tree, or this interpreter's standard library"),
+    "path": Flag("source-path", "CodeSearchNet release root, or a source tree (stdlib: another stdlib folder)"),
+    "languages": Flag(help="comma separated (codesearchnet, hf)"),
+    "partitions": Flag(help="comma separated (codesearchnet, hf)"),
+    "sample_seed": Flag(help="sample records across files when there is a limit (-1 or none: file order)", none_if_negative=True),
 }
+LLM_FLAGS = {
+    "base_url": Flag("base-url", f"OpenAI-compatible endpoint, or '{EMBEDDED}' (the packaged llama.cpp server, started by "
+                                 f"the run); none: OPENAI_BASE_URL when set, else {EMBEDDED} (BuildTDIConfig.resolved)"),
+    "model": Flag(help="model name at --base-url (on the embedded server: --embedded-model)"),
+    "concurrency": Flag(help=f"requests in flight per chunk; none: {EMBEDDED_CONCURRENCY} on the embedded server (one "
+                             f"slot), {ENDPOINT_CONCURRENCY} on an endpoint"),
+    "max_tokens": Flag(help="completion tokens per answer, at most"),
+    "timeout_s": Flag("timeout-s", "seconds per request"),
+    "cache_dir": Flag(help="LLM answer cache (a rerun repeats no answered request)"),
+    "price_in_per_mtok": Flag("price-in", "USD per 1M prompt tokens (ledger cost estimate)"),
+    "price_out_per_mtok": Flag("price-out", "USD per 1M completion tokens"),
+    "rpm_limit": Flag("rpm", "requests per minute to stay under (the endpoint's x-ratelimit-* headers tighten it "
+                             "further); none: no local limit"),
+    "tpm_limit": Flag("tpm", "tokens per minute to stay under (prompt estimate + max tokens, as OpenAI counts); none: "
+                             "no local limit"),
+    "batch": Flag(help="OpenAI Batch API instead of online calls (half the price, answers within 24 h; a resume polls "
+                       "the stored batches, docs/llm.md)"),
+    "batch_poll_s": Flag("batch-poll-s", "seconds between batch status polls"),
+}
+BALANCE_FLAGS = {
+    "per_class": Flag(help="target pairs per class (paper: 92000)"),
+    "validation_fraction": Flag(help="share of pairs in the validation split"),
+    "seed": Flag(help="seed of balancing and of the shard order"),
+}
+SHARD_FLAGS = {"rows_per_shard": Flag(help="rows per Parquet shard"), "seed": Flag(help="seed of balancing and of the shard order")}
 
 
 @dataclass(frozen=True)
 class BuildTDIConfig:
-    dataset: str = "tdi-stdlib-demo"
-    output_root: str = "artifacts/tdi"
-    source: SourceSpec = field(default_factory=lambda: SourceSpec(kind="stdlib", sample_seed=13))
-    source_filter: SourceFilter = field(default_factory=lambda: SourceFilter(max_chars=1800))
-    limit: int | None = 12
-    max_code_chars: int = 1800  # what agent 1 sees of a function (prompt budget of small models)
-    llm: LLMConfig = field(default_factory=lambda: LLMConfig(model="qwen2.5-coder-1.5b", base_url=EMBEDDED, concurrency=1))
-    embedded_model: str = "qwen2.5-coder-1.5b"
-    balance: BalanceConfig = field(default_factory=lambda: BalanceConfig(per_class=92_000))
-    shards: ShardConfig = field(default_factory=ShardConfig)
-    # -- execution at scale (docs/build-tdi.md); help texts show in the CLI and the Prefect UI --
-    chunk_size: Annotated[int, Field(description=HELP["chunk_size"])] = field(default=1000, metadata={"help": HELP["chunk_size"]})
-    task_runner: Annotated[Literal["sequential", "dask"], Field(description=HELP["task_runner"])] = field(default="sequential", metadata={"help": HELP["task_runner"]})
-    dask_address: Annotated[str | None, Field(description=HELP["dask_address"])] = field(default=None, metadata={"help": HELP["dask_address"]})
-    dask_workers: Annotated[int, Field(description=HELP["dask_workers"])] = field(default=2, metadata={"help": HELP["dask_workers"]})
-    chunks_in_flight: Annotated[int | None, Field(description=HELP["chunks_in_flight"])] = field(default=None, metadata={"help": HELP["chunks_in_flight"]})
+    """The one config surface of build-tdi: the flow's parameter (Prefect UI, prefect.yaml) and, generated
+    from it, the command line (``tasks/cli.py``). Every default is here; see :meth:`resolved` for the two
+    that depend on the environment (the endpoint and the requests in flight)."""
+
+    dataset: Annotated[str, Help("output folder name under --output-root")] = "tdi-stdlib-demo"
+    output_root: Annotated[str, Help("where datasets are written")] = "artifacts/tdi"
+    source: SourceSpec = field(default_factory=lambda: SourceSpec(kind="stdlib", sample_seed=13), metadata={"cli": SOURCE_FLAGS})
+    source_filter: SourceFilter = field(default_factory=lambda: SourceFilter(max_chars=1800), metadata={"cli": {}})
+    limit: Annotated[int | None, Help("function records to accept (-1 or none: all)")] = field(
+        default=12, metadata={"cli": Flag(none_if_negative=True)})
+    max_code_chars: Annotated[int, Help("characters of a function agent 1 sees (prompt budget of small models)")] = 1800
+    llm: LLMConfig = field(default_factory=lambda: LLMConfig(model=DEFAULT_MODEL), metadata={"cli": LLM_FLAGS})
+    embedded_model: Annotated[str, Help("packaged GGUF model the embedded server runs (--base-url embedded)")] = DEFAULT_MODEL
+    balance: BalanceConfig = field(default_factory=BalanceConfig, metadata={"cli": BALANCE_FLAGS})
+    shards: ShardConfig = field(default_factory=ShardConfig, metadata={"cli": SHARD_FLAGS})
+    # -- execution at scale (docs/build-tdi.md) --
+    chunk_size: Annotated[int, Help(
+        "accepted records per chunk: the unit of work, of resume and of a Dask task. Each chunk's validated pairs, outcomes "
+        "and LLM ledger go to Parquet under <dataset>/.chunks with a completion marker; a rerun skips finished chunks. "
+        "Memory holds one chunk per chunk in flight")] = 1000
+    task_runner: Annotated[Literal["sequential", "dask"], Help(
+        "sequential: chunks one after another in this process; dask: chunks as Prefect tasks on a Dask cluster "
+        "(prefect-dask), a local one or dask_address")] = "sequential"
+    dask_address: Annotated[str | None, Help(
+        "scheduler address of a running Dask cluster (tcp://host:8786) for task_runner dask; none or empty: start a local "
+        "cluster of dask_workers processes")] = None
+    dask_workers: Annotated[int, Help("worker processes (1 thread each) of the local Dask cluster")] = 2
+    chunks_in_flight: Annotated[int | None, Help(
+        "chunks submitted and not yet finished, at most (none: 2 per Dask worker thread, 1 sequential); bounds the "
+        "flow's memory")] = None
 
     def __post_init__(self) -> None:
         if self.chunk_size < 1:
@@ -93,6 +137,20 @@ class BuildTDIConfig:
             raise ValueError(f"task_runner must be one of {', '.join(TASK_RUNNERS)}, not {self.task_runner!r}")
         if self.dask_workers < 1 or (self.chunks_in_flight is not None and self.chunks_in_flight < 1):
             raise ValueError("dask_workers and chunks_in_flight must be >= 1")
+        if self.dask_address == "":
+            object.__setattr__(self, "dask_address", None)
+        for flag, value in (("--rpm", self.llm.rpm_limit), ("--tpm", self.llm.tpm_limit)):
+            if value is not None and value <= 0:
+                raise ValueError(f"{flag} must be a positive number, got {value}")
+
+    def resolved(self) -> BuildTDIConfig:
+        """The config a run uses, for the command line and a deployment alike: ``llm.base_url`` None
+        is OPENAI_BASE_URL when set, else the embedded server; ``llm.concurrency`` None is
+        ``LLMConfig.in_flight`` for that endpoint (1 embedded, 16 otherwise)."""
+        llm = replace(self.llm, base_url=self.llm.base_url or os.environ.get("OPENAI_BASE_URL") or EMBEDDED)
+        if llm.batch and llm.base_url == EMBEDDED:
+            raise ValueError("--batch needs an endpoint with the OpenAI Batch API (--base-url URL); the embedded server has none")
+        return replace(self, llm=replace(llm, concurrency=llm.in_flight))
 
     @property
     def out_dir(self) -> Path:
@@ -279,6 +337,7 @@ def recorded_config(cfg: BuildTDIConfig) -> dict[str, Any]:
 
 def _build_tdi(cfg: BuildTDIConfig) -> dict[str, Any]:
     logger = get_run_logger()
+    cfg = cfg.resolved()  # the endpoint (OPENAI_BASE_URL when unset) and requests in flight, as the command line
     out_dir = cfg.out_dir
     root = out_dir / CHUNKS
     check_source(cfg.source)  # a missing or empty path: one clear line before any work
@@ -325,91 +384,15 @@ def _build_tdi(cfg: BuildTDIConfig) -> dict[str, Any]:
 
 
 # -- command line -------------------------------------------------------------------------------
+def _check(cfg: BuildTDIConfig) -> None:
+    """Before any work: the endpoint settings and the source (a wrong, missing or empty path)."""
+    cfg.resolved()
+    check_source(cfg.source)
+
+
 def config_from_args(argv: Sequence[str] | None = None) -> BuildTDIConfig:
-    d = BuildTDIConfig()
-    p = argparse.ArgumentParser(prog="python -m flows.build_tdi", description=__doc__)
-    p.add_argument("--dataset", default=d.dataset, help="output folder name under --output-root")
-    p.add_argument("--output-root", default=d.output_root)
-    p.add_argument("--source", choices=["stdlib", "codesearchnet", "hf", "tree"], default="stdlib")
-    p.add_argument("--source-path", help="CodeSearchNet release root, or a source tree")
-    p.add_argument("--languages", default="python", help="comma-separated (codesearchnet, hf)")
-    p.add_argument("--partitions", default="train,valid,test", help="comma-separated (codesearchnet, hf)")
-    p.add_argument("--sample-seed", type=int, default=13, help="sample records across files (-1: file order)")
-    p.add_argument("--limit", type=int, default=d.limit, help="function records to accept (-1: all)")
-    p.add_argument("--per-class", type=int, default=d.balance.per_class, help="target pairs per class (paper: 92000)")
-    p.add_argument("--validation-fraction", type=float, default=d.balance.validation_fraction)
-    p.add_argument("--seed", type=int, default=d.balance.seed)
-    p.add_argument("--rows-per-shard", type=int, default=d.shards.rows_per_shard)
-    p.add_argument("--base-url", default=os.environ.get("OPENAI_BASE_URL", EMBEDDED), help="OpenAI-compatible endpoint, or 'embedded'")
-    p.add_argument("--model", default=None, help="model name at --base-url (default: the embedded model)")
-    p.add_argument("--embedded-model", default=d.embedded_model, help="packaged GGUF model for --base-url embedded")
-    p.add_argument("--concurrency", type=int, default=None, help="requests in flight (default 1 embedded, 16 otherwise)")
-    p.add_argument("--max-tokens", type=int, default=d.llm.max_tokens)
-    p.add_argument("--timeout-s", type=float, default=d.llm.timeout_s)
-    p.add_argument("--cache-dir", default=d.llm.cache_dir)
-    p.add_argument("--price-in", type=float, default=0.0, help="USD per 1M prompt tokens (ledger cost estimate)")
-    p.add_argument("--price-out", type=float, default=0.0, help="USD per 1M completion tokens")
-    p.add_argument("--rpm", type=int, default=d.llm.rpm_limit, help="requests per minute to stay under (the "
-                   "endpoint's x-ratelimit-* headers tighten it further); default: no local limit")
-    p.add_argument("--tpm", type=int, default=d.llm.tpm_limit, help="tokens per minute to stay under (prompt "
-                   "estimate + max tokens, as OpenAI counts); default: no local limit")
-    p.add_argument("--batch", action="store_true", help="OpenAI Batch API instead of online calls (half the price, "
-                   "answers within 24 h; a resume polls the stored batches, docs/llm.md)")
-    p.add_argument("--batch-poll-s", type=float, default=d.llm.batch_poll_s, help="seconds between batch status polls")
-    helps = {f.name: f.metadata for f in fields(BuildTDIConfig)}
-    p.add_argument("--chunk-size", type=int, default=d.chunk_size, help=helps["chunk_size"]["help"])
-    p.add_argument("--task-runner", choices=TASK_RUNNERS, default=d.task_runner, help=helps["task_runner"]["help"])
-    p.add_argument("--dask-address", default=d.dask_address, help=helps["dask_address"]["help"])
-    p.add_argument("--dask-workers", type=int, default=d.dask_workers, help=helps["dask_workers"]["help"])
-    p.add_argument("--chunks-in-flight", type=int, default=d.chunks_in_flight, help=helps["chunks_in_flight"]["help"])
-    a = p.parse_args(argv)
-    embedded = a.base_url == EMBEDDED
-    for flag, value in (("--rpm", a.rpm), ("--tpm", a.tpm)):
-        if value is not None and value <= 0:
-            p.exit(2, f"{p.prog}: error: {flag} must be a positive number, got {value}\n")
-    if a.batch and embedded:
-        p.exit(2, f"{p.prog}: error: --batch needs an endpoint with the OpenAI Batch API (--base-url URL); "
-                  "the embedded server has none\n")
-    try:  # a wrong, missing or empty source is one line of usage error, not a flow run's traceback
-        source = SourceSpec(
-            kind=a.source,
-            path=a.source_path,
-            languages=tuple(a.languages.split(",")),
-            partitions=tuple(a.partitions.split(",")),
-            sample_seed=None if a.sample_seed < 0 else a.sample_seed,
-        )
-        check_source(source)
-    except SourceConfigError as exc:
-        p.exit(2, f"{p.prog}: error: {exc}\n")  # the usage text would bury the one line that matters
-    llm = LLMConfig(
-        model=a.model or a.embedded_model,
-        base_url=a.base_url,
-        concurrency=a.concurrency or (1 if embedded else 16),
-        max_tokens=a.max_tokens,
-        timeout_s=a.timeout_s,
-        cache_dir=a.cache_dir,
-        price_in_per_mtok=a.price_in,
-        price_out_per_mtok=a.price_out,
-        rpm_limit=a.rpm,
-        tpm_limit=a.tpm,
-        batch=a.batch,
-        batch_poll_s=a.batch_poll_s,
-    )
-    return BuildTDIConfig(
-        dataset=a.dataset,
-        output_root=a.output_root,
-        source=source,
-        limit=None if a.limit < 0 else a.limit,
-        llm=llm,
-        embedded_model=a.embedded_model,
-        balance=BalanceConfig(per_class=a.per_class, validation_fraction=a.validation_fraction, seed=a.seed),
-        shards=ShardConfig(rows_per_shard=a.rows_per_shard, seed=a.seed),
-        chunk_size=a.chunk_size,
-        task_runner=a.task_runner,
-        dask_address=a.dask_address or None,
-        dask_workers=a.dask_workers,
-        chunks_in_flight=a.chunks_in_flight,
-    )
+    """The command line, generated from BuildTDIConfig: its defaults, flags given override them."""
+    return parse_config(BuildTDIConfig, argv, "python -m flows.build_tdi", __doc__, check=_check)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

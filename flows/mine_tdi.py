@@ -10,7 +10,6 @@ judges a sample of the mined pairs (tasks/mined_llm.py).
 """
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import json
@@ -19,7 +18,7 @@ import random
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,11 +28,11 @@ from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
-from flows.build_tdi import EMBEDDED
 from models.embedded_llm import DEFAULT_MODEL
 from schemas.docs import schema_errors
 from tasks.accounting import OUTCOME_SCHEMA, AccountingSummary, write_records_db
-from tasks.llm import LLMConfig, StructuredLLM, StructuredRequest, StructuredResult, ledger_rows, split_userinfo, usage_summary
+from tasks.cli import parse_config
+from tasks.llm import EMBEDDED, EMBEDDED_CONCURRENCY, ENDPOINT_CONCURRENCY, LLMConfig, StructuredLLM, StructuredRequest, StructuredResult, ledger_rows, split_userinfo, usage_summary
 from tasks.mined_llm import (
     JUDGE_ACTIONS,
     JUDGE_REJECTION,
@@ -98,11 +97,13 @@ class MineTDIConfig:
                 "as assert_equal(actual) or dumps(obj)); none: keep them"})
     rows_per_shard: int = field(default=50_000, metadata={"help": "rows per Parquet shard"})
     # -- optional LLM review (tasks/mined_llm.py); nothing is sent to an LLM while both counts are 0 --
-    base_url: str | None = field(default_factory=_env_base_url, metadata={
+    base_url: str | None = field(default=None, metadata={
         "help": "OpenAI-compatible endpoint for --rewrite-docs / --judge-sample, or 'embedded' (the packaged local "
-                "model, as build-tdi); from OPENAI_BASE_URL when set"})
+                "model, as build-tdi); none: OPENAI_BASE_URL when set (read when the config is made, so a deployment "
+                "honours it as the command line does)"})
     model: str | None = field(default=None, metadata={"help": f"model name at --base-url (none: {EMBEDDED_MODEL}, the embedded model)"})
-    concurrency: int | None = field(default=None, metadata={"help": "LLM requests in flight (none: 1 embedded, 16 otherwise)"})
+    concurrency: int | None = field(default=None, metadata={
+        "help": f"LLM requests in flight (none: {EMBEDDED_CONCURRENCY} on the embedded server, {ENDPOINT_CONCURRENCY} on an endpoint)"})
     cache_dir: str = field(default="artifacts/llm-cache", metadata={"help": "LLM answer cache (a rerun repeats no answered call)"})
     rewrite_docs: int = field(default=0, metadata={
         "help": "seeded sample of this many mined docs (of pair sides) that agent 1 rewrites from signature + docstring; "
@@ -115,6 +116,8 @@ class MineTDIConfig:
         "choices": JUDGE_ACTIONS})
 
     def __post_init__(self) -> None:
+        if self.base_url is None:
+            object.__setattr__(self, "base_url", _env_base_url())
         if self.rewrite_docs < 0 or self.judge_sample < 0:
             raise ValueError(f"--rewrite-docs and --judge-sample are counts >= 0, not {self.rewrite_docs} / {self.judge_sample}")
         if self.judge_action not in JUDGE_ACTIONS:
@@ -340,10 +343,9 @@ def run_agent(stage: str, requests: list[StructuredRequest], llm_config: LLMConf
 def llm_endpoint(cfg: MineTDIConfig) -> Iterator[tuple[LLMConfig, Callable[[], None]]]:
     """The LLM config of the review, starting the embedded server for ``--base-url embedded`` (as
     build-tdi's ``llm_endpoint``), plus a check that raises if that server died."""
-    embedded = cfg.base_url == EMBEDDED
-    llm = LLMConfig(model=cfg.model or EMBEDDED_MODEL, base_url=cfg.base_url, cache_dir=cfg.cache_dir,
-                    concurrency=cfg.concurrency or (1 if embedded else 16))
-    if not embedded:
+    llm = LLMConfig(model=cfg.model or EMBEDDED_MODEL, base_url=cfg.base_url, cache_dir=cfg.cache_dir, concurrency=cfg.concurrency)
+    llm = replace(llm, concurrency=llm.in_flight)  # none: by endpoint, as build-tdi
+    if cfg.base_url != EMBEDDED:
         yield llm, lambda: None
         return
     from models.embedded_llm import EmbeddedLLMServer
@@ -556,33 +558,9 @@ def recorded_config(cfg: MineTDIConfig) -> dict[str, Any]:
 
 
 # -- command line -------------------------------------------------------------------------------
-def _none_or(kind: type) -> Any:
-    return lambda text: None if text.lower() in ("none", "") else kind(text)
-
-
 def _parse_args(argv: list[str] | None = None) -> MineTDIConfig:
-    """argparse generated from MineTDIConfig: one flag per field, its help from the field."""
-    defaults = MineTDIConfig()
-    parser = argparse.ArgumentParser(prog="python -m flows.mine_tdi", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    for f in fields(MineTDIConfig):
-        flag = "--" + f.name.replace("_", "-")
-        default = getattr(defaults, f.name)
-        help_text = f"{f.metadata.get('help', '')} (default: {default if not isinstance(default, tuple) else ','.join(default) or 'none'})"
-        if isinstance(default, bool):
-            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=default, help=help_text)
-        elif isinstance(default, tuple):
-            parser.add_argument(flag, default=",".join(default), help=help_text)
-        else:
-            kind = {"int | None": _none_or(int), "str | None": _none_or(str), "float": float, "int": int}.get(str(f.type), str)
-            parser.add_argument(flag, type=kind, default=default, choices=f.metadata.get("choices"), help=help_text)
-    args = vars(parser.parse_args(argv))
-    for f in fields(MineTDIConfig):
-        if isinstance(getattr(defaults, f.name), tuple):
-            args[f.name] = tuple(s for s in args[f.name].split(",") if s)
-    try:
-        return MineTDIConfig(**args)
-    except ValueError as e:  # e.g. --judge-sample without an endpoint: said before any work
-        parser.error(str(e))
+    """The command line, generated from MineTDIConfig (tasks/cli.py): one flag per field, its help from the field."""
+    return parse_config(MineTDIConfig, argv, "python -m flows.mine_tdi", __doc__)
 
 
 def main(argv: list[str] | None = None) -> None:

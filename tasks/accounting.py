@@ -11,16 +11,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-OUTCOME_SCHEMA = pa.schema(
-    [
-        pa.field("record_id", pa.string(), nullable=False),
-        pa.field("status", pa.string(), nullable=False),  # accepted | rejected
-        pa.field("stage", pa.string(), nullable=False),  # read | extract | generate | validate | balance | dataset
-        pa.field("reason", pa.string(), nullable=False),
-        pa.field("detail", pa.string()),
-        pa.field("raw_text", pa.string()),  # the LLM's raw answer when parsing failed, or the raw line
-    ]
-)
+from tasks.outcome import OUTCOME_SCHEMA  # the books' columns, with the Outcome they hold
 
 LEDGER_SCHEMA = pa.schema(
     [

@@ -1,4 +1,5 @@
-"""The three agents: build each agent's requests and turn its answers into docs, pairs or rejections."""
+"""The three agents: build each agent's requests and turn its answers into docs, pairs or rejections
+(:class:`tasks.outcome.Outcome`, stage extract, generate or validate)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -6,18 +7,10 @@ from typing import Any
 
 from schemas.docs import canonical_doc_json, doc_id, schema_errors
 from tasks.llm import StructuredRequest, StructuredResult
+from tasks.outcome import Outcome
 from tasks.prompts import EXTRACT, EXTRACT_SCHEMA, GENERATE_DEPENDENT, GENERATE_SCHEMA, VALIDATE, VALIDATE_SCHEMA, _schema_text
 
 DOC_KEYS = ("name", "description", "input_params", "output_params")
-
-
-@dataclass(frozen=True)
-class Rejection:
-    record_id: str
-    stage: str  # read | extract | generate | validate | balance
-    reason: str  # machine-readable code
-    detail: str = ""
-    raw_text: str | None = None
 
 
 @dataclass(frozen=True)
@@ -48,8 +41,8 @@ def _doc_of(value: dict[str, Any]) -> dict[str, Any]:
     return {k: value[k] for k in DOC_KEYS}
 
 
-def _failed(stage: str, result: StructuredResult) -> Rejection:
-    return Rejection(result.item_id, stage, f"{stage}_{result.reason}", result.detail, result.raw_text)
+def _failed(stage: str, result: StructuredResult) -> Outcome:
+    return Outcome(result.item_id, stage, f"{stage}_{result.reason}", result.detail, result.raw_text)
 
 
 # -- agent 1: extract -------------------------------------------------------------------------
@@ -64,13 +57,13 @@ def extract_request(record_id: str, code: str, language: str, max_code_chars: in
     )
 
 
-def interpret_extract(result: StructuredResult) -> ExtractedDoc | Rejection:
+def interpret_extract(result: StructuredResult) -> ExtractedDoc | Outcome:
     if not result.ok or result.value is None:
         return _failed("extract", result)
     doc = _doc_of(result.value)
     errors = schema_errors(doc, "api_doc")
     if errors:
-        return Rejection(result.item_id, "extract", "extract_schema_invalid", "; ".join(errors), None)
+        return Outcome(result.item_id, "extract", "extract_schema_invalid", "; ".join(errors), None)
     return ExtractedDoc(result.item_id, doc)
 
 
@@ -101,16 +94,16 @@ def echo_reason(given: dict[str, Any], generated: dict[str, Any]) -> str | None:
     return None
 
 
-def interpret_generate(extracted: ExtractedDoc, result: StructuredResult) -> DependentPair | Rejection:
+def interpret_generate(extracted: ExtractedDoc, result: StructuredResult) -> DependentPair | Outcome:
     if not result.ok or result.value is None:
         return _failed("generate", result)
     generated = _doc_of(result.value)
     errors = schema_errors(generated, "api_doc")
     if errors:
-        return Rejection(result.item_id, "generate", "generate_schema_invalid", "; ".join(errors), canonical_doc_json(generated))
+        return Outcome(result.item_id, "generate", "generate_schema_invalid", "; ".join(errors), canonical_doc_json(generated))
     echo = echo_reason(extracted.doc, generated)
     if echo:
-        return Rejection(result.item_id, "generate", "generate_echoed_input", echo, canonical_doc_json(generated))
+        return Outcome(result.item_id, "generate", "generate_echoed_input", echo, canonical_doc_json(generated))
     return DependentPair(result.item_id, extracted.doc, generated, int(result.value["satisfied"]))
 
 
@@ -130,9 +123,9 @@ def validate_request(pair: DependentPair) -> StructuredRequest:
     )
 
 
-def interpret_validate(pair: DependentPair, result: StructuredResult) -> DependentPair | Rejection:
+def interpret_validate(pair: DependentPair, result: StructuredResult) -> DependentPair | Outcome:
     if not result.ok or result.value is None:
         return _failed("validate", result)
     if int(result.value["result"]) != 1:
-        return Rejection(pair.record_id, "validate", "validate_no_dependency", str(result.value.get("reason", "")), None)
+        return Outcome(pair.record_id, "validate", "validate_no_dependency", str(result.value.get("reason", "")), None)
     return pair

@@ -16,7 +16,8 @@ import polars as pl
 
 from schemas.docs import canonical_doc_json, doc_id
 from schemas.tdi import ID2LABEL, LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A, LABEL_NO_DEPENDENCY
-from tasks.agents import DependentPair, Rejection
+from tasks.agents import DependentPair
+from tasks.outcome import Outcome
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,7 @@ class _Pair:
 @dataclass
 class BalancedPairs:
     rows: list[dict]  # TDI_PAIR_SCHEMA rows
-    rejections: list[Rejection]  # validated pairs not used, with the reason
+    rejections: list[Outcome]  # validated pairs not used, with the reason
     per_class: int  # the size reached (≤ the configured target)
     per_split: dict[str, int]  # dependent pairs per split (= rows per class in that split)
 
@@ -166,7 +167,7 @@ def _none_pairs(
 
 def balance_pairs(validated: Sequence[DependentPair], cfg: BalanceConfig) -> BalancedPairs:
     rng = np.random.default_rng(cfg.seed)
-    rejections: list[Rejection] = []
+    rejections: list[Outcome] = []
     known: set[frozenset[str]] = set()
     unique: list[_Pair] = []
     seen: set[tuple[str, str]] = set()
@@ -174,9 +175,9 @@ def balance_pairs(validated: Sequence[DependentPair], cfg: BalanceConfig) -> Bal
         key = (p.dependent.doc_id, p.prerequisite.doc_id)
         known.add(frozenset(key))
         if p.dependent.doc_id == p.prerequisite.doc_id:
-            rejections.append(Rejection(p.record_id, "balance", "balance_self_pair", "dependent and prerequisite docs are identical"))
+            rejections.append(Outcome(p.record_id, "balance", "balance_self_pair", "dependent and prerequisite docs are identical"))
         elif key in seen:
-            rejections.append(Rejection(p.record_id, "balance", "balance_duplicate_pair", f"same docs as an earlier pair {key}"))
+            rejections.append(Outcome(p.record_id, "balance", "balance_duplicate_pair", f"same docs as an earlier pair {key}"))
         else:
             seen.add(key)
             unique.append(p)
@@ -185,11 +186,11 @@ def balance_pairs(validated: Sequence[DependentPair], cfg: BalanceConfig) -> Bal
     per_class = min(cfg.per_class, len(unique))
     selected = [unique[i] for i in order[:per_class]]
     for i in order[per_class:]:
-        rejections.append(Rejection(unique[i].record_id, "balance", "balance_surplus", f"class target {cfg.per_class} reached"))
+        rejections.append(Outcome(unique[i].record_id, "balance", "balance_surplus", f"class target {cfg.per_class} reached"))
 
     if len(selected) == 1:  # two docs that depend on each other leave no "none" pair to draw
         only = selected.pop()
-        rejections.append(Rejection(only.record_id, "balance", "balance_too_few_pairs", "a balanced set needs at least 2 validated pairs"))
+        rejections.append(Outcome(only.record_id, "balance", "balance_too_few_pairs", "a balanced set needs at least 2 validated pairs"))
         per_class = 0
     splits = _assign_splits(selected, cfg.validation_fraction, rng, known)
     rows: list[dict] = []

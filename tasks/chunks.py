@@ -2,10 +2,10 @@
 per record, per-chunk Parquet outputs with a completion marker, and the books built from them.
 
 * :func:`iter_record_chunks` reads a source lazily and yields :class:`RecordChunk` s of
-  ``chunk_size`` accepted records (plus the items rejected on the way). It applies exactly the
-  checks of :func:`tasks.sources.read_function_records` (same order, same reasons, same details),
-  but its deduplication state is three compact 64-bit hash tables and an on-disk string spill
-  (~40 bytes per accepted record instead of ~400), and it never holds more than one chunk.
+  ``chunk_size`` accepted records (plus the items rejected on the way). It is the pipeline of
+  :func:`tasks.sources.read_function_records` (``tasks.sources.read_items``: same order, same
+  reasons, same details, deduplication in compact 64-bit hash tables and an on-disk string spill,
+  ~40 bytes per accepted record), and it never holds more than one chunk.
 * :func:`run_chunk` runs one chunk: for every record, agent 1 (extract), then agent 2 (generate)
   as soon as agent 1 answered, then agent 3 (validate): ``concurrency`` records are in flight, so
   the endpoint stays full instead of draining between agents. It writes ``validated.parquet``,
@@ -22,15 +22,12 @@ import asyncio
 import hashlib
 import json
 import os
-import random
-import tempfile
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -38,7 +35,6 @@ from schemas.docs import canonical_doc_json, doc_id
 from tasks.accounting import LEDGER_SCHEMA, OUTCOME_SCHEMA, AccountingError, check_read_ids
 from tasks.agents import (
     DependentPair,
-    Rejection,
     extract_request,
     generate_request,
     interpret_extract,
@@ -48,18 +44,9 @@ from tasks.agents import (
 )
 from tasks.llm import LLMConfig, StructuredLLM, StructuredRequest, StructuredResult, ledger_rows, run_workers, usage_summary
 from tasks.prompts import PROMPT_VERSIONS
-from tasks.sources import (
-    Reason,
-    SourceConfigError,
-    SourceFilter,
-    SourceSpec,
-    _candidates,
-    _check_filter,
-    _excerpt,
-    _Rejected,
-    normalized_code_key,
-)
-from tasks.sources import Rejection as ReadRejection
+from tasks.outcome import Outcome
+from tasks.sources import SourceConfigError, SourceFilter, SourceSpec, read_items
+from tasks.sources.dedup import StringSpill, U64Map, h64  # noqa: F401 - the compact dedup state, importable from here as before
 
 CHUNKS = ".chunks"  # <dataset>/.chunks/chunk-NNNNNN/: the staging area of the chunk outputs
 MARKER = "done.json"
@@ -82,85 +69,6 @@ VALIDATED_SCHEMA = pa.schema(
 )
 
 
-# -- compact dedup state --------------------------------------------------------------------------
-def h64(data: str | bytes) -> int:
-    """A non-zero 64-bit key of ``data`` (blake2b)."""
-    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
-    return int.from_bytes(hashlib.blake2b(raw, digest_size=8).digest(), "little") or 1
-
-
-class U64Map:
-    """Open-addressing hash map from non-zero 64-bit keys to uint32 values, in two numpy arrays
-    (12 bytes a slot, at most half full: ~24 bytes an entry, against ~150 for a dict of strings)."""
-
-    def __init__(self, capacity: int = 1 << 12):
-        self._keys = np.zeros(capacity, np.uint64)
-        self._vals = np.zeros(capacity, np.uint32)
-        self._n = 0
-
-    def __len__(self) -> int:
-        return self._n
-
-    def _slot(self, key: int) -> int:
-        keys, mask = self._keys, len(self._keys) - 1
-        i = key & mask
-        while True:
-            k = int(keys[i])
-            if k == key or k == 0:
-                return i
-            i = (i + 1) & mask
-
-    def get(self, key: int) -> int | None:
-        i = self._slot(key)
-        return int(self._vals[i]) if self._keys[i] else None
-
-    def put(self, key: int, value: int) -> None:
-        if 2 * (self._n + 1) > len(self._keys):
-            self._grow()
-        i = self._slot(key)
-        if not self._keys[i]:
-            self._n += 1
-            self._keys[i] = key
-        self._vals[i] = value
-
-    def _grow(self) -> None:
-        keys, vals = self._keys, self._vals
-        self._keys = np.zeros(2 * len(keys), np.uint64)
-        self._vals = np.zeros(2 * len(keys), np.uint32)
-        self._n = 0
-        for k, v in zip(keys[keys != 0].tolist(), vals[keys != 0].tolist()):
-            self.put(k, v)
-
-
-class StringSpill:
-    """Append-only strings in a temporary file, read back by index (8 bytes of memory each)."""
-
-    def __init__(self) -> None:
-        self._file = tempfile.TemporaryFile()
-        self._offsets = np.zeros(1 << 12, np.uint64)
-        self._n = 0
-        self._end = 0
-
-    def append(self, text: str) -> int:
-        data = text.encode("utf-8", "surrogatepass")
-        if self._n + 1 >= len(self._offsets):
-            self._offsets = np.concatenate([self._offsets, np.zeros(len(self._offsets), np.uint64)])
-        self._file.seek(self._end)
-        self._file.write(data)
-        self._end += len(data)
-        self._n += 1
-        self._offsets[self._n] = self._end
-        return self._n - 1
-
-    def get(self, index: int) -> str:
-        start, end = int(self._offsets[index]), int(self._offsets[index + 1])
-        self._file.seek(start)
-        return self._file.read(end - start).decode("utf-8", "surrogatepass")
-
-    def close(self) -> None:
-        self._file.close()
-
-
 # -- lazy record chunks ---------------------------------------------------------------------------
 @dataclass(frozen=True)
 class ChunkRecord:
@@ -177,7 +85,7 @@ class RecordChunk:
 
     index: int
     records: list[ChunkRecord]
-    rejected: list[ReadRejection]
+    rejected: list[Outcome]  # stage read, each at its locator
     n_read: int
     fingerprint: str  # sha256 of the chunk's input (ids, code, rejections)
 
@@ -185,7 +93,8 @@ class RecordChunk:
 def iter_record_chunks(
     spec: SourceSpec, limit: int | None = None, source_filter: SourceFilter | None = None, chunk_size: int = 1000
 ) -> Iterator[RecordChunk]:
-    """The records of ``spec`` in chunks, read lazily (``read_function_records`` semantics).
+    """The records of ``spec`` in chunks, read lazily (``read_function_records`` semantics: the same
+    pipeline, ``tasks.sources.read_items``).
 
     Every item read is in exactly one chunk, accepted or rejected; ``sum(c.n_read)`` is the items
     read. Chunk k holds the items read after chunk k-1 until ``chunk_size`` records were accepted
@@ -199,25 +108,10 @@ def iter_record_chunks(
     """
     if chunk_size < 1:
         raise SourceConfigError(f"chunk_size must be >= 1, got {chunk_size}")
-    flt = source_filter or SourceFilter()
-    if limit is not None and limit < 0:
-        raise SourceConfigError(f"limit must be >= 0 or None, got {limit}")
-    if limit == 0:
-        return
-    candidates = _candidates(spec)
-    if spec.sample_seed is not None and spec.kind != "hf" and limit is not None:
-        pool = list(candidates)
-        random.Random(spec.sample_seed).shuffle(pool)
-        candidates = iter(pool)
-
-    ids, exact, normalized = U64Map(), U64Map(), U64Map()
-    spill = StringSpill()  # per accepted record: its id, then its locator
-    n_read = accepted_total = 0
-    index = 0
+    index = chunk_read = 0
     records: list[ChunkRecord] = []
-    rejected: list[ReadRejection] = []
+    rejected: list[Outcome] = []
     digest = hashlib.sha256()
-    chunk_read = 0
 
     def close_chunk() -> RecordChunk:
         nonlocal records, rejected, digest, chunk_read, index
@@ -226,56 +120,20 @@ def iter_record_chunks(
         index += 1
         return chunk
 
-    try:
-        for cand in candidates:
-            n_read += 1
-            chunk_read += 1
-            rec = None
-            try:
-                rec = cand.load()
-                _check_filter(rec, flt)
-                rid = rec.record_id
-                rid_key = h64(rid)
-                prev = ids.get(rid_key)
-                if prev is not None and spill.get(prev) == rid:
-                    raise _Rejected(Reason.DUPLICATE_ID, f"same id as the record accepted from {spill.get(prev + 1)}",
-                                    _excerpt(rec.code), f"{rid}#read{n_read}")
-                if flt.dedup:
-                    code_key = h64(rec.code)
-                    if (prev := exact.get(code_key)) is not None:
-                        raise _Rejected(Reason.DUPLICATE_EXACT, f"code identical to {spill.get(prev)}", _excerpt(rec.code), rid)
-                    norm_key = h64(normalized_code_key(rec.code, rec.language))
-                    if (prev := normalized.get(norm_key)) is not None:
-                        raise _Rejected(Reason.DUPLICATE_NORMALIZED, "code equal up to whitespace/comments "
-                                        f"to {spill.get(prev)}", _excerpt(rec.code), rid)
-                at = spill.append(rid)
-                spill.append(cand.locator)
-                if flt.dedup:
-                    exact.put(code_key, at)
-                    normalized.put(norm_key, at)
-                ids.put(rid_key, at)
-            except _Rejected as rej:
-                record_id = rej.record_id or (rec.record_id if rec is not None else cand.fallback_id)
-                rejected.append(ReadRejection(record_id=record_id, source=cand.locator, stage="read", reason=rej.reason,
-                                              detail=rej.detail, raw_excerpt=rej.excerpt))
-                digest.update(f"R\0{cand.locator}\0{rej.reason}\0".encode("utf-8", "surrogatepass"))
-            else:
-                # code_tokens (the tree sources' costly ``finish``) are not needed by the agents
-                records.append(ChunkRecord(rid, rec.code, rec.language))
-                digest.update(f"A\0{rid}\0{rec.language}\0".encode("utf-8", "surrogatepass"))
-                digest.update(rec.code.encode("utf-8", "surrogatepass"))
-                accepted_total += 1
-                if limit is not None and accepted_total >= limit:
-                    break
-            if len(records) >= chunk_size or chunk_read >= MAX_ITEMS_PER_ACCEPTED * chunk_size:
-                yield close_chunk()
-        if chunk_read:
+    # code_tokens (the tree sources' costly ``finish``) are not needed by the agents
+    for _, got in read_items(spec, limit, source_filter, sample_whole_source=False, finish=False):
+        chunk_read += 1
+        if isinstance(got, Outcome):
+            rejected.append(got)
+            digest.update(f"R\0{got.locator}\0{got.reason}\0".encode("utf-8", "surrogatepass"))
+        else:
+            records.append(ChunkRecord(got.record_id, got.code, got.language))
+            digest.update(f"A\0{got.record_id}\0{got.language}\0".encode("utf-8", "surrogatepass"))
+            digest.update(got.code.encode("utf-8", "surrogatepass"))
+        if len(records) >= chunk_size or chunk_read >= MAX_ITEMS_PER_ACCEPTED * chunk_size:
             yield close_chunk()
-    finally:
-        close = getattr(candidates, "close", None)
-        if close is not None:
-            close()
-        spill.close()
+    if chunk_read:
+        yield close_chunk()
 
 
 # -- fingerprints and markers ---------------------------------------------------------------------
@@ -341,25 +199,12 @@ class StageCounts:
             self.reasons[result.reason] += 1
 
 
-def _outcome(record_id: str, status: str, stage: str, reason: str, detail: str = "", raw: str | None = None) -> dict:
-    return {"record_id": record_id, "status": status, "stage": stage, "reason": reason, "detail": detail, "raw_text": raw}
-
-
-def rejected_outcome(r: Rejection) -> dict:
-    return _outcome(r.record_id, "rejected", r.stage, r.reason, r.detail, r.raw_text)
-
-
-def read_rejection_outcome(r: ReadRejection) -> dict:
-    # the books key a read rejection by its locator (file:line): unique even for repeated bad lines
-    return _outcome(r.source, "rejected", "read", r.reason, r.detail, r.raw_excerpt)
-
-
 # -- the agents, pipelined per record -------------------------------------------------------------
 async def _pipelined(llm: StructuredLLM, records: Sequence[ChunkRecord], max_code_chars: int,
-                     counts: dict[str, StageCounts]) -> list[DependentPair | Rejection]:
+                     counts: dict[str, StageCounts]) -> list[DependentPair | Outcome]:
     """extract -> generate -> validate per record, ``concurrency`` records at a time: a record's
     next call goes out as soon as its previous one answered."""
-    out: list[DependentPair | Rejection] = []
+    out: list[DependentPair | Outcome] = []
     todo = iter(records)
 
     async def call(stage: str, request: StructuredRequest) -> StructuredResult:
@@ -370,26 +215,26 @@ async def _pipelined(llm: StructuredLLM, records: Sequence[ChunkRecord], max_cod
     async def worker() -> None:
         for rec in todo:
             extracted = interpret_extract(await call("extract", extract_request(rec.record_id, rec.code, rec.language, max_code_chars)))
-            if isinstance(extracted, Rejection):
+            if isinstance(extracted, Outcome):
                 out.append(extracted)
                 continue
             pair = interpret_generate(extracted, await call("generate", generate_request(extracted)))
-            if isinstance(pair, Rejection):
+            if isinstance(pair, Outcome):
                 out.append(pair)
                 continue
             out.append(interpret_validate(pair, await call("validate", validate_request(pair))))
 
     try:
-        await run_workers(worker, min(max(1, llm.cfg.concurrency), len(records)))
+        await run_workers(worker, min(max(1, llm.cfg.in_flight), len(records)))
     finally:
         await llm.aclose()  # commits queued answers, closes the HTTP transport on this loop
     return out
 
 
 async def _stagewise(llm: StructuredLLM, records: Sequence[ChunkRecord], max_code_chars: int,
-                     counts: dict[str, StageCounts]) -> list[DependentPair | Rejection]:
+                     counts: dict[str, StageCounts]) -> list[DependentPair | Outcome]:
     """Batch API mode: one batch per agent and chunk (a batch needs all its requests up front)."""
-    out: list[DependentPair | Rejection] = []
+    out: list[DependentPair | Outcome] = []
 
     async def stage(name: str, requests: list[StructuredRequest]) -> list[StructuredResult]:
         results = await llm.run_many(requests) if requests else []
@@ -399,10 +244,10 @@ async def _stagewise(llm: StructuredLLM, records: Sequence[ChunkRecord], max_cod
 
     extracted = []
     for e in map(interpret_extract, await stage("extract", [extract_request(r.record_id, r.code, r.language, max_code_chars) for r in records])):
-        (out if isinstance(e, Rejection) else extracted).append(e)
+        (out if isinstance(e, Outcome) else extracted).append(e)
     generated = []
     for p in map(interpret_generate, extracted, await stage("generate", [generate_request(e) for e in extracted])):
-        (out if isinstance(p, Rejection) else generated).append(p)
+        (out if isinstance(p, Outcome) else generated).append(p)
     out.extend(map(interpret_validate, generated, await stage("validate", [validate_request(p) for p in generated])))
     return out
 
@@ -435,7 +280,7 @@ def write_chunk_outputs(folder: Path, validated: Sequence[dict], outcomes: Seque
 def run_chunk(job: ChunkJob) -> dict[str, Any]:
     """Run the three agents over one chunk, write its outputs and marker; returns the marker."""
     chunk = job.chunk
-    check_read_ids([r.record_id for r in chunk.records] + [r.source for r in chunk.rejected], chunk.n_read,
+    check_read_ids([r.record_id for r in chunk.records] + [r.key for r in chunk.rejected], chunk.n_read,
                    f"chunk {chunk.index}: ")
     llm = StructuredLLM(job.llm)
     counts = {stage: StageCounts() for stage in ("extract", "generate", "validate")}
@@ -445,11 +290,12 @@ def run_chunk(job: ChunkJob) -> dict[str, Any]:
         ledger = ledger_rows(llm.ledger)
     finally:
         llm.cache.close()
-    outcomes = [read_rejection_outcome(r) for r in chunk.rejected]
+    # the books key a read rejection by its locator (file:line): unique even for repeated bad lines
+    outcomes = [r.row() for r in chunk.rejected]
     validated = []
     for item in results:
-        if isinstance(item, Rejection):
-            outcomes.append(rejected_outcome(item))
+        if isinstance(item, Outcome):
+            outcomes.append(item.row())
         else:
             validated.append(validated_row(item))
     marker = {

@@ -38,12 +38,11 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from tasks.llm import LLMConfig, LLMStageFailed, StructuredLLM, StructuredRequest, StructuredResult, ledger_rows, usage_summary
+from tasks.llm import EMBEDDED, EMBEDDED_CONCURRENCY, ENDPOINT_CONCURRENCY, LLMConfig, LLMStageFailed, StructuredLLM, StructuredRequest, StructuredResult, ledger_rows, usage_summary
 from tasks.prompts import EVALUATE, SCORE_VALUES, _schema_text, evaluate_schema
 from tasks.transitions import BY_FALLBACK, BY_LLM, RULE_SCORE, Evaluation, StreamRun, rule_scores
 
 EVALUATORS = ("rule", "llm")
-EMBEDDED = "embedded"  # base URL value: start the packaged local llama.cpp server (docs/embedded-llm.md)
 AGENT = "toolnet_evaluate"  # the ledger's agent name
 SCHEMA_NAME = "toolnet_evaluation"
 NO_TASK = "(not recorded: judge from the tool calls and the outcome)"
@@ -245,7 +244,7 @@ def evaluator_llm_config(model: str | None, base_url: str | None, concurrency: i
         raise ValueError(problem)
     return LLMConfig(model=model or DEFAULT_MODEL, base_url=None if embedded else base_url,
                      base_url_credentials=None if embedded else base_url_credentials,
-                     concurrency=concurrency or (1 if embedded else 16), cache_dir=cache_dir, max_tokens=MAX_TOKENS)
+                     concurrency=concurrency or (EMBEDDED_CONCURRENCY if embedded else ENDPOINT_CONCURRENCY), cache_dir=cache_dir, max_tokens=MAX_TOKENS)
 
 
 @contextlib.contextmanager

@@ -68,6 +68,11 @@ except ImportError:  # pragma: no cover - orjson ships with prefect
 
 CACHE_FORMAT = "tgr-llm-cache-v1"
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+EMBEDDED = "embedded"  # base_url value: the packaged llama.cpp server, started by the flow (models.embedded_llm)
+# Requests in flight when ``LLMConfig.concurrency`` is None: the embedded server has one slot (more
+# requests only queue, docs/embedded-llm.md); an endpoint (vLLM, a hosted API) takes many at once.
+EMBEDDED_CONCURRENCY = 1
+ENDPOINT_CONCURRENCY = 16
 FATAL_STATUSES = {401: "the API key was rejected", 403: "access to this model or endpoint is forbidden", 404: "the endpoint or model does not exist"}
 
 
@@ -86,7 +91,7 @@ class LLMConfig:
     api_key: SecretStr | None = None
     temperature: float = 0.0
     max_tokens: int = 768
-    concurrency: int = 8
+    concurrency: int | None = None  # requests in flight; None: 1 on the embedded server, 16 on an endpoint (in_flight)
     max_retries: int = 6  # transport retries (429, 5xx, timeouts) per request
     parse_attempts: int = 2  # how often an invalid/truncated answer is asked again
     timeout_s: float = 300.0
@@ -120,6 +125,14 @@ class LLMConfig:
             if userinfo:
                 object.__setattr__(self, "base_url", url)
                 object.__setattr__(self, "base_url_credentials", SecretStr(userinfo))
+
+    @property
+    def in_flight(self) -> int:
+        """Requests in flight: ``concurrency``, or by endpoint when it is None (EMBEDDED_CONCURRENCY
+        for ``base_url`` 'embedded', ENDPOINT_CONCURRENCY otherwise)."""
+        if self.concurrency is not None:
+            return self.concurrency
+        return EMBEDDED_CONCURRENCY if self.base_url == EMBEDDED else ENDPOINT_CONCURRENCY
 
     def resolved_base_url(self) -> str | None:
         """The URL to connect to: with the credentials of the configured URL, when it had some."""
@@ -1347,7 +1360,7 @@ class StructuredLLM:
         requests: Sequence[StructuredRequest],
         on_done: Callable[[StructuredResult], None] | None = None,
     ) -> list[StructuredResult]:
-        """Run all requests with at most ``cfg.concurrency`` in flight; results keep input order.
+        """Run all requests with at most ``cfg.in_flight`` in flight; results keep input order.
 
         Raises :class:`LLMEndpointError` (401/403/404) or :class:`LLMUnavailableError` (too many
         consecutive failures) and cancels what is in flight; every other failure is a reason.
@@ -1391,7 +1404,7 @@ class StructuredLLM:
                 if on_done is not None:
                     on_done(result)
 
-        await run_workers(worker, min(max(1, self.cfg.concurrency), len(requests)))
+        await run_workers(worker, min(max(1, self.cfg.in_flight), len(requests)))
         return results  # type: ignore[return-value]
 
     def _body(self, req: StructuredRequest) -> dict[str, Any]:

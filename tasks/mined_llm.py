@@ -22,10 +22,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tasks.agents import DependentPair, Rejection, extract_request, interpret_extract, interpret_validate, validate_request
+from tasks.agents import DependentPair, extract_request, interpret_extract, interpret_validate, validate_request
 from tasks.docstrings import FunctionFacts
 from tasks.llm import StructuredRequest, StructuredResult
 from tasks.mined_dataset import DependencyPair
+from tasks.outcome import Outcome
 
 JUDGE_ACTIONS = ("drop", "report")
 JUDGE_REJECTION = "judge_no_dependency"
@@ -106,8 +107,8 @@ def apply_rewrites(docs: dict[str, dict[str, Any]], results: Sequence[Structured
     out = dict(docs)
     kept: Counter[str] = Counter()
     for result in results:
-        got = interpret_extract(result)  # a failed call, or an answer that breaks the api_doc schema: a Rejection
-        if isinstance(got, Rejection):
+        got = interpret_extract(result)  # a failed call, or an answer that breaks the api_doc schema: a rejection (Outcome)
+        if isinstance(got, Outcome):
             kept[got.reason] += 1
             report.rows.append({"doc_key": result.item_id, "status": "kept", "reason": got.reason, "detail": got.detail[:1000]})
         else:
@@ -178,9 +179,9 @@ def apply_verdicts(groups: Sequence[DocPair], results: Sequence[StructuredResult
     for group, result in zip(groups, results, strict=True):
         first = group.first
         got = interpret_validate(DependentPair(first.record_id, docs[first.prerequisite_key], docs[first.dependent_key], 1), result)
-        if isinstance(got, Rejection) and got.reason == "validate_no_dependency":
+        if isinstance(got, Outcome) and got.reason == "validate_no_dependency":
             verdict, reason = VERDICT_NO_DEPENDENCY, got.detail
-        elif isinstance(got, Rejection):
+        elif isinstance(got, Outcome):
             verdict, reason = VERDICT_FAILED, got.reason
             failed[got.reason] += 1
         else:

@@ -1,8 +1,9 @@
 """Agents' answer interpretation: docs, direction, echoes and judge verdicts become pairs or reasons."""
 from __future__ import annotations
 
-from tasks.agents import DependentPair, ExtractedDoc, Rejection, interpret_extract, interpret_generate, interpret_validate
+from tasks.agents import DependentPair, ExtractedDoc, interpret_extract, interpret_generate, interpret_validate
 from tasks.llm import StructuredResult
+from tasks.outcome import Outcome
 
 
 def _doc(name, inputs, outputs):
@@ -20,7 +21,7 @@ def _gen(doc, satisfied=1):
 def test_extract_rejects_docs_outside_the_doc_schema_with_the_field():
     long_type = {**_doc("f", ["x"], []), "input_params": [{"name": "x", "type": "t" * 200, "description": "d"}]}
     out = interpret_extract(StructuredResult("rec-1", True, value=long_type))
-    assert isinstance(out, Rejection) and out.reason == "extract_schema_invalid" and "input_params/0/type" in out.detail
+    assert isinstance(out, Outcome) and out.reason == "extract_schema_invalid" and "input_params/0/type" in out.detail
     assert interpret_extract(StructuredResult("rec-1", True, value=_doc("f", ["x"], ["y"]))).doc["name"] == "f"
 
 
@@ -36,7 +37,7 @@ def test_generate_orients_the_pair_by_satisfied():
 def test_generate_rejects_echoes_of_the_given_api():
     for echo in (GIVEN.doc, {**GIVEN.doc, "description": "other words"}, _doc("sign_in", ["password", "user"], ["token"])):
         out = interpret_generate(GIVEN, _gen(echo))
-        assert isinstance(out, Rejection) and out.reason == "generate_echoed_input" and out.raw_text
+        assert isinstance(out, Outcome) and out.reason == "generate_echoed_input" and out.raw_text
 
 
 def test_failed_calls_and_judge_verdicts_keep_their_reasons():
@@ -46,5 +47,5 @@ def test_failed_calls_and_judge_verdicts_keep_their_reasons():
         assert (out.reason, out.raw_text) == (f"{stage}_invalid_json", "nope")
     pair = DependentPair("rec-1", GIVEN.doc, _doc("update_email", ["token"], ["status"]), 1)
     no = interpret_validate(pair, StructuredResult("rec-1", True, value={"result": 0, "reason": "no shared parameter"}))
-    assert isinstance(no, Rejection) and no.reason == "validate_no_dependency" and no.detail == "no shared parameter"
+    assert isinstance(no, Outcome) and no.reason == "validate_no_dependency" and no.detail == "no shared parameter"
     assert interpret_validate(pair, StructuredResult("rec-1", True, value={"result": 1, "reason": "token"})) is pair

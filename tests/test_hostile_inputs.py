@@ -206,9 +206,9 @@ def test_codesearchnet_hostile_line_is_one_rejection_with_its_reason(tmp_path, l
     assert result.n_read == 2
     assert [r.record_id for r in result.accepted] == [FIRST_ID]
     [rej] = result.rejected
-    assert (rej.source, rej.reason) == (expected.where, expected.reason)
+    assert (rej.locator, rej.reason) == (expected.where, expected.reason)
     assert expected.detail in rej.detail, rej.detail
-    assert len(rej.raw_excerpt) <= 300
+    assert len(rej.raw_text) <= 300
 
 
 # ---------------------------------------------------------------------- whole files and folders
@@ -358,7 +358,7 @@ def check_source_outcome(spec: SourceSpec, expected: Read | Raises, folder: Path
     assert_accounted(result)
     utf8_safe(result)
     following = str(len(result.accepted) + 1)
-    assert [(r.source, r.reason) for r in result.rejected] == [
+    assert [(r.locator, r.reason) for r in result.rejected] == [
         (e.where.replace("<next>", following), e.reason) for e in expected.rejections]
     for rej, exp in zip(result.rejected, expected.rejections):
         assert exp.detail in rej.detail, rej.detail

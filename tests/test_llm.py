@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tasks.agents import Rejection, extract_request, interpret_extract
+from tasks.agents import extract_request, interpret_extract
 from tasks.llm import (
     LLMConfig,
     LLMEndpointError,
@@ -31,6 +31,7 @@ from tasks.llm import (
     rate_limit_delay,
     retry_delay,
 )
+from tasks.outcome import Outcome
 from tests.openai_server import FakeOpenAIServer, FaultPlan, RateLimitPlan
 
 CODE = 'def add_item(cart, item, quantity=1):\n    """Add an item to the cart."""\n    cart[item] = quantity\n    return cart\n'
@@ -98,7 +99,7 @@ def test_exhausted_retries_end_as_a_reason_not_a_crash(tmp_path):
         assert server.requests == 4
     assert not result.ok and result.reason == "llm_http_5xx"
     rejection = interpret_extract(result)
-    assert isinstance(rejection, Rejection) and rejection.reason == "extract_llm_http_5xx"
+    assert isinstance(rejection, Outcome) and rejection.reason == "extract_llm_http_5xx"
     assert len(slept) == 3 and all(0 < s <= llm.cfg.backoff_max_s for s in slept)  # bounded backoff
 
 

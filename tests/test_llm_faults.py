@@ -19,9 +19,10 @@ import duckdb
 import pytest
 
 from tasks.accounting import write_records_db_from_parquet
-from tasks.agents import Rejection, interpret_extract
+from tasks.agents import interpret_extract
 from tasks.chunks import ChunkJob, iter_record_chunks, run_chunk
 from tasks.llm import LLMConfig, LLMEndpointError, LLMUnavailableError, ResponseCache, StructuredLLM, cache_key
+from tasks.outcome import Outcome
 from tasks.sources import SourceFilter, SourceSpec
 from tests.conftest import REPO_ROOT
 from tests.openai_server import CANNED, JUNK_USAGE, FakeOpenAIServer, FaultPlan
@@ -72,7 +73,7 @@ def test_a_server_that_never_sends_a_completion_rejects_each_record_with_a_reaso
     assert [r.reason for r in results] == ["llm_bad_response"] * 3
     assert all("without a chat completion" in r.detail for r in results)
     rejection = interpret_extract(results[0])
-    assert isinstance(rejection, Rejection) and rejection.reason == "extract_llm_bad_response"
+    assert isinstance(rejection, Outcome) and rejection.reason == "extract_llm_bad_response"
     assert sent(llm) == 6 and ResponseCache(tmp_path).count() == 0
 
 

@@ -98,7 +98,7 @@ def test_limit_stops_reading_and_accounts_for_every_line_read(shared_data):
     assert limited.accepted == full.accepted[:25]
     # Reading stopped at the line that gave the 25th record (one file, one item per line):
     # lines 1..n_read are all accounted for, and nothing after them was read.
-    line = lambda rej: int(rej.source.rsplit(":", 1)[1])  # noqa: E731
+    line = lambda rej: int(rej.locator.rsplit(":", 1)[1])  # noqa: E731
     assert limited.n_read == 25 + len(limited.rejected)
     assert limited.rejected == [r for r in full.rejected if line(r) <= limited.n_read]
     assert limited.n_read not in {line(r) for r in full.rejected}
@@ -190,7 +190,7 @@ def test_every_bad_line_becomes_a_rejection_with_its_reason(tmp_path):
     assert_accounted(result)
     assert result.n_read == 13
     assert [r.record_id for r in result.accepted] == ["octo/geo:geo/distance.py:haversine"]
-    assert [(r.source.rsplit(":", 1)[1], r.reason) for r in result.rejected] == [
+    assert [(r.locator.rsplit(":", 1)[1], r.reason) for r in result.rejected] == [
         ("2", Reason.MALFORMED_JSON), ("3", Reason.BAD_ENCODING), ("4", Reason.MISSING_FIELD),
         ("5", Reason.WRONG_TYPE), ("6", Reason.NOT_AN_OBJECT), ("8", Reason.NO_DOCSTRING),
         ("9", Reason.TOO_SHORT), ("10", Reason.TOO_LONG), ("11", Reason.DUPLICATE_EXACT),
@@ -199,7 +199,7 @@ def test_every_bad_line_becomes_a_rejection_with_its_reason(tmp_path):
     by_reason = {r.reason: r for r in result.rejected}
     assert "sha" in by_reason[Reason.MISSING_FIELD].detail
     assert "code_tokens" in by_reason[Reason.WRONG_TYPE].detail
-    assert by_reason[Reason.MALFORMED_JSON].raw_excerpt.startswith('{"repo": "octo/geo"')
+    assert by_reason[Reason.MALFORMED_JSON].raw_text.startswith('{"repo": "octo/geo"')
     assert by_reason[Reason.DUPLICATE_NORMALIZED].record_id == "octo/geo:geo/distance.py:respaced"
     assert "octo/geo:geo/distance.py:haversine" in by_reason[Reason.DUPLICATE_NORMALIZED].detail
     # The undecodable line has no trustworthy fields: its id is the hash of its bytes.
@@ -228,7 +228,7 @@ def test_corrupt_gzip_files_are_rejections_not_crashes(tmp_path):
     assert_accounted(result)
     assert 0 < len(result.accepted) < 200
     stream_errors = [r for r in result.rejected if r.reason == Reason.BAD_ENCODING]
-    assert [r.source.split(":")[0].rsplit("/", 1)[1] for r in stream_errors] == [
+    assert [r.locator.split(":")[0].rsplit("/", 1)[1] for r in stream_errors] == [
         "python_train_0.jsonl.gz", "python_train_1.jsonl.gz"]
     assert "rest of file skipped" in stream_errors[0].detail
 
@@ -328,14 +328,14 @@ def test_tree_parsing_finds_methods_nested_and_conditional_functions(tmp_path):
         ("geo/shapes.py", "scale.<locals>.one"),
         ("geo/shapes.py", "conditional"),
     ]
-    rejected = {(r.source, r.reason) for r in result.rejected}
+    rejected = {(r.locator, r.reason) for r in result.rejected}
     assert rejected == {
         ("geo/binary.py", Reason.BAD_ENCODING),
         ("geo/broken.py", Reason.SYNTAX_ERROR),
         ("geo/shapes.py::Circle.__init__", Reason.NO_DOCSTRING),
     }
     syntax = next(r for r in result.rejected if r.reason == Reason.SYNTAX_ERROR)
-    assert "line 1" in syntax.detail and syntax.raw_excerpt.startswith("def oops(")
+    assert "line 1" in syntax.detail and syntax.raw_text.startswith("def oops(")
     # 6 functions in shapes.py, 1 in latin.py, and the 2 files that could not be parsed
     assert result.n_read == 6 + 1 + 2
 

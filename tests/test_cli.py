@@ -1,0 +1,196 @@
+"""Config in one place (issue 8): the command lines are generated from the flows' config dataclasses,
+every default is the dataclass's, prefect.yaml passes overrides only, and a deployment run honours
+OPENAI_BASE_URL as the command line does."""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from pydantic import TypeAdapter
+
+from flows.build_tdi import BuildTDIConfig, build_tdi, config_from_args
+from flows.mine_tdi import MineTDIConfig, _parse_args
+from tasks.cli import Option, build_parser, config_from_namespace, options, parse_config, to_argv
+from tasks.llm import EMBEDDED, LLMConfig
+from tasks.sources import SourceSpec
+from tests.conftest import REPO_ROOT
+from tests.openai_server import FakeOpenAIServer
+
+CONFIGS = [BuildTDIConfig, MineTDIConfig]
+
+
+@pytest.fixture(autouse=True)
+def _no_env_endpoint(monkeypatch):
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+
+
+def at(cfg: Any, path: tuple[str, ...]) -> Any:
+    for name in path:
+        cfg = getattr(cfg, name)
+    return cfg
+
+
+def other_value(o: Option) -> Any:
+    """A valid value of ``o`` that is not its default."""
+    if o.kind is bool:
+        return not o.default
+    if o.choices:
+        return next(c for c in o.choices if c != o.default and c != "codesearchnet")  # codesearchnet needs a path
+    if o.kind is tuple:
+        return ("valid",) if o.flag == "partitions" else ("a", "b")
+    if o.kind is int:
+        return 7 if o.default is None else o.default + 3
+    if o.kind is float:
+        return 0.5 if o.default in (None, 0.0) else o.default / 2
+    return f"x-{o.flag}"
+
+
+def with_values(cls: type, values: dict[str, Any]) -> Any:
+    """``cls`` with the given option values (by flag), as the parser builds it."""
+    namespace = argparse.Namespace(**{o.dest: values.get(o.flag, o.default) for o in options(cls)})
+    return config_from_namespace(cls, namespace)
+
+
+@pytest.mark.parametrize("cls", CONFIGS, ids=lambda c: c.__name__)
+def test_every_cli_default_is_the_dataclass_default(cls):
+    defaults = cls()
+    parser = build_parser(cls, "prog")
+    for o in options(cls):
+        for path in o.paths:  # --seed sets two fields: one default for both
+            assert parser.get_default(o.dest) == o.default == at(defaults, path), (o.flag, path)
+    assert parse_config(cls, [], "prog") == defaults  # no flag: the dataclass's config, nothing else
+    assert parse_config(cls, to_argv(defaults), "prog") == defaults
+
+
+@pytest.mark.parametrize("cls", CONFIGS, ids=lambda c: c.__name__)
+def test_each_flag_sets_its_field_and_nothing_else(cls, monkeypatch):
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")  # mine-tdi's LLM counts need an endpoint
+    defaults = cls()
+    for o in options(cls):
+        value = other_value(o)
+        cfg = parse_config(cls, o.render(value), "prog")
+        expected = defaults
+        for path in o.paths:
+            if len(path) == 1:
+                expected = dataclasses.replace(expected, **{path[0]: value})
+            else:
+                expected = dataclasses.replace(expected, **{path[0]: dataclasses.replace(at(expected, path[:1]), **{path[1]: value})})
+        assert cfg == expected, o.flag
+
+
+@pytest.mark.parametrize("cls", CONFIGS, ids=lambda c: c.__name__)
+@pytest.mark.parametrize("optional", ["values", "none"])
+def test_the_generated_cli_round_trips_every_field(cls, optional):
+    values = {o.flag: other_value(o) for o in options(cls)}
+    if optional == "none":
+        values.update({o.flag: None for o in options(cls) if o.optional})
+    forced = {"rewrite-docs", "judge-sample"} if cls is MineTDIConfig and values["base-url"] is None else set()
+    values.update({flag: 0 for flag in forced})  # an LLM review needs an endpoint
+    cfg = with_values(cls, values)
+    for o in options(cls):
+        assert at(cfg, o.paths[0]) == values[o.flag], o.flag
+        assert values[o.flag] != o.default or o.flag in forced or (o.optional and values[o.flag] is None), o.flag
+    assert parse_config(cls, to_argv(cfg), "prog") == cfg
+
+
+def test_every_field_is_on_the_command_line_or_deliberately_not():
+    """A new field shows up as a flag unless its nested config names what it exposes."""
+    on_cli = {p for o in options(BuildTDIConfig) for p in o.paths}
+    for f in dataclasses.fields(BuildTDIConfig):
+        spec = f.metadata.get("cli")
+        if isinstance(spec, dict):
+            assert {(f.name, sub) for sub in spec} <= on_cli
+        else:
+            assert (f.name,) in on_cli, f.name
+    assert {o.flag for o in options(MineTDIConfig)} == {f.name.replace("_", "-") for f in dataclasses.fields(MineTDIConfig)}
+
+
+def test_todays_command_lines_keep_working():
+    cfg = config_from_args([
+        "--source", "tree", "--source-path", "/", "--sample-seed", "-1", "--limit", "-1", "--languages", "python,java",
+        "--base-url", "http://gpu:8000/v1", "--model", "m", "--concurrency", "32", "--price-in", "0.15", "--price-out", "0.6",
+        "--rpm", "600", "--tpm", "90000", "--batch", "--batch-poll-s", "5", "--per-class", "92000", "--seed", "7",
+        "--rows-per-shard", "10", "--chunk-size", "50", "--task-runner", "dask", "--dask-address", "", "--dask-workers", "4",
+    ])
+    assert (cfg.source.kind, cfg.source.path, cfg.source.sample_seed, cfg.limit, cfg.source.languages) == ("tree", "/", None, None, ("python", "java"))
+    llm = cfg.llm
+    assert (llm.base_url, llm.model, llm.concurrency, llm.price_in_per_mtok, llm.price_out_per_mtok) == ("http://gpu:8000/v1", "m", 32, 0.15, 0.6)
+    assert (llm.rpm_limit, llm.tpm_limit, llm.batch, llm.batch_poll_s) == (600, 90000, True, 5.0)
+    assert (cfg.balance.per_class, cfg.balance.seed, cfg.shards.seed, cfg.shards.rows_per_shard) == (92000, 7, 7, 10)
+    assert (cfg.chunk_size, cfg.task_runner, cfg.dask_address, cfg.dask_workers) == (50, "dask", None, 4)
+
+
+def test_an_unset_endpoint_and_concurrency_resolve_once_for_cli_and_deployment(monkeypatch):
+    assert BuildTDIConfig().llm.base_url is None and BuildTDIConfig().llm.concurrency is None
+    embedded = BuildTDIConfig().resolved().llm
+    assert (embedded.base_url, embedded.concurrency) == (EMBEDDED, 1)  # the embedded server has one slot
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://env-endpoint/v1")
+    endpoint = BuildTDIConfig().resolved().llm
+    assert (endpoint.base_url, endpoint.concurrency) == ("http://env-endpoint/v1", 16)
+    assert config_from_args([]).resolved() == BuildTDIConfig().resolved()  # the CLI and a deployment: one rule
+    given = dataclasses.replace(BuildTDIConfig(), llm=LLMConfig(model="m", base_url="http://given/v1", concurrency=3)).resolved()
+    assert (given.llm.base_url, given.llm.concurrency) == ("http://given/v1", 3)
+    with pytest.raises(ValueError, match="--batch needs an endpoint"):
+        dataclasses.replace(BuildTDIConfig(), llm=LLMConfig(model="m", base_url=EMBEDDED, batch=True)).resolved()
+    assert MineTDIConfig().base_url == "http://env-endpoint/v1" == MineTDIConfig(base_url=None).base_url
+    assert _parse_args(["--judge-sample", "2"]).base_url == "http://env-endpoint/v1"
+
+
+def _defaults_of(cls: type) -> Any:
+    return cls()
+
+
+@pytest.mark.parametrize("flow, cls", [("flows/build_tdi.py:build_tdi", BuildTDIConfig), ("flows/mine_tdi.py:mine_tdi", MineTDIConfig)])
+def test_prefect_yaml_passes_overrides_only(flow, cls):
+    deployments = [d for d in yaml.safe_load((REPO_ROOT / "prefect.yaml").read_text())["deployments"] if d["entrypoint"] == flow]
+    assert deployments
+    defaults = _defaults_of(cls)
+
+    def check(given: dict, default: Any, where: str) -> None:
+        for key, value in given.items():
+            here = getattr(default, key)
+            if isinstance(value, dict) and dataclasses.is_dataclass(here):
+                check(value, here, f"{where}.{key}")
+            else:
+                assert value != here, f"{where}.{key}: {value!r} is the default; leave it out"
+
+    for d in deployments:
+        cfg = d["parameters"]["cfg"]
+        check(cfg, defaults, d["name"])
+        TypeAdapter(cls).validate_python(cfg)  # what Prefect builds from it
+
+
+def _tree(root: Path, n: int) -> Path:
+    funcs = [textwrap.dedent(f'''
+        def fetch_item_{i}(store, key_{i}, default=None):
+            """Fetch item {i} from the store, or the default when it is missing."""
+            value = store.get(key_{i}, default)
+            return value
+        ''') for i in range(n)]
+    (root / "pkg").mkdir(parents=True, exist_ok=True)
+    (root / "pkg" / "items.py").write_text("\n".join(funcs))
+    return root
+
+
+@pytest.mark.slow
+def test_a_deployment_run_with_no_base_url_uses_openai_base_url(tmp_path, prefect_harness, monkeypatch):
+    """What prefect.yaml's deployments do: the flow called with a cfg whose llm.base_url is None."""
+    src = _tree(tmp_path / "src", 8)
+    cfg = BuildTDIConfig(dataset="deployed", output_root=str(tmp_path / "out"),
+                         source=SourceSpec(kind="tree", path=str(src)), limit=None,
+                         llm=LLMConfig(model="fake", cache_dir=str(tmp_path / "cache")))
+    assert cfg.llm.base_url is None
+    with FakeOpenAIServer() as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        manifest = build_tdi(cfg)
+        assert server.requests >= 8 * 3  # the env endpoint answered every agent call (no embedded server started)
+    assert manifest["llm"]["base_url"] == server.base_url
+    recorded = json.loads((tmp_path / "out" / "deployed" / "manifest.json").read_text())["config"]["llm"]
+    assert (recorded["base_url"], recorded["concurrency"]) == (server.base_url, 16)
+    assert manifest["accounting"]["read"] == 8
