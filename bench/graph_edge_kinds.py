@@ -6,7 +6,8 @@ Each discriminator edge of a built warehouse is put in one class by the hint its
 (``models.discriminator.hint_evidence``, what ``pair_texts`` shows): ``exact`` (an output name of the
 prerequisite is an input name of the dependent), ``partial`` (a partial name match only), ``mention``
 (the dependent's text names the prerequisite's output) or ``none``. Then Eq. 3 is applied with the edges of
-some classes only, and Recall@5 / Pass Rate@5 of every query are printed beside the encoder alone.
+some classes only (and, for ``service::endpoint`` ids, with the edges inside one service or across
+services only), and Recall@5 / Pass Rate@5 of every query are printed beside the encoder alone.
 Prints only; bench/RESULTS.md quotes its figures.
 """
 from __future__ import annotations
@@ -66,6 +67,13 @@ def main(argv: list[str] | None = None) -> None:
     for kinds in SUBSETS:
         edges = [e for k in kinds for e in by_kind.get(k, [])]
         print(f"| {' + '.join(kinds)} | {len(edges)} | {metrics(gcn_propagate(x, edges, 'both'))} |")
+    # ToolBench ids are "service::endpoint": edges inside one service against edges across services
+    service = {i: t.split("::")[0] for t, i in index.items() if "::" in t}
+    if service:
+        every = [e for v in by_kind.values() for e in v]
+        for label, same in (("inside one service", True), ("across services", False)):
+            edges = [(d, p) for d, p in every if (service.get(d) == service.get(p)) == same]
+            print(f"| all, {label} | {len(edges)} | {metrics(gcn_propagate(x, edges, 'both'))} |")
 
 
 if __name__ == "__main__":
