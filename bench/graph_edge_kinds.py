@@ -7,7 +7,9 @@ Each discriminator edge of a built warehouse is put in one class by the hint its
 prerequisite is an input name of the dependent), ``partial`` (a partial name match only), ``mention``
 (the dependent's text names the prerequisite's output) or ``none``. Then Eq. 3 is applied with the edges of
 some classes only (and, for ``service::endpoint`` ids, with the edges inside one service or across
-services only), and Recall@5 / Pass Rate@5 of every query are printed beside the encoder alone.
+services only), and Recall@5 / Pass Rate@5 of every query are printed beside the encoder alone. Last, all
+edges weighted by their probability, and with a heavier self-loop (``A + lambda I``, the same as weights
+``1/lambda``: the degree scaling cancels).
 Prints only; bench/RESULTS.md quotes its figures.
 """
 from __future__ import annotations
@@ -20,7 +22,7 @@ import numpy as np
 from models.discriminator import hint_evidence
 from schemas.toolset import Tool
 from tasks.graph_edges import group_common_names, group_common_partial_inputs
-from tasks.retrieval import cosine_scores, gcn_propagate, top_k_from_scores
+from tasks.retrieval import cosine_scores, gcn_propagate, gcn_propagate_weighted, top_k_from_scores
 from warehouse.build import connect
 
 SUBSETS = (("exact",), ("exact", "mention"), ("exact", "partial"), ("exact", "partial", "mention", "none"), ("partial",))
@@ -58,8 +60,10 @@ def main(argv: list[str] | None = None) -> None:
         return f"R@{a.k} {recall:.3f} | P@{a.k} {passed:.3f}"
 
     by_kind: dict[str, list[tuple[int, int]]] = {}
-    for dep, pre in con.execute("SELECT dependent, prerequisite FROM edges WHERE dataset = ? AND source = 'discriminator'",
-                                [ds]).fetchall():
+    prob: dict[tuple[int, int], float] = {}
+    for dep, pre, p_edge in con.execute("SELECT dependent, prerequisite, prob FROM edges WHERE dataset = ? AND "
+                                        "source = 'discriminator'", [ds]).fetchall():
+        prob[index[dep], index[pre]] = p_edge
         kind = hint_evidence(docs[pre], docs[dep], common[group[dep]], common_inputs[group[dep]]).kind
         by_kind.setdefault(kind, []).append((index[dep], index[pre]))
     print(f"{ds}: discriminator edges by hint {dict(sorted((k, len(v)) for k, v in by_kind.items()))}")
@@ -74,6 +78,12 @@ def main(argv: list[str] | None = None) -> None:
         for label, same in (("inside one service", True), ("across services", False)):
             edges = [(d, p) for d, p in every if (service.get(d) == service.get(p)) == same]
             print(f"| all, {label} | {len(edges)} | {metrics(gcn_propagate(x, edges, 'both'))} |")
+    weighted = [(d, p, w) for (d, p), w in prob.items()]
+    print(f"| all, weight = prob ({min(prob.values(), default=0):.3f}-{max(prob.values(), default=0):.3f}) | "
+          f"{len(weighted)} | {metrics(gcn_propagate_weighted(x, weighted))} |")
+    for lam in (2, 3, 5, 10):
+        print(f"| all, self-loop weight {lam} | {len(prob)} | "
+              f"{metrics(gcn_propagate_weighted(x, [(d, p, 1 / lam) for d, p in prob]))} |")
 
 
 if __name__ == "__main__":
