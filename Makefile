@@ -53,7 +53,7 @@ PREFECT_PORT ?= 4200
 PREFECT_API := http://127.0.0.1:$(PREFECT_PORT)/api
 PREFECT_RUN_DIR := artifacts/prefect
 
-.PHONY: help setup setup-llm fetch-llm build-tdi mine-tdi test test-fast train-discriminator graph graph-gold eval-retrieval bench prefect-up prefect-down deploy clean
+.PHONY: help setup setup-llm setup-ray fetch-llm build-tdi mine-tdi test test-fast train-discriminator graph graph-gold eval-retrieval bench prefect-up prefect-down deploy clean
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-22s %s\n", $$1, $$2}'
@@ -89,6 +89,9 @@ $(VENV)/.llm-installed: $(VENV)/.installed
 	echo llama-cpp-python > $@
 
 setup-llm: $(VENV)/.llm-installed  ## install the embedded llama.cpp server (prebuilt xllamacpp; LLAMA_BACKEND)
+
+setup-ray: setup  ## install the optional Ray engine (build-tdi --task-runner ray: prefect-ray, ray)
+	$(BIN)/pip install -q -e ".[dev,ray]"
 
 fetch-llm: setup-llm  ## fetch and verify the embedded model (LLM_MODEL: default the flow's embedded model)
 	$(PY) -m models.embedded_llm fetch $(if $(LLM_MODEL),--model $(LLM_MODEL))

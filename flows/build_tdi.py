@@ -4,7 +4,8 @@ Streaming and chunked (docs/build-tdi.md): records are read lazily in chunks; ea
 Prefect task that runs the three agents pipelined per record and writes its validated pairs,
 outcomes and LLM ledger to Parquet under ``<dataset>/.chunks`` plus a completion marker, so a
 rerun skips finished chunks. Chunks run one after another in this process (``task_runner
-'sequential'``) or as tasks on a Dask cluster (``'dask'``, prefect-dask). Balancing and sharding
+'sequential'``) or as tasks on a Dask cluster (``'dask'``, prefect-dask) or a Ray cluster (``'ray'``,
+prefect-ray, the optional extra ``ray``). Balancing and sharding
 read the chunk outputs lazily with polars; the shards are staged, gated, then published with the
 manifest last.
 
@@ -59,7 +60,7 @@ from tasks.shards import ShardConfig, ShardInfo, build_manifest, write_dataset_c
 from tasks.sources import EmptySourceError, SourceFilter, SourceSpec, check_source, nothing_read
 
 JOURNALS = "calls"  # <chunk>/calls/<fingerprint[:16]>-<attempt>.jsonl: the LLM calls of every attempt at the chunk
-TASK_RUNNERS = ("sequential", "dask")
+TASK_RUNNERS = ("sequential", "dask", "ray")
 
 # The sub-fields of the nested configs that are on the command line, under their flat flag names.
 SOURCE_FLAGS = {
@@ -119,13 +120,18 @@ class BuildTDIConfig:
         "accepted records per chunk: the unit of work, of resume and of a Dask task. Each chunk's validated pairs, outcomes "
         "and LLM ledger go to Parquet under <dataset>/.chunks with a completion marker; a rerun skips finished chunks. "
         "Memory holds one chunk per chunk in flight")] = 1000
-    task_runner: Annotated[Literal["sequential", "dask"], Help(
+    task_runner: Annotated[Literal["sequential", "dask", "ray"], Help(
         "sequential: chunks one after another in this process; dask: chunks as Prefect tasks on a Dask cluster "
-        "(prefect-dask), a local one or dask_address")] = "sequential"
+        "(prefect-dask), a local one or dask_address; ray: the same on a Ray cluster (prefect-ray, `pip install "
+        "-e .[ray]`), a local one or ray_address")] = "sequential"
     dask_address: Annotated[str | None, Help(
         "scheduler address of a running Dask cluster (tcp://host:8786) for task_runner dask; none or empty: start a local "
         "cluster of dask_workers processes")] = None
     dask_workers: Annotated[int, Help("worker processes (1 thread each) of the local Dask cluster")] = 2
+    ray_address: Annotated[str | None, Help(
+        "address of a running Ray cluster (ray://host:10001, or auto) for task_runner ray; none or empty: start a local "
+        "Ray instance of ray_cpus CPUs")] = None
+    ray_cpus: Annotated[int, Help("CPUs of the local Ray instance (one chunk per CPU)")] = 2
     chunks_in_flight: Annotated[int | None, Help(
         "chunks submitted and not yet finished, at most (none: 2 per Dask worker thread, 1 sequential); bounds the "
         "flow's memory")] = None
@@ -135,10 +141,11 @@ class BuildTDIConfig:
             raise ValueError(f"chunk_size must be >= 1, not {self.chunk_size}")
         if self.task_runner not in TASK_RUNNERS:
             raise ValueError(f"task_runner must be one of {', '.join(TASK_RUNNERS)}, not {self.task_runner!r}")
-        if self.dask_workers < 1 or (self.chunks_in_flight is not None and self.chunks_in_flight < 1):
-            raise ValueError("dask_workers and chunks_in_flight must be >= 1")
-        if self.dask_address == "":
-            object.__setattr__(self, "dask_address", None)
+        if min(self.dask_workers, self.ray_cpus, self.chunks_in_flight or 1) < 1:
+            raise ValueError("dask_workers, ray_cpus and chunks_in_flight must be >= 1")
+        for name in ("dask_address", "ray_address"):
+            if getattr(self, name) == "":
+                object.__setattr__(self, name, None)
         for flag, value in (("--rpm", self.llm.rpm_limit), ("--tpm", self.llm.tpm_limit)):
             if value is not None and value <= 0:
                 raise ValueError(f"{flag} must be a positive number, got {value}")
@@ -261,6 +268,10 @@ def chunk_runner(cfg: BuildTDIConfig) -> Iterator[tuple[Callable[[ChunkJob], Any
     if cfg.task_runner == "sequential":
         yield (lambda job: _Done(process_chunk(job))), 1
         return
+    if cfg.task_runner == "ray":
+        with ray_runner(cfg) as ray_chunks:
+            yield ray_chunks
+        return
     from prefect_dask import DaskTaskRunner
 
     if cfg.dask_address:
@@ -271,6 +282,25 @@ def chunk_runner(cfg: BuildTDIConfig) -> Iterator[tuple[Callable[[ChunkJob], Any
     with runner:
         slots = max(1, sum(runner.client.nthreads().values()))
         get_run_logger().info("Dask cluster at %s: %d worker threads", runner.client.scheduler.address, slots)
+        yield (lambda job: runner.submit(process_chunk, {"job": job})), slots
+
+
+@contextlib.contextmanager
+def ray_runner(cfg: BuildTDIConfig) -> Iterator[tuple[Callable[[ChunkJob], Any], int]]:
+    """``chunk_runner`` on Ray: a local instance of ``ray_cpus`` CPUs, or the cluster at ``ray_address``.
+    Its workers start in this working directory, so they import the project as the flow does."""
+    try:
+        import ray
+        from prefect_ray import RayTaskRunner
+    except ImportError as exc:
+        raise RuntimeError(f"task_runner 'ray' needs prefect-ray and ray ({exc}): pip install -e '.[ray]'") from None
+    runtime_env = {"env_vars": {"PYTHONPATH": os.getcwd()}}
+    init = {"runtime_env": runtime_env, "include_dashboard": False} if cfg.ray_address else {
+        "num_cpus": cfg.ray_cpus, "runtime_env": runtime_env, "include_dashboard": False}
+    runner = RayTaskRunner(address=cfg.ray_address, init_kwargs=init)
+    with runner:
+        slots = max(1, int(ray.cluster_resources().get("CPU", 1)))
+        get_run_logger().info("Ray cluster %s: %d CPUs", cfg.ray_address or "(local)", slots)
         yield (lambda job: runner.submit(process_chunk, {"job": job})), slots
 
 

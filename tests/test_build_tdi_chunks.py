@@ -265,6 +265,23 @@ def test_a_two_worker_dask_cluster_makes_the_same_shards_as_the_sequential_run(s
     assert abs(dask["llm_usage"]["requests_sent"] - sequential["llm_usage"]["requests_sent"]) <= 8
 
 
+@pytest.mark.slow
+def test_a_local_ray_instance_makes_the_same_shards_as_the_sequential_run(shared_data, tmp_path, prefect_harness):
+    pytest.importorskip("prefect_ray", reason="task_runner ray needs the optional extra: pip install -e '.[ray]'")
+    from flows.build_tdi import build_tdi, config_from_args
+
+    with FakeOpenAIServer() as server:
+        sequential = build_tdi(config_from_args(_cli(shared_data, server, tmp_path, "sequential", limit=120, chunk_size=40)))
+        sent = server.requests
+        ray = build_tdi(config_from_args(_cli(shared_data, server, tmp_path, "ray", "--task-runner", "ray", "--ray-cpus", "2",
+                                              limit=120, chunk_size=40, cache="cache-ray")))
+        assert server.requests - sent == ray["llm_usage"]["requests_sent"] > 0
+    assert ray["execution"] == {"task_runner": "ray", "chunk_size": 40, "chunks": sequential["execution"]["chunks"], "chunks_reused": 0}
+    assert sequential["execution"]["chunks"] >= 3
+    assert _shas(ray) == _shas(sequential)
+    assert ray["accounting"] == sequential["accounting"]
+
+
 def test_reading_in_chunks_keeps_memory_flat_as_the_input_grows(tmp_path):
     import tracemalloc
 
