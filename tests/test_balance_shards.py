@@ -5,6 +5,7 @@ import json
 from collections import Counter
 
 import polars as pl
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -223,3 +224,14 @@ def test_quality_gate_reads_shards_from_a_folder_with_a_quote(tmp_path):
     write_shards(out.rows, folder, ShardConfig(rows_per_shard=100, seed=2))
     report = validate_shards(folder / "shards")
     assert report.success, report.failures()
+
+
+def test_quality_gate_reports_a_missing_doc_as_a_failed_check_not_a_crash(tmp_path):
+    out, _ = _write(tmp_path / "clean", rows_per_shard=1000)
+    rows = [dict(r) for r in out.rows]
+    rows[0]["doc_b"] = None  # a hand-made shard: the writer's schema would refuse it
+    table = pa.Table.from_pylist(rows, schema=pa.schema([f.with_nullable(True) for f in TDI_PAIR_SCHEMA]))
+    (tmp_path / "bad").mkdir()
+    pq.write_table(table, tmp_path / "bad" / "train-00000-of-00001.parquet")
+    failed = {(c["frame"], c["expectation"], c["kwargs"].get("column")) for c in validate_shards(tmp_path / "bad").failures()}
+    assert failed == {("pairs", "expect_column_values_to_not_be_null", "doc_b")}
