@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from tasks.llm import EMBEDDED, LLMConfig
 from tasks.sources import SourceSpec
 from tests.conftest import REPO_ROOT
 from tests.openai_server import FakeOpenAIServer
+from tests.test_llm_faults import write_tree
 
 CONFIGS = [BuildTDIConfig, MineTDIConfig]
 
@@ -166,22 +166,10 @@ def test_prefect_yaml_passes_overrides_only(flow, cls):
         TypeAdapter(cls).validate_python(cfg)  # what Prefect builds from it
 
 
-def _tree(root: Path, n: int) -> Path:
-    funcs = [textwrap.dedent(f'''
-        def fetch_item_{i}(store, key_{i}, default=None):
-            """Fetch item {i} from the store, or the default when it is missing."""
-            value = store.get(key_{i}, default)
-            return value
-        ''') for i in range(n)]
-    (root / "pkg").mkdir(parents=True, exist_ok=True)
-    (root / "pkg" / "items.py").write_text("\n".join(funcs))
-    return root
-
-
 @pytest.mark.slow
 def test_a_deployment_run_with_no_base_url_uses_openai_base_url(tmp_path, prefect_harness, monkeypatch):
     """What prefect.yaml's deployments do: the flow called with a cfg whose llm.base_url is None."""
-    src = _tree(tmp_path / "src", 8)
+    src = write_tree(tmp_path / "src", 8)
     cfg = BuildTDIConfig(dataset="deployed", output_root=str(tmp_path / "out"),
                          source=SourceSpec(kind="tree", path=str(src)), limit=None,
                          llm=LLMConfig(model="fake", cache_dir=str(tmp_path / "cache")))
