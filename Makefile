@@ -53,7 +53,7 @@ PREFECT_PORT ?= 4200
 PREFECT_API := http://127.0.0.1:$(PREFECT_PORT)/api
 PREFECT_RUN_DIR := artifacts/prefect
 
-.PHONY: help setup setup-llm setup-ray fetch-llm build-tdi mine-tdi test test-fast train-discriminator graph graph-gold eval-retrieval bench prefect-up prefect-down deploy clean
+.PHONY: help setup setup-llm setup-ray fetch-llm build-tdi mine-tdi test test-fast train-discriminator graph graph-gold eval-retrieval gtool bench prefect-up prefect-down deploy clean
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-22s %s\n", $$1, $$2}'
@@ -123,6 +123,9 @@ graph-gold: setup  ## warehouse with the gold (manual) and parameter-match (sche
 
 eval-retrieval: setup  ## Recall/NDCG/Pass Rate@5/10 for BM25, TF-IDF, embeddings, +TGR
 	$(PY) -m flows.eval_retrieval --warehouse $(WAREHOUSE)
+
+gtool: setup  ## GTool on CPU: robustness curve, tool selection, predicted edges -> warehouse (docs/gtool.md)
+	$(PY) -m flows.gtool --warehouse $(WAREHOUSE) $(GTOOL_ARGS)
 
 bench: setup  ## run the benchmarks (results: bench/RESULTS.md)
 	$(PY) -m bench.bench_llm_throughput

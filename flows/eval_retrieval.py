@@ -5,7 +5,8 @@
 Methods per dataset: BM25, TF-IDF, the sentence encoder (``embedding``), and embedding + TGR with
 each graph the warehouse has for it: the discriminator graph (``embedding+TGR-d``), the
 manual/gold graph (``embedding+TGR-m``), the parameter-match (schema) graph (``embedding+TGR-s``)
-and the fused discriminator-or-schema graph (``embedding+TGR-f``). Every query ranks all tools of its dataset (ToolBench: all 2,479,
+and the fused discriminator-or-schema graph (``embedding+TGR-f``), and where ``flows.gtool`` has run, the
+completed graph (base graph + predicted edges, ``embedding+TGR-c``). Every query ranks all tools of its dataset (ToolBench: all 2,479,
 as the paper does, not the per-query candidate lists). Results go to the warehouse table
 ``retrieval_metrics`` (view ``retrieval_table``), ``<out>/retrieval.md`` and ``<out>/retrieval.png``.
 The dense rankings are computed with numpy and checked against the SQL macro ``query_top_k``.
@@ -46,11 +47,13 @@ from warehouse.build import connect, insert_rows, rows_of, update_warehouse
 # method -> tool_embeddings.kind; a +TGR row is reported for every graph source the dataset has.
 EMBEDDING_METHODS = {"embedding": "base", "embedding+TGR-d": "tgr_discriminator", "embedding+TGR-m": "tgr_manual",
                      "embedding+TGR-s": "tgr_schema", "embedding+TGR-f": "tgr_fused",
-                     "embedding+TGR-t": "tgr_transition"}
+                     "embedding+TGR-t": "tgr_transition", "embedding+TGR-c": "tgr_completed"}
 GRAPH_SOURCE_OF_METHOD = {"embedding+TGR-d": "discriminator", "embedding+TGR-m": "manual (gold)",
                           "embedding+TGR-s": "schema (parameter match)", "embedding+TGR-f": "fused (discriminator or schema)",
                           "embedding+TGR-t": "ToolNet transitions (training runs)",
-                          "embedding+successors": "encoder top results + their highest-weight successors"}
+                          "embedding+successors": "encoder top results + their highest-weight successors",
+                          "embedding+TGR-c": "completed: the gold graph (else the discriminator's) + GTool's predicted "
+                                             "edges (flows/gtool.py)"}
 # Built from the training runs: scored on the held-out (test) queries only, never on all queries.
 HELD_OUT_ONLY = ("embedding+TGR-t", "embedding+successors")
 EXPANSION_TOPS = (1, 2, 3, 5)  # how many top results get a successor: chosen on the validation queries

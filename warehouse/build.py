@@ -337,22 +337,89 @@ def _build_locked(target: Path, datasets: Sequence[DatasetTables], names: list[s
         inputs = workdir / "inputs"
         _write_inputs(inputs, datasets, dim)
         carried = _carry_over(target, inputs, set(names), dim) if carry_over and target.exists() else []
-        db = workdir / target.name
-        con = duckdb.connect(str(db))
-        try:
-            for name, text in sql_files():
-                con.execute(render_sql(text, inputs, dim))
-                con.execute("INSERT INTO schema_version (version, sql_file, sha256) VALUES (?, ?, ?)",
-                            [SCHEMA_VERSION, name, hashlib.sha256(text.encode()).hexdigest()])
-            check_integrity(con)
-            counts = {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in table_names()}
-            con.execute("CHECKPOINT")
-        finally:
-            con.close()
-        os.replace(db, target)
+        counts = _assemble(target, workdir, inputs, dim)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return {"warehouse": str(target), "datasets": names, "carried_over": carried, "rows": counts}
+
+
+def _assemble(target: Path, workdir: Path, inputs: Path, dim: int) -> dict[str, int]:
+    """Run the SQL steps over the staged ``inputs`` into a new file in ``workdir``, check integrity,
+    and move it over ``target``; row counts per table."""
+    db = workdir / target.name
+    con = duckdb.connect(str(db))
+    try:
+        for name, text in sql_files():
+            con.execute(render_sql(text, inputs, dim))
+            con.execute("INSERT INTO schema_version (version, sql_file, sha256) VALUES (?, ?, ?)",
+                        [SCHEMA_VERSION, name, hashlib.sha256(text.encode()).hexdigest()])
+        check_integrity(con)
+        counts = {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in table_names()}
+        con.execute("CHECKPOINT")
+    finally:
+        con.close()
+    os.replace(db, target)
+    return counts
+
+
+def replace_rows(target: str | Path, rows: Mapping[str, Sequence[Mapping[str, Any]]],
+                 drop: Mapping[str, Mapping[str, Sequence[Any]]]) -> dict[str, Any]:
+    """Rebuild ``target`` atomically with every row carried over except those ``drop`` selects, plus
+    ``rows`` (table -> row dicts, checked against warehouse/tables.py). ``drop``: table -> {column:
+    values}; a row is dropped when each named column holds one of its values, e.g. ``{"edges":
+    {"dataset": ["tmdb"], "source": ["predicted"]}}``. A rebuild, not an in-place update, so the file
+    gets the current declarations' constraints (a new edge source, say) whatever file it was built
+    as; the same schema version and table layout are required, as for carrying datasets over."""
+    target = Path(target)
+    if not target.exists():
+        raise FileNotFoundError(f"{target}: no warehouse (run make graph first)")
+    _check_db_path(target)
+    for table, where in drop.items():
+        spec = core_table(table)
+        unknown = [c for c in where if c not in spec.names]
+        if unknown or not where:
+            raise WarehouseError(f"drop {table}: columns {unknown or '(none)'} are not columns of {table}")
+    for table, table_rows in rows.items():
+        check_rows(table, table_rows)
+    with exclusive_lock(target.parent / f".{target.name}.lock", str(target)):
+        for stale in target.parent.glob(f".{glob.escape(target.name)}.build-*"):
+            shutil.rmtree(stale, ignore_errors=True)
+        workdir = Path(tempfile.mkdtemp(prefix=f".{target.name}.build-", dir=target.parent))
+        try:
+            inputs = workdir / "inputs"
+            con = duckdb.connect(str(target), read_only=True)
+            try:
+                version = schema_version_of(con)
+                if version != SCHEMA_VERSION:
+                    raise WarehouseError(f"{target} has schema version {version}, this code writes {SCHEMA_VERSION}: "
+                                         "rebuild it (make graph)")
+                dim = embedding_dim_of(con)
+                changed = _layout_differences(con, dim)
+                if changed:
+                    raise WarehouseError(f"{target} has another table layout than warehouse/tables.py declares "
+                                         f"({'; '.join(changed)}): rebuild it (make graph)")
+                for table in core_tables():
+                    folder = inputs / table.name
+                    folder.mkdir(parents=True, exist_ok=True)
+                    where = drop.get(table.name, {})
+                    cond = " AND ".join(f"list_contains($v{n}, {col})" for n, col in enumerate(where))
+                    params = {f"v{n}": list(values) for n, values in enumerate(where.values())}
+                    params["target"] = (folder / "carried.parquet").as_posix()
+                    # table and column names are declared ones; the values are bound
+                    con.execute(f"COPY (SELECT * FROM {table.name}{f' WHERE NOT ({cond})' if cond else ''}) "
+                                "TO $target (FORMAT parquet)", params)
+                    pq.write_table(arrow_rows(table, list(rows.get(table.name, []))), folder / "built.parquet")
+            finally:
+                con.close()
+            for table in core_tables():
+                for column in (c.name for c in table.columns if c.type == EMBEDDING):
+                    wrong = {len(v) for r in rows.get(table.name, []) if (v := r.get(column)) is not None} - {dim}
+                    if wrong:
+                        raise WarehouseError(f"{table.name}: embeddings of size {sorted(wrong)}, expected {dim}")
+            counts = _assemble(target, workdir, inputs, dim)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+    return {"warehouse": str(target), "rows": counts, "added": {t: len(r) for t, r in rows.items()}}
 
 
 def update_warehouse(target: str | Path, change: Callable[[duckdb.DuckDBPyConnection], Any]) -> Any:

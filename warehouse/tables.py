@@ -55,14 +55,18 @@ CORE_TABLES: tuple[Table, ...] = (
           "matched_params the schema rule's), 'transition' (ToolNet Eq. 5, tasks/transitions.py: `prerequisite` "
           "is called right before `dependent`; weight = prob = #(prerequisite then dependent) / #(prerequisite) "
           "over the training runs, n_transitions the numerator; nodes '<start>' and '<end>' included, a "
-          "self-loop on every tool; tool_group '*' when the two ends are not tools of one group).", (
+          "self-loop on every tool; tool_group '*' when the two ends are not tools of one group), 'predicted' "
+          "(GTool's missing-dependency predictor, flows/gtool.py: edges the completed graph adds to its base "
+          "graph, prob = the predictor's p(dependent depends on prerequisite), each >= the threshold validated "
+          "in edge_lineage; one direction per tool pair, none where the base graph has the pair).", (
         Column("dataset", "VARCHAR"),
         Column("tool_group", "VARCHAR"),
         Column("dependent", "VARCHAR"),
         Column("prerequisite", "VARCHAR"),
         Column("prob", "DOUBLE", check="prob BETWEEN 0 AND 1"),
         Column("predicted_class", "TINYINT", check="predicted_class IN (0, 2)", comment="class on the pair <a, b>"),
-        Column("source", "VARCHAR", check="source IN ('discriminator', 'manual', 'schema', 'fused', 'transition')"),
+        Column("source", "VARCHAR", check="source IN ('discriminator', 'manual', 'schema', 'fused', 'transition', "
+                                            "'predicted')"),
         Column("p_direction", "DOUBLE", null=True, check="p_direction BETWEEN 0 AND 1"),
         Column("matched_params", "VARCHAR[]", null=True),
         Column("fused_from", "VARCHAR[]", null=True),
@@ -118,7 +122,8 @@ CORE_TABLES: tuple[Table, ...] = (
         Column("dataset", "VARCHAR"),
         Column("tool_id", "VARCHAR"),
         Column("kind", "VARCHAR", check="kind IN ('base', 'tgr_discriminator', 'tgr_manual', 'tgr_schema', "
-                                        "'tgr_fused', 'tgr_transition')"),
+                                        "'tgr_fused', 'tgr_transition', 'tgr_completed')",
+               comment="tgr_completed: Eq. 3 over GTool's completed graph (base graph + 'predicted' edges)"),
         Column("embedding", EMBEDDING),
     ), primary_key=("dataset", "kind", "tool_id")),
 
