@@ -288,8 +288,9 @@ def load_toolnet(warehouse: str, inputs: EvalInputs) -> ToolNetInputs | None:
         dependency = {}
         n = graph.n_tools
         for src, pre, dep, prob in con.execute(
-                "SELECT source, prerequisite, dependent, prob FROM edges WHERE dataset = ? AND source <> 'transition' "
-                "ORDER BY source", ds).fetchall():
+                # whole dependency graphs only: 'predicted' holds just GTool's additions to one of them
+                "SELECT source, prerequisite, dependent, prob FROM edges WHERE dataset = ? "
+                "AND source NOT IN ('transition', 'predicted') ORDER BY source", ds).fetchall():
             dependency.setdefault(src, np.zeros((n, n)))[index[pre], index[dep]] = prob
     finally:
         con.close()
