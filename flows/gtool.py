@@ -21,6 +21,7 @@ is a recorded skip with the reason, in the log and the report; nothing reaches t
 """
 from __future__ import annotations
 
+import functools
 import json
 import time
 from dataclasses import asdict, dataclass
@@ -179,7 +180,27 @@ def graph_of(d: DatasetGraphs, sources: list[str], same_groups: bool = True) -> 
 
 
 # ---------------------------------------------------------------- tasks
+@dataclass(frozen=True)
+class Skipped:
+    """What a step returns for a graph it cannot use: a recorded skip, not a failed task run."""
+
+    reason: str
+
+
+def skips_bad_graphs(fn):
+    """``fn``, returning :class:`Skipped` where it raises ``GraphInputError`` (Prefect would log an
+    expected skip as a failed task with an ERROR traceback)."""
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except GraphInputError as exc:
+            return Skipped(str(exc))
+    return run
+
+
 @task(cache_policy=NO_CACHE)
+@skips_bad_graphs
 def robustness(d: DatasetGraphs, cfg: GToolConfig) -> list[dict]:
     graph = graph_of(d, ["manual"])
     return robustness_rows(graph, cfg.rates, list(range(cfg.seeds)), cfg.link_config(), d.disc,
@@ -187,6 +208,7 @@ def robustness(d: DatasetGraphs, cfg: GToolConfig) -> list[dict]:
 
 
 @task(cache_policy=NO_CACHE)
+@skips_bad_graphs
 def complete(d: DatasetGraphs, cfg: GToolConfig, base: str, same_group: bool) -> Completion:
     graph = graph_of(d, [base], same_groups=same_group)
     return complete_graph(graph, cfg.link_config(), base, d.disc if cfg.discriminator_feature else None,
@@ -194,6 +216,7 @@ def complete(d: DatasetGraphs, cfg: GToolConfig, base: str, same_group: bool) ->
 
 
 @task(cache_policy=NO_CACHE)
+@skips_bad_graphs
 def selection(d: DatasetGraphs, cfg: GToolConfig) -> tuple[list[dict], dict]:
     """Selection rows on the test requests; the graph: transition edges of the training runs plus the
     discriminator's, completed with predicted edges (a predictor trained on that graph only)."""
@@ -342,14 +365,13 @@ def gtool(cfg: GToolConfig | None = None) -> dict:
 
     def timed(name: str, fn, *args):
         c = time.process_time()
-        try:
-            return fn(*args)
-        except GraphInputError as exc:
-            skips.append(f"{name}: {exc}")
-            log.warning(f"skipped {name}: {exc}")
+        got = fn(*args)
+        timings[name] = round(time.process_time() - c, 1)
+        if isinstance(got, Skipped):
+            skips.append(f"{name}: {got.reason}")
+            log.warning(f"skipped {name}: {got.reason}")
             return None
-        finally:
-            timings[name] = round(time.process_time() - c, 1)
+        return got
 
     robust_rows: list[dict] = []
     for ds in cfg.robustness_datasets:
