@@ -204,8 +204,10 @@ def process_chunk(job: ChunkJob) -> dict[str, Any]:
 
 
 @task(name="balance-classes", cache_policy=NO_CACHE)
-def balance(validated_files: list[str], cfg: BalanceConfig) -> BalancePlan:
+def balance(validated_files: list[str], cfg: BalanceConfig, outcomes_file: Path) -> BalancePlan:
+    """The balance plan; its outcomes (one row per validated pair) go to ``outcomes_file`` for the books."""
     plan = plan_balance(validated_files, cfg)
+    plan.write_outcomes(outcomes_file)
     get_run_logger().info("balanced: %d pairs per class, per split %s", plan.per_class, plan.per_split)
     return plan
 
@@ -379,9 +381,8 @@ def _build_tdi(cfg: BuildTDIConfig) -> dict[str, Any]:
         raise EmptySourceError(nothing_read(cfg.source) if cfg.limit != 0 else "nothing was read: limit is 0")
     folders = [chunk_dir(root, i) for i in range(len(markers))]
 
-    plan = balance([str(f / "validated.parquet") for f in folders], cfg.balance)
     balance_outcomes = root / "balance-outcomes.parquet"
-    plan.outcomes.write_parquet(balance_outcomes)
+    plan = balance([str(f / "validated.parquet") for f in folders], cfg.balance, balance_outcomes)
     # every attempt's journal of a chunk (chunks finished before journals existed: their ledger file)
     ledgers = [path for f, m in zip(folders, markers) for path in (chunk_journals(f, m["fingerprint"]) or [f / "ledger.parquet"])]
     summary = account(out_dir, [f / "outcomes.parquet" for f in folders] + [balance_outcomes], ledgers, n_read)

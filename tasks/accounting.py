@@ -73,7 +73,7 @@ def sql_string(text: str | Path) -> str:
 
 
 def write_records_db_from_parquet(path: Path, outcome_files: Sequence[Path], ledger_files: Sequence[Path], n_read: int,
-                                  memory_limit: str = "512MB") -> AccountingSummary:
+                                  memory_limit: str = "128MB") -> AccountingSummary:
     """The same books from Parquet files (build-tdi's chunk outputs), built by DuckDB out of core.
     Ledger files ending in ``.jsonl`` are call journals (``tasks.llm.LedgerJournal``): every call
     of every attempt, appended as it ended; a line torn by a kill is skipped."""
@@ -81,6 +81,7 @@ def write_records_db_from_parquet(path: Path, outcome_files: Sequence[Path], led
     def fill(con: duckdb.DuckDBPyConnection) -> None:
         con.execute(f"SET memory_limit = {sql_string(memory_limit)}")
         con.execute("SET threads = 2")
+        con.execute("SET preserve_insertion_order = false")  # books are queried, not read in order; it bounds memory
         con.execute(f"SET temp_directory = {sql_string(path.parent / '.duckdb-tmp')}")
         for table, schema, files in (("record_outcomes", OUTCOME_SCHEMA, outcome_files), ("llm_calls", LEDGER_SCHEMA, ledger_files)):
             con.register(f"empty_{table}", schema.empty_table())

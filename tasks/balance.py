@@ -7,7 +7,7 @@ class 1 (no dependency) pairs docs of the same split at random, never a known de
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -229,18 +229,49 @@ class BalancePlan:
     A *source* is one side of a selected pair: source ``2*i`` is the dependent doc of selected pair
     ``i``, ``2*i + 1`` its prerequisite. ``rows`` holds ``split``, ``label``, ``origin``, ``a_src``,
     ``b_src`` (source numbers) and ``pair_id``; ``selected`` holds per selected pair ``record_id``,
-    ``satisfied``, ``dep_id``, ``pre_id`` (hex doc ids) in selection order."""
+    ``satisfied``, ``dep_id``, ``pre_id`` (hex doc ids) in selection order. What became of every
+    validated pair is one byte a pair (``reason_codes``, in the files' row order); its rows for the
+    books are read back file by file (:meth:`outcome_frames`), so the plan's memory does not grow
+    with the input's text."""
 
     per_class: int
     per_split: dict[str, int]
     rows: pl.DataFrame
     selected: pl.DataFrame
-    outcomes: pl.DataFrame  # one row per validated pair (tasks.accounting.OUTCOME_SCHEMA)
+    reason_codes: np.ndarray  # uint8 index into OUTCOME_REASONS per validated pair, files' row order
     validated_files: list[str]
+    target: int  # the configured pairs per class (the surplus rejections say it)
 
     @property
     def n_rows(self) -> int:
         return self.rows.height
+
+    def outcome_frames(self) -> Iterator[pl.DataFrame]:
+        """The books' rows (``tasks.outcome.OUTCOME_SCHEMA``) of the validated pairs, a frame per file."""
+        start = 0
+        for f in self.validated_files:
+            part = pl.read_parquet(f, columns=["record_id", "dep_id", "pre_id"])
+            codes = self.reason_codes[start:start + part.height]
+            start += part.height
+            yield _outcome_frame(part, codes, self.target)
+        if start != len(self.reason_codes):
+            raise RuntimeError(f"the validated files changed under the plan: {start} rows, planned {len(self.reason_codes)}")
+
+    def write_outcomes(self, path: Path) -> None:
+        """:meth:`outcome_frames` into one Parquet file, a file's rows at a time."""
+        import pyarrow.parquet as pq
+
+        from tasks.outcome import OUTCOME_SCHEMA
+
+        with pq.ParquetWriter(path, OUTCOME_SCHEMA) as writer:
+            for frame in self.outcome_frames():
+                writer.write_table(frame.to_arrow().cast(OUTCOME_SCHEMA))
+
+    def outcomes(self) -> pl.DataFrame:
+        """All of :meth:`outcome_frames` in memory (tests, small runs)."""
+        frames = list(self.outcome_frames())
+        return pl.concat(frames) if frames else _outcome_frame(
+            pl.DataFrame(schema={"record_id": pl.String, "dep_id": pl.String, "pre_id": pl.String}), np.zeros(0, np.uint8), self.target)
 
     def _column(self, name: str) -> np.ndarray:
         cache = self.__dict__.setdefault("_columns", {})
@@ -269,24 +300,33 @@ def _u64(hex_ids: pl.Series) -> np.ndarray:
 
 
 class _KnownPairs:
-    """The unordered doc pairs known to depend on each other, for exact membership tests."""
+    """The unordered doc pairs known to depend on each other, for exact membership tests: each pair
+    as 16 bytes (low id, high id) in one sorted array, found by binary search (16 bytes a pair; a
+    hash table of the pairs took about 200)."""
 
     def __init__(self, dep: np.ndarray, pre: np.ndarray):
         lo, hi = np.minimum(dep, pre), np.maximum(dep, pre)
         keep = lo != hi
-        self.frame = pl.DataFrame({"lo": lo[keep], "hi": hi[keep]}).unique()
+        self.lo, self.hi = lo[keep], hi[keep]
+        self.keys = np.unique(self._keys(self.lo, self.hi))
+
+    @staticmethod
+    def _keys(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        # byte order is no numeric order, but one total order for sorting and searching is all it needs
+        return np.stack([lo, hi], axis=1).view("V16").ravel()
 
     def contains(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        probe = pl.DataFrame({"lo": np.minimum(a, b), "hi": np.maximum(a, b)}).with_row_index("i")
-        hit = probe.join(self.frame, on=["lo", "hi"], how="semi")["i"].to_numpy()
-        out = np.zeros(len(a), bool)
-        out[hit] = True
-        return out
+        if not len(self.keys):
+            return np.zeros(len(a), bool)
+        probe = self._keys(np.minimum(a, b).astype(np.uint64), np.maximum(a, b).astype(np.uint64))
+        at = np.searchsorted(self.keys, probe)
+        at[at == len(self.keys)] = 0
+        return self.keys[at] == probe
 
     def inside(self, docs: np.ndarray) -> int:
-        """Known pairs of two distinct docs that are both in ``docs``."""
-        lo, hi = self.frame["lo"].to_numpy(), self.frame["hi"].to_numpy()
-        return int(np.count_nonzero(np.isin(lo, docs) & np.isin(hi, docs)))
+        """Known pairs of two distinct docs that are both in ``docs`` (each pair once)."""
+        both = np.isin(self.lo, docs) & np.isin(self.hi, docs)
+        return len(np.unique(self._keys(self.lo[both], self.hi[both])))
 
 
 def _components_of(dep: np.ndarray, pre: np.ndarray) -> tuple[np.ndarray, int]:
@@ -380,19 +420,44 @@ def _pair_ids(a_hex: Sequence[str], b_hex: Sequence[str]) -> list[str]:
     return [hashlib.sha256(f"{a}>{b}".encode()).hexdigest()[:20] for a, b in zip(a_hex, b_hex)]
 
 
+# What became of a validated pair (BalancePlan.reason_codes): in the dataset, or a balance rejection.
+OUTCOME_REASONS = ("", "balance_self_pair", "balance_duplicate_pair", "balance_surplus", "balance_too_few_pairs")
+
+
+def _outcome_frame(pairs: pl.DataFrame, codes: np.ndarray, target: int) -> pl.DataFrame:
+    """Rows of ``tasks.outcome.OUTCOME_SCHEMA`` for ``pairs`` (record_id, dep_id, pre_id) and their codes."""
+    reason = pl.Series("reason", codes, dtype=pl.UInt8).replace_strict(
+        list(range(len(OUTCOME_REASONS))), list(OUTCOME_REASONS), return_dtype=pl.String)
+    return pairs.with_columns(reason).select(
+        "record_id",
+        status=pl.when(pl.col("reason") == "").then(pl.lit("accepted")).otherwise(pl.lit("rejected")),
+        stage=pl.when(pl.col("reason") == "").then(pl.lit("dataset")).otherwise(pl.lit("balance")),
+        reason=pl.when(pl.col("reason") == "").then(pl.lit("in_dataset")).otherwise(pl.col("reason")),
+        detail=pl.when(pl.col("reason") == "balance_self_pair").then(pl.lit("dependent and prerequisite docs are identical"))
+        .when(pl.col("reason") == "balance_duplicate_pair").then(pl.format("same docs as an earlier pair ('{}', '{}')", "dep_id", "pre_id"))
+        .when(pl.col("reason") == "balance_surplus").then(pl.lit(f"class target {target} reached"))
+        .when(pl.col("reason") == "balance_too_few_pairs").then(pl.lit("a balanced set needs at least 2 validated pairs"))
+        .otherwise(pl.lit("")),
+        raw_text=pl.lit(None, dtype=pl.String),
+    )
+
+
 def plan_balance(validated_files: Sequence[str | Path], cfg: BalanceConfig) -> BalancePlan:
-    """Balance the validated pairs in ``validated_files`` (``tasks.chunks.VALIDATED_SCHEMA``)."""
+    """Balance the validated pairs in ``validated_files`` (``tasks.chunks.VALIDATED_SCHEMA``). The
+    pairs are taken in record-id order, so the plan does not depend on where chunks end."""
     files = [str(f) for f in validated_files]
     cols = ["record_id", "satisfied", "dep_id", "pre_id"]
     if files:
-        pairs = pl.scan_parquet(files).select(cols).sort("record_id").collect()
+        ids = pl.scan_parquet(files).select(cols).collect()  # the files' row order
     else:
-        pairs = pl.DataFrame(schema={"record_id": pl.String, "satisfied": pl.Int8, "dep_id": pl.String, "pre_id": pl.String})
+        ids = pl.DataFrame(schema={"record_id": pl.String, "satisfied": pl.Int8, "dep_id": pl.String, "pre_id": pl.String})
+    by_record = ids.select(pl.arg_sort_by("record_id", maintain_order=True))["record_id"].to_numpy()
     rng = np.random.default_rng(cfg.seed)
-    dep, pre = _u64(pairs["dep_id"]), _u64(pairs["pre_id"])
+    dep, pre = _u64(ids["dep_id"])[by_record], _u64(ids["pre_id"])[by_record]
     known = _KnownPairs(dep, pre)
     self_pair = dep == pre
-    first = pl.DataFrame({"d": dep, "p": pre}).select(pl.struct("d", "p").is_first_distinct())["d"].to_numpy()
+    first = np.zeros(len(dep), bool)  # the first pair of its (dependent, prerequisite) docs, by sorting
+    first[np.unique(_KnownPairs._keys(dep, pre), return_index=True)[1]] = True
     unique = np.flatnonzero(~self_pair & first)
     order = rng.permutation(len(unique))
     per_class = min(cfg.per_class, len(unique))
@@ -401,29 +466,15 @@ def plan_balance(validated_files: Sequence[str | Path], cfg: BalanceConfig) -> B
     if per_class == 1:  # two docs that depend on each other leave no "none" pair to draw
         too_few, selected, per_class = selected, selected[:0], 0
 
-    reason = np.full(len(pairs), "", dtype=object)
-    reason[self_pair] = "balance_self_pair"
-    reason[~self_pair & ~first] = "balance_duplicate_pair"
-    reason[surplus] = "balance_surplus"
-    reason[too_few] = "balance_too_few_pairs"
-    outcomes = (
-        pairs.select("record_id", "dep_id", "pre_id")
-        .with_columns(reason=pl.Series(reason.tolist(), dtype=pl.String))
-        .select(
-            "record_id",
-            status=pl.when(pl.col("reason") == "").then(pl.lit("accepted")).otherwise(pl.lit("rejected")),
-            stage=pl.when(pl.col("reason") == "").then(pl.lit("dataset")).otherwise(pl.lit("balance")),
-            reason=pl.when(pl.col("reason") == "").then(pl.lit("in_dataset")).otherwise(pl.col("reason")),
-            detail=pl.when(pl.col("reason") == "balance_self_pair").then(pl.lit("dependent and prerequisite docs are identical"))
-            .when(pl.col("reason") == "balance_duplicate_pair").then(pl.format("same docs as an earlier pair ('{}', '{}')", "dep_id", "pre_id"))
-            .when(pl.col("reason") == "balance_surplus").then(pl.lit(f"class target {cfg.per_class} reached"))
-            .when(pl.col("reason") == "balance_too_few_pairs").then(pl.lit("a balanced set needs at least 2 validated pairs"))
-            .otherwise(pl.lit("")),
-            raw_text=pl.lit(None, dtype=pl.String),
-        )
-    )
-
-    sel = pairs[selected]  # selection order (the permutation), as balance_pairs' ``selected``
+    code = np.zeros(len(dep), np.uint8)  # record-id order
+    code[self_pair] = OUTCOME_REASONS.index("balance_self_pair")
+    code[~self_pair & ~first] = OUTCOME_REASONS.index("balance_duplicate_pair")
+    code[surplus] = OUTCOME_REASONS.index("balance_surplus")
+    code[too_few] = OUTCOME_REASONS.index("balance_too_few_pairs")
+    reason_codes = np.empty_like(code)
+    reason_codes[by_record] = code  # back to the files' row order, as outcome_frames reads them
+    sel = ids[by_record[selected]]  # selection order (the permutation), as balance_pairs' ``selected``
+    del ids  # the ids' text: the plan keeps one byte a validated pair, not ~100
     s_dep, s_pre = dep[selected], pre[selected]
     validation = _assign_split_columns(s_dep, s_pre, cfg.validation_fraction, rng, known)
     parts: list[pl.DataFrame] = []
@@ -451,7 +502,7 @@ def plan_balance(validated_files: Sequence[str | Path], cfg: BalanceConfig) -> B
             "b_src": b_src.astype(np.uint32),
         }))
     rows = pl.concat(parts) if parts else pl.DataFrame(schema={"split": pl.String, "label": pl.Int8, "origin": pl.String, "a_src": pl.UInt32, "b_src": pl.UInt32})
-    plan = BalancePlan(per_class, per_split, rows, sel, outcomes, files)
+    plan = BalancePlan(per_class, per_split, rows, sel, reason_codes, files, cfg.per_class)
     a_hex, b_hex = plan.source_doc_ids(rows["a_src"].to_numpy()), plan.source_doc_ids(rows["b_src"].to_numpy())
     plan.rows = rows.with_columns(pair_id=pl.Series(_pair_ids(a_hex, b_hex), dtype=pl.String))
     return plan

@@ -137,7 +137,7 @@ def test_columnar_balance_makes_the_rows_and_rejections_of_balance_pairs(tmp_pat
     as_set = lambda rows: sorted(tuple(sorted(r.items())) for r in rows)  # noqa: E731
     assert as_set(plan_rows(plan, plan.rows)) == as_set(old.rows)
     assert (plan.per_class, plan.per_split) == (old.per_class, old.per_split)
-    outcomes = plan.outcomes.to_dicts()
+    outcomes = plan.outcomes().to_dicts()
     assert {o["record_id"]: (o["reason"], o["detail"]) for o in outcomes if o["status"] == "rejected"} == \
         {r.record_id: (r.reason, r.detail) for r in old.rejections}
     assert len(outcomes) == len({o["record_id"] for o in outcomes}) == len(pairs)
