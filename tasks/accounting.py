@@ -73,7 +73,7 @@ def sql_string(text: str | Path) -> str:
 
 
 def write_records_db_from_parquet(path: Path, outcome_files: Sequence[Path], ledger_files: Sequence[Path], n_read: int,
-                                  memory_limit: str = "128MB") -> AccountingSummary:
+                                  memory_limit: str = "256MB") -> AccountingSummary:
     """The same books from Parquet files (build-tdi's chunk outputs), built by DuckDB out of core.
     Ledger files ending in ``.jsonl`` are call journals (``tasks.llm.LedgerJournal``): every call
     of every attempt, appended as it ended; a line torn by a kill is skipped."""
