@@ -270,40 +270,31 @@ def chunk_runner(cfg: BuildTDIConfig) -> Iterator[tuple[Callable[[ChunkJob], Any
     if cfg.task_runner == "sequential":
         yield (lambda job: _Done(process_chunk(job))), 1
         return
-    if cfg.task_runner == "ray":
-        with ray_runner(cfg) as ray_chunks:
-            yield ray_chunks
-        return
-    from prefect_dask import DaskTaskRunner
-
-    if cfg.dask_address:
-        runner = DaskTaskRunner(address=cfg.dask_address)
-    else:
-        runner = DaskTaskRunner(cluster_kwargs={"n_workers": cfg.dask_workers, "threads_per_worker": 1, "processes": True,
-                                                "dashboard_address": None})
+    runner, slots_of = cluster_runner(cfg)
     with runner:
-        slots = max(1, sum(runner.client.nthreads().values()))
-        get_run_logger().info("Dask cluster at %s: %d worker threads", runner.client.scheduler.address, slots)
+        slots = max(1, slots_of(runner))
+        get_run_logger().info("%s cluster %s: %d slots", cfg.task_runner, cfg.dask_address or cfg.ray_address or "(local)", slots)
         yield (lambda job: runner.submit(process_chunk, {"job": job})), slots
 
 
-@contextlib.contextmanager
-def ray_runner(cfg: BuildTDIConfig) -> Iterator[tuple[Callable[[ChunkJob], Any], int]]:
-    """``chunk_runner`` on Ray: a local instance of ``ray_cpus`` CPUs, or the cluster at ``ray_address``.
-    Its workers start in this working directory, so they import the project as the flow does."""
+def cluster_runner(cfg: BuildTDIConfig) -> tuple[Any, Callable[[Any], int]]:
+    """The Prefect task runner of ``cfg.task_runner`` (a local cluster, or the one at its address)
+    and how to count its slots once started. Ray workers get this working directory on their
+    ``PYTHONPATH``, so they import the project as the flow does."""
+    if cfg.task_runner == "dask":
+        from prefect_dask import DaskTaskRunner
+
+        local = {"n_workers": cfg.dask_workers, "threads_per_worker": 1, "processes": True, "dashboard_address": None}
+        runner = DaskTaskRunner(address=cfg.dask_address) if cfg.dask_address else DaskTaskRunner(cluster_kwargs=local)
+        return runner, lambda r: sum(r.client.nthreads().values())
     try:
         import ray
         from prefect_ray import RayTaskRunner
     except ImportError as exc:
         raise RuntimeError(f"task_runner 'ray' needs prefect-ray and ray ({exc}): pip install -e '.[ray]'") from None
-    runtime_env = {"env_vars": {"PYTHONPATH": os.getcwd()}}
-    init = {"runtime_env": runtime_env, "include_dashboard": False} if cfg.ray_address else {
-        "num_cpus": cfg.ray_cpus, "runtime_env": runtime_env, "include_dashboard": False}
-    runner = RayTaskRunner(address=cfg.ray_address, init_kwargs=init)
-    with runner:
-        slots = max(1, int(ray.cluster_resources().get("CPU", 1)))
-        get_run_logger().info("Ray cluster %s: %d CPUs", cfg.ray_address or "(local)", slots)
-        yield (lambda job: runner.submit(process_chunk, {"job": job})), slots
+    init = {"runtime_env": {"env_vars": {"PYTHONPATH": os.getcwd()}}, "include_dashboard": False,
+            **({} if cfg.ray_address else {"num_cpus": cfg.ray_cpus})}
+    return RayTaskRunner(address=cfg.ray_address, init_kwargs=init), lambda _: int(ray.cluster_resources().get("CPU", 1))
 
 
 def run_chunks(cfg: BuildTDIConfig, llm_cfg: LLMConfig, root: Path, ensure_alive: Callable[[], None]) -> tuple[list[dict[str, Any]], int, int]:

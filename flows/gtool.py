@@ -44,7 +44,6 @@ from warehouse.build import connect, replace_rows, rows_of
 from warehouse.lineage import lineage_row
 
 
-
 @dataclass
 class GToolConfig:
     """The one configuration surface of the gtool flow; the command line is generated from it (tasks/cli.py)."""

@@ -299,34 +299,34 @@ def _u64(hex_ids: pl.Series) -> np.ndarray:
     return (hi << np.uint64(32)) | lo
 
 
+def _pair_keys(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Each (a, b) uint64 pair as one 16-byte key. Byte order is no numeric order, but one total order
+    for sorting, ``np.unique`` and binary search is all the keys need."""
+    return np.stack([a, b], axis=1).view("V16").ravel()
+
+
 class _KnownPairs:
     """The unordered doc pairs known to depend on each other, for exact membership tests: each pair
-    as 16 bytes (low id, high id) in one sorted array, found by binary search (16 bytes a pair; a
-    hash table of the pairs took about 200)."""
+    (low id, high id) as a 16-byte key in one sorted array, found by binary search (16 bytes a pair;
+    a hash table of the pairs took about 200)."""
 
     def __init__(self, dep: np.ndarray, pre: np.ndarray):
         lo, hi = np.minimum(dep, pre), np.maximum(dep, pre)
         keep = lo != hi
-        self.lo, self.hi = lo[keep], hi[keep]
-        self.keys = np.unique(self._keys(self.lo, self.hi))
-
-    @staticmethod
-    def _keys(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-        # byte order is no numeric order, but one total order for sorting and searching is all it needs
-        return np.stack([lo, hi], axis=1).view("V16").ravel()
+        self.keys = np.unique(_pair_keys(lo[keep], hi[keep]))
 
     def contains(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         if not len(self.keys):
             return np.zeros(len(a), bool)
-        probe = self._keys(np.minimum(a, b).astype(np.uint64), np.maximum(a, b).astype(np.uint64))
+        probe = _pair_keys(np.minimum(a, b).astype(np.uint64), np.maximum(a, b).astype(np.uint64))
         at = np.searchsorted(self.keys, probe)
         at[at == len(self.keys)] = 0
         return self.keys[at] == probe
 
     def inside(self, docs: np.ndarray) -> int:
-        """Known pairs of two distinct docs that are both in ``docs`` (each pair once)."""
-        both = np.isin(self.lo, docs) & np.isin(self.hi, docs)
-        return len(np.unique(self._keys(self.lo[both], self.hi[both])))
+        """Known pairs of two distinct docs that are both in ``docs``."""
+        lo_hi = self.keys.view(np.uint64).reshape(-1, 2)
+        return int(np.count_nonzero(np.isin(lo_hi[:, 0], docs) & np.isin(lo_hi[:, 1], docs)))
 
 
 def _components_of(dep: np.ndarray, pre: np.ndarray) -> tuple[np.ndarray, int]:
@@ -457,7 +457,7 @@ def plan_balance(validated_files: Sequence[str | Path], cfg: BalanceConfig) -> B
     known = _KnownPairs(dep, pre)
     self_pair = dep == pre
     first = np.zeros(len(dep), bool)  # the first pair of its (dependent, prerequisite) docs, by sorting
-    first[np.unique(_KnownPairs._keys(dep, pre), return_index=True)[1]] = True
+    first[np.unique(_pair_keys(dep, pre), return_index=True)[1]] = True
     unique = np.flatnonzero(~self_pair & first)
     order = rng.permutation(len(unique))
     per_class = min(cfg.per_class, len(unique))

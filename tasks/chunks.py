@@ -46,7 +46,6 @@ from tasks.llm import LLMConfig, StructuredLLM, StructuredRequest, StructuredRes
 from tasks.prompts import PROMPT_VERSIONS
 from tasks.outcome import Outcome
 from tasks.sources import SourceConfigError, SourceFilter, SourceSpec, read_items
-from tasks.sources.dedup import StringSpill, U64Map, h64  # noqa: F401 - the compact dedup state, importable from here as before
 
 CHUNKS = ".chunks"  # <dataset>/.chunks/chunk-NNNNNN/: the staging area of the chunk outputs
 MARKER = "done.json"
@@ -121,7 +120,7 @@ def iter_record_chunks(
         return chunk
 
     # code_tokens (the tree sources' costly ``finish``) are not needed by the agents
-    for _, got in read_items(spec, limit, source_filter, sample_whole_source=False, finish=False):
+    for got in read_items(spec, limit, source_filter, sample_whole_source=False, finish=False):
         chunk_read += 1
         if isinstance(got, Outcome):
             rejected.append(got)

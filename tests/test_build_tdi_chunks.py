@@ -21,8 +21,6 @@ from tasks.chunks import (
     MARKER,
     VALIDATED_SCHEMA,
     ChunkJob,
-    StringSpill,
-    U64Map,
     iter_record_chunks,
     run_chunk,
     validated_row,
@@ -30,7 +28,7 @@ from tasks.chunks import (
 from tasks.llm import LLMConfig, LLMEndpointError, LLMStageFailed
 from tasks.quality import validate_shards
 from tasks.shards import ShardConfig, write_planned_shards, write_shards
-from tasks.sources import SourceFilter, SourceSpec, read_function_records
+from tasks.sources import SourceFilter, SourceSpec, StringSpill, U64Map, read_function_records
 from tests.openai_server import FakeOpenAIServer, FaultPlan
 from tests.test_balance_shards import _pairs
 

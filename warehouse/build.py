@@ -15,13 +15,14 @@ alone does not drop ``apibank``.
 """
 from __future__ import annotations
 
+import contextlib
 import glob
 import hashlib
 import os
 import re
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -323,24 +324,26 @@ def build_warehouse(
     if len(set(names)) != len(names):
         raise WarehouseError(f"dataset names repeat: {names}")
     target.parent.mkdir(parents=True, exist_ok=True)
-    with exclusive_lock(target.parent / f".{target.name}.lock", str(target)):
-        # holding the lock, any build folder left here belongs to a run that died (kill -9)
-        for stale in target.parent.glob(f".{glob.escape(target.name)}.build-*"):
-            shutil.rmtree(stale, ignore_errors=True)
-        return _build_locked(target, datasets, names, dim, carry_over)
-
-
-def _build_locked(target: Path, datasets: Sequence[DatasetTables], names: list[str], dim: int,
-                  carry_over: bool) -> dict[str, Any]:
-    workdir = Path(tempfile.mkdtemp(prefix=f".{target.name}.build-", dir=target.parent))
-    try:
+    with _build_folder(target) as workdir:
         inputs = workdir / "inputs"
         _write_inputs(inputs, datasets, dim)
         carried = _carry_over(target, inputs, set(names), dim) if carry_over and target.exists() else []
         counts = _assemble(target, workdir, inputs, dim)
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
     return {"warehouse": str(target), "datasets": names, "carried_over": carried, "rows": counts}
+
+
+@contextlib.contextmanager
+def _build_folder(target: Path) -> Iterator[Path]:
+    """Under the warehouse's lock, a fresh build folder beside ``target``, removed afterwards."""
+    with exclusive_lock(target.parent / f".{target.name}.lock", str(target)):
+        # holding the lock, any build folder left here belongs to a run that died (kill -9)
+        for stale in target.parent.glob(f".{glob.escape(target.name)}.build-*"):
+            shutil.rmtree(stale, ignore_errors=True)
+        workdir = Path(tempfile.mkdtemp(prefix=f".{target.name}.build-", dir=target.parent))
+        try:
+            yield workdir
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
 
 
 def _assemble(target: Path, workdir: Path, inputs: Path, dim: int) -> dict[str, int]:
@@ -381,44 +384,38 @@ def replace_rows(target: str | Path, rows: Mapping[str, Sequence[Mapping[str, An
             raise WarehouseError(f"drop {table}: columns {unknown or '(none)'} are not columns of {table}")
     for table, table_rows in rows.items():
         check_rows(table, table_rows)
-    with exclusive_lock(target.parent / f".{target.name}.lock", str(target)):
-        for stale in target.parent.glob(f".{glob.escape(target.name)}.build-*"):
-            shutil.rmtree(stale, ignore_errors=True)
-        workdir = Path(tempfile.mkdtemp(prefix=f".{target.name}.build-", dir=target.parent))
+    with _build_folder(target) as workdir:
+        inputs = workdir / "inputs"
+        con = duckdb.connect(str(target), read_only=True)
         try:
-            inputs = workdir / "inputs"
-            con = duckdb.connect(str(target), read_only=True)
-            try:
-                version = schema_version_of(con)
-                if version != SCHEMA_VERSION:
-                    raise WarehouseError(f"{target} has schema version {version}, this code writes {SCHEMA_VERSION}: "
-                                         "rebuild it (make graph)")
-                dim = embedding_dim_of(con)
-                changed = _layout_differences(con, dim)
-                if changed:
-                    raise WarehouseError(f"{target} has another table layout than warehouse/tables.py declares "
-                                         f"({'; '.join(changed)}): rebuild it (make graph)")
-                for table in core_tables():
-                    folder = inputs / table.name
-                    folder.mkdir(parents=True, exist_ok=True)
-                    where = drop.get(table.name, {})
-                    cond = " AND ".join(f"list_contains($v{n}, {col})" for n, col in enumerate(where))
-                    params = {f"v{n}": list(values) for n, values in enumerate(where.values())}
-                    params["target"] = (folder / "carried.parquet").as_posix()
-                    # table and column names are declared ones; the values are bound
-                    con.execute(f"COPY (SELECT * FROM {table.name}{f' WHERE NOT ({cond})' if cond else ''}) "
-                                "TO $target (FORMAT parquet)", params)
-                    pq.write_table(arrow_rows(table, list(rows.get(table.name, []))), folder / "built.parquet")
-            finally:
-                con.close()
+            version = schema_version_of(con)
+            if version != SCHEMA_VERSION:
+                raise WarehouseError(f"{target} has schema version {version}, this code writes {SCHEMA_VERSION}: "
+                                     "rebuild it (make graph)")
+            dim = embedding_dim_of(con)
+            changed = _layout_differences(con, dim)
+            if changed:
+                raise WarehouseError(f"{target} has another table layout than warehouse/tables.py declares "
+                                     f"({'; '.join(changed)}): rebuild it (make graph)")
             for table in core_tables():
-                for column in (c.name for c in table.columns if c.type == EMBEDDING):
-                    wrong = {len(v) for r in rows.get(table.name, []) if (v := r.get(column)) is not None} - {dim}
-                    if wrong:
-                        raise WarehouseError(f"{table.name}: embeddings of size {sorted(wrong)}, expected {dim}")
-            counts = _assemble(target, workdir, inputs, dim)
+                folder = inputs / table.name
+                folder.mkdir(parents=True, exist_ok=True)
+                where = drop.get(table.name, {})
+                cond = " AND ".join(f"list_contains($v{n}, {col})" for n, col in enumerate(where))
+                params = {f"v{n}": list(values) for n, values in enumerate(where.values())}
+                params["target"] = (folder / "carried.parquet").as_posix()
+                # table and column names are declared ones; the values are bound
+                con.execute(f"COPY (SELECT * FROM {table.name}{f' WHERE NOT ({cond})' if cond else ''}) "
+                            "TO $target (FORMAT parquet)", params)
+                pq.write_table(arrow_rows(table, list(rows.get(table.name, []))), folder / "built.parquet")
         finally:
-            shutil.rmtree(workdir, ignore_errors=True)
+            con.close()
+        for table in core_tables():
+            for column in (c.name for c in table.columns if c.type == EMBEDDING):
+                wrong = {len(v) for r in rows.get(table.name, []) if (v := r.get(column)) is not None} - {dim}
+                if wrong:
+                    raise WarehouseError(f"{table.name}: embeddings of size {sorted(wrong)}, expected {dim}")
+        counts = _assemble(target, workdir, inputs, dim)
     return {"warehouse": str(target), "rows": counts, "added": {t: len(r) for t, r in rows.items()}}
 
 

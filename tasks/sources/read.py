@@ -51,9 +51,9 @@ def _close(items: Iterator) -> None:
 
 
 def read_items(spec: SourceSpec, limit: int | None = None, source_filter: SourceFilter | None = None, *,
-               sample_whole_source: bool = True, finish: bool = True) -> Iterator[tuple[Candidate, FunctionRecord | Outcome]]:
-    """Every item read, in order, with its record (accepted) or its rejection (stage ``read``, placed
-    at the item's locator). Stops once ``limit`` records are accepted.
+               sample_whole_source: bool = True, finish: bool = True) -> Iterator[FunctionRecord | Outcome]:
+    """Every item read, in order: its record (accepted) or its rejection (stage ``read``, placed at
+    the item's locator). Stops once ``limit`` records are accepted.
 
     Checks, in order (the first failure is the reason): decoding and schema (the reader), docstring
     and size (:func:`passes`), then duplicates of an accepted record (:class:`Dedup`).
@@ -80,13 +80,13 @@ def read_items(spec: SourceSpec, limit: int | None = None, source_filter: Source
                 if keep:
                     keep, why = dedup.admit(got, cand.locator, n_read)
                 if keep:
-                    yield cand, (cand.finish(got) if finish and cand.finish is not None else got)
+                    yield cand.finish(got) if finish and cand.finish is not None else got
                     accepted += 1
                     if limit is not None and accepted >= limit:
                         break
                     continue
                 got = why
-            yield cand, got.placed(cand.locator, cand.fallback_id)
+            yield got.placed(cand.locator, cand.fallback_id)
     finally:
         _close(items)
         dedup.close()
@@ -110,7 +110,7 @@ def read_function_records(source_spec: SourceSpec, limit: int | None = None,
     :class:`SourceUnavailableError` when the hub cannot be reached.
     """
     result = SourceReadResult(source=source_spec.name)
-    for _, got in read_items(source_spec, limit, source_filter):
+    for got in read_items(source_spec, limit, source_filter):
         result.n_read += 1
         (result.rejected if isinstance(got, Outcome) else result.accepted).append(got)  # type: ignore[arg-type]
     return result
