@@ -21,10 +21,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bench.results import write_section
-from tasks.agents import DependentPair
-from tasks.balance import BalanceConfig, balance_pairs, plan_balance
-from tasks.chunks import VALIDATED_SCHEMA, validated_row
-from tasks.shards import ShardConfig, write_planned_shards, write_shards
+from schemas.tdi import DependentPair
+from tasks.dataset.balance import BalanceConfig, balance_pairs, plan_balance
+from tasks.agents.chunks import VALIDATED_SCHEMA, validated_row
+from tasks.dataset.shards import ShardConfig, write_planned_shards, write_shards
 
 
 def _param(name: str) -> dict:

@@ -25,7 +25,7 @@ Checks (each PASS/FAIL; :func:`soak` returns them, ``tests/test_fault_soak.py`` 
    the rerun the books hold both runs' rows, and equal both servers' counts;
 3. rerun: a logical request is (agent, record); it was *answered* in run 1 when run 1 has an ``ok``
    ledger row for it (its answer validated and was cached). The rerun redoes the chunks with a
-   transient failure (``tasks.chunks.finished``); it must send exactly the logical requests of
+   transient failure (``tasks.agents.chunks.finished``); it must send exactly the logical requests of
    those chunks that were not answered in run 1: the ones that failed there (asked again) and the
    ones never reached (downstream of a failure, first asked now), each once (the server is
    healthy), and take every answered one from the cache. Server count on the rerun = that number;
@@ -55,8 +55,8 @@ from pathlib import Path
 from typing import Any
 
 from flows.build_tdi import JOURNALS
-from tasks.chunks import CHUNKS
-from tasks.llm import ResponseCache
+from tasks.agents.chunks import CHUNKS
+from tasks.llm.client import ResponseCache
 from tests.openai_server import FakeOpenAIServer, FaultPlan
 
 # 1% connection drops: half mid-response (the head and half the body), half before any byte of the response
@@ -435,7 +435,7 @@ so its rejected records stay rejected. The split column of the shards is drawn b
 pairs, so it differs between two runs that accepted different sets; the 'no dependency' rows are random pairings of a run's
 docs and are not compared.
 
-Found by the soak and fixed (tasks/llm.py, `FastHTTPTransport.request`): a connection the server closed before any
+Found by the soak and fixed (tasks/llm/client.py, `FastHTTPTransport.request`): a connection the server closed before any
 byte of the response, after reading the request, was resent at once on another pooled connection with no ledger
 row and no backoff (as often as there were idle connections), so the ledger came out short of the server's count
 (410 rows for 413 requests in the 100-record test). It is now a `connection` outcome, retried after a backoff.""")

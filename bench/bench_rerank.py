@@ -1,4 +1,4 @@
-"""Latency of ToolRerank (tasks/rerank.py) on 100 first-stage candidates per query, against the first stage.
+"""Latency of ToolRerank (tasks/retrieval/rerank.py) on 100 first-stage candidates per query, against the first stage.
 
     python -m bench.bench_rerank [--warehouse artifacts/warehouse/tgr.duckdb] [--dataset toolbench_stable]
 
@@ -47,7 +47,7 @@ def timed(fn, *args, **kwargs):
 
 
 def chosen(dataset: str, path: Path) -> tuple[float, dict]:
-    from tasks.rerank import RerankParams
+    from tasks.retrieval.rerank import RerankParams
 
     default = (0.1, RerankParams(m=50, m_s=10, m_u=50, tau_s=0.75, tau_m=0.75, n=3).__dict__, "defaults")
     if not path.exists():
@@ -92,9 +92,9 @@ def run(warehouse: str, dataset: str, n_queries: int, candidates: int, seed: int
 
     from flows.eval_retrieval import load_inputs
     from models.sentence_encoder import EncoderConfig, SentenceEncoder
-    from tasks.rerank import (Library, QueryTypeClassifier, RerankParams, ToolReranker, is_single_tool,
+    from tasks.retrieval.rerank import (Library, QueryTypeClassifier, RerankParams, ToolReranker, is_single_tool,
                               pair_training_set, seeded_split, tool_parents)
-    from tasks.retrieval import BM25, cosine_scores, top_k_from_scores
+    from tasks.retrieval.core import BM25, cosine_scores, top_k_from_scores
 
     inputs = load_inputs.fn(warehouse, dataset)
     lib = Library(dataset, inputs.tool_ids, inputs.texts,

@@ -15,8 +15,8 @@ import numpy as np
 
 import flows.train_discriminator as td
 from models.discriminator import _as_doc, decide
-from tasks.schema_rule import feeds
-from tasks.training import choose_threshold, grouped_split, none_weights
+from schemas.name_rule import feeds
+from tasks.training.core import choose_threshold, grouped_split, none_weights
 
 
 def has_hint(e) -> bool:

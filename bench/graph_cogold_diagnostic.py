@@ -15,7 +15,7 @@ import duckdb
 import numpy as np
 
 from flows.eval_retrieval import load_inputs
-from tasks.retrieval import cosine_scores, gcn_propagate, pass_rate_at_k, recall_at_k, top_k_from_scores
+from tasks.retrieval.core import cosine_scores, gcn_propagate, pass_rate_at_k, recall_at_k, top_k_from_scores
 
 
 def service(tool_id: str) -> str:

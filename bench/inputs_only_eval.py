@@ -19,7 +19,7 @@ import numpy as np
 
 import flows.train_discriminator as td
 from models.discriminator import load_calibration
-from tasks.toolsets import load_benchmark, write_toolset_dir
+from tasks.toolsets.readers import load_benchmark, write_toolset_dir
 
 
 def without_outputs(name: str, root: Path, out: Path) -> Path:

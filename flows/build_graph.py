@@ -18,7 +18,7 @@ ToolNet (``transition``): where the benchmark's queries carry gold call orders (
 UltraTool, TMDB) and/or ``--trajectories [DATASET=]FILE`` gives runs, the runs are split
 (seeded), Eq. 5 is built from the training runs, alpha and beta of the dynamic update (Eqs. 6-8)
 are chosen on the validation runs, and the test runs update the weights in a seeded order, every
-change a versioned row (tasks/trajectories.py, tasks/transitions.py, docs/warehouse.md).
+change a versioned row (tasks/toolsets/trajectories.py, tasks/toolnet/transitions.py, docs/warehouse.md).
 ``tgr_transition`` is Eq. 3 with A = the transition weights. Every edge source gets a lineage row.
 """
 from __future__ import annotations
@@ -36,8 +36,8 @@ from pydantic import SecretStr
 
 from models.encoder_path import OFFLINE_DEFAULT
 from schemas.toolset import ToolSet
-from tasks.evaluator import EMBEDDED, EVALUATORS, endpoint_problem, toolnet_evaluator
-from tasks.graph_edges import (
+from tasks.toolnet.evaluator import EMBEDDED, EVALUATORS, endpoint_problem, toolnet_evaluator
+from tasks.graph.edges import (
     DEFAULT_PRUNING,
     PRUNING_STRATEGIES,
     EdgeDecision,
@@ -52,14 +52,14 @@ from tasks.graph_edges import (
     schema_edges,
     score_pairs,
 )
-from tasks.llm import split_userinfo
-from tasks.retrieval import (EMBED_STYLES, cosine_scores, embed_style_for, embed_text, gcn_propagate,
+from tasks.llm.client import split_userinfo
+from tasks.retrieval.core import (EMBED_STYLES, cosine_scores, embed_style_for, embed_text, gcn_propagate,
                              gcn_propagate_weighted)
-from tasks.schema_rule import DEFAULT_MAX_PRODUCERS
-from tasks.toolsets import BENCHMARKS, load_toolset_spec
-from tasks.trajectories import (DEFAULT_FRACTIONS, RESERVED, Trajectories, gold_trajectories, merge,
+from schemas.name_rule import DEFAULT_MAX_PRODUCERS
+from tasks.toolsets.readers import BENCHMARKS, load_toolset_spec
+from tasks.toolsets.trajectories import (DEFAULT_FRACTIONS, RESERVED, Trajectories, gold_trajectories, merge,
                                 read_trajectories)
-from tasks.transitions import DEFAULT_ALPHAS, DEFAULT_BETAS, RULE_SCORE, ToolNetBuild, build_toolnet
+from tasks.toolnet.transitions import DEFAULT_ALPHAS, DEFAULT_BETAS, RULE_SCORE, ToolNetBuild, build_toolnet
 from warehouse.build import DatasetTables, build_warehouse
 from warehouse.lineage import checkpoint_lineage, lineage_row
 
@@ -87,7 +87,7 @@ class GraphConfig:
     schema_edges: bool = True  # the parameter-match rule as edge source 'schema'
     progress: bool = True  # tqdm bar while scoring pairs
     # an output name that more than this many tools of a group produce is no parameter-match
-    # evidence (schema edges, discriminator hints); None: every name is (tasks.schema_rule)
+    # evidence (schema edges, discriminator hints); None: every name is (schemas.name_rule)
     max_producers: int | None = DEFAULT_MAX_PRODUCERS
     # ToolNet transition graph (docs/warehouse.md, "ToolNet")
     transitions: bool = True  # use the gold call orders of a benchmark's queries.jsonl where it has them
@@ -99,8 +99,8 @@ class GraphConfig:
     alphas: tuple[float, ...] = DEFAULT_ALPHAS  # the validation sweep (the paper reports no values)
     betas: tuple[float, ...] = DEFAULT_BETAS
     rule_score: int = RULE_SCORE  # the rule evaluator's +/- score, in [1, 3]
-    # the evaluator of the dynamic update: "rule", or "llm" (ToolNet's Evaluate through tasks/llm.py,
-    # tasks/evaluator.py: the rule scores a run whose answer stays invalid, and that is recorded)
+    # the evaluator of the dynamic update: "rule", or "llm" (ToolNet's Evaluate through tasks/llm/client.py,
+    # tasks/toolnet/evaluator.py: the rule scores a run whose answer stays invalid, and that is recorded)
     evaluator: str = "rule"
     evaluator_model: str | None = None  # None: the packaged embedded model
     evaluator_base_url: str | None = None  # OpenAI-compatible endpoint or "embedded"; None: OPENAI_BASE_URL
@@ -261,7 +261,7 @@ def lineage_rows(toolset: ToolSet, folder: Path | None, sources: set[str], cfg: 
     made = {
         "manual": lambda: lineage_row(toolset.name, "manual", "gold edge file of the tool set", built_at, run_id,
                                       edge_files),
-        "schema": lambda: lineage_row(toolset.name, "schema", "parameter-match rule (tasks.schema_rule)", built_at,
+        "schema": lambda: lineage_row(toolset.name, "schema", "parameter-match rule (schemas.name_rule)", built_at,
                                       run_id, params={"max_producers": cfg.max_producers}),
         "discriminator": lambda: lineage_row(toolset.name, "discriminator", "dependency discriminator", built_at,
                                              run_id, params=disc, checkpoint=checkpoint, threshold=threshold),
@@ -269,7 +269,7 @@ def lineage_rows(toolset: ToolSet, folder: Path | None, sources: set[str], cfg: 
                                      run_id, params=disc | {"max_producers": cfg.max_producers},
                                      checkpoint=checkpoint, threshold=threshold),
         "transition": lambda: lineage_row(
-            toolset.name, "transition", "ToolNet Eq. 5 on the training runs (tasks/transitions.py)", built_at, run_id,
+            toolset.name, "transition", "ToolNet Eq. 5 on the training runs (tasks/toolnet/transitions.py)", built_at, run_id,
             runs.files, params={"split_seed": cfg.split_seed, "split_fractions": list(cfg.split_fractions),
                                 "alpha": build.alpha, "beta": build.beta, "chosen_on": build.chosen_on,
                                 "runs_train": build.runs_in("train"), "rule_score": cfg.rule_score,
@@ -457,7 +457,7 @@ def parse_args(argv: list[str] | None = None) -> GraphConfig:
 
 
 if __name__ == "__main__":
-    from tasks.prefect_guard import guard_temporary_server
+    from tasks.common.prefect_guard import guard_temporary_server
 
     guard_temporary_server()  # a temporary Prefect server dies with this process, kill -9 included
     out = build_graph(parse_args())

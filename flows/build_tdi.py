@@ -31,9 +31,9 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
 from models.embedded_llm import DEFAULT_MODEL
-from tasks.accounting import AccountingError, AccountingSummary, ledger_usage, write_records_db_from_parquet
-from tasks.balance import BalanceConfig, BalancePlan, plan_balance
-from tasks.chunks import (
+from tasks.dataset.accounting import AccountingError, AccountingSummary, ledger_usage, write_records_db_from_parquet
+from tasks.dataset.balance import BalanceConfig, BalancePlan, plan_balance
+from tasks.agents.chunks import (
     CHUNKS,
     ChunkJob,
     chunk_dir,
@@ -43,8 +43,8 @@ from tasks.chunks import (
     stage_totals,
     work_fingerprint,
 )
-from tasks.cli import Flag, Help, parse_config
-from tasks.llm import (
+from tasks.common.cli import Flag, Help, parse_config
+from tasks.llm.client import (
     EMBEDDED,
     EMBEDDED_CONCURRENCY,
     ENDPOINT_CONCURRENCY,
@@ -53,10 +53,10 @@ from tasks.llm import (
     LLMStageFailed,
     LLMUnavailableError,
 )
-from tasks.prompts import PROMPT_VERSIONS
-from tasks.publish import dataset_lock, fresh_staging, gate_staged, publish_staged
-from tasks.quality import QualityReport, validate_shards
-from tasks.shards import ShardConfig, ShardInfo, build_manifest, write_dataset_card, write_planned_shards
+from tasks.agents.prompts import PROMPT_VERSIONS
+from tasks.dataset.publish import dataset_lock, fresh_staging, gate_staged, publish_staged
+from tasks.dataset.quality import QualityReport, validate_shards
+from tasks.dataset.shards import ShardConfig, ShardInfo, build_manifest, write_dataset_card, write_planned_shards
 from tasks.sources import EmptySourceError, SourceFilter, SourceSpec, check_source, nothing_read
 
 JOURNALS = "calls"  # <chunk>/calls/<fingerprint[:16]>-<attempt>.jsonl: the LLM calls of every attempt at the chunk
@@ -101,7 +101,7 @@ SHARD_FLAGS = {"rows_per_shard": Flag(help="rows per Parquet shard"), "seed": Fl
 @dataclass(frozen=True)
 class BuildTDIConfig:
     """The one config surface of build-tdi: the flow's parameter (Prefect UI, prefect.yaml) and, generated
-    from it, the command line (``tasks/cli.py``). Every default is here; see :meth:`resolved` for the two
+    from it, the command line (``tasks/common/cli.py``). Every default is here; see :meth:`resolved` for the two
     that depend on the environment (the endpoint and the requests in flight)."""
 
     dataset: Annotated[str, Help("output folder name under --output-root")] = "tdi-stdlib-demo"
@@ -219,7 +219,7 @@ def write_dataset(plan: BalancePlan, out_dir: Path, cfg: ShardConfig) -> list[Sh
 
 @task(name="quality-gate", cache_policy=NO_CACHE)
 def quality_gate(out_dir: Path, staging: Path) -> QualityReport:
-    """Validate the staged shards; a failure publishes nothing (``tasks.publish``)."""
+    """Validate the staged shards; a failure publishes nothing (``tasks.dataset.publish``)."""
     report = gate_staged(out_dir, staging, validate_shards)
     get_run_logger().info("quality gate: %d checks passed", len(report.checks))
     return report
@@ -423,7 +423,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    from tasks.prefect_guard import guard_temporary_server
+    from tasks.common.prefect_guard import guard_temporary_server
 
     guard_temporary_server()  # a temporary Prefect server dies with this process, kill -9 included
     main()

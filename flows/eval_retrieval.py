@@ -20,7 +20,7 @@ validation queries). Next-tool hit@1/@3 on the test runs goes to ``next_tool_met
 transition graph (static, and dynamic as the stream updated it), training popularity, each
 dependency graph's successors, the query alone and transition x query.
 
-ToolRerank (``tasks/rerank.py``, docs/retrieval.md) then reranks each first stage's top 50 on a
+ToolRerank (``tasks/retrieval/rerank.py``, docs/retrieval.md) then reranks each first stage's top 50 on a
 seeded test split of each dataset, with the parameters chosen on its validation split: one table
 per dataset, first stage x {none, truncation, hierarchy, both}, in ``<out>/rerank.md`` (parameters
 and every row in ``<out>/rerank.json``); ``--no-rerank`` skips it.
@@ -37,11 +37,11 @@ import numpy as np
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from tasks.rerank import (DEPTH, Library, RerankResult, TooFewQueries, markdown_tables, run_toolrerank,
+from tasks.retrieval.rerank import (DEPTH, Library, RerankResult, TooFewQueries, markdown_tables, run_toolrerank,
                           tool_parents)
-from tasks.retrieval import (BM25, TfIdf, cosine_scores, evaluate_rankings, expand_with_successors, gcn_propagate,
+from tasks.retrieval.core import (BM25, TfIdf, cosine_scores, evaluate_rankings, expand_with_successors, gcn_propagate,
                              top_k_from_scores)
-from tasks.transitions import TransitionGraph, graph_from_edges, hit_rates, replay, successor_lists
+from tasks.toolnet.transitions import TransitionGraph, graph_from_edges, hit_rates, replay, successor_lists
 from warehouse.build import connect, insert_rows, rows_of, update_warehouse
 
 # method -> tool_embeddings.kind; a +TGR row is reported for every graph source the dataset has.
@@ -87,7 +87,7 @@ class EvalConfig:
     datasets: list[str] = field(default_factory=list)  # empty: every dataset that has queries
     ks: tuple[int, ...] = (5, 10)
     out_dir: str = "artifacts/eval"
-    rerank: bool = True  # ToolRerank tables (tasks/rerank.py)
+    rerank: bool = True  # ToolRerank tables (tasks/retrieval/rerank.py)
     sql_check: bool = True  # SQL query_top_k vs numpy agreement (minutes and GBs on ToolBench)
     rerank_seed: int = 0  # seed of the tool hold-out / query split
     rerank_first_stages: tuple[str, ...] = RERANK_FIRST_STAGES
@@ -193,7 +193,7 @@ def as_ids(inputs: EvalInputs, rankings: dict[str, list[list[int]]], k: int) -> 
 
 @task(cache_policy=NO_CACHE)
 def toolrerank(inputs: EvalInputs, rankings: dict[str, list[list[int]]], cfg: EvalConfig) -> RerankResult | None:
-    """ToolRerank after each first stage (tasks/rerank.py) on a seeded split of this dataset."""
+    """ToolRerank after each first stage (tasks/retrieval/rerank.py) on a seeded split of this dataset."""
     log = get_run_logger()
     if "base" not in inputs.embeddings:
         log.warning(f"{inputs.dataset}: no base embeddings, no reranking")
@@ -534,7 +534,7 @@ def eval_retrieval(cfg: EvalConfig | None = None) -> dict:
     summary = {"rows": rows, "next_tool_rows": next_tool, "toolnet": toolnet_info, "paper_subset_rows": subset_rows, "sql_agreement": agreement, "markdown": str(out / "retrieval.md"),
                "plot": str(out / "retrieval.png")}
     if reranked:
-        text = "\n".join(["# ToolRerank after each first stage (tasks/rerank.py, docs/retrieval.md)", ""] +
+        text = "\n".join(["# ToolRerank after each first stage (tasks/retrieval/rerank.py, docs/retrieval.md)", ""] +
                          [markdown_tables(r, cfg.ks) for r in reranked])
         (out / "rerank.md").write_text(text + "\n", encoding="utf-8")
         (out / "rerank.json").write_text(json.dumps([asdict(r) | {"encoder": encoders.get(r.dataset, "")}
@@ -564,7 +564,7 @@ def parse_args(argv: list[str] | None = None) -> EvalConfig:
 
 
 if __name__ == "__main__":
-    from tasks.prefect_guard import guard_temporary_server
+    from tasks.common.prefect_guard import guard_temporary_server
 
     guard_temporary_server()  # a temporary Prefect server dies with this process, kill -9 included
     eval_retrieval(parse_args())

@@ -4,12 +4,12 @@ tool selection and the completed graph for TGR, on CPU from a built warehouse (d
     python -m flows.gtool --warehouse artifacts/warehouse/tgr.duckdb      # make gtool
 
 1. Robustness: on each dataset with gold (``manual``) edges, mask 10..90% of them, train the link
-   predictor (tasks/gtool.py) on the rest and score recovering them (AUC, AP, F1 at the threshold
+   predictor (tasks/gtool/links.py) on the rest and score recovering them (AUC, AP, F1 at the threshold
    chosen on validation edges) beside the discriminator alone, common neighbours and embedding
    similarity; seeds averaged. Table and PNG in ``--out-dir``.
 2. Selection: on UltraTool and TMDB, the request-specific tool graph (retrieved candidates + graph
    neighbours over transition, discriminator and predicted edges) and its node scorer
-   (tasks/tool_selection.py) against top-k retrieval with and without TGR; node F1 / link F1 / NED
+   (tasks/gtool/selection.py) against top-k retrieval with and without TGR; node F1 / link F1 / NED
    on the test requests of the warehouse's seeded trajectory split.
 3. Completion: per dataset, the base graph (gold where it has one, else the discriminator's) plus
    predicted edges above the threshold validated on held-out base edges, written to the warehouse
@@ -34,19 +34,19 @@ from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from flows.eval_retrieval import EvalInputs, load_inputs
-from tasks.cli import Help, parse_config
-from tasks.gtool import (METHODS, Completion, DiscriminatorScores, GraphInputError, LinkConfig, ToolGraph,
+from tasks.common.cli import Help, parse_config
+from tasks.gtool.links import (METHODS, Completion, DiscriminatorScores, GraphInputError, LinkConfig, ToolGraph,
                          complete_graph, robustness_rows, summarise, tool_graph)
-from tasks.retrieval import gcn_propagate
-from tasks.trajectories import RESERVED
-from tasks.tool_selection import Request, SelectConfig, SelectionData, evaluate_selection
+from tasks.retrieval.core import gcn_propagate
+from tasks.toolsets.trajectories import RESERVED
+from tasks.gtool.selection import Request, SelectConfig, SelectionData, evaluate_selection
 from warehouse.build import connect, replace_rows, rows_of
 from warehouse.lineage import lineage_row
 
 
 @dataclass
 class GToolConfig:
-    """The one configuration surface of the gtool flow; the command line is generated from it (tasks/cli.py)."""
+    """The one configuration surface of the gtool flow; the command line is generated from it (tasks/common/cli.py)."""
 
     warehouse: Annotated[str, Help("the warehouse built by make graph (read; predicted edges are written back)")] = \
         "artifacts/warehouse/tgr.duckdb"
@@ -262,7 +262,7 @@ def completion_rows(d: DatasetGraphs, done: Completion, cfg: GToolConfig, built_
               "n_candidates": done.n_candidates, "same_group": cfg.completion_same_group,
               "max_ratio": cfg.completion_max_ratio, "capped_from": done.details.get("capped_from"),
               "discriminator_feature": cfg.discriminator_feature, "link_config": asdict(cfg.link_config())}
-    lineage = lineage_row(d.name, "predicted", f"GTool missing-dependency predictor (tasks/gtool.py) completing the "
+    lineage = lineage_row(d.name, "predicted", f"GTool missing-dependency predictor (tasks/gtool/links.py) completing the "
                           f"'{done.base_source}' graph", built_at, flow_run.id, params=params, threshold=done.threshold)
     embeddings = [{"dataset": d.name, "tool_id": t, "kind": "tgr_completed", "embedding": completed[i].tolist()}
                   for i, t in enumerate(ids)]
@@ -449,7 +449,7 @@ def parse_args(argv: list[str] | None = None) -> GToolConfig:
 
 
 if __name__ == "__main__":
-    from tasks.prefect_guard import guard_temporary_server
+    from tasks.common.prefect_guard import guard_temporary_server
 
     guard_temporary_server()  # a temporary Prefect server dies with this process, kill -9 included
     out = gtool(parse_args())

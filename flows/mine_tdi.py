@@ -3,7 +3,7 @@
 A value returned by a documented function that reaches an argument of another documented function
 makes a <consumer, producer> pair (docs/mining.md). Output as build-tdi: artifacts/tdi/<dataset>/.
 Optionally (an LLM endpoint configured) agent 1 rewrites a sample of the mined docs and agent 3
-judges a sample of the mined pairs (tasks/mined_llm.py).
+judges a sample of the mined pairs (tasks/mining/review.py).
 
     .venv/bin/python -m flows.mine_tdi --source stdlib,site-packages --dataset tdi-mined
     .venv/bin/python -m flows.mine_tdi --base-url embedded --rewrite-docs 200 --judge-sample 500
@@ -30,10 +30,10 @@ from prefect.cache_policies import NO_CACHE
 
 from models.embedded_llm import DEFAULT_MODEL
 from schemas.docs import schema_errors
-from tasks.accounting import OUTCOME_SCHEMA, AccountingSummary, write_records_db
-from tasks.cli import parse_config
-from tasks.llm import EMBEDDED, EMBEDDED_CONCURRENCY, ENDPOINT_CONCURRENCY, LLMConfig, StructuredLLM, StructuredRequest, StructuredResult, ledger_rows, split_userinfo, usage_summary
-from tasks.mined_llm import (
+from tasks.dataset.accounting import OUTCOME_SCHEMA, AccountingSummary, write_records_db
+from tasks.common.cli import parse_config
+from tasks.llm.client import EMBEDDED, EMBEDDED_CONCURRENCY, ENDPOINT_CONCURRENCY, LLMConfig, StructuredLLM, StructuredRequest, StructuredResult, ledger_rows, split_userinfo, usage_summary
+from tasks.mining.review import (
     JUDGE_ACTIONS,
     JUDGE_REJECTION,
     JudgeReport,
@@ -47,8 +47,8 @@ from tasks.mined_llm import (
     sample_doc_pairs,
     seeded_sample,
 )
-from tasks.mined_dataset import ORIGIN_LLM, DependencyPair, MinedBalanceConfig, MinedBalanced, balance_mined
-from tasks.mining import (
+from tasks.mining.dataset import ORIGIN_LLM, DependencyPair, MinedBalanceConfig, MinedBalanced, balance_mined
+from tasks.mining.core import (
     DEFAULT_MAX_PRODUCERS_PER_PARAM,
     FileItem,
     FileRejection,
@@ -62,10 +62,10 @@ from tasks.mining import (
     top_package,
     tree_files,
 )
-from tasks.prompts import EXTRACT, VALIDATE
-from tasks.quality import QualityReport, validate_shards
-from tasks.publish import dataset_lock, fresh_staging, gate_staged, publish_staged
-from tasks.shards import ShardConfig, ShardInfo, build_manifest, load_snippet, write_shards
+from tasks.agents.prompts import EXTRACT, VALIDATE
+from tasks.dataset.quality import QualityReport, validate_shards
+from tasks.dataset.publish import dataset_lock, fresh_staging, gate_staged, publish_staged
+from tasks.dataset.shards import ShardConfig, ShardInfo, build_manifest, load_snippet, write_shards
 
 SOURCES = ("stdlib", "site-packages", "tree", "codesearchnet")
 EMBEDDED_MODEL = DEFAULT_MODEL  # the packaged model --base-url embedded serves
@@ -96,7 +96,7 @@ class MineTDIConfig:
         "help": "reject flows into a parameter that more than this many distinct producers reach (generic sinks such "
                 "as assert_equal(actual) or dumps(obj)); none: keep them"})
     rows_per_shard: int = field(default=50_000, metadata={"help": "rows per Parquet shard"})
-    # -- optional LLM review (tasks/mined_llm.py); nothing is sent to an LLM while both counts are 0 --
+    # -- optional LLM review (tasks/mining/review.py); nothing is sent to an LLM while both counts are 0 --
     base_url: str | None = field(default=None, metadata={
         "help": "OpenAI-compatible endpoint for --rewrite-docs / --judge-sample, or 'embedded' (the packaged local "
                 "model, as build-tdi); none: OPENAI_BASE_URL when set (read when the config is made, so a deployment "
@@ -179,7 +179,7 @@ def _codesearchnet_modules(path: str) -> tuple[list[ModuleFacts | FileRejection]
 def mine(items: list[FileItem], cfg: MineTDIConfig) -> MineResult:
     from concurrent.futures import ProcessPoolExecutor
 
-    from tasks.mining import _parse_chunk
+    from tasks.mining.core import _parse_chunk
 
     t0 = time.perf_counter()
     chunks = [items[i: i + 64] for i in range(0, len(items), 64)]
@@ -246,7 +246,7 @@ def stage_shards(rows: list[dict], staging: Path, cfg: ShardConfig) -> list[Shar
 
 @task(name="quality-gate", cache_policy=NO_CACHE)
 def quality_gate(out_dir: Path, staging: Path) -> QualityReport:
-    """Validate the staged shards; a failure publishes nothing (``tasks.publish``)."""
+    """Validate the staged shards; a failure publishes nothing (``tasks.dataset.publish``)."""
     report = gate_staged(out_dir, staging, validate_shards)
     get_run_logger().info("quality gate: %d checks passed", len(report.checks))
     return report
@@ -307,7 +307,7 @@ REVIEW_TABLES = {  # records.duckdb tables of an LLM review, written only when o
 @task(name="account-records", cache_policy=NO_CACHE)
 def account(out_dir: Path, outcomes: pa.Table, n_read: int, ledger: list[dict] | None = None,
             reviews: dict[str, list[dict]] | None = None) -> AccountingSummary:
-    """The books (``record_outcomes``, ``llm_calls``: tasks/accounting.py); with an LLM review also
+    """The books (``record_outcomes``, ``llm_calls``: tasks/dataset/accounting.py); with an LLM review also
     ``doc_rewrites`` (one row per sampled doc) and ``judge_verdicts`` (one row per judged mined record)."""
     path = out_dir / "records.duckdb"
     summary = write_records_db(path, outcomes, ledger or [], n_read)
@@ -559,7 +559,7 @@ def recorded_config(cfg: MineTDIConfig) -> dict[str, Any]:
 
 # -- command line -------------------------------------------------------------------------------
 def _parse_args(argv: list[str] | None = None) -> MineTDIConfig:
-    """The command line, generated from MineTDIConfig (tasks/cli.py): one flag per field, its help from the field."""
+    """The command line, generated from MineTDIConfig (tasks/common/cli.py): one flag per field, its help from the field."""
     return parse_config(MineTDIConfig, argv, "python -m flows.mine_tdi", __doc__)
 
 
@@ -569,7 +569,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    from tasks.prefect_guard import guard_temporary_server
+    from tasks.common.prefect_guard import guard_temporary_server
 
     guard_temporary_server()  # a temporary Prefect server dies with this process, kill -9 included
     main()

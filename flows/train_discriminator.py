@@ -34,8 +34,8 @@ from prefect.cache_policies import NO_CACHE
 
 from models.discriminator import CALIBRATION_FILE, DEFAULT_MAX_LENGTH, load_calibration, load_discriminator, load_model, load_tokenizer
 from schemas.toolset import ToolSet
-from tasks.toolsets import BENCHMARKS, load_benchmark, read_toolset_dir
-from tasks.training import (
+from tasks.toolsets.readers import BENCHMARKS, load_benchmark, read_toolset_dir
+from tasks.training.core import (
     PairExample,
     StageArguments,
     TrainResult,
@@ -58,7 +58,7 @@ from tasks.training import (
     with_both_orders,
     write_json,
 )
-from tasks.atomic import replace_dir, restore_dir
+from tasks.common.atomic import replace_dir, restore_dir
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_BENCHMARKS = REPO_ROOT.parent / "shared" / "data" / "benchmarks"
@@ -134,7 +134,7 @@ def _load_toolset(spec: str, benchmarks_root: Path) -> ToolSet:
 
 
 def published_tdi(artifacts: Path = Path("artifacts/tdi")) -> list[Path]:
-    """TDI datasets that were published whole: a manifest (switched in with its shards, tasks.publish)
+    """TDI datasets that were published whole: a manifest (switched in with its shards, tasks.dataset.publish)
     whose quality gate passed, oldest first by manifest time. A run that failed its gate or died
     mid-write left the version before it, or no manifest."""
     found = []
@@ -283,7 +283,7 @@ Device: {summary['device']}.
 def finish_checkpoint(staged: Path, best: Path, summary: dict[str, Any], card: str) -> Path:
     """Complete the staged checkpoint (weights, tokenizer and calibration.json are in already) with
     ``metrics.json`` and the model card, then swap it in as ``best`` in one step
-    (``tasks.atomic.replace_dir``): a kill -9 at any point leaves ``best`` the previous complete
+    (``tasks.common.atomic.replace_dir``): a kill -9 at any point leaves ``best`` the previous complete
     checkpoint or the new one, never weights with another run's calibration."""
     write_json(staged / "metrics.json", summary)
     (staged / "README.md").write_text(card)
@@ -462,7 +462,7 @@ def _parse_args(argv: list[str] | None = None) -> TrainDiscriminatorConfig:
 
 
 if __name__ == "__main__":
-    from tasks.prefect_guard import guard_temporary_server
+    from tasks.common.prefect_guard import guard_temporary_server
 
     guard_temporary_server()  # a temporary Prefect server dies with this process, kill -9 included
     train_discriminator(_parse_args())

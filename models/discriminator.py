@@ -41,19 +41,19 @@ def pair_texts(doc_a: str | dict, doc_b: str | dict, ignore: Collection[str] = f
     """The two segments of a pair: each doc's text, led by the parameter-match evidence.
 
     When an output name of the other tool equals one of this tool's input names
-    (``tasks.schema_rule.feeds``), the segment starts with ``takes token from the other tool.``;
-    when an input only partly names the other's output (``tasks.schema_rule.partial_feeds``:
+    (``schemas.name_rule.feeds``), the segment starts with ``takes token from the other tool.``;
+    when an input only partly names the other's output (``schemas.name_rule.partial_feeds``:
     ``token`` <- ``user_token``, ``movie_id`` <- ``movie``), with the weaker
     ``may take token from the other tool's user_token.``; when neither tool declares any parameter and
     one names the whole of the other's (name-derived) output in its name or description
-    (``tasks.graph_edges.mentioned_outputs``), with the weakest, ``mentions movie, which the other
+    (``schemas.name_rule.mentioned_outputs``), with the weakest, ``mentions movie, which the other
     tool returns.``. The evidence is a hint, not the answer: the
     model learns from the labels when a shared name is a real hand-over (``token``) and when it is a
     coincidence (``time``, ``location``), and finds dependencies that share no name from the
     descriptions. The hint moves with its doc, so swapping a and b swaps the segments exactly
     (test-time symmetry stays exact). ``ignore``: names that are no evidence in the pair's tool
-    group (``tasks.schema_rule.common_output_names``); ``ignore_inputs``: input names that too many tools
-    of the group partly match to be partial evidence (``tasks.schema_rule.common_partial_inputs``). ``hints=False``: the docs alone (training's
+    group (``schemas.name_rule.common_output_names``); ``ignore_inputs``: input names that too many tools
+    of the group partly match to be partial evidence (``schemas.name_rule.common_partial_inputs``). ``hints=False``: the docs alone (training's
     ``hint_dropout``, so the model also learns to read the signatures and descriptions).
     """
     a, b = _as_doc(doc_a), _as_doc(doc_b)
@@ -78,9 +78,9 @@ def pair_texts(doc_a: str | dict, doc_b: str | dict, ignore: Collection[str] = f
 class HintEvidence(NamedTuple):
     """What ``pair_texts`` tells the model about ``consumer`` taking from ``producer``."""
 
-    exact: list[str]  # normalised names (tasks.schema_rule.feeds)
-    partial: list[tuple[str, str]]  # (input, output) (tasks.schema_rule.partial_feeds)
-    mentioned: list[str]  # only without either of the above (tasks.graph_edges.mentioned_outputs)
+    exact: list[str]  # normalised names (schemas.name_rule.feeds)
+    partial: list[tuple[str, str]]  # (input, output) (schemas.name_rule.partial_feeds)
+    mentioned: list[str]  # only without either of the above (schemas.name_rule.mentioned_outputs)
 
     @property
     def kind(self) -> str:
@@ -90,8 +90,7 @@ class HintEvidence(NamedTuple):
 def hint_evidence(producer: dict, consumer: dict, ignore: Collection[str] = frozenset(),
                   ignore_inputs: Collection[str] = frozenset()) -> HintEvidence:
     """The evidence that ``consumer`` takes a value of ``producer``, strongest first (``pair_texts``)."""
-    from tasks.graph_edges import mentioned_outputs
-    from tasks.schema_rule import feeds, normalise_param_name, partial_feeds
+    from schemas.name_rule import feeds, mentioned_outputs, normalise_param_name, partial_feeds
 
     exact = sorted(feeds(producer, consumer, ignore=ignore))
     partial = partial_feeds(producer, consumer, ignore=ignore, ignore_inputs=ignore_inputs)
@@ -104,10 +103,10 @@ def doc_text(doc: str | dict) -> str:
     """``GetUserToken(username: str, password: str) -> token: str. Get the user's token. username: ...``
 
     Takes a doc dict or its canonical JSON. A doc that declares no outputs shows the output its
-    name implies (``tasks.schema_rule.name_derived_output``), the same reading the parameter
+    name implies (``schemas.name_rule.name_derived_output``), the same reading the parameter
     rule uses, so tool sets that list inputs only still show the model what a tool produces.
     """
-    from tasks.schema_rule import name_derived_output
+    from schemas.name_rule import name_derived_output
 
     if isinstance(doc, str):
         try:

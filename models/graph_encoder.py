@@ -9,7 +9,7 @@ passed both ways and the encoder still knows the direction. The softmax is a seg
 each node's incoming edges (``scatter_reduce`` amax, ``index_add``): a node without incoming edges
 keeps its root term only, so nothing divides by zero.
 
-Everything here works on index tensors that ``tasks.gtool`` has already checked (known nodes, no
+Everything here works on index tensors that ``tasks.gtool.links`` has already checked (known nodes, no
 self-loops, at least two nodes); the modules do not validate their input again.
 """
 from __future__ import annotations

@@ -1,5 +1,8 @@
-"""TDI pair labels and the explicit Arrow schema of the Parquet shards."""
+"""TDI pair labels, the dependent pair the agents produce, and the explicit Arrow schema of the Parquet shards."""
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 
@@ -15,6 +18,24 @@ NUM_LABELS = 3
 def swap_label(label: int) -> int:
     """Label of the swapped pair <t_b, t_a>: classes 0 and 2 trade places, 1 stays."""
     return {0: 2, 1: 1, 2: 0}[label]
+
+
+@dataclass(frozen=True)
+class DependentPair:
+    """A generated pair, oriented by ``satisfied``: ``dependent`` depends on ``prerequisite``."""
+
+    record_id: str
+    given: dict[str, Any]
+    generated: dict[str, Any]
+    satisfied: int  # 1: generated depends on given; 2: given depends on generated
+
+    @property
+    def dependent(self) -> dict[str, Any]:
+        return self.generated if self.satisfied == 1 else self.given
+
+    @property
+    def prerequisite(self) -> dict[str, Any]:
+        return self.given if self.satisfied == 1 else self.generated
 
 
 TDI_PAIR_SCHEMA = pa.schema(

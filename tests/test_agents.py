@@ -1,9 +1,10 @@
 """Agents' answer interpretation: docs, direction, echoes and judge verdicts become pairs or reasons."""
 from __future__ import annotations
 
-from tasks.agents import DependentPair, ExtractedDoc, interpret_extract, interpret_generate, interpret_validate
-from tasks.llm import StructuredResult
-from tasks.outcome import Outcome
+from schemas.tdi import DependentPair
+from tasks.agents.requests import ExtractedDoc, interpret_extract, interpret_generate, interpret_validate
+from tasks.llm.client import StructuredResult
+from tasks.common.outcome import Outcome
 
 
 def _doc(name, inputs, outputs):

@@ -11,10 +11,10 @@ import pytest
 
 from schemas.docs import canonical_doc_json, doc_id, schema_errors
 from schemas.tdi import TDI_PAIR_SCHEMA, swap_label
-from tasks.agents import DependentPair
-from tasks.balance import BalanceConfig, balance_pairs
-from tasks.quality import validate_shards
-from tasks.shards import ShardConfig, write_dataset_card, write_manifest, write_shards
+from schemas.tdi import DependentPair
+from tasks.dataset.balance import BalanceConfig, balance_pairs
+from tasks.dataset.quality import validate_shards
+from tasks.dataset.shards import ShardConfig, write_dataset_card, write_manifest, write_shards
 
 
 def _doc(name: str, inputs: list[str], outputs: list[str]) -> dict:
@@ -203,14 +203,14 @@ def test_a_second_run_on_a_locked_dataset_folder_fails_at_once(tmp_path):
     import subprocess
     import sys
 
-    from tasks.publish import DatasetBusyError, dataset_lock
+    from tasks.dataset.publish import DatasetBusyError, dataset_lock
 
     with dataset_lock(tmp_path / "ds"):
         with pytest.raises(DatasetBusyError, match="being written by another run"):
             with dataset_lock(tmp_path / "ds"):
                 pass
         # another process sees the same lock
-        probe = ("import sys; from pathlib import Path; from tasks.publish import dataset_lock, DatasetBusyError\n"
+        probe = ("import sys; from pathlib import Path; from tasks.dataset.publish import dataset_lock, DatasetBusyError\n"
                  "try:\n    dataset_lock(Path(sys.argv[1])).__enter__()\nexcept DatasetBusyError as e:\n    print(e); sys.exit(3)")
         other = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "ds")], capture_output=True, text=True)
         assert other.returncode == 3 and "pid" in other.stdout

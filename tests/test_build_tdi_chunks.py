@@ -14,9 +14,9 @@ import pyarrow.parquet as pq
 import pytest
 
 import tests.openai_server as openai_server
-from tasks.agents import DependentPair
-from tasks.balance import BalanceConfig, balance_pairs, plan_balance, plan_rows
-from tasks.chunks import (
+from schemas.tdi import DependentPair
+from tasks.dataset.balance import BalanceConfig, balance_pairs, plan_balance, plan_rows
+from tasks.agents.chunks import (
     CHUNKS,
     MARKER,
     VALIDATED_SCHEMA,
@@ -25,9 +25,9 @@ from tasks.chunks import (
     run_chunk,
     validated_row,
 )
-from tasks.llm import LLMConfig, LLMEndpointError, LLMStageFailed
-from tasks.quality import validate_shards
-from tasks.shards import ShardConfig, write_planned_shards, write_shards
+from tasks.llm.client import LLMConfig, LLMEndpointError, LLMStageFailed
+from tasks.dataset.quality import validate_shards
+from tasks.dataset.shards import ShardConfig, write_planned_shards, write_shards
 from tasks.sources import SourceFilter, SourceSpec, StringSpill, U64Map, read_function_records
 from tests.openai_server import FakeOpenAIServer, FaultPlan
 from tests.test_balance_shards import _pairs

@@ -14,7 +14,7 @@ import polars as pl
 import pytest
 
 from flows.build_tdi import build_tdi, config_from_args
-from tasks.llm import ResponseCache
+from tasks.llm.client import ResponseCache
 from tests.conftest import REPO_ROOT
 from tests.openai_server import FakeOpenAIServer
 
@@ -104,7 +104,7 @@ def test_resume_after_a_kill_repeats_no_answered_call_and_reproduces_the_shards(
 def test_a_run_that_fails_the_gate_leaves_the_published_dataset_as_it_was(shared_data, tmp_path, prefect_harness, monkeypatch):
     import flows.build_tdi as bt
     from flows.train_discriminator import published_tdi
-    from tasks.quality import QualityGateError, QualityReport
+    from tasks.dataset.quality import QualityGateError, QualityReport
 
     with FakeOpenAIServer() as server:
         args = _args(shared_data, server, tmp_path, "gated", limit=40)

@@ -15,8 +15,8 @@ from pydantic import TypeAdapter
 
 from flows.build_tdi import BuildTDIConfig, build_tdi, config_from_args
 from flows.mine_tdi import MineTDIConfig, _parse_args
-from tasks.cli import Option, build_parser, config_from_namespace, options, parse_config, to_argv
-from tasks.llm import EMBEDDED, LLMConfig
+from tasks.common.cli import Option, build_parser, config_from_namespace, options, parse_config, to_argv
+from tasks.llm.client import EMBEDDED, LLMConfig
 from tasks.sources import SourceSpec
 from tests.conftest import REPO_ROOT
 from tests.openai_server import FakeOpenAIServer

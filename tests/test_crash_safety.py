@@ -136,7 +136,7 @@ def _sha256(path: Path) -> str:
 
 
 # =============================================================================================
-# 1. Dataset publish (tasks/publish.py, the order of flows/build_tdi.py and flows/mine_tdi.py)
+# 1. Dataset publish (tasks/dataset/publish.py, the order of flows/build_tdi.py and flows/mine_tdi.py)
 
 DATASET_VARIANTS = {"old": (60, 40, 3), "new": (110, 90, 8)}  # validated pairs, per class, seed
 
@@ -146,7 +146,7 @@ def _structural_gate(shard_dir: Path):
     import pyarrow.parquet as pq
 
     from schemas.tdi import TDI_PAIR_SCHEMA
-    from tasks.quality import QualityReport
+    from tasks.dataset.quality import QualityReport
 
     table = pq.read_table(shard_dir)
     labels = table.column("label").to_pylist()
@@ -158,11 +158,11 @@ def _structural_gate(shard_dir: Path):
 def publish_dataset(out: str, variant: str, real_gate: bool = False) -> dict:
     """One publish of a small synthetic dataset, step for step as the flows do it: the books, a
     fresh staging folder, the shards, the gate, the card, then the publish; under the folder lock."""
-    from tasks.accounting import write_records_db
-    from tasks.balance import BalanceConfig, balance_pairs
-    from tasks.publish import dataset_lock, fresh_staging, gate_staged, publish_staged
-    from tasks.quality import validate_shards
-    from tasks.shards import ShardConfig, build_manifest, write_dataset_card, write_shards
+    from tasks.dataset.accounting import write_records_db
+    from tasks.dataset.balance import BalanceConfig, balance_pairs
+    from tasks.dataset.publish import dataset_lock, fresh_staging, gate_staged, publish_staged
+    from tasks.dataset.quality import validate_shards
+    from tasks.dataset.shards import ShardConfig, build_manifest, write_dataset_card, write_shards
     from tests.test_balance_shards import _pairs
 
     out_dir = Path(out)
@@ -194,7 +194,7 @@ def assert_published(out: Path, expected: dict, books: list[dict]) -> None:
     import pyarrow.parquet as pq
 
     from schemas.tdi import ID2LABEL
-    from tasks.accounting import check_accounting
+    from tasks.dataset.accounting import check_accounting
 
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest == expected
@@ -224,7 +224,7 @@ def assert_published(out: Path, expected: dict, books: list[dict]) -> None:
 
 def assert_tidy(out: Path) -> None:
     """Nothing a killed run left: no staging, one version, no half-made links."""
-    from tasks.publish import VERSIONS
+    from tasks.dataset.publish import VERSIONS
 
     leftovers = sorted(p.name for p in out.iterdir()
                        if p.name in (".staging", ".failed") or p.name.endswith((".link", ".old", ".tmp")))
@@ -246,7 +246,7 @@ def datasets(tmp_path_factory) -> dict[str, Any]:
 DATASET_KILLS = {  # id: (kill point, which version must be published after the kill)
     "books-replace": ({"target": "os.replace", "arg": 1, "name": "records.duckdb", "when": "before"}, "old"),
     "shard-write": ({"target": "pyarrow.parquet.write_table", "arg": 1, "nth": 2, "when": "torn"}, "old"),
-    "shard-hash": ({"target": "tasks.shards.sha256_file", "nth": 2, "when": "before"}, "old"),
+    "shard-hash": ({"target": "tasks.dataset.shards.sha256_file", "nth": 2, "when": "before"}, "old"),
     "quality-gate": ({"target": "tests.test_crash_safety._structural_gate", "when": "before"}, "old"),
     "quality-json": ({"target": "pathlib.Path.write_text", "arg": 0, "name": "quality.json", "when": "torn"}, "old"),
     "card": ({"target": "pathlib.Path.write_text", "arg": 0, "name": "README.md", "when": "torn"}, "old"),
@@ -276,7 +276,7 @@ def test_a_killed_dataset_publish_leaves_one_whole_version(point: str, datasets:
 
 def test_a_folder_published_before_versions_is_converted(datasets: dict, tmp_path: Path) -> None:
     """The layout older runs left (real shards/ and manifest.json in the folder) publishes into versions."""
-    from tasks.publish import published_version
+    from tasks.dataset.publish import published_version
 
     out = tmp_path / "ds"
     version = published_version(datasets["template"])
@@ -350,14 +350,14 @@ def test_a_killed_warehouse_build_leaves_the_previous_file(point: str, warehouse
 
 
 # =============================================================================================
-# 3. Checkpoint save (tasks/training.py: train_classifier; flows/train_discriminator.py: best/)
+# 3. Checkpoint save (tasks/training/core.py: train_classifier; flows/train_discriminator.py: best/)
 
 CHECKPOINT_VARIANTS = {"old": (1, 1e-3), "new": (2, 5e-3)}  # seed, learning rate
 MAX_LENGTH = 48
 
 
 def _toy_pairs():
-    from tasks.training import build_pairs
+    from tasks.training.core import build_pairs
     from tests.test_discriminator import toy_toolset
 
     return build_pairs(toy_toolset())
@@ -365,7 +365,7 @@ def _toy_pairs():
 
 def _calibrate(checkpoint: Path) -> dict:
     from models.discriminator import load_discriminator
-    from tasks.training import choose_threshold, predict_examples
+    from tasks.training.core import choose_threshold, predict_examples
 
     pairs = _toy_pairs()
     model, tokenizer = load_discriminator(checkpoint)
@@ -378,8 +378,8 @@ def save_checkpoint(run: str, model_dir: str, variant: str) -> dict:
     into the staged folder, calibration.json goes beside it, then finish_checkpoint swaps it in."""
     from flows.train_discriminator import STAGED_BEST, finish_checkpoint
     from models.discriminator import CALIBRATION_FILE, load_model, load_tokenizer
-    from tasks.atomic import restore_dir
-    from tasks.training import StageArguments, train_classifier, write_json
+    from tasks.common.atomic import restore_dir
+    from tasks.training.core import StageArguments, train_classifier, write_json
 
     run_dir = Path(run)
     best, staged = run_dir / "best", run_dir / STAGED_BEST
@@ -431,8 +431,8 @@ CHECKPOINT_KILLS = {
     "calibration-json": ({"target": "pathlib.Path.write_text", "arg": 0, "contains": "calibration.json",
                           "when": "torn"}, "old"),
     "model-card": ({"target": "pathlib.Path.write_text", "arg": 0, "name": "README.md", "when": "torn"}, "old"),
-    "before-swap": ({"target": "tasks.atomic.exchange_paths", "arg": 1, "name": "best", "when": "before"}, "old"),
-    "after-swap": ({"target": "tasks.atomic.exchange_paths", "arg": 1, "name": "best", "when": "after"}, "new"),
+    "before-swap": ({"target": "tasks.common.atomic.exchange_paths", "arg": 1, "name": "best", "when": "before"}, "old"),
+    "after-swap": ({"target": "tasks.common.atomic.exchange_paths", "arg": 1, "name": "best", "when": "after"}, "new"),
 }
 
 
@@ -465,7 +465,7 @@ JOBS = {"dataset": publish_dataset, "warehouse": build_warehouse_job, "checkpoin
 def test_replace_dir_without_atomic_exchange_undoes_a_kill_between_its_renames(tmp_path: Path, monkeypatch) -> None:
     """Where the file system cannot exchange two folders, replace_dir renames the old one aside
     first; the state a kill between the two renames leaves is put back by the next save."""
-    import tasks.atomic as atomic
+    import tasks.common.atomic as atomic
 
     dst, src = tmp_path / "best", tmp_path / ".best.new"
     for folder, text in ((dst, "old"), (src, "new")):

@@ -30,8 +30,8 @@ from models.discriminator import (  # noqa: E402
 from schemas.docs import canonical_doc_json  # noqa: E402
 from schemas.tdi import ID2LABEL, LABEL2ID, swap_label  # noqa: E402
 from schemas.toolset import DependencyEdge, Tool, ToolSet  # noqa: E402
-from tasks.schema_rule import common_output_names, name_derived_output, partial_feeds, partial_match, schema_rule_label  # noqa: E402
-from tasks.training import (  # noqa: E402
+from schemas.name_rule import common_output_names, name_derived_output, partial_feeds, partial_match, schema_rule_label  # noqa: E402
+from tasks.training.core import (  # noqa: E402
     PairExample,
     StageArguments,
     build_pairs,
@@ -195,7 +195,7 @@ def test_pair_texts_lead_with_the_parameter_match_evidence_and_swap_exactly():
     assert pair_texts(login, mail) == (b, a)
     weather = _doc("Weather", ["city"], ["forecast"])
     assert pair_texts(mail, weather) == (doc_text(mail), doc_text(weather))  # no shared name, no hint
-    # a name too common in the pair's group is no evidence: no hint (tasks.schema_rule.common_output_names)
+    # a name too common in the pair's group is no evidence: no hint (schemas.name_rule.common_output_names)
     assert pair_texts(mail, login, ignore=frozenset({"token"})) == (doc_text(mail), doc_text(login))
     producers = [_doc(f"Issuer{k}", [], ["token"]) for k in range(3)] + [mail]
     assert common_output_names(producers) == {"token"} and common_output_names(producers, 3) == frozenset()
@@ -216,7 +216,7 @@ def test_pair_texts_give_partial_name_matches_as_a_weaker_hint():
 
 
 def test_an_input_that_many_tools_partly_match_gives_no_partial_hint():
-    from tasks.schema_rule import common_partial_inputs
+    from schemas.name_rule import common_partial_inputs
 
     counters = [_doc(f"Stats{k}", [], [f"{w}_count"]) for k, w in enumerate(("char", "review", "view"))]
     reader = _doc("Paginate", ["count", "user_token"], ["page"])
@@ -258,7 +258,7 @@ def test_pair_texts_give_an_output_word_the_other_tool_names_as_the_weakest_hint
 
 
 def test_hint_dropout_shows_a_seeded_share_of_training_pairs_without_the_hint(tiny_model_dir):
-    from tasks.training import hint_mask, tokenized_dataset
+    from tasks.training.core import hint_mask, tokenized_dataset
 
     login, mail = _doc("GetUserToken", ["user"], ["token"]), _doc("SendMail", ["token", "to"], ["status"])
     assert pair_texts(mail, login, hints=False) == (doc_text(mail), doc_text(login))

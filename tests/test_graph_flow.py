@@ -11,7 +11,7 @@ import pytest
 
 from schemas.tdi import ID2LABEL, LABEL2ID
 from schemas.toolset import DependencyEdge, Query, Tool, ToolSet
-from tasks.graph_edges import (
+from tasks.graph.edges import (
     DEFAULT_PRUNING,
     check_label_order,
     edge_decision,
@@ -19,7 +19,6 @@ from tasks.graph_edges import (
     fuse_edges,
     group_common_names,
     log_pruning,
-    normalise_param_name,
     param_compatible,
     prune_candidates,
     pruning_rules,
@@ -28,7 +27,7 @@ from tasks.graph_edges import (
     score_pairs,
     text_compatible,
 )
-from tasks.schema_rule import schema_rule_label
+from schemas.name_rule import normalise_param_name, schema_rule_label
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -80,11 +79,11 @@ def tiny_checkpoint(tmp_path_factory):
 
 
 def test_param_names_and_compatibility():
-    import tasks.graph_edges as ge
-    import tasks.schema_rule as sr
+    import tasks.graph.edges as ge
+    import schemas.name_rule as sr
 
-    # One home for the helpers: graph_edges re-uses schema_rule's objects, no copies.
-    assert ge.normalise_param_name is sr.normalise_param_name and ge.GENERIC_OUTPUT_NAMES is sr.GENERIC_OUTPUT_NAMES
+    # One home for the helpers: the graph stage re-uses the name rule's objects, no copies.
+    assert ge.output_names is sr.output_names and ge.content_words is sr.content_words
     assert normalise_param_name("userToken") == normalise_param_name("user_token") == "usertoken"
     assert param_compatible(TOOLS[0], TOOLS[1])  # Login.userToken -> UpdateEmail.user_token
     assert param_compatible(TOOLS[4], TOOLS[3])  # either direction
@@ -136,12 +135,12 @@ def test_pruning_counts_pairs_and_known_edges():
 def test_low_pruning_recall_is_a_loud_warning(caplog):
     near = prune_candidates(TOOLS, np.array([[1, 0.1, 0], [0.8, 1, 0], [0.5, 1, 0.1], [0, 0, 1], [0, 0.1, 1]]),
                             "neighbours", neighbours=1, known_edges=EDGES)
-    with caplog.at_level(logging.INFO, logger="tasks.graph_edges"):
+    with caplog.at_level(logging.INFO, logger="tasks.graph.edges"):
         log_pruning("toy", near)
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and "recall 0.667 < 0.9" in warnings[0] and "2 of 3" in warnings[0]
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger="tasks.graph_edges"):
+    with caplog.at_level(logging.INFO, logger="tasks.graph.edges"):
         log_pruning("toy", prune_candidates(TOOLS, strategy="params", known_edges=EDGES))
     assert not [r for r in caplog.records if r.levelno == logging.WARNING]
     assert "gold-edge recall 1.000" in caplog.records[0].getMessage()
@@ -154,7 +153,7 @@ def test_schema_edges_follow_the_rule_and_store_matched_names():
                    ("delete_account", "login", "schema", ("usertoken",)),
                    ("clothes", "weather", "schema", ("temperature",))}
     index = {t.tool_id: i for i, t in enumerate(TOOLS)}
-    for s in found:  # the same labels as tasks.schema_rule on the pair <a, b> (a first in tool order)
+    for s in found:  # the same labels as schemas.name_rule on the pair <a, b> (a first in tool order)
         i, j = sorted((index[s.edge.dependent], index[s.edge.prerequisite]))
         assert schema_rule_label(TOOLS[i].doc, TOOLS[j].doc) == s.predicted_class
     assert schema_edges(TOOLS, [(1, 2)]) == []  # only "status" in common: no edge
@@ -210,7 +209,7 @@ def test_edges_from_probabilities_by_hand():
 def test_edge_decision_reads_calibration_or_falls_back_to_argmax(tmp_path, caplog):
     ckpt = tmp_path / "best"
     ckpt.mkdir()
-    with caplog.at_level(logging.WARNING, logger="tasks.graph_edges"):
+    with caplog.at_level(logging.WARNING, logger="tasks.graph.edges"):
         d = edge_decision(ckpt)
     assert d.threshold is None and d.rule == "argmax" and d.both_orders
     assert any("no calibration.json" in r.getMessage() for r in caplog.records)
@@ -245,7 +244,7 @@ def test_score_pairs_with_a_tiny_checkpoint(tiny_checkpoint):
 def test_build_and_eval_flows_end_to_end(tiny_checkpoint, tmp_path, prefect_harness):
     from flows.build_graph import GraphConfig, build_graph, parse_args
     from flows.eval_retrieval import EvalConfig, eval_retrieval
-    from tasks.toolsets import write_toolset_dir
+    from tasks.toolsets.readers import write_toolset_dir
     from warehouse.build import connect, rows_of
 
     folder = write_toolset_dir(TOYSET, tmp_path / "toy")
@@ -306,8 +305,8 @@ def test_paper_encoder_rows_equal_a_warehouse_built_with_that_encoder(tmp_path, 
     not as the warehouse's own encoder does."""
     from flows.build_graph import GraphConfig, build_graph
     from flows.eval_retrieval import PAPER_ENCODER, load_inputs, paper_encoder_rankings, paper_encoder_scores, rank_all
-    from tasks.retrieval import cosine_scores
-    from tasks.toolsets import write_toolset_dir
+    from tasks.retrieval.core import cosine_scores
+    from tasks.toolsets.readers import write_toolset_dir
 
     folder = write_toolset_dir(TOYSET, tmp_path / "toy")
     built = {}
@@ -329,7 +328,7 @@ def test_paper_encoder_rows_equal_a_warehouse_built_with_that_encoder(tmp_path, 
 
 def test_build_graph_without_calibration_falls_back_to_argmax(tiny_checkpoint, tmp_path, prefect_harness):
     from flows.build_graph import GraphConfig, build_graph
-    from tasks.toolsets import write_toolset_dir
+    from tasks.toolsets.readers import write_toolset_dir
     from warehouse.build import connect
 
     folder = write_toolset_dir(TOYSET, tmp_path / "toy")

@@ -1,4 +1,4 @@
-"""GTool on CPU (tasks/gtool.py, tasks/tool_selection.py, flows/gtool.py): the masking split, a tiny
+"""GTool on CPU (tasks/gtool/links.py, tasks/gtool/selection.py, flows/gtool.py): the masking split, a tiny
 graph whose masked edge is recovered, bad graphs, the metrics, and predicted edges in a warehouse."""
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from models.graph_encoder import GraphEncoder
-from tasks.gtool import (GTOOL, GraphInputError, LinkConfig, LinkPredictor, best_threshold, common_neighbours,
+from tasks.gtool.links import (GTOOL, GraphInputError, LinkConfig, LinkPredictor, best_threshold, common_neighbours,
                          complete_graph, edge_matrix, f1_at, mask_split, recover_masked, tool_graph, unit_rows)
-from tasks.tool_selection import (Request, SelectConfig, SelectionData, evaluate_selection, ned, order_tools,
+from tasks.gtool.selection import (Request, SelectConfig, SelectionData, evaluate_selection, ned, order_tools,
                                   plan_links, plan_scores, request_subgraphs, set_f1)
 from tests.test_warehouse import BUILT, DIM, tiny_dataset
 from warehouse.build import WarehouseError, build_warehouse, connect, replace_rows
@@ -291,7 +291,7 @@ def test_flow_writes_predicted_edges_and_records_a_skip(tmp_path, prefect_harnes
 
 def test_command_line_round_trips_and_refuses_bad_rates(capsys):
     from flows.gtool import GToolConfig, parse_args
-    from tasks.cli import to_argv
+    from tasks.common.cli import to_argv
 
     cfg = GToolConfig(mask_rates=("0.2", "0.4"), seeds=2, negatives="mixed", completion_datasets=("tmdb",))
     assert parse_args(to_argv(cfg)) == cfg and cfg.rates == [0.2, 0.4]

@@ -5,7 +5,7 @@ UTF-8, JSON that is not a record, a duplicate, a symlink loop, an id made of SQL
 path with quotes or glob characters) together with the one outcome it must have:
 
 * ``Rejected``: the item is read and recorded as a rejection with a specific reason (function
-  sources: ``tasks.sources.Reason``; trajectories: ``tasks.trajectories.Rejection``; benchmark
+  sources: ``tasks.sources.Reason``; trajectories: ``tasks.toolsets.trajectories.Rejection``; benchmark
   imports: a line of the ``ImportReport``), the books still balance;
 * ``Raises``: a clear error of a given type whose message names the file (and the line, where
   there is one), never a raw ``UnicodeDecodeError`` / ``RecursionError`` / ``KeyError``;
@@ -40,14 +40,14 @@ from tasks.sources import (
     check_source,
     read_function_records,
 )
-from tasks.toolsets import (
+from tasks.toolsets.readers import (
     ToolSetFormatError,
     load_benchmark_with_report,
     load_toolset_spec,
     read_toolset_dir,
     write_toolset_dir,
 )
-from tasks.trajectories import (
+from tasks.toolsets.trajectories import (
     Trajectories,
     TrajectoryFormatError,
     gold_trajectories,

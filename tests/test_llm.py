@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tasks.agents import extract_request, interpret_extract
-from tasks.llm import (
+from tasks.agents.requests import extract_request, interpret_extract
+from tasks.llm.client import (
     LLMConfig,
     LLMEndpointError,
     LLMStageFailed,
@@ -31,7 +31,7 @@ from tasks.llm import (
     rate_limit_delay,
     retry_delay,
 )
-from tasks.outcome import Outcome
+from tasks.common.outcome import Outcome
 from tests.openai_server import FakeOpenAIServer, FaultPlan, RateLimitPlan
 
 CODE = 'def add_item(cart, item, quantity=1):\n    """Add an item to the cart."""\n    cart[item] = quantity\n    return cart\n'
@@ -525,7 +525,7 @@ def test_batch_mode_fails_fast_on_a_wrong_key(tmp_path):
 @pytest.mark.parametrize("keep_alive,connections", [("timeout=5", 1), ("timeout=1", 3), (None, 1)])
 def test_fast_transport_drops_idle_connections_before_the_server_does(keep_alive, connections):
     """An idle connection is reused only until a second before the server's Keep-Alive timeout."""
-    from tasks.llm import FastHTTPTransport
+    from tasks.llm.client import FastHTTPTransport
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         while True:

@@ -18,11 +18,11 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from tasks.accounting import write_records_db_from_parquet
-from tasks.agents import interpret_extract
-from tasks.chunks import ChunkJob, iter_record_chunks, run_chunk
-from tasks.llm import LLMConfig, LLMEndpointError, LLMUnavailableError, ResponseCache, StructuredLLM, cache_key
-from tasks.outcome import Outcome
+from tasks.dataset.accounting import write_records_db_from_parquet
+from tasks.agents.requests import interpret_extract
+from tasks.agents.chunks import ChunkJob, iter_record_chunks, run_chunk
+from tasks.llm.client import LLMConfig, LLMEndpointError, LLMUnavailableError, ResponseCache, StructuredLLM, cache_key
+from tasks.common.outcome import Outcome
 from tasks.sources import SourceFilter, SourceSpec
 from tests.conftest import REPO_ROOT
 from tests.openai_server import CANNED, JUNK_USAGE, FakeOpenAIServer, FaultPlan
@@ -154,7 +154,7 @@ def test_the_books_read_every_journal_row_and_skip_a_line_torn_by_a_kill(tmp_pat
 
 _KILLED_CHILD = """
 import asyncio, sys
-from tasks.llm import LLMConfig, StructuredLLM
+from tasks.llm.client import LLMConfig, StructuredLLM
 from tests.test_llm import _requests
 cfg = LLMConfig(model="fake", base_url=sys.argv[1], cache_dir=sys.argv[2], concurrency=4, ledger_journal=sys.argv[3])
 asyncio.run(StructuredLLM(cfg).run_many(_requests(200)))
@@ -181,9 +181,9 @@ def test_a_killed_run_leaves_a_journal_row_for_every_request_answered(tmp_path):
 @pytest.mark.slow
 def test_the_books_count_the_requests_of_a_failed_chunk_attempt_that_was_retried(tmp_path, prefect_harness, monkeypatch):
     import flows.build_tdi as bt
-    import tasks.chunks
+    import tasks.agents.chunks
 
-    real_write = tasks.chunks.write_chunk_outputs
+    real_write = tasks.agents.chunks.write_chunk_outputs
     failures = []
 
     def fail_once(*args, **kwargs):  # every LLM call of the attempt was made; then the disk fails
@@ -192,7 +192,7 @@ def test_the_books_count_the_requests_of_a_failed_chunk_attempt_that_was_retried
             raise OSError("No space left on device")
         return real_write(*args, **kwargs)
 
-    monkeypatch.setattr(tasks.chunks, "write_chunk_outputs", fail_once)
+    monkeypatch.setattr(tasks.agents.chunks, "write_chunk_outputs", fail_once)
     monkeypatch.setattr(bt, "process_chunk", bt.process_chunk.with_options(retry_delay_seconds=0))
     src = write_tree(tmp_path / "src", 12)
     with FakeOpenAIServer() as server:
@@ -269,7 +269,7 @@ def test_batch_mode_caches_only_the_answers_that_validate(tmp_path):
 @pytest.mark.slow
 def test_a_build_against_empty_choices_then_a_healthy_server_sends_again_and_succeeds(tmp_path, prefect_harness):
     from flows.build_tdi import build_tdi, config_from_args
-    from tasks.llm import LLMStageFailed
+    from tasks.llm.client import LLMStageFailed
 
     src = write_tree(tmp_path / "src", 12)
     with FakeOpenAIServer(faults=FaultPlan(canned=("empty_choices",) * 10_000)) as broken:

@@ -15,9 +15,9 @@ import pytest
 import tests.openai_server as fake
 from flows.mine_tdi import MineTDIConfig, _parse_args, main, mine_tdi
 from schemas.docs import schema_errors
-from tasks.docstrings import functions_in_source
-from tasks.mined_dataset import DependencyPair
-from tasks.mined_llm import doc_pairs, render_signature, sample_doc_pairs, seeded_sample
+from tasks.mining.docs import functions_in_source
+from tasks.mining.dataset import DependencyPair
+from tasks.mining.review import doc_pairs, render_signature, sample_doc_pairs, seeded_sample
 from tests.openai_server import FakeOpenAIServer
 from tests.test_mining import pipeline_modules, write_package
 

@@ -10,9 +10,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from schemas.docs import schema_errors
-from tasks.docstrings import docs_from_source
-from tasks.mined_dataset import DependencyPair, MinedBalanceConfig, balance_mined, drop_outputs
-from tasks.mining import MineReason, build_docs, mine_files, tree_files
+from tasks.mining.docs import docs_from_source
+from tasks.mining.dataset import DependencyPair, MinedBalanceConfig, balance_mined, drop_outputs
+from tasks.mining.core import MineReason, build_docs, mine_files, tree_files
 
 
 def _doc(summary: str) -> str:
@@ -447,7 +447,7 @@ def test_mine_tdi_flow_end_to_end(tmp_path: Path, prefect_harness) -> None:
 
 def test_failing_quality_gate_publishes_no_shards(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, prefect_harness) -> None:
     import flows.mine_tdi as mt
-    from tasks.quality import QualityGateError, QualityReport
+    from tasks.dataset.quality import QualityGateError, QualityReport
 
     src = _bigger_tree(tmp_path / "src", n_modules=2, n_funcs=3)
     monkeypatch.setattr(mt, "validate_shards", lambda d: QualityReport(success=False, checks=[{"success": False, "expectation": "injected"}]))
@@ -469,7 +469,7 @@ def _csn_line(func_name: str, code: str) -> str:
 
 def test_codesearchnet_records_resolve_within_the_record_set(tmp_path: Path) -> None:
     from flows.mine_tdi import _codesearchnet_modules
-    from tasks.mining import resolve_flows
+    from tasks.mining.core import resolve_flows
 
     folder = tmp_path / "csn" / "python" / "final" / "jsonl"
     records = [

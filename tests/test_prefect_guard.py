@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CHILD = textwrap.dedent("""
     import os, sys, time
     if sys.argv[2] == "guarded":
-        from tasks.prefect_guard import guard_temporary_server
+        from tasks.common.prefect_guard import guard_temporary_server
         guard_temporary_server()
     from prefect import flow
 
@@ -65,7 +65,7 @@ def test_a_killed_flow_process_takes_its_temporary_server_with_it(tmp_path):
     try:
         assert _wait(signal_file.exists, 180), f"the flow never started: {flow_process.stderr.read().decode()[-2000:]}"
         servers = [c for c in _children(flow_process.pid)
-                   if b"tasks.prefect_guard" in Path(f"/proc/{c}/cmdline").read_bytes()]
+                   if b"tasks.common.prefect_guard" in Path(f"/proc/{c}/cmdline").read_bytes()]
         assert len(servers) == 1, "the temporary server did not run under the guard"
         server = servers[0]
         assert b"uvicorn" not in Path(f"/proc/{server}/cmdline").read_bytes().split(b"\0")[1:3]

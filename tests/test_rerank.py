@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tasks.rerank import (
+from tasks.retrieval.rerank import (
     DEPTH,
     Library,
     PairModel,
@@ -281,7 +281,7 @@ def test_pair_model_probabilities_are_calibrated(synthetic):
     spreads them again without changing the order."""
     lib, q_texts, q_emb, golds, stages = synthetic
     split = seeded_split([{lib.parents[g] for g in gold} for gold in golds], seed=0)
-    from tasks.rerank import pair_training_set
+    from tasks.retrieval.rerank import pair_training_set
 
     base, feats, labels = pair_training_set(lib, q_texts, q_emb, golds, split,
                                             [[stages["embedding"][q]] for q in range(len(golds))])
@@ -296,7 +296,7 @@ def test_pair_model_probabilities_are_calibrated(synthetic):
 
 
 def test_too_few_queries_is_an_error():
-    from tasks.rerank import TooFewQueries
+    from tasks.retrieval.rerank import TooFewQueries
 
     lib = toy_library()
     with pytest.raises(TooFewQueries):

@@ -7,7 +7,7 @@ import os
 import numpy as np
 import pytest
 
-from tasks.retrieval import (
+from tasks.retrieval.core import (
     BM25,
     TfIdf,
     adjacency_matrix,

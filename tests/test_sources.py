@@ -469,7 +469,7 @@ else:
     ids = [r.record_id for r in result.accepted] + [r.record_id for r in result.rejected]
     assert len(ids) == len(set(ids)) == result.n_read == 4
     assert [r.func_name for r in result.accepted] == ["Box.size", "Box.size@L11", "home", "home@L21"]
-    from tasks.accounting import AccountingError, check_read_ids
+    from tasks.dataset.accounting import AccountingError, check_read_ids
 
     check_read_ids(ids, result.n_read)
     with pytest.raises(AccountingError, match="distinct ids"):

@@ -1,4 +1,4 @@
-"""ToolNet's LLM evaluator (tasks/evaluator.py) against the local fake OpenAI server: canned answers
+"""ToolNet's LLM evaluator (tasks/toolnet/evaluator.py) against the local fake OpenAI server: canned answers
 are exactly the scores of the dynamic update, an invalid answer is asked again and then the rule
 scores the run (recorded), a rebuild sends no request, a 401 stops the build. No embedded model."""
 from __future__ import annotations
@@ -16,11 +16,11 @@ import pytest
 import tests.openai_server as openai_server
 from schemas.docs import validation_errors
 from schemas.toolset import Query, Tool, ToolSet
-from tasks.evaluator import SCHEMA_NAME, LLMEvaluator, distinct, evaluate_request, toolnet_evaluator
-from tasks.llm import LLMConfig, LLMEndpointError, LLMStageFailed, StructuredLLM
-from tasks.prompts import EVALUATE
-from tasks.trajectories import Trajectories, Trajectory
-from tasks.transitions import (BY_FALLBACK, BY_LLM, BY_RULE, Evaluation, StreamRun, build_toolnet, rule_scores,
+from tasks.toolnet.evaluator import SCHEMA_NAME, LLMEvaluator, distinct, evaluate_request, toolnet_evaluator
+from tasks.llm.client import LLMConfig, LLMEndpointError, LLMStageFailed, StructuredLLM
+from tasks.toolnet.prompts import EVALUATE
+from tasks.toolsets.trajectories import Trajectories, Trajectory
+from tasks.toolnet.transitions import (BY_FALLBACK, BY_LLM, BY_RULE, Evaluation, StreamRun, build_toolnet, rule_scores,
                                run_stream, stream_runs)
 from tests.openai_server import FakeOpenAIServer
 from warehouse.build import arrow_rows, check_rows, core_table

@@ -8,7 +8,7 @@ import pytest
 
 from schemas.docs import schema_errors
 from schemas.toolset import DependencyEdge, Query, Tool, ToolSet
-from tasks.toolsets import (
+from tasks.toolsets.readers import (
     ImportReport,
     ToolSetFormatError,
     load_benchmark,
@@ -311,7 +311,7 @@ def test_generic_importer_folder_level_errors(tmp_path):
 
 
 def test_load_toolset_spec_tells_the_two_folder_formats_apart(tmp_path):
-    from tasks.toolsets import is_toolset_dir, load_toolset_spec
+    from tasks.toolsets.readers import is_toolset_dir, load_toolset_spec
 
     project = write_toolset_dir(_toy_toolset(), tmp_path / "toy")
     shared = _layout_folder(tmp_path, [{"name": "A", "description": "a"}])

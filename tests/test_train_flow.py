@@ -15,7 +15,7 @@ from flows.train_discriminator import TrainDiscriminatorConfig, _parse_args, res
 from schemas.docs import canonical_doc_json, doc_id  # noqa: E402
 from schemas.tdi import ID2LABEL, TDI_PAIR_SCHEMA, swap_label  # noqa: E402
 from schemas.toolset import DependencyEdge, Tool, ToolSet  # noqa: E402
-from tasks.toolsets import write_toolset_dir  # noqa: E402
+from tasks.toolsets.readers import write_toolset_dir  # noqa: E402
 from tests.test_discriminator import make_tiny_model, toy_toolset  # noqa: E402
 
 

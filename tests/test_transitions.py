@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from tasks.retrieval import expand_with_successors, gcn_propagate, gcn_propagate_weighted, weighted_adjacency
-from tasks.trajectories import (
+from tasks.retrieval.core import expand_with_successors, gcn_propagate, gcn_propagate_weighted, weighted_adjacency
+from tasks.toolsets.trajectories import (
     END,
     START,
     Trajectory,
@@ -18,7 +18,7 @@ from tasks.trajectories import (
     split_of,
     stream_order,
 )
-from tasks.transitions import (
+from tasks.toolnet.transitions import (
     StreamRun,
     agent_picks,
     build_toolnet,
@@ -267,7 +267,7 @@ def test_build_toolnet_uses_training_runs_only():
     ("apibank", "gold_calls_in_order", 311), ("ultratool", "gold_nodes_in_order", 3527),
     ("tmdb", "gold_nodes_in_order", 100)])
 def test_gold_call_orders_of_the_real_benchmarks(shared_data, name, field, n_runs):
-    from tasks.toolsets import load_benchmark
+    from tasks.toolsets.readers import load_benchmark
 
     folder = shared_data / "benchmarks" / name
     toolset = load_benchmark(name, shared_data / "benchmarks")
@@ -302,7 +302,7 @@ def test_expand_with_successors_by_hand():
 
 
 def test_successor_lists_skip_self_end_and_zero_weights():
-    from tasks.transitions import successor_lists
+    from tasks.toolnet.transitions import successor_lists
 
     g = static_graph(TOOLS, [["a", "b"], ["a", "c"], ["a", "c"], ["a", "a"]])
     assert successor_lists(g) == {0: [2, 1], 1: [], 2: [], 3: []}

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from schemas.toolset import Query, Tool, ToolSet
-from tasks.trajectories import END, START, merge, read_trajectories
-from tasks.transitions import build_toolnet, replay
+from tasks.toolsets.trajectories import END, START, merge, read_trajectories
+from tasks.toolnet.transitions import build_toolnet, replay
 from tests.conftest import REPO_ROOT
 from tests.test_warehouse import DIM, tiny_dataset
 from warehouse.build import WarehouseError, build_warehouse, connect, rows_of
@@ -154,7 +154,7 @@ def test_every_edge_has_lineage_and_the_documented_join_runs(toolnet_warehouse, 
     assert len(rows) == con.execute("SELECT count(*) FROM edges WHERE dataset = 'tiny'").fetchone()[0]
     transition = [r for r in rows if r["source"] == "transition"]
     assert {tuple(r["input_files"]) for r in transition} == {tuple(runs.files)}
-    from tasks.shards import sha256_file
+    from tasks.common.checksums import sha256_file
 
     assert transition[0]["input_sha256"] == [sha256_file(tmp_path / "runs.jsonl")]
     con.close()
@@ -221,7 +221,7 @@ def test_build_and_eval_flows_with_a_trajectories_file(tmp_path, prefect_harness
     from flows.build_graph import build_graph, parse_args
     from flows.eval_retrieval import EvalConfig, eval_retrieval
     from tests.test_graph_flow import TOYSET
-    from tasks.toolsets import write_toolset_dir
+    from tasks.toolsets.readers import write_toolset_dir
 
     folder = write_toolset_dir(TOYSET, tmp_path / "toy")
     runs = tmp_path / "runs.jsonl"

@@ -10,7 +10,7 @@ import duckdb
 import numpy as np
 import pytest
 
-from tasks.retrieval import cosine_top_k
+from tasks.retrieval.core import cosine_top_k
 from warehouse.build import (
     CORE_STEP,
     SCHEMA_VERSION,
@@ -300,7 +300,7 @@ def test_tool_top_k_rejects_undefined_queries(warehouse, vec, k, message):
 
 
 def test_one_writer_per_warehouse_and_a_dead_builds_folder_is_cleaned(tmp_path):
-    from tasks.locks import BusyError, exclusive_lock
+    from tasks.common.locks import BusyError, exclusive_lock
 
     target = tmp_path / "wh" / "tgr.duckdb"
     stale = tmp_path / "wh" / ".tgr.duckdb.build-deadbeef"  # what a kill -9 mid-build leaves

@@ -32,7 +32,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tasks.locks import exclusive_lock
+from tasks.common.locks import exclusive_lock
 from warehouse import tables as _tables
 from warehouse.spec import EMBEDDING, Table
 
@@ -469,3 +469,7 @@ def rows_of(con: duckdb.DuckDBPyConnection, sql: str, params: Iterable[Any] | Ma
     cur = con.execute(sql, params)
     cols = [c[0] for c in cur.description]
     return [dict(zip(cols, r)) for r in cur.fetchall()]
+
+
+if __name__ == "__main__":  # python -m warehouse.build: print the generated core DDL
+    print(core_sql())

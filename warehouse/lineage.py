@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tasks.shards import sha256_file
+from tasks.common.checksums import sha256_file
 
 
 def folder_sha256(folder: Path) -> str:

@@ -52,7 +52,7 @@ CORE_TABLES: tuple[Table, ...] = (
           "prob 1, matched_params = the normalised names through which the prerequisite's outputs feed the "
           "dependent's inputs), 'fused' (one edge per pair found by the discriminator or the schema rule; the "
           "schema rule's direction and prob 1 when both found it; fused_from says which sources found it, "
-          "matched_params the schema rule's), 'transition' (ToolNet Eq. 5, tasks/transitions.py: `prerequisite` "
+          "matched_params the schema rule's), 'transition' (ToolNet Eq. 5, tasks/toolnet/transitions.py: `prerequisite` "
           "is called right before `dependent`; weight = prob = #(prerequisite then dependent) / #(prerequisite) "
           "over the training runs, n_transitions the numerator; nodes '<start>' and '<end>' included, a "
           "self-loop on every tool; tool_group '*' when the two ends are not tools of one group), 'predicted' "
@@ -148,7 +148,7 @@ CORE_TABLES: tuple[Table, ...] = (
     ), primary_key=("dataset", "method", "k", "query_split")),
 
     # ToolNet ---------------------------------------------------------------------------------------
-    Table("trajectories", "ToolNet. One row per run read (tasks/trajectories.py): a benchmark's gold call order "
+    Table("trajectories", "ToolNet. One row per run read (tasks/toolsets/trajectories.py): a benchmark's gold call order "
           "(source 'gold', run_id = query_id) or a run of a user file ('user'); the seeded split; for the test "
           "runs, the iteration at which the run updated the dynamic weights.", (
         Column("dataset", "VARCHAR"),
@@ -241,9 +241,3 @@ CORE_TABLES: tuple[Table, ...] = (
         Column("built_at", "TIMESTAMP"),
     ), primary_key=("dataset", "source")),
 )
-
-
-if __name__ == "__main__":
-    from warehouse.build import core_sql
-
-    print(core_sql())

@@ -12,14 +12,14 @@ Four sources, one record schema (CodeSearchNet's twelve fields), one module per 
 * ``dedup``: duplicates of an accepted record (same id, same code, same code up to whitespace);
 * ``read``: the one pipeline: each item read (a JSONL line, a hub row, a function definition, or
   a source file that cannot be read or parsed) ends accepted or as a rejection
-  (:class:`tasks.outcome.Outcome`, stage ``read``) with a reason code, so
+  (:class:`tasks.common.outcome.Outcome`, stage ``read``) with a reason code, so
   ``len(accepted) + len(rejected) == n_read`` always holds. Nothing is dropped silently.
 
 Every public name is importable from ``tasks.sources``.
 """
 from __future__ import annotations
 
-from tasks.outcome import Outcome
+from tasks.common.outcome import Outcome
 from tasks.sources.codesearchnet import csn_candidates, csn_files, record_from_json_line
 from tasks.sources.dedup import Dedup, StringSpill, U64Map, h64
 from tasks.sources.filters import SourceFilter, Verdict, normalized_code_key, passes

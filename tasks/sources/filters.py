@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tasks.outcome import Outcome
+from tasks.common.outcome import Outcome
 from tasks.sources.records import FunctionRecord, Reason, excerpt, rejected
 from tasks.sources.spec import SourceConfigError
 from tasks.sources.tree import python_code_tokens

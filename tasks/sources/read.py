@@ -1,7 +1,7 @@
 """The read: every item a reader yields ends accepted or rejected with a reason, counted once.
 
 :func:`read_items` is the one pipeline (load, filter, deduplicate) behind both
-:func:`read_function_records` (the whole result in memory) and ``tasks.chunks.iter_record_chunks``
+:func:`read_function_records` (the whole result in memory) and ``tasks.agents.chunks.iter_record_chunks``
 (build-tdi's lazy chunks), so the two give the same records, reasons and details."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from tasks.outcome import Outcome
+from tasks.common.outcome import Outcome
 from tasks.sources.codesearchnet import csn_candidates
 from tasks.sources.dedup import Dedup
 from tasks.sources.filters import SourceFilter, passes

@@ -9,7 +9,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from tasks.outcome import Outcome
+from tasks.common.outcome import Outcome
 
 # The CodeSearchNet record schema, in the release's field order.
 CSN_FIELDS: tuple[str, ...] = (

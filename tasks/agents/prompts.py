@@ -1,0 +1,114 @@
+"""The three agents' prompts (content of the paper's Figures 6-8, in this project's words).
+
+Each prompt carries a version that goes into the LLM cache key and the dataset manifest: bump it
+whenever the wording changes, so cached answers to the old wording are never reused.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from schemas.docs import load_schema
+from tasks.llm.prompt import Prompt, schema_text
+
+
+_PARAM = load_schema("api_doc")["$defs"]["param"]
+_DOC_PROPERTIES = load_schema("api_doc")["properties"]
+
+
+def _without_string_bounds(schema: Any) -> Any:
+    """Drop minLength/maxLength: llama.cpp's grammar compiler unrolls them into one optional rule
+    per character and gives up (the embedded server dies) at a few hundred. Answers are still
+    checked against the full doc schema, with its bounds, after parsing."""
+    if isinstance(schema, dict):
+        return {k: _without_string_bounds(v) for k, v in schema.items() if k not in ("minLength", "maxLength")}
+    if isinstance(schema, list):
+        return [_without_string_bounds(v) for v in schema]
+    return schema
+
+
+def _inline_params(props: dict[str, Any]) -> dict[str, Any]:
+    # Answer schemas are sent standalone (no $defs), so the param shape is inlined.
+    out = dict(props)
+    for key in ("input_params", "output_params"):
+        out[key] = {**props[key], "items": _PARAM}
+    return _without_string_bounds(out)
+
+
+EXTRACT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["name", "description", "input_params", "output_params"],
+    "additionalProperties": False,
+    "properties": _inline_params(_DOC_PROPERTIES),
+}
+
+GENERATE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["satisfied", "name", "description", "input_params", "output_params"],
+    "additionalProperties": False,
+    "properties": {"satisfied": {"type": "integer", "enum": [1, 2]}, **_inline_params(_DOC_PROPERTIES)},
+}
+
+VALIDATE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["result", "reason"],
+    "additionalProperties": False,
+    "properties": {
+        "result": {"type": "integer", "enum": [0, 1]},
+        "reason": {"type": "string"},
+    },
+}
+
+EXTRACT = Prompt(
+    version="extract-v3",
+    system=(
+        "You are a precise technical writer. You document functions as API specifications in "
+        "English and answer with one JSON object only."
+    ),
+    user_template=(
+        "Here is the source code of a function:\n\n```{language}\n{code}\n```\n\n"
+        "Write the API documentation of this function as JSON with the fields:\n"
+        "- name: the API name\n"
+        "- description: what the API does, in one or two sentences\n"
+        "- input_params: list of {{name, type, description}} for each input parameter\n"
+        "- output_params: list of {{name, type, description}} for each value it returns\n"
+        "Be concise: each type is a short type name (string, integer, number, boolean, list, "
+        "dict, bytes, object, none) and each description is one sentence.\n"
+        "JSON schema of the answer: {schema}"
+    ),
+)
+
+GENERATE_DEPENDENT = Prompt(
+    version="generate-dependent-v4",
+    system=(
+        "You design realistic software APIs that work together. Every field you write is in "
+        "English. Answer with one JSON object only."
+    ),
+    user_template=(
+        "Here is the documentation of an API:\n\n{doc}\n\n"
+        "Study its input parameters and output parameters. Then invent a DIFFERENT API (a "
+        "separate tool with its own name, purpose and parameters, not a variant or new version "
+        "of the given one) that works together with it in one of these two ways:\n"
+        "1. the new API's input parameters are obtained from the given API's output parameters;\n"
+        "2. the new API's output parameters can serve as the given API's input parameters.\n"
+        "Set `satisfied` to 1 or 2 to say which condition your API meets, and describe the new "
+        "API with name, description, input_params and output_params (each parameter with name, "
+        "type and description). Be concise: short type names (string, integer, number, "
+        "boolean, list, dict, bytes, object) and one-sentence descriptions.\n"
+        "JSON schema of the answer: {schema}"
+    ),
+)
+
+VALIDATE = Prompt(
+    version="validate-v2",
+    system="You review API designs carefully. Answer with one JSON object only.",
+    user_template=(
+        "API A:\n{doc_a}\n\nAPI B:\n{doc_b}\n\n"
+        "Is there a parameter dependency between these two APIs, that is, should an input "
+        "parameter of one API be taken from an output parameter of the other? Answer with "
+        "`result` 1 if there is such a dependency and 0 if there is not, and give a short "
+        "`reason`.\n"
+        "JSON schema of the answer: {schema}"
+    ),
+)
+
+PROMPT_VERSIONS = {p.version.rsplit("-v", 1)[0]: p.version for p in (EXTRACT, GENERATE_DEPENDENT, VALIDATE)}
