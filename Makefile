@@ -26,7 +26,7 @@ LLAMA_XLLAMACPP := xllamacpp==2026.10.11549
 LLAMA_CPP_VERSION := 0.3.36
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
 LLAMA_WHEEL_DIR := $(TGR_CACHE_DIR)/wheels
-# Empty: the flow's default (BuildTDIConfig.embedded_model, models.embedded_llm.DEFAULT_MODEL).
+# Empty: the flow's default (BuildTDIConfig.embedded_model, models.embedded_llm.catalog.DEFAULT_MODEL).
 LLM_MODEL ?=
 
 # Every default lives in the flows' config dataclasses (python -m flows.<flow> --help); the Makefile
@@ -38,12 +38,13 @@ MINED_TDI := artifacts/tdi/tdi-mined
 MINE_ARGS ?=
 # Discriminator: pretraining shards (the mined TDI, made on first use; or any build-tdi dataset, or
 # auto = newest published under artifacts/tdi), finetune/test tool sets from ../shared/data/benchmarks
-# (or tool-set folders, docs/toolsets.md).
+# (or tool-set folders, docs/toolsets.md). Empty BASE_MODEL, FINETUNE, TEST_SET: the flow's defaults
+# (offline-minilm; ultratool,tmdb; apibank: python -m flows.train_discriminator --help).
 TDI_DATA ?= $(MINED_TDI)
-BASE_MODEL ?= offline-minilm
+BASE_MODEL ?=
 RUN ?= minilm
-FINETUNE ?= ultratool,tmdb
-TEST_SET ?= apibank
+FINETUNE ?=
+TEST_SET ?=
 TRAIN_ARGS ?=
 GRAPH_ARGS ?=
 TOOLSETS ?= apibank,ultratool,tmdb,toolbench_stable
@@ -113,7 +114,7 @@ $(MINED_TDI)/manifest.json:
 	$(MAKE) mine-tdi
 
 train-discriminator: setup $(if $(filter $(MINED_TDI),$(TDI_DATA)),$(MINED_TDI)/manifest.json)  ## mined TDI (if missing) -> pretrain -> finetune -> calibrate -> test
-	$(PY) -m flows.train_discriminator --pretrain-data $(TDI_DATA) --finetune $(FINETUNE) --test $(TEST_SET) --base-model $(BASE_MODEL) --output artifacts/discriminator/$(RUN) $(TRAIN_ARGS)
+	$(PY) -m flows.train_discriminator --pretrain-data $(TDI_DATA) $(if $(FINETUNE),--finetune $(FINETUNE)) $(if $(TEST_SET),--test $(TEST_SET)) $(if $(BASE_MODEL),--base-model $(BASE_MODEL)) --output artifacts/discriminator/$(RUN) $(TRAIN_ARGS)
 
 graph: setup  ## score tool pairs and build the DuckDB tool-graph warehouse
 	$(PY) -m flows.build_graph --toolset $(TOOLSETS) --discriminator $(DISCRIMINATOR) --warehouse $(WAREHOUSE) $(GRAPH_ARGS)

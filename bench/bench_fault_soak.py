@@ -56,7 +56,7 @@ from typing import Any
 
 from flows.build_tdi import JOURNALS
 from tasks.agents.chunks import CHUNKS
-from tasks.llm.client import ResponseCache
+from tasks.llm.cache import ResponseCache
 from tests.openai_server import FakeOpenAIServer, FaultPlan
 
 # 1% connection drops: half mid-response (the head and half the body), half before any byte of the response
@@ -435,7 +435,7 @@ so its rejected records stay rejected. The split column of the shards is drawn b
 pairs, so it differs between two runs that accepted different sets; the 'no dependency' rows are random pairings of a run's
 docs and are not compared.
 
-Found by the soak and fixed (tasks/llm/client.py, `FastHTTPTransport.request`): a connection the server closed before any
+Found by the soak and fixed (tasks/llm/transport.py, `FastHTTPTransport.request`): a connection the server closed before any
 byte of the response, after reading the request, was resent at once on another pooled connection with no ledger
 row and no backoff (as often as there were idle connections), so the ledger came out short of the server's count
 (410 rows for 413 requests in the 100-record test). It is now a `connection` outcome, retried after a backoff.""")

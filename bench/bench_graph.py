@@ -60,8 +60,9 @@ def bench_scoring(tools, pairs, checkpoint: str | None, batch_sizes=(16, 64)) ->
 
 def bench_pruning(toolbench, apibank, checkpoint: str | None, max_reference_pairs: int) -> dict:
     from models.sentence_encoder import SentenceEncoder
-    from tasks.graph.edges import PRUNING_STRATEGIES, edges_from_probabilities, prune_candidates, score_pairs
-    from tasks.retrieval.core import embed_style_for, embed_text
+    from tasks.graph.pruning import PRUNING_STRATEGIES, prune_candidates
+    from tasks.graph.scoring import edges_from_probabilities, score_pairs
+    from tasks.retrieval.tool_text import embed_style_for, embed_text
 
     encoder = SentenceEncoder()
     result: dict = {"strategies": {}}
@@ -115,8 +116,8 @@ def bench_pruning(toolbench, apibank, checkpoint: str | None, max_reference_pair
 def bench_gold_recall(root: Path, neighbours=(5, 10)) -> dict:
     """Pairs kept and gold-edge recall (kept / in groups) per strategy on the gold-edge tool sets."""
     from models.sentence_encoder import SentenceEncoder
-    from tasks.graph.edges import PRUNING_STRATEGIES, prune_candidates
-    from tasks.retrieval.core import embed_style_for, embed_text
+    from tasks.graph.pruning import PRUNING_STRATEGIES, prune_candidates
+    from tasks.retrieval.tool_text import embed_style_for, embed_text
     from tasks.toolsets.readers import load_benchmark
 
     encoder = SentenceEncoder()
@@ -149,7 +150,7 @@ def gold_recall_markdown(r: dict) -> str:
 
 
 def bench_latency(toolbench, repeats: int) -> dict:
-    from tasks.retrieval.core import cosine_top_k
+    from tasks.retrieval.ranking import cosine_top_k
     from warehouse.build import DatasetTables, build_warehouse, connect
 
     rng = np.random.default_rng(0)
@@ -211,7 +212,7 @@ def main(argv: list[str] | None = None) -> dict:
             write_section("Pruning recall on gold edges", gold_recall_markdown(recall))
         return recall
 
-    from tasks.graph.edges import prune_candidates
+    from tasks.graph.pruning import prune_candidates
     from tasks.toolsets.readers import load_benchmark
 
     root = Path(a.data_root)
@@ -270,7 +271,7 @@ def results_markdown(r: dict, argv: list[str] | None) -> str:
     lines += ["", f"**Retrieval latency**, one query, top 10 over {lat['tools']:,} tools x 384 dims, "
                   f"{lat['repeats']} queries:", "",
               "| path | p50 ms | p95 ms |", "|---|---|---|",
-              f"| numpy (`tasks.retrieval.core.cosine_top_k`) | {lat['numpy_ms_p50']} | {lat['numpy_ms_p95']} |",
+              f"| numpy (`tasks.retrieval.ranking.cosine_top_k`) | {lat['numpy_ms_p50']} | {lat['numpy_ms_p95']} |",
               f"| SQL (`tool_top_k` macro, DuckDB file) | {lat['sql_ms_p50']} | {lat['sql_ms_p95']} |", "",
               f"SQL / numpy at p50: {lat['sql_over_numpy_p50']}x (the SQL path includes query parsing and the "
               "result round trip)."]

@@ -23,7 +23,9 @@ from pathlib import Path
 
 from bench.results import write_section
 from tasks.agents.requests import extract_request
-from tasks.llm.client import LLMConfig, ResponseCache, StructuredLLM
+from tasks.llm.cache import ResponseCache
+from tasks.llm.client import StructuredLLM
+from tasks.llm.config import LLMConfig
 from tests.openai_server import FakeOpenAIServer
 
 CODE = 'def fetch_{i}(url, timeout=10):\n    """Fetch a URL."""\n    return get(url, timeout=timeout)\n'
@@ -227,7 +229,7 @@ in {scale['fill_s']:.1f} s (20,000 per transaction): a {scale['size_mb']:,.0f} M
         f"""Command: `{cmd}`
 Machine: {platform.machine()}, CPU only, {os.cpu_count()} cores shared with other jobs (1-min load average
 {load_before:.1f} before, {load_after:.1f} after). Server: tests/openai_server.py in its own process on loopback,
-answering every request after a fixed delay; client: tasks/llm/client.py (its keep-alive HTTP/1.1 transport, SQLite cache with
+answering every request after a fixed delay; client: tasks/llm/ (its keep-alive HTTP/1.1 transport, SQLite cache with
 group commit, rate limiter, ledger, schema validation) at concurrency {a.concurrency}. Ideal = concurrency / delay.
 CPU = user + system time of the process per request (the client's includes its cache thread). {uvloop_note}
 

@@ -72,7 +72,7 @@ def _pairs_from_tests(db: "os.PathLike[str]") -> int:
     """Accepted pairs whose first record is in a test folder (its module path has test/tests/testing)."""
     import duckdb
 
-    from tasks.mining.core import TEST_DIRS
+    from tasks.mining.sources import TEST_DIRS
 
     con = duckdb.connect(str(db), read_only=True)
     try:

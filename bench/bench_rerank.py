@@ -1,4 +1,4 @@
-"""Latency of ToolRerank (tasks/retrieval/rerank.py) on 100 first-stage candidates per query, against the first stage.
+"""Latency of ToolRerank (tasks/retrieval/rerank/) on 100 first-stage candidates per query, against the first stage.
 
     python -m bench.bench_rerank [--warehouse artifacts/warehouse/tgr.duckdb] [--dataset toolbench_stable]
 
@@ -47,7 +47,7 @@ def timed(fn, *args, **kwargs):
 
 
 def chosen(dataset: str, path: Path) -> tuple[float, dict]:
-    from tasks.retrieval.rerank import RerankParams
+    from tasks.retrieval.rerank.query import RerankParams
 
     default = (0.1, RerankParams(m=50, m_s=10, m_u=50, tau_s=0.75, tau_m=0.75, n=3).__dict__, "defaults")
     if not path.exists():
@@ -90,11 +90,16 @@ def cross_encoder_ms(query: str, docs: list[str], reps: int) -> dict[str, float]
 def run(warehouse: str, dataset: str, n_queries: int, candidates: int, seed: int, rerank_json: Path, reps: int) -> dict:
     import torch
 
-    from flows.eval_retrieval import load_inputs
     from models.sentence_encoder import EncoderConfig, SentenceEncoder
-    from tasks.retrieval.rerank import (Library, QueryTypeClassifier, RerankParams, ToolReranker, is_single_tool,
-                              pair_training_set, seeded_split, tool_parents)
-    from tasks.retrieval.core import BM25, cosine_scores, top_k_from_scores
+    from tasks.retrieval.inputs import load_inputs
+    from tasks.retrieval.lexical import BM25
+    from tasks.retrieval.ranking import cosine_scores, top_k_from_scores
+    from tasks.retrieval.rerank.classifier import QueryTypeClassifier, is_single_tool
+    from tasks.retrieval.rerank.hierarchy import tool_parents
+    from tasks.retrieval.rerank.library import Library
+    from tasks.retrieval.rerank.pair_model import pair_training_set
+    from tasks.retrieval.rerank.query import RerankParams, ToolReranker
+    from tasks.retrieval.rerank.split import seeded_split
 
     inputs = load_inputs.fn(warehouse, dataset)
     lib = Library(dataset, inputs.tool_ids, inputs.texts,

@@ -1,6 +1,6 @@
 """Training throughput (samples/s): the project's training stage vs the stock HF ``Trainer``.
 
-The project trains with ``transformers.Trainer`` (``tasks.training.core.train_classifier``: Eq. 2 loss
+The project trains with ``transformers.Trainer`` (``tasks.training.trainer.train_classifier``: Eq. 2 loss
 object in ``compute_loss``, ``group_by_length`` sampling, dynamic padding, evaluation and
 best-checkpoint bookkeeping). The fair baseline is the stock ``Trainer`` *with*
 ``train_sampling_strategy="group_by_length"`` on the same pre-tokenized pairs, no saving and no
@@ -31,7 +31,8 @@ from transformers import DataCollatorWithPadding, Trainer, TrainingArguments  # 
 from bench.results import write_section  # noqa: E402
 from models.discriminator import encode_pairs, load_model, load_tokenizer  # noqa: E402
 from tasks.toolsets.readers import load_benchmark  # noqa: E402
-from tasks.training.core import StageArguments, build_pairs, train_classifier  # noqa: E402
+from tasks.training.examples import build_pairs  # noqa: E402
+from tasks.training.trainer import StageArguments, train_classifier  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 TITLE = "Discriminator training throughput"
@@ -101,7 +102,7 @@ def main() -> None:
         write_section(TITLE, f"""
 Command: `{cmd}`
 
-Our training stage (`tasks.training.core.train_classifier`: the HF `Trainer` with the Eq. 2 loss object,
+Our training stage (`tasks.training.trainer.train_classifier`: the HF `Trainer` with the Eq. 2 loss object,
 `group_by_length`, dynamic padding; time includes tokenization and the checkpoint save) against
 the stock `Trainer` on the same pre-tokenized pairs with no saving, once *with*
 `train_sampling_strategy="group_by_length"` (the fair baseline) and once with its default random

@@ -16,7 +16,8 @@ import numpy as np
 import flows.train_discriminator as td
 from models.discriminator import _as_doc, decide
 from schemas.name_rule import feeds
-from tasks.training.core import choose_threshold, grouped_split, none_weights
+from tasks.training.examples import grouped_split, none_weights
+from tasks.training.metrics import choose_threshold
 
 
 def has_hint(e) -> bool:

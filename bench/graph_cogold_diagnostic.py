@@ -14,8 +14,10 @@ import argparse
 import duckdb
 import numpy as np
 
-from flows.eval_retrieval import load_inputs
-from tasks.retrieval.core import cosine_scores, gcn_propagate, pass_rate_at_k, recall_at_k, top_k_from_scores
+from tasks.retrieval.gcn import gcn_propagate
+from tasks.retrieval.inputs import load_inputs
+from tasks.retrieval.metrics import pass_rate_at_k, recall_at_k
+from tasks.retrieval.ranking import cosine_scores, top_k_from_scores
 
 
 def service(tool_id: str) -> str:

@@ -21,8 +21,9 @@ import numpy as np
 
 from models.discriminator import hint_evidence
 from schemas.toolset import Tool
-from tasks.graph.edges import group_common_names, group_common_partial_inputs
-from tasks.retrieval.core import cosine_scores, gcn_propagate, gcn_propagate_weighted, top_k_from_scores
+from tasks.graph.schema_rule import group_common_names, group_common_partial_inputs
+from tasks.retrieval.gcn import gcn_propagate, gcn_propagate_weighted
+from tasks.retrieval.ranking import cosine_scores, top_k_from_scores
 from warehouse.build import connect
 
 SUBSETS = (("exact",), ("exact", "mention"), ("exact", "partial"), ("exact", "partial", "mention", "none"), ("partial",))

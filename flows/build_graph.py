@@ -1,4 +1,4 @@
-"""Prefect flow ``build-graph``: tool sets -> embeddings, dependency edges, TGR embeddings -> DuckDB.
+r"""Prefect flow ``build-graph``: tool sets -> embeddings, dependency edges, TGR embeddings -> DuckDB.
 
     python -m flows.build_graph --toolset apibank --toolset toolbench_stable \
         --discriminator artifacts/discriminator/<run>/best --warehouse artifacts/warehouse/tgr.duckdb
@@ -23,11 +23,13 @@ change a versioned row (tasks/toolsets/trajectories.py, tasks/toolnet/transition
 """
 from __future__ import annotations
 
-import argparse
 import json
+import typing
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Annotated
 
 import numpy as np
 from prefect import flow, get_run_logger, task
@@ -37,24 +39,16 @@ from pydantic import SecretStr
 from models.encoder_path import OFFLINE_DEFAULT
 from schemas.toolset import ToolSet
 from tasks.toolnet.evaluator import EMBEDDED, EVALUATORS, endpoint_problem, toolnet_evaluator
-from tasks.graph.edges import (
-    DEFAULT_PRUNING,
-    PRUNING_STRATEGIES,
-    EdgeDecision,
-    PruningResult,
-    dataset_tables,
-    edge_decision,
-    edges_from_probabilities,
-    fuse_edges,
-    log_pruning,
-    prune_candidates,
-    pruning_rules,
-    schema_edges,
-    score_pairs,
-)
-from tasks.llm.client import split_userinfo
-from tasks.retrieval.core import (EMBED_STYLES, cosine_scores, embed_style_for, embed_text, gcn_propagate,
-                             gcn_propagate_weighted)
+from tasks.common.cli import Flag, Help, parse_config
+from tasks.graph.edges import dataset_tables, fuse_edges
+from tasks.graph.pruning import (DEFAULT_PRUNING, PRUNING_STRATEGIES, PruningResult, log_pruning, prune_candidates,
+                                  pruning_rules)
+from tasks.graph.schema_rule import schema_edges
+from tasks.graph.scoring import EdgeDecision, edge_decision, edges_from_probabilities, score_pairs
+from tasks.llm.config import split_userinfo
+from tasks.retrieval.gcn import Direction, gcn_propagate, gcn_propagate_weighted
+from tasks.retrieval.ranking import cosine_scores
+from tasks.retrieval.tool_text import EMBED_STYLES, embed_style_for, embed_text
 from schemas.name_rule import DEFAULT_MAX_PRODUCERS
 from tasks.toolsets.readers import BENCHMARKS, load_toolset_spec
 from tasks.toolsets.trajectories import (DEFAULT_FRACTIONS, RESERVED, Trajectories, gold_trajectories, merge,
@@ -65,50 +59,119 @@ from warehouse.lineage import checkpoint_lineage, lineage_row
 
 DEFAULT_DATA_ROOT = Path("../shared/data/benchmarks")
 DEFAULT_WAREHOUSE = Path("artifacts/warehouse/tgr.duckdb")
+RULE_SCORES = (1, 2, 3)  # the rule evaluator's +/-N
 
 
 @dataclass
 class GraphConfig:
-    toolsets: list[str] = field(default_factory=lambda: ["apibank"])
-    warehouse: str = str(DEFAULT_WAREHOUSE)
-    discriminator: str | None = None  # checkpoint folder; None: manual edges only
-    data_root: str = str(DEFAULT_DATA_ROOT)
-    encoder: str = OFFLINE_DEFAULT
-    embed_style: str | None = None  # None: per dataset (API-Bank description, others structured)
-    pruning: str = DEFAULT_PRUNING
-    neighbours: int = 5
-    min_prob: float = 0.0  # keep a predicted edge only when its prob (p(a->b) + p(b->a)) reaches this
-    both_orders: bool = True  # test-time symmetry: average <a,b> with the label-swapped <b,a>
-    batch_size: int = 64
-    max_length: int | None = None  # None: the checkpoint's training max_length (calibration.json), else 256
-    gcn_direction: str = "both"
-    device: str | None = None
-    threshold: float | None = None  # overrides the checkpoint's calibration.json threshold
-    schema_edges: bool = True  # the parameter-match rule as edge source 'schema'
-    progress: bool = True  # tqdm bar while scoring pairs
-    # an output name that more than this many tools of a group produce is no parameter-match
-    # evidence (schema edges, discriminator hints); None: every name is (schemas.name_rule)
-    max_producers: int | None = DEFAULT_MAX_PRODUCERS
+    """The one config surface of build-graph: the flow's parameter (Prefect UI, prefect.yaml) and, generated
+    from it, the command line (tasks/common/cli.py). Every default and every check is here."""
+
+    toolsets: Annotated[tuple[str, ...], Help(
+        "benchmark names (read from data_root) or tool set folders; repeat or comma-separate (apibank,toolbench_stable)")] = \
+        field(default=("apibank",), metadata={"cli": Flag("toolset", repeat=True, required=True)})
+    warehouse: Annotated[str, Help("the DuckDB file written (rebuilt for these tool sets)")] = str(DEFAULT_WAREHOUSE)
+    discriminator: Annotated[str | None, Help(
+        "checkpoint folder, e.g. artifacts/discriminator/<run>/best; none: manual (gold) and schema edges only")] = field(
+        default=None, metadata={"cli": Flag(required=True, none_flag="manual (gold) and schema edges only")})
+    data_root: Annotated[str, Help("where benchmark names are looked up")] = str(DEFAULT_DATA_ROOT)
+    encoder: Annotated[str, Help("sentence encoder (offline-minilm or hub id/folder)")] = OFFLINE_DEFAULT
+    embed_style: Annotated[str | None, Help(
+        "tool text that is embedded; none: per dataset (API-Bank description, others structured)")] = field(
+        default=None, metadata={"choices": EMBED_STYLES})
+    pruning: Annotated[str, Help(
+        f"candidate pairs to score: {', '.join(PRUNING_STRATEGIES)} (any '+'-union of params, text, neighbours)")] = \
+        DEFAULT_PRUNING
+    neighbours: Annotated[int, Help("pruning 'neighbours': a pair is kept when one tool is among the other's N "
+                                    "most similar tools of its group (by embedding)")] = 5
+    min_prob: Annotated[float, Help(
+        "keep a predicted edge only when its prob (p(a->b) + p(b->a)) reaches this, in [0, 1]")] = 0.0
+    both_orders: Annotated[bool, Help(
+        "test-time symmetry: also score <b,a> and average it, label-swapped, with <a,b> (2x cost)")] = field(
+        default=True, metadata={"cli": Flag("single-order", "score <a,b> only, not also <b,a> (half the cost)",
+                                            invert=True)})
+    batch_size: Annotated[int, Help("pairs per scoring step and texts per encoder step")] = 64
+    max_length: Annotated[int | None, Help(
+        "word pieces per scored pair; none: the checkpoint's training max_length (calibration.json), else 256")] = None
+    gcn_direction: Annotated[Direction, Help("edge direction of the TGR propagation (Eq. 3)")] = "both"
+    device: Annotated[str | None, Help("torch device of encoder and discriminator; none: cuda when available, else cpu")] = None
+    threshold: Annotated[float | None, Help(
+        "keep a discriminator edge when p(a->b)+p(b->a) >= this, in [0, 1]; overrides the checkpoint's calibration.json "
+        "threshold (none: that one, else argmax)")] = None
+    schema_edges: Annotated[bool, Help("the parameter-match rule as edge source 'schema' (and 'fused' with a discriminator)")] = True
+    progress: Annotated[bool, Help("progress bar while scoring pairs")] = True
+    # ToolBench's id, url, symbol (schemas.name_rule)
+    max_producers: Annotated[int | None, Help(
+        "an output name that more than N tools of a group produce is no parameter-match evidence (schema edges, "
+        "discriminator hints); none (on the command line also 0): every name is")] = field(
+        default=DEFAULT_MAX_PRODUCERS, metadata={"cli": Flag(none_if_negative=True, none_if_zero=True)})
     # ToolNet transition graph (docs/warehouse.md, "ToolNet")
-    transitions: bool = True  # use the gold call orders of a benchmark's queries.jsonl where it has them
-    trajectories: list[str] = field(default_factory=list)  # "[DATASET=]FILE": user runs, JSON Lines
-    split_seed: int = 0  # of the train/validation/test split and the stream order
-    split_fractions: tuple[float, float, float] = DEFAULT_FRACTIONS
-    alpha: float | None = None  # Eq. 8; with beta given too, no validation sweep
-    beta: float | None = None  # Eq. 6
-    alphas: tuple[float, ...] = DEFAULT_ALPHAS  # the validation sweep (the paper reports no values)
-    betas: tuple[float, ...] = DEFAULT_BETAS
-    rule_score: int = RULE_SCORE  # the rule evaluator's +/- score, in [1, 3]
-    # the evaluator of the dynamic update: "rule", or "llm" (ToolNet's Evaluate through tasks/llm/client.py,
-    # tasks/toolnet/evaluator.py: the rule scores a run whose answer stays invalid, and that is recorded)
-    evaluator: str = "rule"
-    evaluator_model: str | None = None  # None: the packaged embedded model
-    evaluator_base_url: str | None = None  # OpenAI-compatible endpoint or "embedded"; None: OPENAI_BASE_URL
-    evaluator_concurrency: int | None = None  # requests in flight; None: 1 embedded, 16 otherwise
-    evaluator_cache_dir: str = "artifacts/llm-cache"
-    evaluator_base_url_credentials: SecretStr | None = None  # set from evaluator_base_url's userinfo; never recorded
+    transitions: Annotated[bool, Help(
+        "use the gold call orders of a benchmark's queries.jsonl as trajectories where it has them")] = True
+    trajectories: Annotated[tuple[str, ...], Help(
+        "user runs for ToolNet's transition graph, JSON Lines (docs/warehouse.md), as [DATASET=]FILE (DATASET a "
+        "--toolset value or its name; a bare FILE when one tool set is built)")] = field(
+        default=(), metadata={"cli": Flag(repeat=True, split=False, metavar="[DATASET=]FILE")})
+    split_seed: Annotated[int, Help("seed of the trajectories' train/validation/test split and stream order")] = 0
+    split_fractions: Annotated[tuple[float, float, float], Help(
+        "train,validation,test fractions of the trajectories (non-negative, summing to 1)")] = field(
+        default=DEFAULT_FRACTIONS, metadata={"cli": Flag("split")})
+    alpha: Annotated[float | None, Help("Eq. 8 update speed, >= 0; with beta given too: no validation sweep")] = None
+    beta: Annotated[float | None, Help("Eq. 6 weight on the static graph, in [0, 1]")] = None
+    alphas: Annotated[tuple[float, ...], Help(
+        "the validation sweep of alpha (the paper reports no values)")] = DEFAULT_ALPHAS
+    betas: Annotated[tuple[float, ...], Help("the validation sweep of beta, each in [0, 1], one below 1")] = DEFAULT_BETAS
+    rule_score: Annotated[int, Help(
+        "the rule evaluator's score: +N for a gold tool the run called, -N for another")] = field(
+        default=RULE_SCORE, metadata={"choices": RULE_SCORES})
+    # tasks/toolnet/evaluator.py: the rule scores a run whose answer stays invalid, and that is recorded
+    evaluator: Annotated[str, Help(
+        "who scores the runs of the dynamic update: the rule, or an LLM (ToolNet's Evaluate through tasks/llm/client.py; "
+        "a run whose answer stays invalid gets the rule, recorded as 'rule fallback')")] = field(
+        default="rule", metadata={"choices": EVALUATORS})
+    evaluator_model: Annotated[str | None, Help(
+        "model name at evaluator_base_url; none: the packaged embedded model")] = None
+    evaluator_base_url: Annotated[str | None, Help(
+        f"OpenAI-compatible endpoint of the llm evaluator, or '{EMBEDDED}' (the packaged local model); "
+        "none: OPENAI_BASE_URL (key: OPENAI_API_KEY)")] = None
+    evaluator_concurrency: Annotated[int | None, Help(
+        "evaluator requests in flight; none: 1 embedded, 16 otherwise")] = None
+    evaluator_cache_dir: Annotated[str, Help(
+        "LLM answer cache of the evaluator (a rebuild repeats no answered request)")] = "artifacts/llm-cache"
+    # set from evaluator_base_url's userinfo; never recorded
+    evaluator_base_url_credentials: SecretStr | None = field(default=None, metadata={"cli": Flag(cli=False)})
 
     def __post_init__(self) -> None:
+        if not self.toolsets:
+            raise ValueError("--toolset: name at least one benchmark or tool set folder")
+        if self.discriminator and not Path(self.discriminator, "config.json").exists():
+            raise ValueError(f"--discriminator {self.discriminator}: no config.json there (train one: make train-discriminator)")
+        if self.embed_style is not None and self.embed_style not in EMBED_STYLES:
+            raise ValueError(f"--embed-style {self.embed_style!r}: one of {', '.join(EMBED_STYLES)}, or none")
+        pruning_rules(self.pruning)  # a ValueError naming the strategies
+        if self.gcn_direction not in typing.get_args(Direction):
+            raise ValueError(f"--gcn-direction {self.gcn_direction!r}: one of {', '.join(typing.get_args(Direction))}")
+        for flag, value in (("--neighbours", self.neighbours), ("--batch-size", self.batch_size),
+                            ("--max-length", self.max_length), ("--max-producers", self.max_producers),
+                            ("--evaluator-concurrency", self.evaluator_concurrency)):
+            if value is not None and value < 1:
+                raise ValueError(f"{flag} {value}: must be at least 1")
+        for flag, value in (("--min-prob", self.min_prob), ("--threshold", self.threshold), ("--beta", self.beta)):
+            if value is not None and not 0.0 <= value <= 1.0:
+                raise ValueError(f"{flag} {value}: must lie in [0, 1]")
+        fractions = self.split_fractions
+        if len(fractions) != 3 or min(fractions) < 0 or abs(sum(fractions) - 1) > 1e-9:
+            raise ValueError(f"--split {','.join(map(str, fractions))}: three non-negative fractions "
+                             "(train,validation,test) summing to 1")
+        if self.alpha is not None and self.alpha < 0:
+            raise ValueError(f"--alpha {self.alpha}: must not be negative")
+        if not self.alphas or min(self.alphas) < 0:
+            raise ValueError(f"--alphas {','.join(map(str, self.alphas)) or '(empty)'}: one or more values, none negative")
+        if not self.betas or not (0.0 <= min(self.betas) < 1.0 and max(self.betas) <= 1.0):
+            raise ValueError(f"--betas {','.join(map(str, self.betas)) or '(empty)'}: values in [0, 1], at least one below 1 "
+                             "(the dynamic update needs one)")
+        if self.rule_score not in RULE_SCORES:
+            raise ValueError(f"--rule-score {self.rule_score}: one of {', '.join(map(str, RULE_SCORES))}")
         if self.evaluator not in EVALUATORS:
             raise ValueError(f"evaluator must be one of {', '.join(EVALUATORS)}, not {self.evaluator!r}")
         if self.evaluator == "llm" and endpoint_problem(self.evaluator_base_url):
@@ -126,7 +189,7 @@ def toolset_folder(spec: str, data_root: str) -> Path | None:
     return Path(spec) if Path(spec).is_dir() else None
 
 
-def trajectory_files(values: list[str], specs: list[str], names: dict[str, str]) -> dict[str, list[str]]:
+def trajectory_files(values: Sequence[str], specs: Sequence[str], names: dict[str, str]) -> dict[str, list[str]]:
     """--trajectories values by dataset name: "DATASET=FILE" (DATASET a --toolset value or its
     name), or a bare FILE when one tool set is built."""
     out: dict[str, list[str]] = {}
@@ -287,7 +350,6 @@ def write_warehouse(target: str, tables: list[DatasetTables], dim: int) -> dict:
 def build_graph(cfg: GraphConfig | None = None) -> dict:
     """Build (or rebuild) the warehouse for ``cfg.toolsets``; returns per-dataset summaries."""
     cfg = cfg or GraphConfig()
-    pruning_rules(cfg.pruning)  # fail before any work on a bad strategy
     log = get_run_logger()
     decision: EdgeDecision | None = None
     if cfg.discriminator:
@@ -371,89 +433,9 @@ def build_graph(cfg: GraphConfig | None = None) -> dict:
     return {"warehouse": result, "datasets": summary, "config": asdict(cfg)}
 
 
-def parse_args(argv: list[str] | None = None) -> GraphConfig:
-    p = argparse.ArgumentParser(prog="python -m flows.build_graph", description=__doc__.split("\n")[0])
-    p.add_argument("--toolset", action="append", required=True,
-                   help="benchmark name or tool set folder; repeat or comma-separate (apibank,toolbench_stable)")
-    p.add_argument("--warehouse", default=str(DEFAULT_WAREHOUSE))
-    group = p.add_mutually_exclusive_group(required=True)
-    group.add_argument("--discriminator", help="checkpoint folder, e.g. artifacts/discriminator/<run>/best")
-    group.add_argument("--no-discriminator", action="store_true", help="manual (gold) and schema edges only")
-    p.add_argument("--data-root", default=str(DEFAULT_DATA_ROOT))
-    p.add_argument("--encoder", default=OFFLINE_DEFAULT, help="sentence encoder (offline-minilm or hub id/folder)")
-    p.add_argument("--embed-style", choices=EMBED_STYLES, default=None)
-    p.add_argument("--pruning", default=DEFAULT_PRUNING,
-                   help=f"candidate pairs to score: {', '.join(PRUNING_STRATEGIES)} (any '+'-union of params, "
-                        f"text, neighbours); default {DEFAULT_PRUNING}")
-    p.add_argument("--neighbours", type=int, default=5)
-    p.add_argument("--threshold", type=float, default=None,
-                   help="keep a discriminator edge when p(a->b)+p(b->a) >= this (overrides calibration.json)")
-    p.add_argument("--min-prob", type=float, default=0.0, help="further cut on an edge's p(a->b)+p(b->a)")
-    p.add_argument("--single-order", action="store_true",
-                   help="score <a,b> only (default: also <b,a>, averaged label-swapped; 2x cost)")
-    p.add_argument("--no-schema-edges", action="store_true", help="no 'schema' / 'fused' edge sources")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar while scoring")
-    p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--max-length", type=int, default=None, help="default: the checkpoint's training max_length")
-    p.add_argument("--gcn-direction", choices=("both", "dependent_to_prerequisite", "prerequisite_to_dependent"),
-                   default="both")
-    p.add_argument("--device", default=None)
-    p.add_argument("--max-producers", type=int, default=DEFAULT_MAX_PRODUCERS,
-                   help="an output name that more than N tools of a group produce is no parameter-match evidence "
-                        f"(ToolBench's id, url, symbol); 0 turns the filter off; default {DEFAULT_MAX_PRODUCERS}")
-    p.add_argument("--trajectories", action="append", default=[], metavar="[DATASET=]FILE",
-                   help="runs for ToolNet's transition graph, JSON Lines (docs/warehouse.md); repeat for more files")
-    p.add_argument("--no-transitions", action="store_true",
-                   help="do not use the benchmarks' gold call orders as trajectories")
-    p.add_argument("--split-seed", type=int, default=0, help="seed of the trajectories' split and stream order")
-    p.add_argument("--split", default=",".join(str(f) for f in DEFAULT_FRACTIONS),
-                   help="train,validation,test fractions of the trajectories (default %(default)s)")
-    p.add_argument("--alpha", type=float, default=None, help="Eq. 8 update speed; with --beta: no validation sweep")
-    p.add_argument("--beta", type=float, default=None, help="Eq. 6 weight on the static graph, in [0, 1]")
-    p.add_argument("--rule-score", type=int, default=RULE_SCORE, choices=(1, 2, 3),
-                   help="the rule evaluator's score: +N for a gold tool the run called, -N for another")
-    p.add_argument("--evaluator", choices=EVALUATORS, default="rule",
-                   help="who scores the runs of the dynamic update: the rule, or an LLM (ToolNet's Evaluate; a run "
-                        "whose answer stays invalid gets the rule, recorded as 'rule fallback')")
-    p.add_argument("--evaluator-base-url", default=None,
-                   help=f"OpenAI-compatible endpoint of --evaluator llm, or '{EMBEDDED}' (the packaged local model); "
-                        "default OPENAI_BASE_URL (key: OPENAI_API_KEY)")
-    p.add_argument("--evaluator-model", default=None, help="model name at --evaluator-base-url (default: the embedded model)")
-    p.add_argument("--evaluator-concurrency", type=int, default=None,
-                   help="evaluator requests in flight (default 1 embedded, 16 otherwise)")
-    p.add_argument("--evaluator-cache-dir", default="artifacts/llm-cache",
-                   help="LLM answer cache of the evaluator (a rebuild repeats no answered request)")
-    a = p.parse_args(argv)
-    try:
-        fractions = tuple(float(x) for x in a.split.split(","))
-    except ValueError:
-        p.error(f"--split {a.split!r}: three numbers, e.g. 0.6,0.2,0.2")
-    if len(fractions) != 3 or min(fractions) < 0 or abs(sum(fractions) - 1) > 1e-9:
-        p.error(f"--split {a.split!r}: three non-negative fractions summing to 1")
-    if a.beta is not None and not 0.0 <= a.beta <= 1.0:
-        p.error(f"--beta {a.beta}: must lie in [0, 1]")
-    if a.alpha is not None and a.alpha < 0:
-        p.error(f"--alpha {a.alpha}: must not be negative")
-    if a.evaluator == "llm" and endpoint_problem(a.evaluator_base_url):
-        p.error(endpoint_problem(a.evaluator_base_url))
-    if a.evaluator_concurrency is not None and a.evaluator_concurrency < 1:
-        p.error(f"--evaluator-concurrency {a.evaluator_concurrency}: must be at least 1")
-    if a.discriminator and not Path(a.discriminator, "config.json").exists():
-        p.error(f"--discriminator {a.discriminator}: no config.json there (train one: make train-discriminator)")
-    try:
-        pruning_rules(a.pruning)
-    except ValueError as exc:
-        p.error(str(exc))
-    if a.threshold is not None and not 0.0 <= a.threshold <= 1.0:
-        p.error(f"--threshold {a.threshold}: must lie in [0, 1]")
-    toolsets = [t.strip() for value in a.toolset for t in value.split(",") if t.strip()]
-    return GraphConfig(toolsets, a.warehouse, a.discriminator, a.data_root, a.encoder, a.embed_style, a.pruning,
-                       a.neighbours, a.min_prob, not a.single_order, a.batch_size, a.max_length, a.gcn_direction,
-                       a.device, a.threshold, not a.no_schema_edges, not a.no_progress,
-                       a.max_producers if a.max_producers > 0 else None, not a.no_transitions, a.trajectories,
-                       a.split_seed, fractions, a.alpha, a.beta, rule_score=a.rule_score, evaluator=a.evaluator,
-                       evaluator_model=a.evaluator_model, evaluator_base_url=a.evaluator_base_url,
-                       evaluator_concurrency=a.evaluator_concurrency, evaluator_cache_dir=a.evaluator_cache_dir)
+def parse_args(argv: Sequence[str] | None = None) -> GraphConfig:
+    """The command line, generated from GraphConfig (tasks/common/cli.py): its defaults, flags given override them."""
+    return parse_config(GraphConfig, argv, "python -m flows.build_graph", __doc__)
 
 
 if __name__ == "__main__":

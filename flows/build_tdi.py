@@ -27,10 +27,9 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from prefect import flow, get_run_logger, task
-from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
-from models.embedded_llm import DEFAULT_MODEL
+from models.embedded_llm.catalog import DEFAULT_MODEL
 from tasks.dataset.accounting import AccountingError, AccountingSummary, ledger_usage, write_records_db_from_parquet
 from tasks.dataset.balance import BalanceConfig, BalancePlan, plan_balance
 from tasks.agents.chunks import (
@@ -44,18 +43,11 @@ from tasks.agents.chunks import (
     work_fingerprint,
 )
 from tasks.common.cli import Flag, Help, parse_config
-from tasks.llm.client import (
-    EMBEDDED,
-    EMBEDDED_CONCURRENCY,
-    ENDPOINT_CONCURRENCY,
-    LLMConfig,
-    LLMEndpointError,
-    LLMStageFailed,
-    LLMUnavailableError,
-)
+from tasks.llm.config import EMBEDDED, EMBEDDED_CONCURRENCY, ENDPOINT_CONCURRENCY, LLMConfig
+from tasks.llm.errors import LLMEndpointError, LLMStageFailed, LLMUnavailableError
 from tasks.agents.prompts import PROMPT_VERSIONS
-from tasks.dataset.publish import dataset_lock, fresh_staging, gate_staged, publish_staged
-from tasks.dataset.quality import QualityReport, validate_shards
+from tasks.dataset.gate import publish_with_card, quality_gate
+from tasks.dataset.publish import dataset_lock, fresh_staging
 from tasks.dataset.shards import ShardConfig, ShardInfo, build_manifest, write_dataset_card, write_planned_shards
 from tasks.sources import EmptySourceError, SourceFilter, SourceSpec, check_source, nothing_read
 
@@ -217,20 +209,6 @@ def write_dataset(plan: BalancePlan, out_dir: Path, cfg: ShardConfig) -> list[Sh
     return write_planned_shards(plan, out_dir, cfg)
 
 
-@task(name="quality-gate", cache_policy=NO_CACHE)
-def quality_gate(out_dir: Path, staging: Path) -> QualityReport:
-    """Validate the staged shards; a failure publishes nothing (``tasks.dataset.publish``)."""
-    report = gate_staged(out_dir, staging, validate_shards)
-    get_run_logger().info("quality gate: %d checks passed", len(report.checks))
-    return report
-
-
-@task(name="publish", cache_policy=NO_CACHE)
-def publish(out_dir: Path, staging: Path, manifest: dict[str, Any]) -> dict[str, Any]:
-    write_dataset_card(out_dir, manifest, staging)
-    return publish_staged(out_dir, staging, manifest)
-
-
 @task(name="account-records", cache_policy=NO_CACHE)
 def account(out_dir: Path, outcome_files: list[Path], ledger_files: list[Path], n_read: int) -> AccountingSummary:
     summary = write_records_db_from_parquet(out_dir / "records.duckdb", outcome_files, ledger_files, n_read)
@@ -246,7 +224,7 @@ def llm_endpoint(cfg: BuildTDIConfig) -> Iterator[tuple[LLMConfig, Callable[[], 
     if cfg.llm.base_url != EMBEDDED:
         yield cfg.llm, lambda: None
         return
-    from models.embedded_llm import EmbeddedLLMServer
+    from models.embedded_llm.server import EmbeddedLLMServer
 
     with EmbeddedLLMServer(model=cfg.embedded_model) as server:
         get_run_logger().info("embedded LLM %s ready at %s", cfg.embedded_model, server.base_url)
@@ -399,8 +377,7 @@ def _build_tdi(cfg: BuildTDIConfig) -> dict[str, Any]:
             "execution": {"task_runner": cfg.task_runner, "chunk_size": cfg.chunk_size, "chunks": len(markers), "chunks_reused": reused},
         },
     )
-    manifest = publish(out_dir, staging, manifest)
-    create_markdown_artifact(key="tdi-dataset", markdown=(out_dir / "README.md").read_text(), description=str(out_dir))
+    manifest = publish_with_card(out_dir, staging, manifest, write_dataset_card, "tdi-dataset")
     logger.info("wrote %d rows in %d shards to %s (%d chunks, %d reused)", manifest["total_rows"], len(infos), out_dir, len(markers), reused)
     return manifest
 

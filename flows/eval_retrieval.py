@@ -20,27 +20,33 @@ validation queries). Next-tool hit@1/@3 on the test runs goes to ``next_tool_met
 transition graph (static, and dynamic as the stream updated it), training popularity, each
 dependency graph's successors, the query alone and transition x query.
 
-ToolRerank (``tasks/retrieval/rerank.py``, docs/retrieval.md) then reranks each first stage's top 50 on a
+ToolRerank (``tasks/retrieval/rerank/``, docs/retrieval.md) then reranks each first stage's top 50 on a
 seeded test split of each dataset, with the parameters chosen on its validation split: one table
 per dataset, first stage x {none, truncation, hierarchy, both}, in ``<out>/rerank.md`` (parameters
 and every row in ``<out>/rerank.json``); ``--no-rerank`` skips it.
 """
 from __future__ import annotations
 
-import argparse
 import json
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Annotated
 
 import numpy as np
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from tasks.retrieval.rerank import (DEPTH, Library, RerankResult, TooFewQueries, markdown_tables, run_toolrerank,
-                          tool_parents)
-from tasks.retrieval.core import (BM25, TfIdf, cosine_scores, evaluate_rankings, expand_with_successors, gcn_propagate,
-                             top_k_from_scores)
+from tasks.common.cli import Flag, Help, parse_config
+from tasks.retrieval.gcn import gcn_propagate
+from tasks.retrieval.inputs import EvalInputs, load_inputs
+from tasks.retrieval.lexical import BM25, TfIdf
+from tasks.retrieval.metrics import evaluate_rankings
+from tasks.retrieval.ranking import cosine_scores, expand_with_successors, top_k_from_scores
+from tasks.retrieval.rerank.experiment import DEPTH, RerankResult, TooFewQueries, run_toolrerank
+from tasks.retrieval.rerank.hierarchy import tool_parents
+from tasks.retrieval.rerank.library import Library
+from tasks.retrieval.rerank.tables import markdown_tables
 from tasks.toolnet.transitions import TransitionGraph, graph_from_edges, hit_rates, replay, successor_lists
 from warehouse.build import connect, insert_rows, rows_of, update_warehouse
 
@@ -81,61 +87,48 @@ PAPER_ENCODER_METHODS = {"L3": None, "L3+TGR-d": "discriminator", "L3+TGR-m": "m
 RERANK_FIRST_STAGES = ("BM25", "TF-IDF", "embedding", "embedding+TGR-d", "embedding+TGR-m")
 
 
+# Every method rank_all and paper_encoder_rankings can give: what a first stage of ToolRerank may name.
+FIRST_STAGE_METHODS = ("BM25", "TF-IDF", *EMBEDDING_METHODS, *PAPER_ENCODER_METHODS)
+
+
 @dataclass
 class EvalConfig:
-    warehouse: str = "artifacts/warehouse/tgr.duckdb"
-    datasets: list[str] = field(default_factory=list)  # empty: every dataset that has queries
-    ks: tuple[int, ...] = (5, 10)
-    out_dir: str = "artifacts/eval"
-    rerank: bool = True  # ToolRerank tables (tasks/retrieval/rerank.py)
-    sql_check: bool = True  # SQL query_top_k vs numpy agreement (minutes and GBs on ToolBench)
-    rerank_seed: int = 0  # seed of the tool hold-out / query split
-    rerank_first_stages: tuple[str, ...] = RERANK_FIRST_STAGES
-    # also rank with this encoder (the paper's paraphrase-MiniLM-L3-v2, offline ONNX) on the warehouse's
-    # tool texts and edges: rows L3, L3+TGR-d, L3+TGR-m; None, or the warehouse's own encoder: no extra rows
-    paper_encoder: str | None = PAPER_ENCODER
+    """The one configuration surface of eval-retrieval: the flow's parameter (Prefect UI, prefect.yaml) and,
+    generated from it, the command line (tasks/common/cli.py). Its checks refuse a Python call, a deployment
+    run and a command line alike."""
 
+    warehouse: Annotated[str, Help("the warehouse built by make graph (read; the metric tables are written back)")] = \
+        "artifacts/warehouse/tgr.duckdb"
+    datasets: Annotated[tuple[str, ...], Help(
+        "limit to these datasets, one a flag (none: every dataset that has queries with gold tools)")] = field(
+        default=(), metadata={"cli": Flag("dataset", repeat=True, split=False)})
+    ks: Annotated[tuple[int, ...], Help(
+        "cut-offs k of Recall, NDCG and Pass Rate; the reports' columns need 5 and 10")] = field(
+        default=(5, 10), metadata={"cli": Flag(cli=False)})
+    out_dir: Annotated[str, Help("report folder: retrieval.md, retrieval.png, rerank.md, rerank.json")] = "artifacts/eval"
+    rerank: Annotated[bool, Help(
+        "ToolRerank tables after each first stage (tasks/retrieval/rerank/); --no-rerank: Table 2 only")] = True
+    sql_check: Annotated[bool, Help(
+        "check the SQL query_top_k against the numpy top-k (ToolBench: minutes, GBs of memory)")] = True
+    rerank_seed: Annotated[int, Help("seed of ToolRerank's tool hold-out and query split")] = 0
+    rerank_first_stages: Annotated[tuple[str, ...], Help(
+        "first stages ToolRerank reranks (those the warehouse has)")] = field(
+        default=RERANK_FIRST_STAGES, metadata={"cli": Flag(cli=False)})
+    paper_encoder: Annotated[str | None, Help(
+        "also rank with this encoder on the warehouse's tool texts and edges (rows L3, L3+TGR-d, L3+TGR-m; default: "
+        "the TGR paper's paraphrase-MiniLM-L3-v2, offline ONNX); none, or the warehouse's own encoder: no extra rows")] = \
+        PAPER_ENCODER
 
-@dataclass
-class EvalInputs:
-    dataset: str
-    tool_ids: list[str]  # sorted, so index order = SQL tie-break order (tool_id)
-    texts: list[str]
-    embeddings: dict[str, np.ndarray]  # kind -> (n_tools, dim)
-    query_ids: list[str]
-    query_texts: list[str]
-    query_embeddings: np.ndarray
-    golds: list[set[str]]
-    groups: list[str] = field(default_factory=list)  # tools.tool_group, tool_id order
-    descriptions: list[str] = field(default_factory=list)
-    encoder: str = ""  # datasets.encoder
-    query_groups: list[str | None] = field(default_factory=list)  # queries.query_group (ToolBench G1_tool, ...)
-
-
-@task(cache_policy=NO_CACHE)
-def load_inputs(warehouse: str, dataset: str) -> EvalInputs:
-    con = connect(warehouse)
-    try:
-        tools = rows_of(con, """SELECT tool_id, embed_text, tool_group, doc_json->>'description' AS description
-                               FROM tools WHERE dataset = ? ORDER BY tool_id""", [dataset])
-        (encoder,) = con.execute("SELECT encoder FROM datasets WHERE dataset = ?", [dataset]).fetchone() or ("",)
-        embeddings = {}
-        for (kind,) in con.execute("SELECT DISTINCT kind FROM tool_embeddings WHERE dataset = ?", [dataset]).fetchall():
-            rows = con.execute("SELECT embedding FROM tool_embeddings WHERE dataset = ? AND kind = ? ORDER BY tool_id",
-                               [dataset, kind]).fetchall()
-            embeddings[kind] = np.array([r[0] for r in rows], dtype=np.float32)
-        queries = rows_of(con, """
-            SELECT q.query_id, q.query_text, q.query_group, e.embedding, list(g.tool_id ORDER BY g.tool_id) AS gold
-            FROM queries q JOIN query_embeddings e USING (dataset, query_id)
-            JOIN query_gold_tools g USING (dataset, query_id)
-            WHERE q.dataset = ? GROUP BY ALL ORDER BY q.query_id""", [dataset])
-    finally:
-        con.close()
-    return EvalInputs(dataset, [t["tool_id"] for t in tools], [t["embed_text"] for t in tools], embeddings,
-                      [q["query_id"] for q in queries], [q["query_text"] for q in queries],
-                      np.array([q["embedding"] for q in queries], dtype=np.float32), [set(q["gold"]) for q in queries],
-                      [t["tool_group"] for t in tools], [t["description"] or "" for t in tools], encoder,
-                      [q["query_group"] for q in queries])
+    def __post_init__(self) -> None:
+        if not self.warehouse or not self.out_dir:
+            raise ValueError("--warehouse and --out-dir must not be empty")
+        if "" in self.datasets:
+            raise ValueError("--dataset: an empty dataset name")
+        if any(not isinstance(k, int) or k < 1 for k in self.ks) or not {5, 10} <= set(self.ks):
+            raise ValueError(f"ks {tuple(self.ks)}: each a whole number >= 1, 5 and 10 among them (the reports' columns)")
+        unknown = [m for m in self.rerank_first_stages if m not in FIRST_STAGE_METHODS]
+        if unknown:
+            raise ValueError(f"rerank_first_stages {unknown}: not a retrieval method ({', '.join(FIRST_STAGE_METHODS)})")
 
 
 @task(cache_policy=NO_CACHE)
@@ -193,7 +186,7 @@ def as_ids(inputs: EvalInputs, rankings: dict[str, list[list[int]]], k: int) -> 
 
 @task(cache_policy=NO_CACHE)
 def toolrerank(inputs: EvalInputs, rankings: dict[str, list[list[int]]], cfg: EvalConfig) -> RerankResult | None:
-    """ToolRerank after each first stage (tasks/retrieval/rerank.py) on a seeded split of this dataset."""
+    """ToolRerank after each first stage (tasks/retrieval/rerank/) on a seeded split of this dataset."""
     log = get_run_logger()
     if "base" not in inputs.embeddings:
         log.warning(f"{inputs.dataset}: no base embeddings, no reranking")
@@ -534,7 +527,7 @@ def eval_retrieval(cfg: EvalConfig | None = None) -> dict:
     summary = {"rows": rows, "next_tool_rows": next_tool, "toolnet": toolnet_info, "paper_subset_rows": subset_rows, "sql_agreement": agreement, "markdown": str(out / "retrieval.md"),
                "plot": str(out / "retrieval.png")}
     if reranked:
-        text = "\n".join(["# ToolRerank after each first stage (tasks/retrieval/rerank.py, docs/retrieval.md)", ""] +
+        text = "\n".join(["# ToolRerank after each first stage (tasks/retrieval/rerank/, docs/retrieval.md)", ""] +
                          [markdown_tables(r, cfg.ks) for r in reranked])
         (out / "rerank.md").write_text(text + "\n", encoding="utf-8")
         (out / "rerank.json").write_text(json.dumps([asdict(r) | {"encoder": encoders.get(r.dataset, "")}
@@ -545,22 +538,9 @@ def eval_retrieval(cfg: EvalConfig | None = None) -> dict:
     return summary
 
 
+# ---------------------------------------------------------------- command line (generated from EvalConfig)
 def parse_args(argv: list[str] | None = None) -> EvalConfig:
-    p = argparse.ArgumentParser(prog="python -m flows.eval_retrieval", description=__doc__.split("\n")[0])
-    p.add_argument("--warehouse", default=EvalConfig.warehouse)
-    p.add_argument("--dataset", action="append", default=[], help="limit to these datasets (repeat)")
-    p.add_argument("--out-dir", default=EvalConfig.out_dir)
-    p.add_argument("--no-rerank", action="store_true", help="Table 2 only, no ToolRerank tables")
-    p.add_argument("--no-sql-check", action="store_true",
-                   help="skip the SQL query_top_k vs numpy agreement check (ToolBench: minutes, GBs of memory)")
-    p.add_argument("--rerank-seed", type=int, default=0, help="seed of ToolRerank's tool hold-out and query split")
-    p.add_argument("--paper-encoder", default=PAPER_ENCODER,
-                   help="also rank with this encoder on the warehouse's tool texts and edges (rows L3, L3+TGR-d, "
-                        "L3+TGR-m; default: the TGR paper's paraphrase-MiniLM-L3-v2, offline); 'none' to skip")
-    a = p.parse_args(argv)
-    return EvalConfig(warehouse=a.warehouse, datasets=a.dataset, out_dir=a.out_dir, rerank=not a.no_rerank,
-                      rerank_seed=a.rerank_seed, sql_check=not a.no_sql_check,
-                      paper_encoder=None if a.paper_encoder.lower() == "none" else a.paper_encoder)
+    return parse_config(EvalConfig, argv, "python -m flows.eval_retrieval", __doc__)
 
 
 if __name__ == "__main__":

@@ -33,13 +33,13 @@ import numpy as np
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from flows.eval_retrieval import EvalInputs, load_inputs
 from tasks.common.cli import Help, parse_config
 from tasks.gtool.links import (METHODS, Completion, DiscriminatorScores, GraphInputError, LinkConfig, ToolGraph,
-                         complete_graph, robustness_rows, summarise, tool_graph)
-from tasks.retrieval.core import gcn_propagate
-from tasks.toolsets.trajectories import RESERVED
+                               complete_graph, robustness_rows, summarise, tool_graph)
 from tasks.gtool.selection import Request, SelectConfig, SelectionData, evaluate_selection
+from tasks.retrieval.gcn import gcn_propagate
+from tasks.retrieval.inputs import EvalInputs, load_inputs
+from tasks.toolsets.trajectories import RESERVED
 from warehouse.build import connect, replace_rows, rows_of
 from warehouse.lineage import lineage_row
 

@@ -25,14 +25,16 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 from prefect import flow, get_run_logger, task
-from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
-from models.embedded_llm import DEFAULT_MODEL
+from models.embedded_llm.catalog import DEFAULT_MODEL
 from schemas.docs import schema_errors
 from tasks.dataset.accounting import OUTCOME_SCHEMA, AccountingSummary, write_records_db
 from tasks.common.cli import parse_config
-from tasks.llm.client import EMBEDDED, EMBEDDED_CONCURRENCY, ENDPOINT_CONCURRENCY, LLMConfig, StructuredLLM, StructuredRequest, StructuredResult, ledger_rows, split_userinfo, usage_summary
+from tasks.llm.client import StructuredLLM
+from tasks.llm.config import EMBEDDED, EMBEDDED_CONCURRENCY, ENDPOINT_CONCURRENCY, LLMConfig, split_userinfo
+from tasks.llm.ledger import ledger_rows, usage_summary
+from tasks.llm.structured import StructuredRequest, StructuredResult
 from tasks.mining.review import (
     JUDGE_ACTIONS,
     JUDGE_REJECTION,
@@ -48,23 +50,14 @@ from tasks.mining.review import (
     seeded_sample,
 )
 from tasks.mining.dataset import ORIGIN_LLM, DependencyPair, MinedBalanceConfig, MinedBalanced, balance_mined
-from tasks.mining.core import (
-    DEFAULT_MAX_PRODUCERS_PER_PARAM,
-    FileItem,
-    FileRejection,
-    MineResult,
-    ModuleFacts,
-    build_docs,
-    default_roots,
-    parse_file,
-    parse_record,
-    resolve_flows,
-    top_package,
-    tree_files,
-)
+from tasks.mining.facts import FileRejection, ModuleFacts
+from tasks.mining.filters import DEFAULT_MAX_PRODUCERS_PER_PARAM
+from tasks.mining.mine import MineResult, build_docs, resolve_flows
+from tasks.mining.parse import parse_chunk, parse_file, parse_record
+from tasks.mining.sources import FileItem, default_roots, top_package, tree_files
 from tasks.agents.prompts import EXTRACT, VALIDATE
-from tasks.dataset.quality import QualityReport, validate_shards
-from tasks.dataset.publish import dataset_lock, fresh_staging, gate_staged, publish_staged
+from tasks.dataset.gate import publish_with_card, quality_gate
+from tasks.dataset.publish import dataset_lock, fresh_staging
 from tasks.dataset.shards import ShardConfig, ShardInfo, build_manifest, load_snippet, write_shards
 
 SOURCES = ("stdlib", "site-packages", "tree", "codesearchnet")
@@ -179,8 +172,6 @@ def _codesearchnet_modules(path: str) -> tuple[list[ModuleFacts | FileRejection]
 def mine(items: list[FileItem], cfg: MineTDIConfig) -> MineResult:
     from concurrent.futures import ProcessPoolExecutor
 
-    from tasks.mining.core import _parse_chunk
-
     t0 = time.perf_counter()
     chunks = [items[i: i + 64] for i in range(0, len(items), 64)]
     parsed: list[ModuleFacts | FileRejection] = []
@@ -188,7 +179,7 @@ def mine(items: list[FileItem], cfg: MineTDIConfig) -> MineResult:
         parsed = [parse_file(i) for i in items]
     else:
         with ProcessPoolExecutor(max_workers=cfg.workers) as pool:
-            for out in pool.map(_parse_chunk, chunks):
+            for out in pool.map(parse_chunk, chunks):
                 parsed += out
     n_read = len(items)
     if "codesearchnet" in cfg.source:
@@ -242,20 +233,6 @@ def balance(pairs: list[DependencyPair], docs: dict[str, dict[str, Any]], cfg: M
 @task(name="write-shards", cache_policy=NO_CACHE)
 def stage_shards(rows: list[dict], staging: Path, cfg: ShardConfig) -> list[ShardInfo]:
     return write_shards(rows, staging, cfg)
-
-
-@task(name="quality-gate", cache_policy=NO_CACHE)
-def quality_gate(out_dir: Path, staging: Path) -> QualityReport:
-    """Validate the staged shards; a failure publishes nothing (``tasks.dataset.publish``)."""
-    report = gate_staged(out_dir, staging, validate_shards)
-    get_run_logger().info("quality gate: %d checks passed", len(report.checks))
-    return report
-
-
-@task(name="publish", cache_policy=NO_CACHE)
-def publish(out_dir: Path, staging: Path, manifest: dict[str, Any]) -> dict[str, Any]:
-    write_mined_card(out_dir, manifest, staging)
-    return publish_staged(out_dir, staging, manifest)
 
 
 def outcome_table(result: MineResult, balanced: MinedBalanced, llm_pairs: list[DependencyPair],
@@ -348,7 +325,7 @@ def llm_endpoint(cfg: MineTDIConfig) -> Iterator[tuple[LLMConfig, Callable[[], N
     if cfg.base_url != EMBEDDED:
         yield llm, lambda: None
         return
-    from models.embedded_llm import EmbeddedLLMServer
+    from models.embedded_llm.server import EmbeddedLLMServer
 
     with EmbeddedLLMServer(model=llm.model) as server:
         get_run_logger().info("embedded LLM %s ready at %s", llm.model, server.base_url)
@@ -544,8 +521,7 @@ def _mine_tdi(cfg: MineTDIConfig) -> dict[str, Any]:
             **({"llm": llm_review} if llm_review is not None else {}),
         },
     )
-    manifest = publish(out_dir, staging, manifest)
-    create_markdown_artifact(key="tdi-mined-dataset", markdown=(out_dir / "README.md").read_text(), description=str(out_dir))
+    manifest = publish_with_card(out_dir, staging, manifest, write_mined_card, "tdi-mined-dataset")
     logger.info("wrote %d rows in %d shards to %s", manifest["total_rows"], len(infos), out_dir)
     return manifest
 

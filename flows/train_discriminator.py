@@ -1,4 +1,4 @@
-"""Prefect flow ``train-discriminator``: pretrain (Eq. 1) on TDI shards, finetune (Eq. 2), calibrate, test.
+r"""Prefect flow ``train-discriminator``: pretrain (Eq. 1) on TDI shards, finetune (Eq. 2), calibrate, test.
 
     python -m flows.train_discriminator --pretrain-data artifacts/tdi/tdi-mined --finetune ultratool,tmdb \
         --test apibank --base-model offline-minilm --output artifacts/discriminator/minilm
@@ -19,15 +19,13 @@ See docs/discriminator.md.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import shutil
-import types
-import typing
-from dataclasses import asdict, dataclass, field, fields
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
@@ -35,89 +33,130 @@ from prefect.cache_policies import NO_CACHE
 from models.discriminator import CALIBRATION_FILE, DEFAULT_MAX_LENGTH, load_calibration, load_discriminator, load_model, load_tokenizer
 from schemas.toolset import ToolSet
 from tasks.toolsets.readers import BENCHMARKS, load_benchmark, read_toolset_dir
-from tasks.training.core import (
+from tasks.training.examples import (
     PairExample,
-    StageArguments,
-    TrainResult,
     build_pairs,
-    choose_threshold,
-    evaluate_probs,
-    format_comparison,
     grouped_split,
     label_counts,
     load_tdi_examples,
     natural_none_ratio,
     none_weights,
-    pick_device,
-    plot_confusion,
-    plot_training_curves,
-    predict_examples,
-    schema_rule_metrics,
-    seed_everything,
-    train_classifier,
     with_both_orders,
-    write_json,
 )
+from tasks.training.metrics import CALIBRATION_CRITERIA, choose_threshold, evaluate_probs, format_comparison, schema_rule_metrics
+from tasks.training.plots import plot_confusion, plot_training_curves
+from tasks.training.strict_json import write_json
+from tasks.training.trainer import (StageArguments, TrainResult, pick_device, predict_examples, seed_everything,
+                                    train_classifier)
 from tasks.common.atomic import replace_dir, restore_dir
+from tasks.common.cli import Help, parse_config
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_BENCHMARKS = REPO_ROOT.parent / "shared" / "data" / "benchmarks"
 PAPER_TABLE_3 = {"precision": 0.893, "recall": 0.760, "f1": 0.817}
 STAGED_BEST = ".best.new"  # where a run completes its checkpoint before swapping it in as best/
-
-
-def _help(text: str) -> dict:
-    return {"help": text}
+CALIBRATE_ON = ("finetune", "tdi", "both")  # validation pairs the threshold is chosen on
 
 
 @dataclass
 class TrainDiscriminatorConfig:
-    output: Path = field(default=Path("artifacts/discriminator/default"), metadata=_help("run folder"))
-    checkpoint: Path | None = field(default=None, metadata=_help(
-        "evaluate only: score the --test tool sets with this checkpoint (its calibration.json), no training"))
-    pretrain_data: str = field(default="auto", metadata=_help(
-        "TDI dataset folder; 'auto': the newest published one under artifacts/tdi (by manifest); 'none': skip"))
-    finetune: tuple[str, ...] = field(default=("ultratool", "tmdb"), metadata=_help(
-        "benchmark names or tool set folders; empty: no finetuning (calibrate on the TDI validation split)"))
-    test: tuple[str, ...] = field(default=("apibank",), metadata=_help("benchmark names or tool set folders"))
-    benchmarks_root: Path = field(default=DEFAULT_BENCHMARKS, metadata=_help("where benchmark names are looked up"))
-    base_model: str = field(default="offline-minilm", metadata=_help("offline-minilm, a hub id or a folder"))
+    """The one config surface of train-discriminator: the flow's parameter (Prefect UI, prefect.yaml) and,
+    generated from it, the command line (tasks/common/cli.py). Every default and every check is here."""
+
+    output: Annotated[Path, Help("run folder")] = Path("artifacts/discriminator/default")
+    checkpoint: Annotated[Path | None, Help(
+        "evaluate only: score the --test tool sets with this checkpoint (its calibration.json), no training")] = None
+    pretrain_data: Annotated[str, Help(
+        "TDI dataset folder; 'auto': the newest published one under artifacts/tdi (by manifest); 'none': skip")] = "auto"
+    finetune: Annotated[tuple[str, ...], Help(
+        "benchmark names or tool set folders, comma separated; empty: no finetuning (calibrate on the TDI validation "
+        "split)")] = ("ultratool", "tmdb")
+    test: Annotated[tuple[str, ...], Help("benchmark names or tool set folders, comma separated")] = ("apibank",)
+    benchmarks_root: Annotated[Path, Help("where benchmark names are looked up")] = DEFAULT_BENCHMARKS
+    base_model: Annotated[str, Help("offline-minilm, a hub id or a folder")] = "offline-minilm"
     # Defaults fit the whole default run (mine + train + test) in about 15 minutes on 2 CPU cores;
     # on a GPU pass --encoder-layers none --pretrain-max-pairs none --max-length 160.
-    encoder_layers: int | None = field(default=3, metadata=_help(
-        "keep only the first N layers of the base model (none: all); 3 of MiniLM's 6 halves CPU time"))
-    max_length: int = field(default=DEFAULT_MAX_LENGTH, metadata=_help("word pieces per pair"))
-    batch_size: int | None = field(default=None, metadata=_help("pairs per step; default 32 on CPU, 128 on CUDA (bf16)"))
-    pretrain_epochs: float = field(default=1.0, metadata=_help("passes over the TDI training pairs"))
-    pretrain_learning_rate: float = field(default=2e-4, metadata=_help("peak learning rate, pretraining (few steps on CPU)"))
-    pretrain_max_pairs: int | None = field(default=8000, metadata=_help("cap on TDI training pairs (seeded sample; none: all)"))
-    pretrain_max_valid: int | None = field(default=1200, metadata=_help("cap on TDI validation pairs (seeded sample)"))
-    pretrain_evals: int = field(default=2, metadata=_help("validation runs per pretraining epoch"))
-    finetune_epochs: float = field(default=1.0, metadata=_help("passes over the finetuning pairs"))
-    finetune_learning_rate: float = field(default=1e-4, metadata=_help("peak learning rate, finetuning"))
-    finetune_max_none: int | None = field(default=300, metadata=_help(
-        "cap on 'no dependency' pairs per tool set (seeded); none: all (imbalanced like real use)"))
-    hint_dropout: float = field(default=0.0, metadata=_help(
+    encoder_layers: Annotated[int | None, Help(
+        "keep only the first N layers of the base model (none: all); 3 of MiniLM's 6 halves CPU time")] = 3
+    max_length: Annotated[int, Help("word pieces per pair")] = DEFAULT_MAX_LENGTH
+    batch_size: Annotated[int | None, Help("pairs per step; none: 32 on CPU, 128 on CUDA (bf16)")] = None
+    pretrain_epochs: Annotated[float, Help("passes over the TDI training pairs")] = 1.0
+    pretrain_learning_rate: Annotated[float, Help("peak learning rate, pretraining (few steps on CPU)")] = 2e-4
+    pretrain_max_pairs: Annotated[int | None, Help("cap on TDI training pairs (seeded sample; none: all)")] = 8000
+    pretrain_max_valid: Annotated[int | None, Help("cap on TDI validation pairs (seeded sample; none: all)")] = 1200
+    pretrain_evals: Annotated[int, Help("validation runs per pretraining epoch")] = 2
+    finetune_epochs: Annotated[float, Help("passes over the finetuning pairs")] = 1.0
+    finetune_learning_rate: Annotated[float, Help("peak learning rate, finetuning")] = 1e-4
+    finetune_max_none: Annotated[int | None, Help(
+        "cap on 'no dependency' pairs per tool set (seeded); none: all (imbalanced like real use)")] = 300
+    hint_dropout: Annotated[float, Help(
         "share of training pairs (both stages) shown without the parameter-match hint, so the model also learns "
-        "from the docs themselves; validation, calibration and test keep the hint"))
-    finetune_replay: int = field(default=600, metadata=_help(
-        "TDI training pairs mixed into finetuning so the parameter-level skill is not forgotten"))
-    test_max_none: int | None = field(default=500, metadata=_help("paper's API-Bank test: all dependency pairs + 500 none"))
-    valid_fraction: float = field(default=0.2, metadata=_help("finetuning validation share (grouped by tool set)"))
-    calibration: str = field(default="max_f1", metadata=_help("threshold criterion: max_f1 or precision"))
-    calibration_prior: float | None = field(default=None, metadata=_help(
-        "none pairs per dependency pair the cut is chosen for; none: the finetuning tool sets' natural ratio"))
-    recalibrate: bool = field(default=False, metadata=_help(
-        "with --checkpoint: choose the cut again on this config's validation sets and store it beside the checkpoint"))
-    calibrate_on: str = field(default="both", metadata=_help(
-        "validation pairs the threshold is chosen on: finetune, tdi, or both (tool sets with and without parameters)"))
-    target_precision: float = field(default=0.9, metadata=_help("with --calibration precision"))
-    symmetric: bool = field(default=True, metadata=_help("average p(a,b) with the swapped p(b,a) at inference"))
-    select_metric: str = field(default="dependency_f1_calibrated", metadata=_help("checkpoint choice (compute_metrics key)"))
-    max_steps: int = field(default=-1, metadata=_help("cap on steps per stage (-1: all epochs)"))
-    seed: int = field(default=42, metadata=_help("seed of sampling, splits, init and shuffling"))
-    resume: bool = field(default=False, metadata=_help("continue each stage from its newest checkpoint"))
-    progress: bool = field(default=True, metadata=_help("progress bars"))
+        "from the docs themselves; validation, calibration and test keep the hint")] = 0.0
+    finetune_replay: Annotated[int, Help(
+        "TDI training pairs mixed into finetuning so the parameter-level skill is not forgotten")] = 600
+    test_max_none: Annotated[int | None, Help("paper's API-Bank test: all dependency pairs + 500 none")] = 500
+    valid_fraction: Annotated[float, Help("finetuning validation share (grouped by tool set)")] = 0.2
+    calibration: Annotated[str, Help("threshold criterion: max_f1 or precision")] = field(
+        default="max_f1", metadata={"choices": CALIBRATION_CRITERIA})
+    calibration_prior: Annotated[float | None, Help(
+        "none pairs per dependency pair the cut is chosen for; none: the finetuning tool sets' natural ratio")] = None
+    recalibrate: Annotated[bool, Help(
+        "with --checkpoint: choose the cut again on this config's validation sets and store it beside the checkpoint")] = False
+    calibrate_on: Annotated[str, Help(
+        "validation pairs the threshold is chosen on: finetune, tdi, or both (tool sets with and without parameters)")] = \
+        field(default="both", metadata={"choices": CALIBRATE_ON})
+    target_precision: Annotated[float, Help("with --calibration precision")] = 0.9
+    symmetric: Annotated[bool, Help("average p(a,b) with the swapped p(b,a) at inference")] = True
+    select_metric: Annotated[str, Help("checkpoint choice (compute_metrics key)")] = "dependency_f1_calibrated"
+    max_steps: Annotated[int, Help("cap on steps per stage (-1: all epochs)")] = -1
+    seed: Annotated[int, Help("seed of sampling, splits, init and shuffling")] = 42
+    resume: Annotated[bool, Help("continue each stage from its newest checkpoint")] = False
+    progress: Annotated[bool, Help("progress bars")] = True
+
+    def __post_init__(self) -> None:
+        if self.checkpoint is not None and not (Path(self.checkpoint) / "config.json").exists():
+            raise ValueError(f"--checkpoint {self.checkpoint}: not a discriminator checkpoint (no config.json there); "
+                             "train one: make train-discriminator")
+        trains = self.checkpoint is None
+        if (trains or self.recalibrate) and self.pretrain_data not in ("auto", "none"):
+            try:
+                resolve_pretrain_data(self.pretrain_data)
+            except FileNotFoundError as exc:
+                raise ValueError(str(exc)) from None
+        if trains and self.pretrain_data == "none" and not self.finetune:
+            raise ValueError("nothing to train: --pretrain-data none and no --finetune tool sets")
+        if not self.test:
+            raise ValueError("--test: name at least one benchmark or tool set folder")
+        used = [("--finetune", self.finetune)] if trains or self.recalibrate else []  # evaluate only: test sets alone
+        for flag, specs in [*used, ("--test", self.test)]:
+            for spec in specs:
+                if spec not in BENCHMARKS and not Path(spec).is_dir():
+                    raise ValueError(f"{flag} {spec!r} is neither a benchmark ({', '.join(BENCHMARKS)}) nor a tool set folder")
+        for flag, value, least in (("--encoder-layers", self.encoder_layers, 1), ("--max-length", self.max_length, 1),
+                                   ("--batch-size", self.batch_size, 1), ("--pretrain-max-pairs", self.pretrain_max_pairs, 1),
+                                   ("--pretrain-max-valid", self.pretrain_max_valid, 0), ("--pretrain-evals", self.pretrain_evals, 1),
+                                   ("--finetune-max-none", self.finetune_max_none, 0), ("--finetune-replay", self.finetune_replay, 0),
+                                   ("--test-max-none", self.test_max_none, 0)):
+            if value is not None and value < least:
+                raise ValueError(f"{flag} {value}: must be at least {least}")
+        for flag, value in (("--pretrain-epochs", self.pretrain_epochs), ("--finetune-epochs", self.finetune_epochs),
+                            ("--pretrain-learning-rate", self.pretrain_learning_rate),
+                            ("--finetune-learning-rate", self.finetune_learning_rate),
+                            ("--calibration-prior", self.calibration_prior)):
+            if value is not None and not value > 0:
+                raise ValueError(f"{flag} {value}: must be above 0")
+        if self.max_steps != -1 and self.max_steps < 1:
+            raise ValueError(f"--max-steps {self.max_steps}: -1 (all epochs) or at least 1")
+        if not 0.0 <= self.hint_dropout <= 1.0:
+            raise ValueError(f"--hint-dropout {self.hint_dropout}: must lie in [0, 1]")
+        if not 0.0 < self.valid_fraction < 1.0:
+            raise ValueError(f"--valid-fraction {self.valid_fraction}: must lie strictly between 0 and 1")
+        if not 0.0 < self.target_precision <= 1.0:
+            raise ValueError(f"--target-precision {self.target_precision}: must lie in (0, 1]")
+        if self.calibration not in CALIBRATION_CRITERIA:
+            raise ValueError(f"--calibration {self.calibration!r}: choose {' or '.join(CALIBRATION_CRITERIA)}")
+        if self.calibrate_on not in CALIBRATE_ON:
+            raise ValueError(f"--calibrate-on {self.calibrate_on!r}: choose finetune, tdi or both")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -298,8 +337,6 @@ def finish_checkpoint(staged: Path, best: Path, summary: dict[str, Any], card: s
 @flow(name="train-discriminator", log_prints=True)
 def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig()) -> dict[str, Any]:
     logger = get_run_logger()
-    if cfg.calibrate_on not in ("finetune", "tdi", "both"):
-        raise ValueError(f"--calibrate-on {cfg.calibrate_on!r}: choose finetune, tdi or both")
     seed_everything(cfg.seed)
     device = pick_device()
     batch_size = cfg.batch_size or (128 if device.type == "cuda" else 32)
@@ -432,37 +469,14 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
 # CLI: generated from the config dataclass (its defaults and help texts are the one source)
 
 
-def _scalar_type(hint: Any) -> type:
-    """``int | None`` -> int, ``Path`` -> Path, ``tuple[str, ...]`` -> tuple."""
-    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
-        return next(a for a in typing.get_args(hint) if a is not type(None))
-    return typing.get_origin(hint) or hint
-
-
-def _parse_args(argv: list[str] | None = None) -> TrainDiscriminatorConfig:
-    defaults = TrainDiscriminatorConfig()
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    hints = typing.get_type_hints(TrainDiscriminatorConfig)
-    for f in fields(TrainDiscriminatorConfig):
-        flag, default, text = "--" + f.name.replace("_", "-"), getattr(defaults, f.name), f.metadata.get("help", "")
-        kind = _scalar_type(hints[f.name])
-        if kind is bool:
-            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=default, help=text)
-        elif isinstance(default, tuple):
-            parser.add_argument(flag, default=",".join(default), help=f"{text} (comma separated; default: {','.join(default)})")
-        else:
-            optional = type(None) in typing.get_args(hints[f.name])
-            convert = (lambda s, k=kind: None if s.lower() in ("none", "") else k(s)) if optional else kind
-            parser.add_argument(flag, type=convert, default=default, help=f"{text} (default: {default})")
-    args = vars(parser.parse_args(argv))
-    for f in fields(TrainDiscriminatorConfig):
-        if isinstance(getattr(defaults, f.name), tuple):
-            args[f.name] = tuple(s for s in args[f.name].split(",") if s)
-    return TrainDiscriminatorConfig(**args)
+def parse_args(argv: Sequence[str] | None = None) -> TrainDiscriminatorConfig:
+    """The command line, generated from TrainDiscriminatorConfig (tasks/common/cli.py): its defaults, flags given
+    override them."""
+    return parse_config(TrainDiscriminatorConfig, argv, "python -m flows.train_discriminator", __doc__)
 
 
 if __name__ == "__main__":
     from tasks.common.prefect_guard import guard_temporary_server
 
     guard_temporary_server()  # a temporary Prefect server dies with this process, kill -9 included
-    train_discriminator(_parse_args())
+    train_discriminator(parse_args())

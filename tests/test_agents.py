@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from schemas.tdi import DependentPair
 from tasks.agents.requests import ExtractedDoc, interpret_extract, interpret_generate, interpret_validate
-from tasks.llm.client import StructuredResult
+from tasks.llm.structured import StructuredResult
 from tasks.common.outcome import Outcome
 
 

@@ -25,7 +25,8 @@ from tasks.agents.chunks import (
     run_chunk,
     validated_row,
 )
-from tasks.llm.client import LLMConfig, LLMEndpointError, LLMStageFailed
+from tasks.llm.config import LLMConfig
+from tasks.llm.errors import LLMEndpointError, LLMStageFailed
 from tasks.dataset.quality import validate_shards
 from tasks.dataset.shards import ShardConfig, write_planned_shards, write_shards
 from tasks.sources import SourceFilter, SourceSpec, StringSpill, U64Map, read_function_records

@@ -14,7 +14,7 @@ import polars as pl
 import pytest
 
 from flows.build_tdi import build_tdi, config_from_args
-from tasks.llm.client import ResponseCache
+from tasks.llm.cache import ResponseCache
 from tests.conftest import REPO_ROOT
 from tests.openai_server import FakeOpenAIServer
 
@@ -102,7 +102,7 @@ def test_resume_after_a_kill_repeats_no_answered_call_and_reproduces_the_shards(
 
 
 def test_a_run_that_fails_the_gate_leaves_the_published_dataset_as_it_was(shared_data, tmp_path, prefect_harness, monkeypatch):
-    import flows.build_tdi as bt
+    import tasks.dataset.gate as gate
     from flows.train_discriminator import published_tdi
     from tasks.dataset.quality import QualityGateError, QualityReport
 
@@ -111,7 +111,7 @@ def test_a_run_that_fails_the_gate_leaves_the_published_dataset_as_it_was(shared
         good = build_tdi(config_from_args(args))
         out = tmp_path / "out" / "gated"
         shards_before = {p.name: p.read_bytes() for p in (out / "shards").glob("*.parquet")}
-        monkeypatch.setattr(bt, "validate_shards",
+        monkeypatch.setattr(gate, "validate_shards",
                             lambda d: QualityReport(success=False, checks=[{"success": False, "expectation": "injected"}]))
         with pytest.raises(QualityGateError, match="nothing was published"):
             build_tdi(config_from_args([*args, "--seed", "99"]))  # other seed: other shard bytes if it got through

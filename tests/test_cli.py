@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +19,7 @@ from pydantic import TypeAdapter
 from flows.build_tdi import BuildTDIConfig, build_tdi, config_from_args
 from flows.mine_tdi import MineTDIConfig, _parse_args
 from tasks.common.cli import Option, build_parser, config_from_namespace, options, parse_config, to_argv
-from tasks.llm.client import EMBEDDED, LLMConfig
+from tasks.llm.config import EMBEDDED, LLMConfig
 from tasks.sources import SourceSpec
 from tests.conftest import REPO_ROOT
 from tests.openai_server import FakeOpenAIServer
@@ -146,6 +149,11 @@ def _defaults_of(cls: type) -> Any:
     return cls()
 
 
+def _config_class(dotted: str) -> type:
+    module, name = dotted.rsplit(".", 1)
+    return getattr(importlib.import_module(module), name)
+
+
 @pytest.mark.parametrize("flow, cls", [("flows/build_tdi.py:build_tdi", BuildTDIConfig), ("flows/mine_tdi.py:mine_tdi", MineTDIConfig)])
 def test_prefect_yaml_passes_overrides_only(flow, cls):
     deployments = [d for d in yaml.safe_load((REPO_ROOT / "prefect.yaml").read_text())["deployments"] if d["entrypoint"] == flow]
@@ -182,3 +190,55 @@ def test_a_deployment_run_with_no_base_url_uses_openai_base_url(tmp_path, prefec
     recorded = json.loads((tmp_path / "out" / "deployed" / "manifest.json").read_text())["config"]["llm"]
     assert (recorded["base_url"], recorded["concurrency"]) == (server.base_url, 16)
     assert manifest["accounting"]["read"] == 8
+
+
+TRAIN_AND_GRAPH = ["flows.train_discriminator.TrainDiscriminatorConfig", "flows.build_graph.GraphConfig"]
+
+
+@pytest.mark.parametrize("flow, dotted", [("flows/train_discriminator.py:train_discriminator", TRAIN_AND_GRAPH[0]),
+                                          ("flows/build_graph.py:build_graph", TRAIN_AND_GRAPH[1])])
+def test_prefect_yaml_passes_overrides_only_to_train_and_graph(flow, dotted, tmp_path, monkeypatch):
+    """These configs check their input folders when made, so the deployments are validated where the inputs
+    exist, as on a worker after make mine-tdi and make train-discriminator."""
+    (tmp_path / "artifacts/tdi/tdi-mined/shards").mkdir(parents=True)
+    (tmp_path / "artifacts/tdi/tdi-mined/shards/train-00000.parquet").write_bytes(b"")
+    (tmp_path / "artifacts/discriminator/minilm/best").mkdir(parents=True)
+    (tmp_path / "artifacts/discriminator/minilm/best/config.json").write_text("{}")
+    monkeypatch.chdir(tmp_path)
+    test_prefect_yaml_passes_overrides_only(flow, _config_class(dotted))
+
+
+@pytest.mark.parametrize("dotted", TRAIN_AND_GRAPH)
+def test_train_and_graph_command_lines_are_generated_from_their_configs(dotted, tmp_path):
+    cls = _config_class(dotted)
+    defaults = cls()
+    parser = build_parser(cls, "prog")
+    for o in options(cls):
+        assert o.field_value(parser.get_default(o.dest)) == o.default == at(defaults, o.paths[0]), o.flag
+    required = ["--toolset", "apibank", "--no-discriminator"] if cls.__name__ == "GraphConfig" else []
+    assert parse_config(cls, required, "prog") == defaults
+    assert parse_config(cls, to_argv(defaults), "prog") == defaults
+    (tmp_path / "config.json").write_text("{}")  # a checkpoint folder
+    if cls.__name__ == "GraphConfig":
+        cfg = cls(toolsets=("apibank", str(tmp_path)), discriminator=str(tmp_path), both_orders=False, max_producers=None,
+                  trajectories=("apibank=runs,1.jsonl", "more.jsonl"), split_fractions=(0.5, 0.25, 0.25), alphas=(0.2,),
+                  embed_style="structured", gcn_direction="dependent_to_prerequisite", rule_score=3, threshold=0.4,
+                  schema_edges=False, transitions=False, evaluator_concurrency=2)
+    else:
+        cfg = cls(output=tmp_path / "run", checkpoint=tmp_path, finetune=(), test=("apibank", str(tmp_path)),
+                  encoder_layers=None, calibration="precision", calibrate_on="tdi", max_steps=5, symmetric=False,
+                  batch_size=8, benchmarks_root=tmp_path, recalibrate=True, pretrain_data="none")
+    assert parse_config(cls, to_argv(cfg), "prog") == cfg
+
+
+@pytest.mark.parametrize("dotted", TRAIN_AND_GRAPH)
+def test_help_of_train_and_graph_is_generated_from_their_configs(dotted):
+    module = dotted.rsplit(".", 1)[0]
+    shown = subprocess.run([sys.executable, "-m", module, "--help"], cwd=REPO_ROOT, capture_output=True, text=True,
+                           timeout=300)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.startswith(f"usage: python -m {module}")
+    for o in options(_config_class(dotted)):
+        assert f"--{o.flag}" in shown.stdout, o.flag
+    if module == "flows.build_graph":
+        assert "--no-discriminator" in shown.stdout and "--single-order" in shown.stdout

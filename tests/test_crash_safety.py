@@ -136,7 +136,7 @@ def _sha256(path: Path) -> str:
 
 
 # =============================================================================================
-# 1. Dataset publish (tasks/dataset/publish.py, the order of flows/build_tdi.py and flows/mine_tdi.py)
+# 1. Dataset publish (tasks/dataset/publish.py, in the order of tasks/dataset/gate.py that build-tdi and mine-tdi run)
 
 DATASET_VARIANTS = {"old": (60, 40, 3), "new": (110, 90, 8)}  # validated pairs, per class, seed
 
@@ -350,14 +350,14 @@ def test_a_killed_warehouse_build_leaves_the_previous_file(point: str, warehouse
 
 
 # =============================================================================================
-# 3. Checkpoint save (tasks/training/core.py: train_classifier; flows/train_discriminator.py: best/)
+# 3. Checkpoint save (tasks/training/trainer.py: train_classifier; flows/train_discriminator.py: best/)
 
 CHECKPOINT_VARIANTS = {"old": (1, 1e-3), "new": (2, 5e-3)}  # seed, learning rate
 MAX_LENGTH = 48
 
 
 def _toy_pairs():
-    from tasks.training.core import build_pairs
+    from tasks.training.examples import build_pairs
     from tests.test_discriminator import toy_toolset
 
     return build_pairs(toy_toolset())
@@ -365,7 +365,8 @@ def _toy_pairs():
 
 def _calibrate(checkpoint: Path) -> dict:
     from models.discriminator import load_discriminator
-    from tasks.training.core import choose_threshold, predict_examples
+    from tasks.training.metrics import choose_threshold
+    from tasks.training.trainer import predict_examples
 
     pairs = _toy_pairs()
     model, tokenizer = load_discriminator(checkpoint)
@@ -379,7 +380,8 @@ def save_checkpoint(run: str, model_dir: str, variant: str) -> dict:
     from flows.train_discriminator import STAGED_BEST, finish_checkpoint
     from models.discriminator import CALIBRATION_FILE, load_model, load_tokenizer
     from tasks.common.atomic import restore_dir
-    from tasks.training.core import StageArguments, train_classifier, write_json
+    from tasks.training.strict_json import write_json
+    from tasks.training.trainer import StageArguments, train_classifier
 
     run_dir = Path(run)
     best, staged = run_dir / "best", run_dir / STAGED_BEST

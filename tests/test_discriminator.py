@@ -31,25 +31,25 @@ from schemas.docs import canonical_doc_json  # noqa: E402
 from schemas.tdi import ID2LABEL, LABEL2ID, swap_label  # noqa: E402
 from schemas.toolset import DependencyEdge, Tool, ToolSet  # noqa: E402
 from schemas.name_rule import common_output_names, name_derived_output, partial_feeds, partial_match, schema_rule_label  # noqa: E402
-from tasks.training.core import (  # noqa: E402
+from tasks.training.examples import (  # noqa: E402
     PairExample,
-    StageArguments,
     build_pairs,
-    choose_threshold,
-    classification_metrics,
-    natural_none_ratio,
-    none_weights,
-    direction_accuracy,
     grouped_split,
     label_counts,
-    predict_examples,
-    schema_rule_metrics,
+    natural_none_ratio,
+    none_weights,
     swap_partners,
     symmetrize,
-    train_classifier,
     with_both_orders,
-    write_json,
 )
+from tasks.training.metrics import (  # noqa: E402
+    choose_threshold,
+    classification_metrics,
+    direction_accuracy,
+    schema_rule_metrics,
+)
+from tasks.training.strict_json import write_json  # noqa: E402
+from tasks.training.trainer import StageArguments, predict_examples, train_classifier  # noqa: E402
 
 
 def make_tiny_model(folder: Path) -> Path:
@@ -258,7 +258,7 @@ def test_pair_texts_give_an_output_word_the_other_tool_names_as_the_weakest_hint
 
 
 def test_hint_dropout_shows_a_seeded_share_of_training_pairs_without_the_hint(tiny_model_dir):
-    from tasks.training.core import hint_mask, tokenized_dataset
+    from tasks.training.trainer import hint_mask, tokenized_dataset
 
     login, mail = _doc("GetUserToken", ["user"], ["token"]), _doc("SendMail", ["token", "to"], ["status"])
     assert pair_texts(mail, login, hints=False) == (doc_text(mail), doc_text(login))

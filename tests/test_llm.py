@@ -12,25 +12,12 @@ from pathlib import Path
 import pytest
 
 from tasks.agents.requests import extract_request, interpret_extract
-from tasks.llm.client import (
-    LLMConfig,
-    LLMEndpointError,
-    LLMStageFailed,
-    LLMUnavailableError,
-    ResponseCache,
-    StructuredLLM,
-    StructuredResult,
-    _fast_cache_key,
-    _request_key_parts,
-    cache_key,
-    estimate_tokens,
-    migrate_legacy_cache,
-    parse_answer,
-    parse_duration,
-    raise_if_all_failed,
-    rate_limit_delay,
-    retry_delay,
-)
+from tasks.llm.cache import ResponseCache, cache_key, fast_cache_key, migrate_legacy_cache, request_key_parts
+from tasks.llm.client import StructuredLLM
+from tasks.llm.config import LLMConfig
+from tasks.llm.errors import LLMEndpointError, LLMStageFailed, LLMUnavailableError, raise_if_all_failed
+from tasks.llm.limits import estimate_tokens, parse_duration, rate_limit_delay, retry_delay
+from tasks.llm.structured import StructuredResult, parse_answer
 from tasks.common.outcome import Outcome
 from tests.openai_server import FakeOpenAIServer, FaultPlan, RateLimitPlan
 
@@ -205,8 +192,8 @@ def test_fast_cache_key_equals_the_reference_key():
     for overrides in ({}, {"temperature": 0.7, "max_tokens": 11, "strict_schema": True}, {"model": "ünï/cödé"}):
         cfg = LLMConfig(**{"model": "m", **overrides})
         for req in _requests(3) + [extract_request("x", 'def f():\n    "\\u00e9 \\"quoted\\" \\t"\n', "python", 2000)]:
-            parts = _request_key_parts(cfg, req)
-            assert [_fast_cache_key(parts, a) for a in range(3)] == [cache_key(cfg, req, a) for a in range(3)]
+            parts = request_key_parts(cfg, req)
+            assert [fast_cache_key(parts, a) for a in range(3)] == [cache_key(cfg, req, a) for a in range(3)]
 
 
 def test_cache_is_one_sqlite_file_in_wal_mode(tmp_path):
@@ -525,7 +512,7 @@ def test_batch_mode_fails_fast_on_a_wrong_key(tmp_path):
 @pytest.mark.parametrize("keep_alive,connections", [("timeout=5", 1), ("timeout=1", 3), (None, 1)])
 def test_fast_transport_drops_idle_connections_before_the_server_does(keep_alive, connections):
     """An idle connection is reused only until a second before the server's Keep-Alive timeout."""
-    from tasks.llm.client import FastHTTPTransport
+    from tasks.llm.transport import FastHTTPTransport
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         while True:

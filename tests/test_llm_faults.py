@@ -21,7 +21,10 @@ import pytest
 from tasks.dataset.accounting import write_records_db_from_parquet
 from tasks.agents.requests import interpret_extract
 from tasks.agents.chunks import ChunkJob, iter_record_chunks, run_chunk
-from tasks.llm.client import LLMConfig, LLMEndpointError, LLMUnavailableError, ResponseCache, StructuredLLM, cache_key
+from tasks.llm.cache import ResponseCache, cache_key
+from tasks.llm.client import StructuredLLM
+from tasks.llm.config import LLMConfig
+from tasks.llm.errors import LLMEndpointError, LLMUnavailableError
 from tasks.common.outcome import Outcome
 from tasks.sources import SourceFilter, SourceSpec
 from tests.conftest import REPO_ROOT
@@ -154,7 +157,8 @@ def test_the_books_read_every_journal_row_and_skip_a_line_torn_by_a_kill(tmp_pat
 
 _KILLED_CHILD = """
 import asyncio, sys
-from tasks.llm.client import LLMConfig, StructuredLLM
+from tasks.llm.client import StructuredLLM
+from tasks.llm.config import LLMConfig
 from tests.test_llm import _requests
 cfg = LLMConfig(model="fake", base_url=sys.argv[1], cache_dir=sys.argv[2], concurrency=4, ledger_journal=sys.argv[3])
 asyncio.run(StructuredLLM(cfg).run_many(_requests(200)))
@@ -269,7 +273,7 @@ def test_batch_mode_caches_only_the_answers_that_validate(tmp_path):
 @pytest.mark.slow
 def test_a_build_against_empty_choices_then_a_healthy_server_sends_again_and_succeeds(tmp_path, prefect_harness):
     from flows.build_tdi import build_tdi, config_from_args
-    from tasks.llm.client import LLMStageFailed
+    from tasks.llm.errors import LLMStageFailed
 
     src = write_tree(tmp_path / "src", 12)
     with FakeOpenAIServer(faults=FaultPlan(canned=("empty_choices",) * 10_000)) as broken:

@@ -12,7 +12,9 @@ import pytest
 from schemas.docs import schema_errors
 from tasks.mining.docs import docs_from_source
 from tasks.mining.dataset import DependencyPair, MinedBalanceConfig, balance_mined, drop_outputs
-from tasks.mining.core import MineReason, build_docs, mine_files, tree_files
+from tasks.mining.mine import build_docs, mine_files
+from tasks.mining.reasons import MineReason
+from tasks.mining.sources import tree_files
 
 
 def _doc(summary: str) -> str:
@@ -447,10 +449,11 @@ def test_mine_tdi_flow_end_to_end(tmp_path: Path, prefect_harness) -> None:
 
 def test_failing_quality_gate_publishes_no_shards(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, prefect_harness) -> None:
     import flows.mine_tdi as mt
+    import tasks.dataset.gate as gate
     from tasks.dataset.quality import QualityGateError, QualityReport
 
     src = _bigger_tree(tmp_path / "src", n_modules=2, n_funcs=3)
-    monkeypatch.setattr(mt, "validate_shards", lambda d: QualityReport(success=False, checks=[{"success": False, "expectation": "injected"}]))
+    monkeypatch.setattr(gate, "validate_shards", lambda d: QualityReport(success=False, checks=[{"success": False, "expectation": "injected"}]))
     with pytest.raises(QualityGateError):
         mt.mine_tdi(mt._parse_args(["--source", "tree", "--tree-paths", str(src), "--output-root", str(tmp_path / "out"),
                                     "--dataset", "bad", "--workers", "1"]))
@@ -469,7 +472,7 @@ def _csn_line(func_name: str, code: str) -> str:
 
 def test_codesearchnet_records_resolve_within_the_record_set(tmp_path: Path) -> None:
     from flows.mine_tdi import _codesearchnet_modules
-    from tasks.mining.core import resolve_flows
+    from tasks.mining.mine import resolve_flows
 
     folder = tmp_path / "csn" / "python" / "final" / "jsonl"
     records = [

@@ -5,24 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tasks.retrieval.rerank import (
-    DEPTH,
-    Library,
-    PairModel,
-    QueryTypeClassifier,
-    RerankParams,
-    ToolReranker,
-    adaptive_truncation,
-    groups_of,
-    is_single_tool,
-    markdown_tables,
-    multi_tool_rerank,
-    rerank,
-    run_toolrerank,
-    seeded_split,
-    single_tool_rerank,
-    tool_parents,
-)
+from tasks.retrieval.rerank.algorithms import adaptive_truncation, groups_of, multi_tool_rerank, single_tool_rerank
+from tasks.retrieval.rerank.classifier import QueryTypeClassifier, is_single_tool
+from tasks.retrieval.rerank.experiment import DEPTH, run_toolrerank
+from tasks.retrieval.rerank.hierarchy import tool_parents
+from tasks.retrieval.rerank.library import Library
+from tasks.retrieval.rerank.pair_model import PairModel
+from tasks.retrieval.rerank.query import RerankParams, ToolReranker, rerank
+from tasks.retrieval.rerank.split import seeded_split
+from tasks.retrieval.rerank.tables import markdown_tables
 
 # ---------------------------------------------------------------- adaptive truncation
 RANKING = ["s1", "u1", "s2", "u2", "s3", "u3"]  # s* seen tools, u* unseen
@@ -281,7 +272,7 @@ def test_pair_model_probabilities_are_calibrated(synthetic):
     spreads them again without changing the order."""
     lib, q_texts, q_emb, golds, stages = synthetic
     split = seeded_split([{lib.parents[g] for g in gold} for gold in golds], seed=0)
-    from tasks.retrieval.rerank import pair_training_set
+    from tasks.retrieval.rerank.pair_model import pair_training_set
 
     base, feats, labels = pair_training_set(lib, q_texts, q_emb, golds, split,
                                             [[stages["embedding"][q]] for q in range(len(golds))])
@@ -296,7 +287,7 @@ def test_pair_model_probabilities_are_calibrated(synthetic):
 
 
 def test_too_few_queries_is_an_error():
-    from tasks.retrieval.rerank import TooFewQueries
+    from tasks.retrieval.rerank.experiment import TooFewQueries
 
     lib = toy_library()
     with pytest.raises(TooFewQueries):

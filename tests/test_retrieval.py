@@ -7,21 +7,11 @@ import os
 import numpy as np
 import pytest
 
-from tasks.retrieval.core import (
-    BM25,
-    TfIdf,
-    adjacency_matrix,
-    cosine_top_k,
-    embed_text,
-    evaluate_rankings,
-    gcn_propagate,
-    ndcg_at_k,
-    normalized_adjacency,
-    pass_rate_at_k,
-    recall_at_k,
-    tokenize,
-    top_k_from_scores,
-)
+from tasks.retrieval.gcn import adjacency_matrix, gcn_propagate, normalized_adjacency
+from tasks.retrieval.lexical import BM25, TfIdf, tokenize
+from tasks.retrieval.metrics import evaluate_rankings, ndcg_at_k, pass_rate_at_k, recall_at_k
+from tasks.retrieval.ranking import cosine_top_k, top_k_from_scores
+from tasks.retrieval.tool_text import embed_text
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 

@@ -14,7 +14,9 @@ import pyarrow.parquet as pq
 import pytest
 from pydantic import SecretStr, TypeAdapter
 
-from tasks.llm.client import LLMConfig, LLMEndpointError, StructuredLLM, redact, split_userinfo
+from tasks.llm.client import StructuredLLM
+from tasks.llm.config import LLMConfig, redact, split_userinfo
+from tasks.llm.errors import LLMEndpointError
 from tests.openai_server import FakeOpenAIServer, FaultPlan
 from tests.test_llm import _requests
 from tests.test_llm_faults import TRANSPORTS, write_tree

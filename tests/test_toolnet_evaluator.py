@@ -17,7 +17,9 @@ import tests.openai_server as openai_server
 from schemas.docs import validation_errors
 from schemas.toolset import Query, Tool, ToolSet
 from tasks.toolnet.evaluator import SCHEMA_NAME, LLMEvaluator, distinct, evaluate_request, toolnet_evaluator
-from tasks.llm.client import LLMConfig, LLMEndpointError, LLMStageFailed, StructuredLLM
+from tasks.llm.client import StructuredLLM
+from tasks.llm.config import LLMConfig
+from tasks.llm.errors import LLMEndpointError, LLMStageFailed
 from tasks.toolnet.prompts import EVALUATE
 from tasks.toolsets.trajectories import Trajectories, Trajectory
 from tasks.toolnet.transitions import (BY_FALLBACK, BY_LLM, BY_RULE, Evaluation, StreamRun, build_toolnet, rule_scores,

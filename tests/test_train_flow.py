@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pyarrow as pa
@@ -11,7 +12,7 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from flows.train_discriminator import TrainDiscriminatorConfig, _parse_args, resolve_pretrain_data, train_discriminator  # noqa: E402
+from flows.train_discriminator import TrainDiscriminatorConfig, parse_args, resolve_pretrain_data, train_discriminator  # noqa: E402
 from schemas.docs import canonical_doc_json, doc_id  # noqa: E402
 from schemas.tdi import ID2LABEL, TDI_PAIR_SCHEMA, swap_label  # noqa: E402
 from schemas.toolset import DependencyEdge, Tool, ToolSet  # noqa: E402
@@ -131,10 +132,36 @@ def test_resume_continues_from_the_last_checkpoint(tiny_run, prefect_harness):
         [h["step"] for h in first["log_history"] if "eval_loss" in h]
 
 
-def test_evaluate_only_rejects_a_folder_that_is_no_checkpoint(tmp_path, prefect_harness):
-    cfg = TrainDiscriminatorConfig(output=tmp_path / "out", checkpoint=tmp_path, test=("apibank",), progress=False)
-    with pytest.raises(FileNotFoundError, match="not a discriminator checkpoint"):
-        train_discriminator(cfg)
+def test_evaluate_only_rejects_a_folder_that_is_no_checkpoint(tmp_path):
+    """Refused when the config is made (a Python call, the CLI, a deployment run), before any work."""
+    with pytest.raises(ValueError, match="not a discriminator checkpoint"):
+        TrainDiscriminatorConfig(output=tmp_path / "out", checkpoint=tmp_path, test=("apibank",), progress=False)
+    with pytest.raises(SystemExit):
+        parse_args(["--checkpoint", str(tmp_path)])
+
+
+@pytest.mark.parametrize("bad, message", [
+    ({"batch_size": 0}, "--batch-size 0: must be at least 1"), ({"max_length": 0}, "--max-length 0"),
+    ({"encoder_layers": 0}, "--encoder-layers 0"), ({"pretrain_max_pairs": 0}, "--pretrain-max-pairs 0"),
+    ({"pretrain_evals": 0}, "--pretrain-evals 0"), ({"finetune_replay": -1}, "--finetune-replay -1"),
+    ({"pretrain_epochs": 0.0}, "--pretrain-epochs 0.0: must be above 0"), ({"finetune_learning_rate": -1e-4}, "--finetune-learning-rate"),
+    ({"calibration_prior": 0.0}, "--calibration-prior 0.0"), ({"max_steps": 0}, "--max-steps 0"),
+    ({"hint_dropout": 1.5}, "--hint-dropout 1.5"), ({"valid_fraction": 1.0}, "--valid-fraction 1.0"),
+    ({"target_precision": 0.0}, "--target-precision 0.0"), ({"calibration": "best"}, "--calibration 'best'"),
+    ({"calibrate_on": "all"}, "--calibrate-on 'all'"), ({"test": ()}, "--test: name at least one"),
+    ({"test": ("no/such/folder",)}, "--test 'no/such/folder' is neither a benchmark"),
+    ({"finetune": ("nope",)}, "--finetune 'nope' is neither a benchmark"),
+    ({"pretrain_data": "no/such/tdi"}, "no shards/*.parquet there"),
+    ({"pretrain_data": "none", "finetune": ()}, "nothing to train"),
+])
+def test_config_refuses_a_bad_value_without_the_command_line(bad, message):
+    """The checks live in TrainDiscriminatorConfig: a Python call and a Prefect deployment run are refused as the CLI is."""
+    from pydantic import TypeAdapter
+
+    with pytest.raises(ValueError, match=re.escape(message)):
+        TrainDiscriminatorConfig(**bad)
+    with pytest.raises(ValueError):  # what Prefect builds from a deployment's parameters (pydantic may refuse first)
+        TypeAdapter(TrainDiscriminatorConfig).validate_python(bad)
 
 
 def test_missing_pretraining_data_skips_or_errors(tmp_path):
@@ -150,12 +177,13 @@ def test_missing_pretraining_data_skips_or_errors(tmp_path):
     assert resolve_pretrain_data("auto", artifacts=tmp_path / "tdi") == unpublished
 
 
-def test_cli_parses_into_the_typed_config():
-    cfg = _parse_args(["--finetune", "ultratool,tmdb", "--test", "apibank", "--batch-size", "8", "--resume",
-                       "--output", "artifacts/discriminator/x", "--finetune-max-none", "none", "--checkpoint", "ck",
-                       "--no-symmetric", "--pretrain-epochs", "0.5"])
+def test_cli_parses_into_the_typed_config(tmp_path):
+    (tmp_path / "config.json").write_text("{}")
+    cfg = parse_args(["--finetune", "ultratool,tmdb", "--test", "apibank", "--batch-size", "8", "--resume",
+                      "--output", "artifacts/discriminator/x", "--finetune-max-none", "none", "--checkpoint", str(tmp_path),
+                      "--no-symmetric", "--pretrain-epochs", "0.5"])
     assert cfg.finetune == ("ultratool", "tmdb") and cfg.test == ("apibank",)
     assert cfg.batch_size == 8 and cfg.resume is True and cfg.finetune_max_none is None
-    assert cfg.checkpoint == Path("ck") and cfg.symmetric is False and cfg.pretrain_epochs == 0.5
-    assert _parse_args(["--finetune", ""]).finetune == ()
+    assert cfg.checkpoint == tmp_path and cfg.symmetric is False and cfg.pretrain_epochs == 0.5
+    assert parse_args(["--finetune", ""]).finetune == ()
     assert cfg.output == Path("artifacts/discriminator/x") and cfg.base_model == "offline-minilm"

@@ -7,7 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from tasks.retrieval.core import expand_with_successors, gcn_propagate, gcn_propagate_weighted, weighted_adjacency
+from tasks.retrieval.gcn import gcn_propagate, gcn_propagate_weighted, weighted_adjacency
+from tasks.retrieval.ranking import expand_with_successors
 from tasks.toolsets.trajectories import (
     END,
     START,

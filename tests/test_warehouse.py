@@ -10,7 +10,7 @@ import duckdb
 import numpy as np
 import pytest
 
-from tasks.retrieval.core import cosine_top_k
+from tasks.retrieval.ranking import cosine_top_k
 from warehouse.build import (
     CORE_STEP,
     SCHEMA_VERSION,

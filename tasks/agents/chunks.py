@@ -42,7 +42,10 @@ from tasks.agents.requests import (
     interpret_validate,
     validate_request,
 )
-from tasks.llm.client import LLMConfig, StructuredLLM, StructuredRequest, StructuredResult, ledger_rows, run_workers, usage_summary
+from tasks.llm.client import StructuredLLM, run_workers
+from tasks.llm.config import LLMConfig
+from tasks.llm.ledger import ledger_rows, usage_summary
+from tasks.llm.structured import StructuredRequest, StructuredResult
 from tasks.agents.prompts import PROMPT_VERSIONS
 from tasks.common.outcome import Outcome
 from tasks.sources import SourceConfigError, SourceFilter, SourceSpec, read_items

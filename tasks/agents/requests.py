@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from schemas.docs import canonical_doc_json, doc_id, schema_errors
-from tasks.llm.client import StructuredRequest, StructuredResult
+from tasks.llm.structured import StructuredRequest, StructuredResult
 from tasks.common.outcome import Outcome
 from schemas.tdi import DependentPair
 from tasks.agents.prompts import EXTRACT, EXTRACT_SCHEMA, GENERATE_DEPENDENT, GENERATE_SCHEMA, VALIDATE, VALIDATE_SCHEMA

@@ -1,6 +1,6 @@
 """Folder swaps a reader, or a kill -9 at any point, sees whole: the old folder or the new one.
 
-Used by the shard writer (``tasks.dataset.shards``), the checkpoint save (``tasks.training.core``) and the
+Used by the shard writer (``tasks.dataset.shards``), the checkpoint save (``tasks.training.trainer``) and the
 training flow's ``best/``; ``renameat2(RENAME_EXCHANGE)`` where Linux offers it, else two renames
 that ``restore_dir`` can undo.
 """

@@ -6,9 +6,13 @@ One flag per field, ``--field-name``, typed from the annotation:
 * help: ``Annotated[T, Help("...")]`` (also the field's description in the Prefect UI) or
   ``field(metadata={"help": "..."})``; the flag's help ends with the dataclass default;
 * ``bool``: ``--flag`` / ``--no-flag``; ``Literal[...]``: choices (or ``metadata={"choices": ...}``);
-  ``tuple[str, ...]``: comma separated; ``X | None``: ``none`` (or an empty value) is None;
+  ``tuple[str, ...]`` (or of ``int`` / ``float``): comma separated; ``Path``: a path;
+  ``X | None``: ``none`` (or an empty value) is None;
 * ``metadata={"cli": Flag(...)}`` renames a flag, reads a negative number as None
-  (``--limit -1``) or hides the field (``cli=False``);
+  (``--limit -1``), lets a ``tuple[str, ...]`` flag repeat (``repeat=True``: ``--dataset a --dataset b``)
+  or hides the field (``cli=False``); it can also make a flag required, add a ``--no-flag`` that gives
+  None (``none_flag``: ``--discriminator X | --no-discriminator``) or negate a bool (``invert``:
+  ``--single-order`` sets ``both_orders`` False);
 * a nested config (``llm: LLMConfig``) is flattened: ``metadata={"cli": {"sub_field": Flag("flag")}}``
   names the sub-fields on the command line, flat, under today's flag names. Two fields may share one
   flag (``--seed`` sets ``balance.seed`` and ``shards.seed``) when their defaults agree.
@@ -45,6 +49,13 @@ class Flag:
     help: str | None = None  # default: the field's own help (Annotated Help or metadata)
     none_if_negative: bool = False  # a negative number means None (--limit -1: no limit)
     cli: bool = True  # False: not on the command line
+    repeat: bool = False  # tuple[str, ...]: each use of the flag adds its values (--dataset a --dataset b)
+    required: bool = False  # the command line must give it (or its none_flag)
+    none_flag: str | None = None  # help of a --no-FLAG that gives None, exclusive with --FLAG VALUE
+    invert: bool = False  # bool: the flag gives the field's negation (--single-order: both_orders False)
+    split: bool = True  # tuple: comma separated values; False: one value per use (a file name may hold commas)
+    none_if_zero: bool = False  # 0 means None too (--max-producers 0: no filter)
+    metavar: str | None = None  # the value's name in the help
 
 
 @dataclass
@@ -53,38 +64,66 @@ class Option:
 
     flag: str
     paths: list[tuple[str, ...]]  # (field,) or (nested field, sub-field)
-    kind: type  # str, int, float, bool or tuple (of str)
+    kind: type  # str, int, float, bool, Path or tuple (of item)
     optional: bool
     default: Any
     help: str
     choices: tuple[Any, ...] | None = None
     none_if_negative: bool = False
+    repeat: bool = False
+    item: type = str  # of a tuple: str, int or float
+    required: bool = False
+    none_flag: str | None = None
+    invert: bool = False
+    split: bool = True
+    none_if_zero: bool = False
+    metavar: str | None = None
 
     @property
     def dest(self) -> str:
         return self.flag.replace("-", "_")
 
+    @property
+    def cli_default(self) -> Any:
+        """The parser's default: the field's (negated for an ``invert`` flag)."""
+        return not self.default if self.invert else self.default
+
+    def field_value(self, parsed: Any) -> Any:
+        """The field's value from the flag's parsed value."""
+        return not parsed if self.invert else parsed
+
     def convert(self, text: str) -> Any:
         if self.optional and text.strip().lower() in ("", "none"):
             return None
         if self.kind is tuple:
-            return tuple(s for s in text.split(",") if s)
-        try:
-            value = self.kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"invalid {self.kind.__name__} value: {text!r}") from None
-        if self.none_if_negative and value < 0:
+            values = text.split(",") if self.split else [text]
+            if self.repeat and self.split:
+                values = [v.strip() for v in values]  # --toolset "apibank, tmdb"
+            return tuple(_typed(self.item, v) for v in values if v or not self.split)  # one a use: kept even empty
+        value = _typed(self.kind, text)
+        if (self.none_if_negative and value < 0) or (self.none_if_zero and value == 0):
             return None
         return value
 
     def render(self, value: Any) -> list[str]:
         """``value`` as command-line words (the inverse of :meth:`convert`)."""
         if self.kind is bool:
-            return [f"--{self.flag}" if value else f"--no-{self.flag}"]
+            return [f"--{self.flag}" if value != self.invert else f"--no-{self.flag}"]
+        if value is None and self.none_flag is not None:
+            return [f"--no-{self.flag}"]
+        if self.repeat and value is not None:
+            return [f"--{self.flag}={v}" for v in value]
         if value is None:
             return [f"--{self.flag}=none"]
-        text = ",".join(value) if self.kind is tuple else str(value)
+        text = ",".join(map(str, value)) if self.kind is tuple else str(value)
         return [f"--{self.flag}={text}"]  # with =, a value may start with a dash
+
+
+def _typed(kind: type, text: str) -> Any:
+    try:
+        return kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid {kind.__name__} value: {text!r}") from None
 
 
 def _show(value: Any) -> str:
@@ -105,8 +144,8 @@ def _unwrap(hint: Any) -> tuple[Any, str | None]:
     return hint, description
 
 
-def _kind(hint: Any, where: str) -> tuple[type, bool, tuple[Any, ...] | None]:
-    """``(kind, optional, choices)`` of a field's type."""
+def _kind(hint: Any, where: str) -> tuple[type, bool, tuple[Any, ...] | None, type]:
+    """``(kind, optional, choices, item)`` of a field's type (item: a tuple's element type)."""
     optional = False
     origin = typing.get_origin(hint)
     if origin in (typing.Union, types.UnionType):
@@ -118,13 +157,14 @@ def _kind(hint: Any, where: str) -> tuple[type, bool, tuple[Any, ...] | None]:
         hint, origin = args[0], typing.get_origin(args[0])
     if origin is Literal:
         choices = typing.get_args(hint)
-        return type(choices[0]), optional, choices
+        return type(choices[0]), optional, choices, str
     if origin is tuple or hint is tuple:
-        return tuple, optional, None
-    if hint in (str, int, float, bool):
-        return hint, optional, None
-    if hint is Path:
-        return str, optional, None
+        items = {a for a in typing.get_args(hint) if a is not Ellipsis} or {str}  # tuple[float, ...], tuple[float, float]
+        if len(items) != 1 or not items <= {str, int, float}:
+            raise TypeError(f"{where}: no command-line form for {hint}")
+        return tuple, optional, None, items.pop()
+    if hint in (str, int, float, bool, Path):
+        return hint, optional, None, str
     raise TypeError(f"{where}: no command-line form for {hint}")
 
 
@@ -139,9 +179,17 @@ def options(cls: type) -> list[Option]:
     by_flag: dict[str, Option] = {}
 
     def add(flag: Flag, name: str, path: tuple[str, ...], hint: Any, default: Any, help_text: str, meta: Mapping) -> None:
-        kind, optional, choices = _kind(_unwrap(hint)[0], ".".join(path))
+        kind, optional, choices, item = _kind(_unwrap(hint)[0], ".".join(path))
         option = Option(flag.name or name.replace("_", "-"), [path], kind, optional, default, flag.help or help_text,
-                        tuple(meta["choices"]) if "choices" in meta else choices, flag.none_if_negative)
+                        tuple(meta["choices"]) if "choices" in meta else choices, flag.none_if_negative, flag.repeat,
+                        item=item, required=flag.required, none_flag=flag.none_flag, invert=flag.invert,
+                        split=flag.split, none_if_zero=flag.none_if_zero, metavar=flag.metavar)
+        if option.repeat and option.kind is not tuple:
+            raise TypeError(f"{'.'.join(path)}: only a tuple[str, ...] flag may repeat")
+        if option.invert and option.kind is not bool:
+            raise TypeError(f"{'.'.join(path)}: only a bool flag may be inverted")
+        if option.none_flag is not None and (option.kind is bool or not option.optional):
+            raise TypeError(f"{'.'.join(path)}: a --no-{option.flag} that gives None needs an X | None field, not a bool")
         known = by_flag.get(option.flag)
         if known is None:
             by_flag[option.flag] = option
@@ -167,15 +215,40 @@ def options(cls: type) -> list[Option]:
     return list(by_flag.values())
 
 
+class _Repeated(argparse.Action):
+    """A repeatable tuple flag: the first use replaces the default, each further use adds its values."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        given = getattr(namespace, self.dest)
+        setattr(namespace, self.dest, (() if given is self.default else tuple(given)) + tuple(values))
+
+
 def build_parser(cls: type, prog: str, description: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     for o in options(cls):
-        help_text = f"{o.help} (default: {_show(o.default)})".lstrip()
-        if o.kind is bool:
-            parser.add_argument(f"--{o.flag}", dest=o.dest, action=argparse.BooleanOptionalAction, default=o.default, help=help_text)
+        if o.required:
+            shown = "required" if o.none_flag is None else f"this or --no-{o.flag} is required"
         else:
-            parser.add_argument(f"--{o.flag}", dest=o.dest, type=o.convert, default=o.default, choices=o.choices,
-                                metavar=None if o.choices is None else "{" + ",".join(map(str, o.choices)) + "}", help=help_text)
+            shown = f"default: {_show(o.cli_default)}"
+        help_text = f"{o.help} ({shown})".lstrip()
+        # --FLAG VALUE and --no-FLAG (None) exclude each other; a group is required as a whole
+        target = parser if o.none_flag is None else parser.add_mutually_exclusive_group(required=o.required)
+        required = o.required and o.none_flag is None
+        if o.kind is bool:
+            parser.add_argument(f"--{o.flag}", dest=o.dest, action=argparse.BooleanOptionalAction, default=o.cli_default,
+                                required=required, help=help_text)
+        elif o.repeat:
+            target.add_argument(f"--{o.flag}", dest=o.dest, action=_Repeated, type=o.convert, default=o.default,
+                                required=required, metavar=o.metavar, help=f"{o.help} (repeatable; {shown})".lstrip())
+        else:
+            choices = o.choices if o.choices is None or not o.optional else (*o.choices, None)  # none: None
+            target.add_argument(f"--{o.flag}", dest=o.dest, type=o.convert, default=o.default, choices=choices,
+                                required=required, help=help_text,
+                                metavar=o.metavar if o.choices is None else "{" + ",".join(map(str, o.choices)) + "}")
+        if o.none_flag is not None:
+            target.add_argument(f"--no-{o.flag}", dest=o.dest, action="store_const", const=None, default=o.default,
+                                help=o.none_flag)
     return parser
 
 
@@ -185,7 +258,7 @@ def config_from_namespace(cls: type[C], namespace: argparse.Namespace) -> C:
     top: dict[str, Any] = {}
     nested: dict[str, dict[str, Any]] = {}
     for o in options(cls):
-        value = getattr(namespace, o.dest)
+        value = o.field_value(getattr(namespace, o.dest))
         for path in o.paths:
             if len(path) == 1:
                 top[path[0]] = value

@@ -29,7 +29,7 @@ LEDGER_SCHEMA = pa.schema(
 )
 
 
-# DuckDB types of the ledger columns, to read JSON-lines journals (tasks.llm.client.LedgerJournal) as typed rows
+# DuckDB types of the ledger columns, to read JSON-lines journals (tasks.llm.ledger.LedgerJournal) as typed rows
 _DUCKDB_TYPES = {pa.string(): "VARCHAR", pa.int32(): "INTEGER", pa.int64(): "BIGINT", pa.float64(): "DOUBLE"}
 
 
@@ -75,7 +75,7 @@ def sql_string(text: str | Path) -> str:
 def write_records_db_from_parquet(path: Path, outcome_files: Sequence[Path], ledger_files: Sequence[Path], n_read: int,
                                   memory_limit: str = "256MB") -> AccountingSummary:
     """The same books from Parquet files (build-tdi's chunk outputs), built by DuckDB out of core.
-    Ledger files ending in ``.jsonl`` are call journals (``tasks.llm.client.LedgerJournal``): every call
+    Ledger files ending in ``.jsonl`` are call journals (``tasks.llm.ledger.LedgerJournal``): every call
     of every attempt, appended as it ended; a line torn by a kill is skipped."""
 
     def fill(con: duckdb.DuckDBPyConnection) -> None:
@@ -102,7 +102,7 @@ def write_records_db_from_parquet(path: Path, outcome_files: Sequence[Path], led
 
 
 def ledger_usage(path: Path) -> dict[str, Any]:
-    """``tasks.llm.client.usage_summary`` of the books' ``llm_calls``, in SQL (millions of rows)."""
+    """``tasks.llm.ledger.usage_summary`` of the books' ``llm_calls``, in SQL (millions of rows)."""
     con = duckdb.connect(str(path), read_only=True)
     try:
         sent, hits, tokens_in, tokens_out, cost = con.execute(

@@ -32,7 +32,7 @@ import torch
 from torch import nn
 
 from models.graph_encoder import GraphEncoder, LinkHead
-from tasks.retrieval.core import l2_normalize
+from tasks.retrieval.ranking import l2_normalize
 
 
 class GraphInputError(ValueError):

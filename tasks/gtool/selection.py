@@ -31,7 +31,7 @@ from torch import nn
 
 from models.graph_encoder import GraphEncoder, LinkHead, RequestHead
 from tasks.gtool.links import GraphInputError, LinkConfig, edge_matrix, embedding_similarity, unit_rows
-from tasks.retrieval.core import cosine_scores, top_k_from_scores
+from tasks.retrieval.ranking import cosine_scores, top_k_from_scores
 
 NODE_FEATURES = 4  # query cosine, is a retrieved candidate, candidate rank / k, linked candidates / k
 

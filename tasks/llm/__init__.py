@@ -1,5 +1,8 @@
 """The request layer: structured JSON calls to any OpenAI-compatible endpoint at scale (docs/llm.md):
-client and retries, the content-addressed response cache, rate limits, the Batch API and the ledger.
+client and retries (client), the endpoint config and its secrets (config), the errors that end a run
+(errors), requests and reading their answers (structured), the content-addressed response cache
+(cache), rate limits (limits), the HTTP transports (transport), the Batch API (batch), the ledger
+(ledger), JSON bytes (codec), and the prompt type (prompt).
 
 Knows nothing of agents or prompts' meaning. May import: schemas/, tasks.common.
 """

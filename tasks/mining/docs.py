@@ -39,7 +39,7 @@ class FunctionFacts:
     lineno: int = 0
     binding: str = "function"  # function | instance | class | static: how a call binds the first argument
     params_known: bool = True  # False for a class without its own __init__ (inherited: see the bases)
-    # what every ``return`` gives, read from the body (tasks.mining.core resolves it in the function's module):
+    # what every ``return`` gives, read from the body (tasks.mining.resolve resolves it in the function's module):
     # "Self" (``return self`` / ``return cls(...)``), or the dotted callee ``D`` of ``return D(...)``
     inferred_return: str | None = None
     tuple_arity: int | None = None  # every return is an n-item tuple display, or the annotation is tuple[A, B, ...]
@@ -109,7 +109,7 @@ def child_nodes(node: ast.AST) -> list[ast.AST]:
 
 @dataclass
 class BodyIndex:
-    """One walk over a def (tasks.mining.core reuses it): its own returns and yields, and the names and
+    """One walk over a def (tasks.mining.flow and .parse reuse it): its own returns and yields, and the names and
     attributes of its first parameter (``self``) bound anywhere inside it, nested scopes included."""
 
     returns: list[ast.expr]  # values of its own ``return <value>`` (nested defs excluded)

@@ -25,7 +25,7 @@ from typing import Any
 from schemas.tdi import DependentPair
 from tasks.agents.requests import extract_request, interpret_extract, interpret_validate, validate_request
 from tasks.mining.docs import FunctionFacts
-from tasks.llm.client import StructuredRequest, StructuredResult
+from tasks.llm.structured import StructuredRequest, StructuredResult
 from tasks.mining.dataset import DependencyPair
 from tasks.common.outcome import Outcome
 

@@ -38,7 +38,11 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from tasks.llm.client import EMBEDDED, EMBEDDED_CONCURRENCY, ENDPOINT_CONCURRENCY, LLMConfig, LLMStageFailed, StructuredLLM, StructuredRequest, StructuredResult, ledger_rows, usage_summary
+from tasks.llm.client import StructuredLLM
+from tasks.llm.config import EMBEDDED, EMBEDDED_CONCURRENCY, ENDPOINT_CONCURRENCY, LLMConfig
+from tasks.llm.errors import LLMStageFailed
+from tasks.llm.ledger import ledger_rows, usage_summary
+from tasks.llm.structured import StructuredRequest, StructuredResult
 from tasks.llm.prompt import schema_text
 from tasks.toolnet.prompts import EVALUATE, SCORE_VALUES, evaluate_schema
 from tasks.toolnet.transitions import BY_FALLBACK, BY_LLM, RULE_SCORE, Evaluation, StreamRun, rule_scores
@@ -238,7 +242,7 @@ def evaluator_llm_config(model: str | None, base_url: str | None, concurrency: i
     ``OPENAI_BASE_URL``; the key comes from ``OPENAI_API_KEY``) or ``embedded`` (the config's base
     URL is then None until the server runs); ``model`` None: the packaged embedded model;
     ``concurrency`` None: 1 embedded, 16 otherwise."""
-    from models.embedded_llm import DEFAULT_MODEL
+    from models.embedded_llm.catalog import DEFAULT_MODEL
 
     embedded = base_url == EMBEDDED
     if problem := endpoint_problem(base_url):
@@ -265,7 +269,7 @@ def toolnet_evaluator(kind: str, docs: Mapping[str, Mapping[str, Any]], tasks: M
     if base_url != EMBEDDED:
         yield LLMEvaluator(StructuredLLM(llm), docs, tasks, magnitude, log=log)
         return
-    from models.embedded_llm import EmbeddedLLMServer
+    from models.embedded_llm.server import EmbeddedLLMServer
 
     with EmbeddedLLMServer(model=llm.model) as server:
         (log or log_).info("ToolNet evaluator: embedded LLM %s ready at %s", llm.model, server.base_url)

@@ -1,0 +1,40 @@
+"""The last steps build-tdi and mine-tdi share, as Prefect tasks: the quality gate on the staged shards,
+then the flow's dataset card and the publish (``tasks.dataset.publish``), and the card as the run's artifact."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from prefect import get_run_logger, task
+from prefect.artifacts import create_markdown_artifact
+from prefect.cache_policies import NO_CACHE
+
+from tasks.dataset.publish import gate_staged, publish_staged
+from tasks.dataset.quality import QualityReport, validate_shards
+
+# write_card(out_dir, manifest, folder): the README.md of the dataset at out_dir, written into folder
+CardWriter = Callable[[Path, dict[str, Any], Path], Path]
+
+
+@task(name="quality-gate", cache_policy=NO_CACHE)
+def quality_gate(out_dir: Path, staging: Path) -> QualityReport:
+    """Validate the staged shards; a failure publishes nothing (``tasks.dataset.publish``)."""
+    report = gate_staged(out_dir, staging, validate_shards)
+    get_run_logger().info("quality gate: %d checks passed", len(report.checks))
+    return report
+
+
+@task(name="publish", cache_policy=NO_CACHE)
+def publish(out_dir: Path, staging: Path, manifest: dict[str, Any], write_card: CardWriter) -> dict[str, Any]:
+    write_card(out_dir, manifest, staging)
+    return publish_staged(out_dir, staging, manifest)
+
+
+def publish_with_card(out_dir: Path, staging: Path, manifest: dict[str, Any], write_card: CardWriter,
+                      artifact_key: str) -> dict[str, Any]:
+    """Publish the staged dataset with its card, then show the card as the run's markdown artifact
+    ``artifact_key``; returns the published manifest."""
+    manifest = publish(out_dir, staging, manifest, write_card)
+    create_markdown_artifact(key=artifact_key, markdown=(out_dir / "README.md").read_text(), description=str(out_dir))
+    return manifest

@@ -1,0 +1,68 @@
+"""Schema (parameter-match) edges: ``schemas.name_rule``'s rule on same-group pairs as an edge source,
+and the per-group names too common to be evidence."""
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from schemas.name_rule import (
+    DEFAULT_MAX_PRODUCERS,
+    common_output_names,
+    common_partial_inputs,
+    input_names,
+    output_names,
+)
+from schemas.tdi import LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A
+from schemas.toolset import DependencyEdge, Tool
+from tasks.graph.pruning import same_group_pairs
+
+
+@dataclass(frozen=True)
+class SchemaEdge:
+    edge: DependencyEdge
+    predicted_class: int  # the rule's class on <tools[i], tools[j]> (i < j)
+    matched_params: tuple[str, ...]  # normalised names through which the prerequisite feeds the dependent
+
+
+def _per_group(tools: Sequence[Tool], compute: Callable[[list[dict]], frozenset[str]]) -> dict[str, frozenset[str]]:
+    groups: dict[str, list[dict]] = defaultdict(list)
+    for t in tools:
+        groups[t.group].append(t.doc)
+    return {g: compute(docs) for g, docs in groups.items()}
+
+
+def group_common_names(tools: Sequence[Tool], max_producers: int | None = DEFAULT_MAX_PRODUCERS) -> dict[str, frozenset[str]]:
+    """Per tool group, the output names too common to be evidence (``common_output_names``)."""
+    return _per_group(tools, lambda docs: common_output_names(docs, max_producers))
+
+
+def group_common_partial_inputs(tools: Sequence[Tool], max_producers: int | None = DEFAULT_MAX_PRODUCERS) -> dict[str, frozenset[str]]:
+    """Per tool group, the input names too many tools partly match to be evidence (``common_partial_inputs``)."""
+    return _per_group(tools, lambda docs: common_partial_inputs(docs, max_producers))
+
+
+def schema_edges(tools: Sequence[Tool], pairs: Sequence[tuple[int, int]] | None = None,
+                 max_producers: int | None = DEFAULT_MAX_PRODUCERS) -> list[SchemaEdge]:
+    """``schemas.name_rule.schema_rule_label`` on every same-group pair (or ``pairs``), as edges.
+
+    Per pair: b's outputs feeding a's inputs makes a depend on b (class 0), the reverse class 2; when
+    both directions match, the one with more matching names wins, a tie is no edge (same rule as
+    ``schema_rule_label``, computed from per-tool name sets so ToolBench's 161k pairs take a second).
+    Names that more than ``max_producers`` tools of the group output are no evidence (None: all are).
+    """
+    common = group_common_names(tools, max_producers)
+    outs = [output_names(t.doc, derive=True, ignore=common[t.group]) for t in tools]
+    ins = [input_names(t.doc) for t in tools]
+    found = []
+    for i, j in same_group_pairs(tools) if pairs is None else pairs:
+        a_needs_b, b_needs_a = outs[j] & ins[i], outs[i] & ins[j]
+        if len(a_needs_b) == len(b_needs_a):
+            continue
+        if len(a_needs_b) > len(b_needs_a):
+            dep, pre, cls, names = i, j, LABEL_A_DEPENDS_ON_B, a_needs_b
+        else:
+            dep, pre, cls, names = j, i, LABEL_B_DEPENDS_ON_A, b_needs_a
+        edge = DependencyEdge(tools[i].group, tools[dep].tool_id, tools[pre].tool_id, "schema")
+        found.append(SchemaEdge(edge, cls, tuple(sorted(names))))
+    return found

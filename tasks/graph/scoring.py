@@ -1,0 +1,171 @@
+"""Discriminator scoring of candidate pairs and the calibrated rule that turns its probabilities into edges.
+
+Each unordered candidate pair {a, b} (a before b in tool-set order) is scored as <a, b>; the
+3-class label covers both directions (class 0: a depends on b, class 2: b depends on a).
+``both_orders=True`` (default) also scores <b, a> and averages it, label-swapped, with <a, b>
+(test-time symmetry: removes the model's position bias, twice the cost).
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from schemas.docs import canonical_doc_json
+from schemas.name_rule import DEFAULT_MAX_PRODUCERS
+from schemas.tdi import ID2LABEL, LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A, LABEL_NO_DEPENDENCY
+from schemas.toolset import DependencyEdge, Tool
+from tasks.graph.schema_rule import group_common_names, group_common_partial_inputs
+
+log = logging.getLogger(__name__)
+
+
+def score_pairs(
+    checkpoint: str | Path,
+    tools: Sequence[Tool],
+    pairs: Sequence[tuple[int, int]],
+    batch_size: int = 64,
+    max_length: int = 256,
+    both_orders: bool = True,
+    device: str | None = None,
+    progress: bool = True,
+    max_producers: int | None = DEFAULT_MAX_PRODUCERS,
+) -> np.ndarray:
+    """Class probabilities (n_pairs, 3) of <tools[i], tools[j]> from a discriminator checkpoint.
+
+    ``both_orders`` (default): the mean of p(<a,b>) and the label-swapped p(<b,a>), so the result
+    does not depend on which tool comes first. ``progress``: a tqdm bar over the pairs (stderr).
+    ``max_producers``: output names more common than this in a group give the model no
+    parameter-match hint (``models.discriminator.pair_texts``), as for the schema edges, and input
+    names that more tools of the group partly match give no partial hint (``common_partial_inputs``).
+    """
+    from tqdm.auto import tqdm
+
+    from models.discriminator import load_discriminator, predict_proba
+    from models.sentence_encoder import pick_device
+
+    model, tokenizer = load_discriminator(checkpoint)
+    check_label_order(model.config.id2label, checkpoint)
+    model.to(pick_device(device))
+    if not pairs:
+        return np.zeros((0, 3), dtype=np.float64)
+    docs = [canonical_doc_json(t.doc) for t in tools]
+    docs_a, docs_b = [docs[i] for i, _ in pairs], [docs[j] for _, j in pairs]
+    common = group_common_names(tools, max_producers)
+    ignore = [common[tools[i].group] for i, _ in pairs]
+    common_inputs = group_common_partial_inputs(tools, max_producers)
+    ignore_inputs = [common_inputs[tools[i].group] for i, _ in pairs]
+    chunk = max(batch_size * 16, 1)  # predict_proba sorts by length inside a chunk
+    out = np.empty((len(pairs), 3), dtype=np.float64)
+    with tqdm(total=len(pairs) * (2 if both_orders else 1), desc="scoring pairs", unit="pair",
+              disable=not progress, leave=False) as bar:
+        for start in range(0, len(pairs), chunk):
+            sl = slice(start, start + chunk)
+            probs = predict_proba(model, tokenizer, docs_a[sl], docs_b[sl], max_length, batch_size,
+                                  ignore=ignore[sl], ignore_inputs=ignore_inputs[sl]).numpy()
+            bar.update(len(probs))
+            if both_orders:
+                swapped = predict_proba(model, tokenizer, docs_b[sl], docs_a[sl], max_length, batch_size,
+                                        ignore=ignore[sl], ignore_inputs=ignore_inputs[sl]).numpy()
+                probs = (probs.astype(np.float64) + swapped[:, [2, 1, 0]]) / 2.0  # <b,a> class 0 is <a,b> class 2
+                bar.update(len(probs))
+            out[sl] = probs
+    return out
+
+
+def check_label_order(id2label: dict, checkpoint: str | Path) -> None:
+    """Refuse checkpoints whose classes are not the project's (wrong edges otherwise)."""
+    got = {int(k): v for k, v in id2label.items()}
+    if got != ID2LABEL:
+        raise ValueError(f"{checkpoint}: id2label {got} differs from the project's {ID2LABEL}")
+
+
+@dataclass(frozen=True)
+class EdgeDecision:
+    """How discriminator probabilities became edges (recorded in the warehouse's ``edge_calibration``)."""
+
+    threshold: float | None  # on p(a->b) + p(b->a); None: argmax
+    criterion: str | None  # how the threshold was chosen (calibration.json "criterion", or "--threshold")
+    threshold_source: str  # "calibration.json" | "--threshold" | "argmax (no calibration.json)"
+    both_orders: bool
+    min_prob: float = 0.0
+    calibration: dict | None = None  # the whole calibration.json, when one was used
+
+    @property
+    def rule(self) -> str:
+        return "argmax" if self.threshold is None else "threshold"
+
+    def describe(self) -> str:
+        how = "argmax" if self.threshold is None else f"p(a->b)+p(b->a) >= {self.threshold:g} ({self.criterion})"
+        return (f"discriminator edges by {how} [{self.threshold_source}], "
+                f"{'symmetric (both orders)' if self.both_orders else 'one order'} scoring, min_prob {self.min_prob:g}")
+
+
+def edge_decision(checkpoint: str | Path, threshold: float | None = None, both_orders: bool = True,
+                  min_prob: float = 0.0, logger: Any = log) -> EdgeDecision:
+    """The edge rule for ``checkpoint``: ``threshold`` when given (the --threshold flag), else the
+    threshold of its calibration.json, else argmax with a WARNING."""
+    from models.discriminator import load_calibration
+
+    calibration = load_calibration(checkpoint)
+    if threshold is not None:
+        if not 0.0 <= threshold <= 1.0:
+            raise ValueError(f"threshold {threshold} is not a probability in [0, 1]")
+        return EdgeDecision(float(threshold), "--threshold", "--threshold", both_orders, min_prob, calibration)
+    if calibration is None:
+        logger.warning(f"{checkpoint}: no calibration.json beside the checkpoint; discriminator edges fall back to "
+                       "argmax (train with a calibration step or pass --threshold)")
+        return EdgeDecision(None, None, "argmax (no calibration.json)", both_orders, min_prob, None)
+    if "threshold" not in calibration:
+        raise ValueError(f"{Path(checkpoint) / 'calibration.json'}: no 'threshold' key (got {sorted(calibration)})")
+    stored = calibration.get("both_orders", calibration.get("symmetric"))
+    if stored is not None and bool(stored) != both_orders:
+        logger.warning(f"{checkpoint}: calibration.json was chosen with both_orders={bool(stored)}, scoring uses "
+                       f"both_orders={both_orders}; the threshold may not transfer")
+    return EdgeDecision(float(calibration["threshold"]), str(calibration.get("criterion") or "unspecified"),
+                        "calibration.json", both_orders, min_prob, calibration)
+
+
+@dataclass(frozen=True)
+class PredictedEdge:
+    edge: DependencyEdge
+    prob: float  # p(a->b) + p(b->a): the probability of *some* dependency, given to the chosen direction
+    predicted_class: int  # 0 or 2 on the scored pair <tools[i], tools[j]>
+    p_direction: float  # p of the chosen direction's class alone
+
+    def __iter__(self):  # (edge, prob, class) unpacking, as before
+        return iter((self.edge, self.prob, self.predicted_class))
+
+
+def edges_from_probabilities(
+    tools: Sequence[Tool],
+    pairs: Sequence[tuple[int, int]],
+    probs: np.ndarray,
+    min_prob: float = 0.0,
+    threshold: float | None = None,
+) -> list[PredictedEdge]:
+    """Discriminator edges by ``models.discriminator.decide(probs, threshold)``.
+
+    threshold None: the argmax class must be 0 or 2; else p0 + p2 >= threshold, direction the larger
+    of p0 and p2. Class 0 on <a, b>: a depends on b; class 2: b depends on a. The edge's ``prob`` is
+    p0 + p2 (so every kept edge has prob >= threshold); ``min_prob`` is a further cut on it.
+    """
+    from models.discriminator import decide
+
+    probs = np.asarray(probs, dtype=np.float64).reshape(-1, 3)
+    labels = decide(probs, threshold) if len(probs) else np.zeros(0, dtype=int)
+    out = []
+    for (i, j), p, cls in zip(pairs, probs, labels):
+        cls = int(cls)
+        p_dep = float(p[LABEL_A_DEPENDS_ON_B] + p[LABEL_B_DEPENDS_ON_A])
+        if cls == LABEL_NO_DEPENDENCY or p_dep < min_prob:
+            continue
+        assert cls in (LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A)
+        dependent, prerequisite = (tools[i], tools[j]) if cls == LABEL_A_DEPENDS_ON_B else (tools[j], tools[i])
+        edge = DependencyEdge(tools[i].group, dependent.tool_id, prerequisite.tool_id, "discriminator")
+        out.append(PredictedEdge(edge, min(p_dep, 1.0), cls, float(p[cls])))
+    return out

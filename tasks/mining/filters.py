@@ -1,0 +1,121 @@
+"""The rules that accept or reject a candidate once its targets are resolved (:func:`judge_candidate`,
+:func:`reject_generic_sinks`): an accepted :class:`MinedFlow` or a :class:`CandidateRejection` with its reason."""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from tasks.mining.docs import FunctionFacts
+from tasks.mining.facts import RawFlow
+from tasks.mining.reasons import MineReason
+from tasks.mining.resolve import SymbolTable, Target
+
+
+# A parameter that receives values from more than this many distinct producers takes anything
+# (``assert_equal(actual)``, ``dumps(obj)``, ``latex(expr)``, ``deepcopy(x)``): a flow into it says
+# nothing about what the consumer needs, and such sinks, test assertions above all, taught the model
+# noise (pretraining stayed at chance). API dependencies have few producers per input.
+DEFAULT_MAX_PRODUCERS_PER_PARAM = 8
+
+
+@dataclass(frozen=True)
+class MinedFlow:
+    """An accepted candidate: ``consumer`` depends on ``producer`` through parameter ``param``."""
+
+    record_id: str
+    consumer: str
+    producer: str
+    param: str
+    via: str
+
+
+@dataclass(frozen=True)
+class CandidateRejection:
+    record_id: str
+    stage: str  # parse | resolve
+    reason: str
+    detail: str
+
+
+def _consumer_param(consumer: FunctionFacts, slot: str, bound: bool) -> str | None:
+    """The parameter name a call argument binds to; None when the signature has no such slot."""
+    if not slot.isdigit():
+        return slot if consumer.accepts_keyword(slot) else None
+    index = int(slot)
+    if consumer.binding == "instance" and not bound:
+        index -= 1  # Class.method(obj, x): the first argument is the instance
+        if index < 0:
+            return None
+    return consumer.param_for_position(index)
+
+
+def _documented_param(consumer: FunctionFacts, param: str) -> bool:
+    """*args/**kwargs count only when the docstring names them (as the doc does)."""
+    kind = next((p.kind for p in consumer.params if p.name == param), "var_keyword")
+    if not kind.startswith("var_"):
+        return True
+    return param in _docstring_param_names(consumer.docstring)
+
+
+@functools.lru_cache(maxsize=65536)
+def _docstring_param_names(docstring: str) -> frozenset[str]:
+    import docstring_parser  # rare path: parse only here, once per docstring
+
+    try:
+        return frozenset(p.arg_name.lstrip("*") for p in docstring_parser.parse(docstring).params if p.arg_name)
+    except Exception:
+        return frozenset()
+
+
+def judge_candidate(raw: RawFlow, table: SymbolTable
+                    ) -> tuple[MinedFlow | None, CandidateRejection | None, Target | None, Target | None]:
+    def reject(reason: str, detail: str, stage: str = "resolve") -> tuple[None, CandidateRejection, None, None]:
+        return None, CandidateRejection(raw.record_id, stage, reason, detail), None, None
+
+    if raw.reason:
+        return reject(raw.reason, raw.detail, "parse")
+    consumer, why_c, detail_c = table.resolve(raw.consumer)  # type: ignore[arg-type]
+    if consumer is None:
+        return reject(why_c, f"consumer: {detail_c}")
+    producer, why_p, detail_p = table.resolve(raw.producer)  # type: ignore[arg-type]
+    if producer is None:
+        return reject(why_p, f"producer: {detail_p}")
+    if consumer.key == producer.key:
+        return reject(MineReason.SELF_FLOW, consumer.key)
+    if not consumer.facts.documented:
+        return reject(MineReason.UNDOCUMENTED_CONSUMER, consumer.key)
+    if not producer.facts.documented:
+        return reject(MineReason.UNDOCUMENTED_PRODUCER, producer.key)
+    if not producer.facts.returns_value:
+        return reject(MineReason.PRODUCER_RETURNS_NOTHING, producer.key)
+    if raw.unpack == -1 and not producer.facts.returns_items:  # for a in f(x): f must give like items
+        return reject(MineReason.LOOP_ITEM, f"{producer.key} is not known to give items to iterate (no generator, list or Iterator)")
+    if raw.unpack > 0 and producer.facts.tuple_arity != raw.unpack and table.documented_arity(producer) != raw.unpack:
+        arity = producer.facts.tuple_arity or table.documented_arity(producer)  # a, b = f(x): f must give that many items
+        return reject(MineReason.TUPLE_UNPACK, f"{raw.detail} unpacked from {producer.key}, which "
+                      + (f"returns {arity}-item tuples" if arity else "is not known to return a tuple"))
+    param = _consumer_param(consumer.facts, raw.slot, raw.bound or consumer.via_instance)
+    if param is None:
+        return reject(MineReason.BAD_ARGUMENT_POSITION, f"argument {raw.slot} of {consumer.key}{'' if raw.slot.isdigit() else ' (unknown keyword)'}")
+    if not _documented_param(consumer.facts, param):
+        return reject(MineReason.UNDOCUMENTED_PARAMETER, f"{consumer.key}(*{param})")
+    return MinedFlow(raw.record_id, consumer.key, producer.key, param, raw.via), None, consumer, producer
+
+
+def reject_generic_sinks(flows: list[MinedFlow], max_producers: int | None) -> tuple[list[MinedFlow], list[CandidateRejection]]:
+    """Flows into a (consumer, parameter) that more than ``max_producers`` distinct producers reach
+    become ``generic_sink`` rejections; None keeps every flow."""
+    if max_producers is None:
+        return flows, []
+    producers: dict[tuple[str, str], set[str]] = {}
+    for f in flows:
+        producers.setdefault((f.consumer, f.param), set()).add(f.producer)
+    kept, rejected = [], []
+    for f in flows:
+        n = len(producers[(f.consumer, f.param)])
+        if n > max_producers:
+            rejected.append(CandidateRejection(f.record_id, "resolve", MineReason.GENERIC_SINK,
+                                               f"{f.consumer}({f.param}) takes values from {n} producers (> {max_producers})"))
+        else:
+            kept.append(f)
+    return kept, rejected

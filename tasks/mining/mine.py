@@ -1,0 +1,184 @@
+"""Mining in two phases, so the costly one runs in parallel: parse files in worker processes, then resolve and
+judge every candidate in the parent (:class:`MineResult`); every candidate ends accepted or rejected with a
+reason (:class:`MineReason`), the counts add up. Also the API docs of the functions a dataset needs."""
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from tasks.mining.docs import FunctionFacts, doc_from_facts
+from tasks.mining.facts import FileRejection, ModuleFacts
+from tasks.mining.filters import (
+    DEFAULT_MAX_PRODUCERS_PER_PARAM,
+    CandidateRejection,
+    MinedFlow,
+    judge_candidate,
+    reject_generic_sinks,
+)
+from tasks.mining.parse import parse_chunk
+from tasks.mining.reasons import MineReason
+from tasks.mining.resolve import SymbolTable, Target
+from tasks.mining.sources import FileItem, tree_files
+from tasks.mining.workers import map_chunks, no_gc
+
+
+class MineResult:
+    """What mining found. A plain class, not a dataclass, on purpose: Prefect walks dataclass task
+    arguments field by field (to find futures), which over ~10^6 candidates costs minutes per task."""
+
+    def __init__(self, flows: list[MinedFlow], rejections: list[CandidateRejection], file_rejections: list[FileRejection],
+                 targets: dict[str, Target], documented: dict[str, Target], files_read: int, files_parsed: int,
+                 candidates: int, parsed_ids: list[str] | None = None, output_names: dict[str, str] | None = None):
+        self.flows = flows
+        self.rejections = rejections
+        self.file_rejections = file_rejections
+        self.targets = targets  # every function a flow touches
+        self.documented = documented  # every documented function read (for hard negatives)
+        self.files_read = files_read
+        self.files_parsed = files_parsed
+        self.candidates = candidates
+        self.parsed_ids = parsed_ids if parsed_ids is not None else []
+        self.output_names = output_names if output_names is not None else {}  # target key -> what callers name its result
+
+    def __repr__(self) -> str:
+        return (f"MineResult(files_read={self.files_read}, candidates={self.candidates}, flows={len(self.flows)}, "
+                f"rejections={len(self.rejections)})")
+
+    def reason_counts(self) -> dict[str, int]:
+        return dict(sorted(Counter(r.reason for r in self.rejections).items()))
+
+    def file_reason_counts(self) -> dict[str, int]:
+        return dict(sorted(Counter(r.reason for r in self.file_rejections).items()))
+
+
+def _merge(modules: Iterable[ModuleFacts | FileRejection], file_rejections: list[FileRejection],
+           parsed_ids: list[str]) -> tuple[list[ModuleFacts], set[str]]:
+    """Modules by name; a name read from two files is ambiguous (its flows still count as candidates),
+    except function records of one file (CodeSearchNet), which are merged."""
+    by_name: dict[str, ModuleFacts] = {}
+    flows_only: list[ModuleFacts] = []
+    ambiguous: set[str] = set()
+    for m in modules:
+        if isinstance(m, FileRejection):
+            file_rejections.append(m)
+            continue
+        parsed_ids.append(m.source_id)
+        if m.flows_only:
+            flows_only.append(m)
+            continue
+        prev = by_name.get(m.module)
+        if prev is None:
+            by_name[m.module] = m
+        elif m.origin == "codesearchnet" and prev.origin == "codesearchnet":
+            for q, f in m.functions.items():
+                if q in prev.functions:
+                    prev.duplicated.add(q)
+                prev.functions[q] = f
+            prev.classes |= m.classes
+            prev.flows += m.flows
+        else:
+            ambiguous.add(m.module)
+            prev.flows += m.flows  # keep every candidate in the books
+    return list(by_name.values()) + flows_only, ambiguous
+
+
+def resolve_flows(parsed: Iterable[ModuleFacts | FileRejection], files_read: int,
+                  max_producers_per_param: int | None = DEFAULT_MAX_PRODUCERS_PER_PARAM) -> MineResult:
+    with no_gc():
+        return _resolve_flows(parsed, files_read, max_producers_per_param)
+
+
+def _resolve_flows(parsed: Iterable[ModuleFacts | FileRejection], files_read: int,
+                   max_producers_per_param: int | None = DEFAULT_MAX_PRODUCERS_PER_PARAM) -> MineResult:
+    file_rejections: list[FileRejection] = []
+    parsed_ids: list[str] = []
+    modules, ambiguous = _merge(parsed, file_rejections, parsed_ids)
+    table = SymbolTable([m for m in modules if m.module not in ambiguous and not m.flows_only], ambiguous)
+    flows: list[MinedFlow] = []
+    rejections: list[CandidateRejection] = []
+    targets: dict[str, Target] = {}
+    accepted_pairs: dict[tuple[str, str], str] = {}
+    candidates = 0
+    for mod in modules:
+        for raw in mod.flows:
+            candidates += 1
+            flow, rejection, consumer, producer = judge_candidate(raw, table)
+            if flow is not None:
+                first = accepted_pairs.get((flow.consumer, flow.producer))
+                if first is not None:
+                    rejection, flow = CandidateRejection(raw.record_id, "resolve", MineReason.DUPLICATE_FLOW, f"same pair as {first}"), None
+                else:
+                    accepted_pairs[(flow.consumer, flow.producer)] = flow.record_id
+                    flows.append(flow)
+                    targets[consumer.key] = consumer  # type: ignore[union-attr]
+                    targets[producer.key] = producer  # type: ignore[union-attr]
+            if rejection is not None:
+                rejections.append(rejection)
+    flows, sinks = reject_generic_sinks(flows, max_producers_per_param)
+    rejections += sinks
+    used = {k for f in flows for k in (f.consumer, f.producer)}
+    targets = {k: t for k, t in targets.items() if k in used}
+    assert len(flows) + len(rejections) == candidates, "every candidate ends accepted or rejected"
+    documented = {
+        f"{m.module}.{q}": Target(f"{m.module}.{q}", m.module, f)
+        for m in modules if m.module not in ambiguous and not m.flows_only
+        for q, f in m.functions.items() if f.documented and q not in m.duplicated
+    }
+    assert len(parsed_ids) + len(file_rejections) == files_read, "every file ends parsed or rejected"
+    return MineResult(flows, rejections, file_rejections, targets, documented, files_read,
+                      len(parsed_ids), candidates, parsed_ids, caller_output_names(modules, table, set(targets)))
+
+
+# Variable names that say nothing about what a value is.
+_UNINFORMATIVE_NAMES = frozenset({"res", "ret", "rv", "out", "val", "tmp", "temp", "obj", "item", "it", "resp", "retval",
+                                  "rval", "new", "old", "cur", "ans"})
+
+
+def caller_output_names(modules: Sequence[ModuleFacts], table: SymbolTable, keys: set[str]) -> dict[str, str]:
+    """For each target in ``keys``: the variable name its callers most often give its result
+    (``token = get_token(...)`` names the output ``token``). Real code names values after what they
+    are, the way tool docs name outputs; one- and two-letter and generic names do not count."""
+    from schemas.name_rule import GENERIC_OUTPUT_NAMES
+
+    resolved: dict[str, str | None] = {}
+    counts: dict[str, Counter[str]] = {}
+    for mod in modules:
+        for callee, var in mod.assigned:
+            if len(var) < 3 or var.startswith("_") or var.lower() in _UNINFORMATIVE_NAMES or var.lower() in GENERIC_OUTPUT_NAMES:
+                continue
+            if callee not in resolved:
+                target = table.resolve(callee)[0]
+                resolved[callee] = target.key if target is not None else None
+            key = resolved[callee]
+            if key in keys:
+                counts.setdefault(key, Counter())[var] += 1
+    return {key: max(c.items(), key=lambda kv: (kv[1], kv[0]))[0] for key, c in counts.items()}
+
+
+def mine_files(items: Sequence[FileItem], workers: int = 2, chunk_files: int = 64,
+               max_producers_per_param: int | None = DEFAULT_MAX_PRODUCERS_PER_PARAM) -> MineResult:
+    """Parse ``items`` in ``workers`` processes (in-process when workers <= 1), then resolve."""
+    return resolve_flows(map_chunks(parse_chunk, items, workers, chunk_files), len(items), max_producers_per_param)
+
+
+# -- docs for the functions a dataset needs -------------------------------------------------------
+def _docs_chunk(facts: Sequence[tuple[FunctionFacts, str | None]]) -> list[dict[str, Any] | None]:
+    with no_gc():
+        return [doc_from_facts(f, output_hint=hint) for f, hint in facts]
+
+
+def build_docs(targets: Sequence[Target], workers: int = 2, chunk: int = 512,
+               output_names: dict[str, str] | None = None) -> dict[str, dict[str, Any]]:
+    """API doc per target key, built in ``workers`` processes (docstring parsing is the cost).
+    ``output_names``: the callers' name for a target's result (``MineResult.output_names``)."""
+    facts = [(t.facts, (output_names or {}).get(t.key)) for t in targets]
+    docs = map_chunks(_docs_chunk, facts, workers, chunk)
+    return {t.key: d for t, d in zip(targets, docs) if d is not None}
+
+
+if __name__ == "__main__":  # quick look: python -m tasks.mining.mine DIR
+    res = mine_files(tree_files(Path(sys.argv[1]), "tree"))
+    print(len(res.flows), res.candidates, res.reason_counts())

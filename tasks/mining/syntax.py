@@ -1,0 +1,112 @@
+"""Reading Python syntax trees: module-level statements through if/try/with blocks, the names statements
+bind, dotted names, and the one class an annotation names."""
+from __future__ import annotations
+
+import ast
+from collections import Counter
+from collections.abc import Iterable, Iterator
+
+
+def top_level_statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """Module statements, descending into if/try/with blocks (conditional imports and defs)."""
+    for node in body:
+        yield node
+        if isinstance(node, (ast.If, ast.Try, ast.With, ast.AsyncWith)) or node.__class__.__name__ == "TryStar":
+            for name in ("body", "orelse", "finalbody"):
+                yield from top_level_statements(getattr(node, name, None) or [])
+            for handler in getattr(node, "handlers", None) or []:
+                yield from top_level_statements(handler.body)
+
+
+def store_names(target: ast.AST) -> Iterator[str]:
+    for n in ast.walk(target):
+        if isinstance(n, ast.Name):
+            yield n.id
+
+
+def unwrap(expr: ast.expr) -> ast.expr:
+    return expr.value if isinstance(expr, ast.Await) else expr
+
+
+def dotted_name(expr: ast.AST) -> str | None:
+    parts: list[str] = []
+    while isinstance(expr, ast.Attribute):
+        parts.append(expr.attr)
+        expr = expr.value
+    if not isinstance(expr, ast.Name):
+        return None
+    return ".".join([expr.id, *reversed(parts)])
+
+
+def bound_names(statements: Iterable[ast.stmt]) -> Counter[str]:
+    """How many times each name is bound by these statements (assignments, defs, imports, loops)."""
+    counts: Counter[str] = Counter()
+    for node in statements:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            counts[node.name] += 1
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            counts.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor, ast.With, ast.AsyncWith)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target] if hasattr(node, "target") else \
+                [i.optional_vars for i in node.items if i.optional_vars is not None]  # type: ignore[attr-defined]
+            for t in targets:
+                counts.update(store_names(t))
+    return counts
+
+
+_OPTIONAL = frozenset({"Optional", "typing.Optional", "t.Optional", "typing_extensions.Optional"})
+_UNION = frozenset({"Union", "typing.Union", "t.Union", "typing_extensions.Union"})
+_WRAPPERS = frozenset({"Annotated", "typing.Annotated", "typing_extensions.Annotated", "Final", "typing.Final",
+                       "ClassVar", "typing.ClassVar"})
+
+
+def annotated_class(expr: ast.AST | None, depth: int = 0) -> str | None:
+    """The one class an annotation names, as written: ``Foo``, ``"Foo"``, ``mod.Foo``, ``Optional[Foo]``,
+    ``Foo | None``, ``Union[Foo, None]``, ``Annotated[Foo, ...]``; None for anything else (generics,
+    unions of two classes, ...)."""
+    if expr is None or depth > 3:
+        return None
+    if isinstance(expr, ast.Constant) and isinstance(expr.value, str):
+        try:
+            return annotated_class(ast.parse(expr.value.strip(), mode="eval").body, depth + 1)
+        except (SyntaxError, ValueError, RecursionError):
+            return None
+    if isinstance(expr, (ast.Name, ast.Attribute)):
+        dotted = dotted_name(expr)
+        return None if dotted in ("None", "Any", "typing.Any", "object") else dotted
+    if isinstance(expr, ast.Subscript):
+        base = dotted_name(expr.value) or ""
+        items = list(expr.slice.elts) if isinstance(expr.slice, ast.Tuple) else [expr.slice]
+        if base in _OPTIONAL:
+            return annotated_class(items[0], depth + 1)
+        if base in _WRAPPERS:
+            return annotated_class(items[0], depth + 1)
+        if base in _UNION:
+            return _one_member(items, depth)
+        return None
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.BitOr):
+        members: list[ast.expr] = []
+        stack: list[ast.expr] = [expr]
+        while stack:
+            n = stack.pop()
+            if isinstance(n, ast.BinOp) and isinstance(n.op, ast.BitOr):
+                stack += [n.right, n.left]
+            else:
+                members.append(n)
+        return _one_member(members, depth)
+    return None
+
+
+def _one_member(members: list[ast.expr], depth: int) -> str | None:
+    rest = [m for m in members if not (isinstance(m, ast.Constant) and m.value is None) and dotted_name(m) != "None"]
+    return annotated_class(rest[0], depth + 1) if len(rest) == 1 else None
+
+
+def annotation_class(text: str | None) -> str | None:
+    """:func:`annotated_class` of an annotation kept as text (``FunctionFacts.return_annotation``)."""
+    if not text:
+        return None
+    try:
+        return annotated_class(ast.parse(text.strip(), mode="eval").body)
+    except (SyntaxError, ValueError, RecursionError):
+        return None

@@ -1,0 +1,219 @@
+"""Discriminator training on the Hugging Face ``Trainer``: token datasets, the stage arguments, the
+paper's losses, the best-checkpoint save, and prediction."""
+from __future__ import annotations
+
+import logging
+import math
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+from transformers import DataCollatorWithPadding, PreTrainedModel, PreTrainedTokenizerBase, Trainer, TrainingArguments
+from transformers.trainer_utils import get_last_checkpoint
+
+from models.discriminator import LOSSES, encode_pairs
+from schemas.tdi import NUM_LABELS
+from tasks.common.atomic import hidden_sibling, replace_dir
+from tasks.training.examples import PairExample, swap_partners
+from tasks.training.metrics import make_compute_metrics
+
+log = logging.getLogger(__name__)
+
+
+# ---------------------------------------------------------------------------------------------
+# Datasets for the Trainer (token ids once; the collator pads each batch dynamically)
+
+
+def hint_mask(n: int, dropout: float, seed: int) -> list[bool]:
+    """Which of ``n`` training pairs keep their parameter-match hint: a seeded ``dropout`` share
+    does not, so the model cannot answer from the hint alone (it collapses onto it otherwise:
+    every hinted pair the same probability, every other pair another)."""
+    if not 0.0 <= dropout <= 1.0:
+        raise ValueError(f"hint_dropout must be in [0, 1], got {dropout}")
+    rng = np.random.default_rng(seed)
+    return (rng.random(n) >= dropout).tolist()
+
+
+def tokenized_dataset(tokenizer: PreTrainedTokenizerBase, examples: Sequence[PairExample], max_length: int,
+                      hints: Sequence[bool] | None = None):
+    """A ``datasets.Dataset`` of token ids and labels, in the order of ``examples``; ``hints``: per
+    example, whether it leads with the parameter-match hint (default all)."""
+    from datasets import Dataset
+
+    enc = encode_pairs(tokenizer, [e.doc_a for e in examples], [e.doc_b for e in examples], max_length, hints=hints) \
+        if examples else {"input_ids": [], "attention_mask": []}
+    return Dataset.from_dict({**dict(enc), "labels": [e.label for e in examples]})
+
+
+# ---------------------------------------------------------------------------------------------
+# Training: the Hugging Face Trainer with the paper's losses
+
+
+@dataclass
+class StageArguments:
+    """One training stage (pretraining or finetuning); mapped onto ``TrainingArguments``."""
+
+    epochs: float = field(default=3, metadata={"help": "passes over the training pairs"})
+    batch_size: int = field(default=32, metadata={"help": "pairs per step"})
+    eval_batch_size: int = field(default=128, metadata={"help": "pairs per evaluation step"})
+    learning_rate: float = field(default=3e-5, metadata={"help": "peak AdamW learning rate"})
+    weight_decay: float = field(default=0.01, metadata={"help": "AdamW weight decay (not on biases/LayerNorm)"})
+    warmup_ratio: float = field(default=0.1, metadata={"help": "share of steps with linear warmup"})
+    max_grad_norm: float = field(default=1.0, metadata={"help": "gradient clipping"})
+    max_length: int = field(default=160, metadata={"help": "word pieces per pair"})
+    hint_dropout: float = field(default=0.0, metadata={"help": "share of training pairs shown without the "
+                                                                 "parameter-match hint (validation keeps it)"})
+    seed: int = field(default=42, metadata={"help": "seed of init, shuffling and dropout"})
+    max_steps: int = field(default=-1, metadata={"help": "stop after this many steps (-1: all epochs)"})
+    evals_per_epoch: int = field(default=1, metadata={"help": "validation runs (and checkpoints) per epoch"})
+    select_metric: str = field(default="dependency_f1_calibrated",
+                               metadata={"help": "compute_metrics key that picks the best checkpoint ('loss': lowest)"})
+    progress: bool = field(default=True, metadata={"help": "tqdm bars"})
+
+
+@dataclass
+class TrainResult:
+    best_dir: Path
+    best_score: float
+    best_step: int
+    history: list[dict[str, Any]] = field(default_factory=list)  # the Trainer's log_history
+
+    @property
+    def step_losses(self) -> list[tuple[int, float]]:
+        return [(h["step"], h["loss"]) for h in self.history if "loss" in h]
+
+    @property
+    def evaluations(self) -> list[dict[str, Any]]:
+        return [h for h in self.history if "eval_loss" in h]
+
+
+class DiscriminatorTrainer(Trainer):
+    """``Trainer`` whose loss is a loss object on the logits (Eq. 1 or the category-averaged Eq. 2)."""
+
+    def __init__(self, *args, loss: torch.nn.Module, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.loss = loss
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        labels = inputs.pop("labels")
+        outputs = model(**inputs)
+        loss = self.loss(outputs.logits, labels)
+        return (loss, outputs) if return_outputs else loss
+
+
+def pick_device() -> torch.device:
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def seed_everything(seed: int) -> None:
+    from transformers import set_seed
+
+    set_seed(seed)
+    if not torch.cuda.is_available():  # CPU kernels have deterministic variants; CUDA runs stay fast
+        torch.use_deterministic_algorithms(True, warn_only=True)
+
+
+def training_arguments(args: StageArguments, out_dir: Path, n_train: int, has_valid: bool) -> TrainingArguments:
+    cuda = torch.cuda.is_available()
+    steps_per_epoch = max(1, math.ceil(n_train / args.batch_size))
+    total = args.max_steps if args.max_steps > 0 else math.ceil(steps_per_epoch * args.epochs)
+    every = max(1, steps_per_epoch // max(args.evals_per_epoch, 1))
+    if args.max_steps > 0:
+        every = min(every, args.max_steps)
+    return TrainingArguments(
+        output_dir=str(out_dir),
+        num_train_epochs=args.epochs,
+        max_steps=args.max_steps,
+        per_device_train_batch_size=args.batch_size,
+        per_device_eval_batch_size=args.eval_batch_size,
+        learning_rate=args.learning_rate,
+        weight_decay=args.weight_decay,
+        warmup_steps=int(args.warmup_ratio * total),
+        max_grad_norm=args.max_grad_norm,
+        lr_scheduler_type="linear",
+        train_sampling_strategy="group_by_length",  # batches of similar length: little padding
+        eval_strategy="steps" if has_valid else "no",
+        save_strategy="steps",
+        eval_steps=every,
+        save_steps=every,
+        save_total_limit=2,  # the best and the latest checkpoint
+        load_best_model_at_end=has_valid,
+        metric_for_best_model=args.select_metric if has_valid else None,
+        greater_is_better=args.select_metric != "loss",
+        logging_steps=max(1, min(50, every // 2)),
+        bf16=cuda,
+        seed=args.seed,
+        data_seed=args.seed,
+        dataloader_num_workers=0,
+        report_to="none",
+        disable_tqdm=not args.progress,
+        use_cpu=not cuda,
+    )
+
+
+def train_classifier(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    train: Sequence[PairExample],
+    valid: Sequence[PairExample],
+    args: StageArguments,
+    out_dir: Path,
+    loss_name: str = "ce",
+    resume: bool = False,
+    stage: str = "train",
+    best_dir: Path | None = None,
+) -> TrainResult:
+    """Train with the HF ``Trainer``; the best checkpoint on ``valid`` by ``args.select_metric``.
+
+    ``out_dir`` holds the Trainer's ``checkpoint-*`` folders; with ``resume`` training continues
+    from the newest one (``get_last_checkpoint``). Validation scores symmetrized probabilities
+    when ``valid`` holds both orders of its pairs. The best model, with its tokenizer, is saved
+    to ``best_dir`` (default ``out_dir/best``) in one step (``tasks.common.atomic.replace_dir``).
+    """
+    out_dir, best_dir = Path(out_dir), Path(best_dir or Path(out_dir) / "best")
+    if not train:
+        raise ValueError(f"{stage}: no training pairs")
+    seed_everything(args.seed)
+    train_ds = tokenized_dataset(tokenizer, train, args.max_length, hint_mask(len(train), args.hint_dropout, args.seed))
+    valid_ds = tokenized_dataset(tokenizer, valid, args.max_length) if valid else None
+    partners = swap_partners(valid) if valid else None
+    trainer = DiscriminatorTrainer(
+        model=model,
+        args=training_arguments(args, out_dir, len(train), valid_ds is not None),
+        train_dataset=train_ds,
+        eval_dataset=valid_ds,
+        processing_class=tokenizer,
+        data_collator=DataCollatorWithPadding(tokenizer),
+        compute_metrics=make_compute_metrics(partners) if valid_ds is not None else None,
+        loss=LOSSES[loss_name](),
+    )
+    last = get_last_checkpoint(str(out_dir)) if resume and out_dir.is_dir() else None
+    if resume:
+        log.info("%s: %s", stage, f"resuming from {last}" if last else "--resume given but no checkpoint yet, starting fresh")
+    trainer.train(resume_from_checkpoint=last)
+    # the best model when validation exists (load_best_model_at_end), saved beside best_dir and swapped
+    # in whole: a kill mid-save leaves the previous best_dir as it was
+    saving = hidden_sibling(best_dir, "saving")
+    shutil.rmtree(saving, ignore_errors=True)
+    trainer.save_model(str(saving))
+    replace_dir(saving, best_dir)
+    state = trainer.state
+    best_score = state.best_metric if state.best_metric is not None else float("nan")
+    best_step = int(Path(state.best_model_checkpoint).name.split("-")[-1]) if state.best_model_checkpoint else state.global_step
+    log.info("%s: best %s %.4f at step %d of %d", stage, args.select_metric, best_score, best_step, state.global_step)
+    return TrainResult(best_dir=best_dir, best_score=float(best_score), best_step=best_step, history=list(state.log_history))
+
+
+@torch.no_grad()
+def predict_examples(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, examples: Sequence[PairExample],
+                     max_length: int, batch_size: int, symmetric: bool = True, progress: bool = False) -> np.ndarray:
+    """Class probabilities of ``examples``; ``symmetric`` averages each pair with its swap."""
+    from models.discriminator import predict_proba
+
+    if not examples:
+        return np.zeros((0, NUM_LABELS))
+    return predict_proba(model, tokenizer, [e.doc_a for e in examples], [e.doc_b for e in examples], max_length,
+                         batch_size, symmetric=symmetric, progress=progress).numpy().astype(np.float64)
