@@ -49,7 +49,9 @@ from tasks.agents.prompts import PROMPT_VERSIONS
 from tasks.dataset.gate import publish_with_card, quality_gate
 from tasks.dataset.publish import dataset_lock, fresh_staging
 from tasks.dataset.shards import ShardConfig, ShardInfo, build_manifest, write_dataset_card, write_planned_shards
-from tasks.sources import EmptySourceError, SourceFilter, SourceSpec, check_source, nothing_read
+from tasks.sources.filters import SourceFilter
+from tasks.sources.read import check_source, nothing_read
+from tasks.sources.spec import EmptySourceError, SourceSpec
 
 JOURNALS = "calls"  # <chunk>/calls/<fingerprint[:16]>-<attempt>.jsonl: the LLM calls of every attempt at the chunk
 TASK_RUNNERS = ("sequential", "dask", "ray")

@@ -157,7 +157,9 @@ def list_files(cfg: MineTDIConfig) -> list[FileItem]:
 
 def _codesearchnet_modules(path: str) -> tuple[list[ModuleFacts | FileRejection], int]:
     """Every function record of a CodeSearchNet release as a one-function module."""
-    from tasks.sources import SourceFilter, SourceSpec, read_function_records
+    from tasks.sources.filters import SourceFilter
+    from tasks.sources.read import read_function_records
+    from tasks.sources.spec import SourceSpec
 
     read = read_function_records(
         SourceSpec(kind="codesearchnet", path=path),

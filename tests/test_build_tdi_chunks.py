@@ -29,7 +29,10 @@ from tasks.llm.config import LLMConfig
 from tasks.llm.errors import LLMEndpointError, LLMStageFailed
 from tasks.dataset.quality import validate_shards
 from tasks.dataset.shards import ShardConfig, write_planned_shards, write_shards
-from tasks.sources import SourceFilter, SourceSpec, StringSpill, U64Map, read_function_records
+from tasks.sources.dedup import StringSpill, U64Map
+from tasks.sources.filters import SourceFilter
+from tasks.sources.read import read_function_records
+from tasks.sources.spec import SourceSpec
 from tests.openai_server import FakeOpenAIServer, FaultPlan
 from tests.test_balance_shards import _pairs
 

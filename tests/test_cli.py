@@ -20,7 +20,7 @@ from flows.build_tdi import BuildTDIConfig, build_tdi, config_from_args
 from flows.mine_tdi import MineTDIConfig, _parse_args
 from tasks.common.cli import Option, build_parser, config_from_namespace, options, parse_config, to_argv
 from tasks.llm.config import EMBEDDED, LLMConfig
-from tasks.sources import SourceSpec
+from tasks.sources.spec import SourceSpec
 from tests.conftest import REPO_ROOT
 from tests.openai_server import FakeOpenAIServer
 from tests.test_llm_faults import write_tree

@@ -5,7 +5,7 @@ UTF-8, JSON that is not a record, a duplicate, a symlink loop, an id made of SQL
 path with quotes or glob characters) together with the one outcome it must have:
 
 * ``Rejected``: the item is read and recorded as a rejection with a specific reason (function
-  sources: ``tasks.sources.Reason``; trajectories: ``tasks.toolsets.trajectories.Rejection``; benchmark
+  sources: ``tasks.sources.records.Reason``; trajectories: ``tasks.toolsets.trajectories.Rejection``; benchmark
   imports: a line of the ``ImportReport``), the books still balance;
 * ``Raises``: a clear error of a given type whose message names the file (and the line, where
   there is one), never a raw ``UnicodeDecodeError`` / ``RecursionError`` / ``KeyError``;
@@ -31,15 +31,9 @@ import pytest
 
 from schemas.docs import canonical_doc_json
 from schemas.toolset import DependencyEdge, Query, Tool, ToolSet
-from tasks.sources import (
-    EmptySourceError,
-    Reason,
-    SourceConfigError,
-    SourceReadResult,
-    SourceSpec,
-    check_source,
-    read_function_records,
-)
+from tasks.sources.read import check_source, read_function_records, SourceReadResult
+from tasks.sources.records import Reason
+from tasks.sources.spec import EmptySourceError, SourceConfigError, SourceSpec
 from tasks.toolsets.readers import (
     ToolSetFormatError,
     load_benchmark_with_report,

@@ -184,3 +184,17 @@ def test_the_checker_sees_a_cycle_and_an_upward_import(tmp_path):
     assert layer_of("models.discriminator", layers) < layer_of("tasks.common.cli", layers)
     assert find_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert find_cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_package_inits_hold_only_a_docstring():
+    """A package's ``__init__.py`` says what the package owns; names are imported from the module that
+    owns them, so there is no second address (facade) for any of them."""
+    offenders = []
+    for top in TOP_LEVEL:
+        for init in sorted((REPO_ROOT / top).rglob("__init__.py")):
+            body = ast.parse(init.read_text(encoding="utf-8")).body
+            code = [n for n in body if not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))
+                    and not (isinstance(n, ast.ImportFrom) and n.module == "__future__")]
+            if code:
+                offenders.append(f"{init.relative_to(REPO_ROOT)}:{code[0].lineno}")
+    assert not offenders, "package __init__.py with code (import from the owning module instead): " + ", ".join(offenders)

@@ -26,7 +26,8 @@ from tasks.llm.client import StructuredLLM
 from tasks.llm.config import LLMConfig
 from tasks.llm.errors import LLMEndpointError, LLMUnavailableError
 from tasks.common.outcome import Outcome
-from tasks.sources import SourceFilter, SourceSpec
+from tasks.sources.filters import SourceFilter
+from tasks.sources.spec import SourceSpec
 from tests.conftest import REPO_ROOT
 from tests.openai_server import CANNED, JUNK_USAGE, FakeOpenAIServer, FaultPlan
 from tests.test_llm import _llm, _requests
@@ -327,7 +328,7 @@ def test_the_cli_reports_a_missing_path_in_two_lines_not_a_traceback(tmp_path):
 @pytest.mark.slow
 def test_a_flow_run_on_an_empty_source_says_nothing_was_read(tmp_path, prefect_harness):
     from flows.build_tdi import BuildTDIConfig, build_tdi
-    from tasks.sources import EmptySourceError
+    from tasks.sources.spec import EmptySourceError
 
     (tmp_path / "src").mkdir()
     cfg = BuildTDIConfig(source=SourceSpec(kind="tree", path=str(tmp_path / "src")), output_root=str(tmp_path / "out"),

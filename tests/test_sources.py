@@ -9,22 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from tasks.sources import (
-    CSN_FIELDS,
-    REJECTION_REASONS,
-    FunctionRecord,
-    Reason,
-    SourceConfigError,
-    SourceFilter,
-    SourceReadResult,
-    SourceSpec,
-    SourceUnavailableError,
-    content_id,
-    hf_row_to_csn,
-    normalized_code_key,
-    python_code_tokens,
-    read_function_records,
-)
+from tasks.sources.filters import normalized_code_key, SourceFilter
+from tasks.sources.hub import hf_row_to_csn
+from tasks.sources.read import read_function_records, SourceReadResult
+from tasks.sources.records import content_id, CSN_FIELDS, FunctionRecord, Reason, REJECTION_REASONS
+from tasks.sources.spec import SourceConfigError, SourceSpec, SourceUnavailableError
+from tasks.sources.tree import python_code_tokens
 
 # Keeps every well-formed record: isolates reading from filtering.
 KEEP_ALL = SourceFilter(require_docstring=False, min_lines=0, min_chars=0, max_chars=10**9, dedup=False)

@@ -48,7 +48,9 @@ from tasks.llm.ledger import ledger_rows, usage_summary
 from tasks.llm.structured import StructuredRequest, StructuredResult
 from tasks.agents.prompts import PROMPT_VERSIONS
 from tasks.common.outcome import Outcome
-from tasks.sources import SourceConfigError, SourceFilter, SourceSpec, read_items
+from tasks.sources.filters import SourceFilter
+from tasks.sources.read import read_items
+from tasks.sources.spec import SourceConfigError, SourceSpec
 
 CHUNKS = ".chunks"  # <dataset>/.chunks/chunk-NNNNNN/: the staging area of the chunk outputs
 MARKER = "done.json"

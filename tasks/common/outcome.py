@@ -31,7 +31,7 @@ class Outcome:
 
     record_id: str  # the record's id (repo:path:func_name, or a content hash when it has none)
     stage: str  # read | extract | generate | validate | balance | dataset (mine-tdi: parse | resolve | judge)
-    reason: str  # machine-readable code: tasks.sources.Reason, "<stage>_<why>", ...
+    reason: str  # machine-readable code: tasks.sources.records.Reason, "<stage>_<why>", ...
     detail: str = ""  # for a person: what was wrong, and where it clashed
     raw_text: str | None = None  # an excerpt of the raw item read, or the LLM's raw answer
     locator: str = ""  # where the item was read: file:line, file::qualname, hf:<id>/<lang>/<split>#<row>
