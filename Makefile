@@ -51,6 +51,9 @@ TOOLSETS ?= apibank,ultratool,tmdb,toolbench_stable
 DISCRIMINATOR ?= artifacts/discriminator/$(RUN)/best
 WAREHOUSE ?= artifacts/warehouse/tgr.duckdb
 PREFECT_PORT ?= 4200
+# pytest-xdist processes for make test: the suite waits on servers and child processes much of the time,
+# so 2 workers on 2 cores take it from 4 min 53 s to 2 min 47 s (bench/RESULTS.md, "Test suite").
+TEST_WORKERS ?= 2
 PREFECT_API := http://127.0.0.1:$(PREFECT_PORT)/api
 PREFECT_RUN_DIR := artifacts/prefect
 
@@ -102,10 +105,10 @@ build-tdi: fetch-llm  ## main job: build a small TDI dataset from the stdlib on 
 
 test: setup-llm  ## run the test suite
 	$(PY) -m models.embedded_llm fetch --model smollm2-135m
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n $(TEST_WORKERS)
 
 test-fast: setup  ## tests without the slow end-to-end flow runs
-	$(BIN)/pytest -q -m "not slow"
+	$(BIN)/pytest -q -n $(TEST_WORKERS) -m "not slow"
 
 mine-tdi: setup  ## mine TDI dependency pairs from Python code, no LLM (minutes)
 	$(PY) -m flows.mine_tdi --output-root $(patsubst %/,%,$(dir $(MINED_TDI))) --dataset $(notdir $(MINED_TDI)) $(MINE_ARGS)
