@@ -31,7 +31,6 @@ from models.embedded_llm.catalog import DEFAULT_MODEL
 from schemas.docs import schema_errors
 from tasks.dataset.accounting import OUTCOME_SCHEMA, AccountingSummary, write_records_db
 from tasks.common.cli import parse_config
-from tasks.llm.client import StructuredLLM
 from tasks.llm.config import EMBEDDED, EMBEDDED_CONCURRENCY, ENDPOINT_CONCURRENCY, LLMConfig, split_userinfo
 from tasks.llm.ledger import ledger_rows, usage_summary
 from tasks.llm.structured import StructuredRequest, StructuredResult
@@ -311,6 +310,8 @@ def run_agent(stage: str, requests: list[StructuredRequest], llm_config: LLMConf
     """One agent over a review sample; a retry is cheap because answered requests come from the cache."""
     if not requests:
         return [], []
+    from tasks.llm.client import StructuredLLM  # the client only when a review runs: mining needs no LLM
+
     logger = get_run_logger()
     llm = StructuredLLM(llm_config)
     results = asyncio.run(llm.run_many(requests))

@@ -198,3 +198,14 @@ def test_package_inits_hold_only_a_docstring():
             if code:
                 offenders.append(f"{init.relative_to(REPO_ROOT)}:{code[0].lineno}")
     assert not offenders, "package __init__.py with code (import from the owning module instead): " + ", ".join(offenders)
+
+
+def test_mine_tdi_loads_no_llm_client():
+    """mine-tdi without its optional review never loads the LLM client (nor the OpenAI SDK)."""
+    import subprocess
+    import sys
+
+    probe = ("import sys, flows.mine_tdi; "
+             "print(sorted(m for m in sys.modules if m == 'openai' or m.startswith(('openai.', 'tasks.llm.client'))))")
+    out = subprocess.run([sys.executable, "-c", probe], cwd=REPO_ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout
