@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> None:
     calibration = load_calibration(best)
     threshold = calibration["threshold"] if calibration else None
     max_length = calibration.get("max_length", cfg.max_length) if calibration else cfg.max_length
-    print(f"| {a.benchmark} test pairs | method | P | R | F1 |\n|---|---|---|---|---|")
+    print(f"| {a.benchmark} test pairs | method | P | R | F1 | beyond-rule R | beyond-rule P |\n|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         for label, spec in ((f"{a.benchmark} as published", a.benchmark),
                             (f"{a.benchmark}, outputs removed", str(without_outputs(a.benchmark, cfg.benchmarks_root, Path(tmp))))):
@@ -45,8 +45,9 @@ def main(argv: list[str] | None = None) -> None:
             probs = np.asarray(td.score_examples.fn(best, pairs, max_length, 128, True, False))
             section = td.report(pairs, probs, threshold)
             for method, metrics in td.comparison_rows(section).items():
-                d = metrics["dependency"]
-                print(f"| {label} | {method} | {d['precision']:.3f} | {d['recall']:.3f} | {d['f1']:.3f} |")
+                d, b = metrics["dependency"], metrics.get("beyond_rule") or {}
+                beyond = " | ".join("-" if b.get(k) is None else f"{b[k]:.3f}" for k in ("recall", "precision"))
+                print(f"| {label} | {method} | {d['precision']:.3f} | {d['recall']:.3f} | {d['f1']:.3f} | {beyond} |")
 
 
 if __name__ == "__main__":

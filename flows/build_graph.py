@@ -40,11 +40,13 @@ from models.encoder_path import OFFLINE_DEFAULT
 from schemas.toolset import ToolSet
 from tasks.toolnet.evaluator import EMBEDDED, EVALUATORS, endpoint_problem, toolnet_evaluator
 from tasks.common.cli import Flag, Help, parse_config
+from tasks.graph.candidates import DEFAULT_RETRIEVAL_K, retrieval_candidates
 from tasks.graph.edges import dataset_tables, fuse_edges
 from tasks.graph.pruning import (DEFAULT_PRUNING, PRUNING_STRATEGIES, PruningResult, log_pruning, prune_candidates,
                                   pruning_rules)
 from tasks.graph.schema_rule import schema_edges
-from tasks.graph.scoring import EdgeDecision, edge_decision, edges_from_probabilities, score_pairs
+from tasks.graph.scoring import (SCORING_PRECISIONS, EdgeDecision, edge_decision, edges_from_probabilities,
+                                 score_pairs)
 from tasks.llm.config import split_userinfo
 from tasks.retrieval.gcn import Direction, gcn_propagate, gcn_propagate_weighted
 from tasks.retrieval.ranking import cosine_scores
@@ -80,10 +82,14 @@ class GraphConfig:
         "tool text that is embedded; none: per dataset (API-Bank description, others structured)")] = field(
         default=None, metadata={"choices": EMBED_STYLES})
     pruning: Annotated[str, Help(
-        f"candidate pairs to score: {', '.join(PRUNING_STRATEGIES)} (any '+'-union of params, text, neighbours)")] = \
+        f"candidate pairs to score: {', '.join(PRUNING_STRATEGIES)} (any '+'-union of params, text, neighbours, "
+        "retrieval)")] = \
         DEFAULT_PRUNING
     neighbours: Annotated[int, Help("pruning 'neighbours': a pair is kept when one tool is among the other's N "
                                     "most similar tools of its group (by embedding)")] = 5
+    retrieval_k: Annotated[int, Help("pruning 'retrieval': each input parameter of a tool (or the tool, when it "
+                                     "declares none) keeps its K most similar producers of its group (by --encoder)")] = \
+        DEFAULT_RETRIEVAL_K
     min_prob: Annotated[float, Help(
         "keep a predicted edge only when its prob (p(a->b) + p(b->a)) reaches this, in [0, 1]")] = 0.0
     both_orders: Annotated[bool, Help(
@@ -93,12 +99,23 @@ class GraphConfig:
     batch_size: Annotated[int, Help("pairs per scoring step and texts per encoder step")] = 64
     max_length: Annotated[int | None, Help(
         "word pieces per scored pair; none: the checkpoint's training max_length (calibration.json), else 256")] = None
+    scoring_precision: Annotated[str, Help(
+        "discriminator arithmetic: fp32 (reference); bf16 or int8 are faster on CPU, probabilities within about 1e-2, "
+        "so a pair near the threshold may flip (bench/RESULTS.md, 'Pair scoring speed')")] = field(
+        default="fp32", metadata={"choices": SCORING_PRECISIONS})
     gcn_direction: Annotated[Direction, Help("edge direction of the TGR propagation (Eq. 3)")] = "both"
     device: Annotated[str | None, Help("torch device of encoder and discriminator; none: cuda when available, else cpu")] = None
     threshold: Annotated[float | None, Help(
         "keep a discriminator edge when p(a->b)+p(b->a) >= this, in [0, 1]; overrides the checkpoint's calibration.json "
         "threshold (none: that one, else argmax)")] = None
     schema_edges: Annotated[bool, Help("the parameter-match rule as edge source 'schema' (and 'fused' with a discriminator)")] = True
+    param_discriminator: Annotated[str | None, Help(
+        "parameter-level scorer checkpoint (train-discriminator --param-level: <run>/param/best): each candidate pair's "
+        "consumer inputs are scored against the producer, kept ones go to parameter_edges (source 'discriminator'), and "
+        "the 'discriminator' tool edge is the max over the consumer's inputs (a consumer without inputs keeps "
+        "--discriminator's pair score, if given)")] = None
+    param_threshold: Annotated[float | None, Help(
+        "cut on p(input takes the producer's output), in [0, 1]; none: the checkpoint's calibration.json")] = None
     progress: Annotated[bool, Help("progress bar while scoring pairs")] = True
     # ToolBench's id, url, symbol (schemas.name_rule)
     max_producers: Annotated[int | None, Help(
@@ -144,14 +161,24 @@ class GraphConfig:
     def __post_init__(self) -> None:
         if not self.toolsets:
             raise ValueError("--toolset: name at least one benchmark or tool set folder")
+        if self.param_discriminator and not Path(self.param_discriminator, "config.json").exists():
+            raise ValueError(f"--param-discriminator {self.param_discriminator}: no config.json there "
+                             "(train one: train-discriminator --param-level)")
+        if self.param_threshold is not None and not self.param_discriminator:
+            raise ValueError("--param-threshold: only with --param-discriminator")
+        if self.param_threshold is not None and not 0.0 <= self.param_threshold <= 1.0:
+            raise ValueError(f"--param-threshold {self.param_threshold}: must lie in [0, 1]")
         if self.discriminator and not Path(self.discriminator, "config.json").exists():
             raise ValueError(f"--discriminator {self.discriminator}: no config.json there (train one: make train-discriminator)")
         if self.embed_style is not None and self.embed_style not in EMBED_STYLES:
             raise ValueError(f"--embed-style {self.embed_style!r}: one of {', '.join(EMBED_STYLES)}, or none")
         pruning_rules(self.pruning)  # a ValueError naming the strategies
+        if self.scoring_precision not in SCORING_PRECISIONS:
+            raise ValueError(f"--scoring-precision {self.scoring_precision!r}: one of {', '.join(SCORING_PRECISIONS)}")
         if self.gcn_direction not in typing.get_args(Direction):
             raise ValueError(f"--gcn-direction {self.gcn_direction!r}: one of {', '.join(typing.get_args(Direction))}")
-        for flag, value in (("--neighbours", self.neighbours), ("--batch-size", self.batch_size),
+        for flag, value in (("--neighbours", self.neighbours), ("--retrieval-k", self.retrieval_k),
+                            ("--batch-size", self.batch_size),
                             ("--max-length", self.max_length), ("--max-producers", self.max_producers),
                             ("--evaluator-concurrency", self.evaluator_concurrency)):
             if value is not None and value < 1:
@@ -220,8 +247,12 @@ def encode_texts(texts: list[str], encoder: str, batch_size: int, device: str | 
 
 
 @task(cache_policy=NO_CACHE)
-def prune(toolset: ToolSet, embeddings: np.ndarray, strategy: str, neighbours: int) -> PruningResult:
-    return prune_candidates(toolset.tools, embeddings, strategy, neighbours, toolset.edges)
+def prune(toolset: ToolSet, embeddings: np.ndarray, cfg: GraphConfig) -> PruningResult:
+    retrieved = None
+    if "retrieval" in pruning_rules(cfg.pruning):  # per-parameter queries against producer docs
+        retrieved = retrieval_candidates(toolset.tools, lambda texts: encode_texts.fn(
+            texts, cfg.encoder, cfg.batch_size, cfg.device), cfg.retrieval_k)
+    return prune_candidates(toolset.tools, embeddings, cfg.pruning, cfg.neighbours, toolset.edges, retrieved)
 
 
 @task(cache_policy=NO_CACHE)
@@ -231,7 +262,7 @@ def score(checkpoint: str, toolset: ToolSet, pairs: list[tuple[int, int]], cfg: 
     # score with the input length the model was trained and calibrated at
     max_length = cfg.max_length or (load_calibration(checkpoint) or {}).get("max_length", 256)
     return score_pairs(checkpoint, toolset.tools, pairs, cfg.batch_size, max_length, cfg.both_orders, cfg.device,
-                       progress=cfg.progress, max_producers=cfg.max_producers)
+                       progress=cfg.progress, max_producers=cfg.max_producers, precision=cfg.scoring_precision)
 
 
 @task(cache_policy=NO_CACHE)
@@ -317,9 +348,15 @@ def lineage_rows(toolset: ToolSet, folder: Path | None, sources: set[str], cfg: 
 
     run_id = flow_run.id
     threshold = decision.threshold if decision else None
-    disc = {"pruning": cfg.pruning, "neighbours": cfg.neighbours, "both_orders": cfg.both_orders,
+    disc = {"pruning": cfg.pruning, "neighbours": cfg.neighbours, "retrieval_k": cfg.retrieval_k,
+            "both_orders": cfg.both_orders, "scoring_precision": cfg.scoring_precision,
             "min_prob": cfg.min_prob, "rule": decision.rule if decision else None,
             "threshold_source": decision.threshold_source if decision else None}
+    if cfg.param_discriminator:  # the tool edges came from the parameter-level scorer
+        from tasks.graph.param_scoring import param_threshold
+
+        disc |= {"param_discriminator": str(cfg.param_discriminator),
+                 "param_threshold": param_threshold(cfg.param_discriminator, cfg.param_threshold)}
     edge_files = sorted(str(p) for p in folder.glob("*edges*.jsonl")) if folder else []
     made = {
         "manual": lambda: lineage_row(toolset.name, "manual", "gold edge file of the tool set", built_at, run_id,
@@ -375,7 +412,7 @@ def build_graph(cfg: GraphConfig | None = None) -> dict:
             embeddings["tgr_manual"] = gcn_propagate(base, gold, cfg.gcn_direction)
 
         # Pruning stats are cheap, so they are recorded even when nothing is scored.
-        pruning = prune(toolset, base, cfg.pruning, cfg.neighbours)
+        pruning = prune(toolset, base, cfg)
         log_pruning(toolset.name, pruning, log)
 
         def graph(edges) -> np.ndarray:
@@ -393,6 +430,21 @@ def build_graph(cfg: GraphConfig | None = None) -> dict:
             if cfg.schema_edges:
                 fused = fuse_edges(predicted, schema)
                 embeddings["tgr_fused"] = graph(f.edge for f in fused)
+        scored_parameters = []
+        if cfg.param_discriminator:  # tool edges from the best consumer input (tasks/graph/param_scoring.py)
+            from tasks.graph import param_scoring
+
+            cut = param_scoring.param_threshold(cfg.param_discriminator, cfg.param_threshold)
+            scores = param_scoring.score_parameters(cfg.param_discriminator, toolset.tools, pruning.candidates,
+                                                    cfg.batch_size, None, cfg.device)
+            param_edges = param_scoring.param_tool_edges(toolset.tools, pruning.candidates, scores, cut, predicted)
+            log.info(param_scoring.describe(scores, param_edges, cut))
+            scored_parameters = param_scoring.parameter_edges(toolset.tools, scores, cut)
+            predicted = [e.predicted for e in param_edges]
+            embeddings["tgr_discriminator"] = graph(p.edge for p in predicted)
+            if cfg.schema_edges:
+                fused = fuse_edges(predicted, schema)
+                embeddings["tgr_fused"] = graph(f.edge for f in fused)
         runs = read_runs(toolset, folder, user_runs.get(toolset.name, []), cfg.transitions)
         built = toolnet(toolset, runs, base, queries, cfg) if runs.runs else None
         if built is not None:
@@ -406,12 +458,14 @@ def build_graph(cfg: GraphConfig | None = None) -> dict:
                     f"(alpha {built.alpha}, beta {built.beta}: {built.chosen_on})" if built else "no trajectories"))
 
         table = dataset_tables(toolset, style, texts, cfg.encoder, cfg.discriminator, embeddings, queries,
-                               pruning, pairs, probs, predicted, built_at, schema, fused, decision)
+                               pruning, pairs, probs, predicted, built_at, schema, fused, decision,
+                               scored_parameters)
         if built is not None:
             extra = toolnet_rows(toolset, runs, built, cfg)
             table.rows["edges"] += extra.pop("edges")
             table.rows |= extra
-        table.rows["edge_lineage"] = lineage_rows(toolset, folder, {e["source"] for e in table.rows["edges"]}, cfg,
+        sources = {e["source"] for e in table.rows["edges"] + table.rows["parameter_edges"]}
+        table.rows["edge_lineage"] = lineage_rows(toolset, folder, sources, cfg,
                                                   decision, checkpoint, runs, built, built_at)
         tables.append(table)
         summary[toolset.name] = {

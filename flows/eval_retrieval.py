@@ -6,7 +6,10 @@ Methods per dataset: BM25, TF-IDF, the sentence encoder (``embedding``), and emb
 each graph the warehouse has for it: the discriminator graph (``embedding+TGR-d``), the
 manual/gold graph (``embedding+TGR-m``), the parameter-match (schema) graph (``embedding+TGR-s``)
 and the fused discriminator-or-schema graph (``embedding+TGR-f``), and where ``flows.gtool`` has run, the
-completed graph (base graph + predicted edges, ``embedding+TGR-c``). Every query ranks all tools of its dataset (ToolBench: all 2,479,
+completed graph (base graph + predicted edges, ``embedding+TGR-c``). Each +TGR graph also gets a fused row
+(``embedding+TGR-d(cv)`` ...: score (1 - w) cos(q, x) + w cos(q, x'), w chosen by seeded k-fold
+cross-validation over the dataset's queries, tasks/retrieval/fusion.py; the w in ``graph_weight``).
+Every query ranks all tools of its dataset (ToolBench: all 2,479,
 as the paper does, not the per-query candidate lists). Results go to the warehouse table
 ``retrieval_metrics`` (view ``retrieval_table``), ``<out>/retrieval.md`` and ``<out>/retrieval.png``.
 The dense rankings are computed with numpy and checked against the SQL macro ``query_top_k``.
@@ -38,6 +41,7 @@ from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from tasks.common.cli import Flag, Help, parse_config
+from tasks.retrieval.fusion import DEFAULT_FOLDS, DEFAULT_WEIGHTS, FusionResult, check_weights, cross_validate
 from tasks.retrieval.gcn import gcn_propagate
 from tasks.retrieval.inputs import EvalInputs, load_inputs
 from tasks.retrieval.lexical import BM25, TfIdf
@@ -62,6 +66,10 @@ GRAPH_SOURCE_OF_METHOD = {"embedding+TGR-d": "discriminator", "embedding+TGR-m":
                                              "edges (flows/gtool.py)"}
 # Built from the training runs: scored on the held-out (test) queries only, never on all queries.
 HELD_OUT_ONLY = ("embedding+TGR-t", "embedding+successors")
+# Fusion (tasks/retrieval/fusion.py): "<method>(cv)" ranks by (1 - w) cos(q, x) + w cos(q, x') with w chosen
+# by k-fold cross-validation over the dataset's queries, for every +TGR graph scored on all queries.
+FUSED_METHODS = {f"{m}(cv)": m for m, kind in EMBEDDING_METHODS.items()
+                 if kind.startswith("tgr_") and m not in HELD_OUT_ONLY}
 EXPANSION_TOPS = (1, 2, 3, 5)  # how many top results get a successor: chosen on the validation queries
 NEXT_TOOL_KS = (1, 3)
 METRIC_COLUMNS = [("recall", 5), ("recall", 10), ("ndcg", 5), ("ndcg", 10), ("pass_rate", 5), ("pass_rate", 10)]
@@ -83,12 +91,16 @@ PAPER_TABLE_2 = {
 PAPER_ENCODER = "paraphrase-minilm-l3"
 PAPER_ENCODER_METHODS = {"L3": None, "L3+TGR-d": "discriminator", "L3+TGR-m": "manual"}
 
+# The graph weight w of the fixed methods in retrieval_metrics.graph_weight (the cv rows record the w they chose).
+FIXED_GRAPH_WEIGHT = {"embedding": 0.0, "L3": 0.0, **{m: 1.0 for m in EMBEDDING_METHODS if m != "embedding"},
+                      **{m: 1.0 for m, src in PAPER_ENCODER_METHODS.items() if src}}
+
 # First stages the reranker runs after (those the warehouse has).
 RERANK_FIRST_STAGES = ("BM25", "TF-IDF", "embedding", "embedding+TGR-d", "embedding+TGR-m")
 
 
 # Every method rank_all and paper_encoder_rankings can give: what a first stage of ToolRerank may name.
-FIRST_STAGE_METHODS = ("BM25", "TF-IDF", *EMBEDDING_METHODS, *PAPER_ENCODER_METHODS)
+FIRST_STAGE_METHODS = ("BM25", "TF-IDF", *EMBEDDING_METHODS, *FUSED_METHODS, *PAPER_ENCODER_METHODS)
 
 
 @dataclass
@@ -118,6 +130,13 @@ class EvalConfig:
         "also rank with this encoder on the warehouse's tool texts and edges (rows L3, L3+TGR-d, L3+TGR-m; default: "
         "the TGR paper's paraphrase-MiniLM-L3-v2, offline ONNX); none, or the warehouse's own encoder: no extra rows")] = \
         PAPER_ENCODER
+    graph_weights: Annotated[tuple[float, ...], Help(
+        "the grid of the graph weight w of the '(cv)' rows, score (1 - w) cos(q, x) + w cos(q, x'): distinct values in "
+        "[0, 1], 0 (the embedding alone) and 1 (+TGR) among them")] = DEFAULT_WEIGHTS
+    cv_folds: Annotated[int, Help(
+        "folds of the cross-validation that chooses w per dataset and graph (at most the number of queries)")] = \
+        DEFAULT_FOLDS
+    cv_seed: Annotated[int, Help("seed of the cross-validation's fold split")] = 0
 
     def __post_init__(self) -> None:
         if not self.warehouse or not self.out_dir:
@@ -129,6 +148,9 @@ class EvalConfig:
         unknown = [m for m in self.rerank_first_stages if m not in FIRST_STAGE_METHODS]
         if unknown:
             raise ValueError(f"rerank_first_stages {unknown}: not a retrieval method ({', '.join(FIRST_STAGE_METHODS)})")
+        check_weights(self.graph_weights)
+        if not isinstance(self.cv_folds, int) or self.cv_folds < 2:
+            raise ValueError(f"cv_folds {self.cv_folds}: a whole number >= 2")
 
 
 @task(cache_policy=NO_CACHE)
@@ -145,6 +167,24 @@ def rank_all(inputs: EvalInputs, k: int) -> dict[str, list[list[int]]]:
             top = top_k_from_scores(cosine_scores(inputs.query_embeddings, inputs.embeddings[kind]), k)
             rankings[name] = [r.tolist() for r in top]
     return rankings
+
+
+@task(cache_policy=NO_CACHE)
+def fused_rankings(inputs: EvalInputs, cfg: EvalConfig, depth: int) -> dict[str, FusionResult]:
+    """Per +TGR graph the dataset has (``FUSED_METHODS``): each query ranked by (1 - w) cos(q, x) + w cos(q, x')
+    with w chosen by cross-validation on the other folds' queries (tasks/retrieval/fusion.py)."""
+    if "base" not in inputs.embeddings or len(inputs.query_ids) < 2:
+        return {}
+    index = {t: i for i, t in enumerate(inputs.tool_ids)}
+    golds = [{index[t] for t in g} for g in inputs.golds]
+    base = cosine_scores(inputs.query_embeddings, inputs.embeddings["base"])
+    out = {}
+    for name, method in FUSED_METHODS.items():
+        kind = EMBEDDING_METHODS[method]
+        if kind in inputs.embeddings:
+            out[name] = cross_validate(base, cosine_scores(inputs.query_embeddings, inputs.embeddings[kind]), golds,
+                                       cfg.graph_weights, cfg.cv_folds, cfg.cv_seed, depth)
+    return out
 
 
 def paper_encoder_scores(warehouse: str, inputs: EvalInputs, encoder: str) -> dict[str, np.ndarray]:
@@ -237,13 +277,19 @@ def sql_agreement(warehouse: str, inputs: EvalInputs, rankings: dict[str, list[l
 
 
 def metric_rows(dataset: str, rankings: dict[str, list[list[str]]], golds: list[set[str]],
-                ks: tuple[int, ...], at: datetime, query_split: str = "all") -> list[dict]:
+                ks: tuple[int, ...], at: datetime, query_split: str = "all",
+                fused: dict[str, FusionResult] | None = None) -> list[dict]:
+    """One row per method and k; the graph weight w of the embedding methods (``FIXED_GRAPH_WEIGHT``) and of
+    the '(cv)' rows (``fused``: the w chosen on all queries, and per fold) goes with it."""
     rows = []
     for method, ranked in rankings.items():
         m = evaluate_rankings(ranked, golds, ks)
+        weight = {"graph_weight": FIXED_GRAPH_WEIGHT[method]} if method in FIXED_GRAPH_WEIGHT else {}
+        if fused and method in fused:
+            weight = {"graph_weight": fused[method].weight, "graph_weight_folds": fused[method].fold_weights}
         rows += [{"dataset": dataset, "method": method, "k": k, "recall": m[f"recall@{k}"], "ndcg": m[f"ndcg@{k}"],
                   "pass_rate": m[f"pass_rate@{k}"], "n_queries": len(golds), "evaluated_at": at,
-                  "query_split": query_split} for k in ks]
+                  "query_split": query_split} | weight for k in ks]
     return rows
 
 
@@ -324,7 +370,7 @@ def next_tool_rows(inputs: EvalInputs, tn: ToolNetInputs, at: datetime) -> list[
 
 
 def held_out_rows(inputs: EvalInputs, deep: dict[str, list[list[int]]], tn: ToolNetInputs, ks: tuple[int, ...],
-                  at: datetime) -> tuple[list[dict], int | None]:
+                  at: datetime, fused: dict[str, FusionResult] | None = None) -> tuple[list[dict], int | None]:
     """Every method on the test queries, ``embedding+successors`` included (its number of expanded
     top results chosen on the validation queries by Recall@5, then NDCG@5); and that number."""
     split = [tn.split_of_query.get(q) for q in inputs.query_ids]
@@ -346,7 +392,7 @@ def held_out_rows(inputs: EvalInputs, deep: dict[str, list[list[int]]], tn: Tool
     rankings = {m: [[inputs.tool_ids[t] for t in r[:max(ks)]] for r in (ranked[i] for i in test)]
                 for m, ranked in deep.items()}
     rankings["embedding+successors"] = expanded(top, test)
-    return metric_rows(inputs.dataset, rankings, [inputs.golds[i] for i in test], ks, at, "test"), top
+    return metric_rows(inputs.dataset, rankings, [inputs.golds[i] for i in test], ks, at, "test", fused), top
 
 
 # The paper's ToolBench rows are its I1 split (single-tool queries): ToolBench's G1_* query groups.
@@ -354,7 +400,8 @@ PAPER_SUBSET = {"toolbench_stable": ("I1", "G1_")}
 
 
 def paper_subset_rows(dataset: str, rankings: dict[str, list[list[str]]], golds: list[set[str]],
-                      groups: list[str | None], ks: tuple[int, ...], at: datetime) -> list[dict]:
+                      groups: list[str | None], ks: tuple[int, ...], at: datetime,
+                      fused: dict[str, FusionResult] | None = None) -> list[dict]:
     """Metric rows on the queries of the paper's split (ToolBench I1 = G1_*), for the markdown only."""
     if dataset not in PAPER_SUBSET:
         return []
@@ -363,7 +410,15 @@ def paper_subset_rows(dataset: str, rankings: dict[str, list[list[str]]], golds:
     if not keep:
         return []
     sub = {m: [r[i] for i in keep] for m, r in rankings.items()}
-    return metric_rows(f"{dataset} {name}", sub, [golds[i] for i in keep], ks, at)
+    return metric_rows(f"{dataset} {name}", sub, [golds[i] for i in keep], ks, at, fused=fused)
+
+
+def weight_cell(row: dict) -> str:
+    """The w column: the graph weight of the row's score, and for a '(cv)' row the w chosen per fold."""
+    if row.get("graph_weight") is None:
+        return ""
+    folds = row.get("graph_weight_folds")
+    return f"{row['graph_weight']:g}" + (f" (folds {'/'.join(f'{w:g}' for w in folds)})" if folds else "")
 
 
 def markdown_table(rows: list[dict], agreement: dict[str, dict[str, float]],
@@ -377,27 +432,32 @@ def markdown_table(rows: list[dict], agreement: dict[str, dict[str, float]],
              "the shared data sets are not the paper's (ToolBench: all six subsets over 2,479 APIs; API-Bank: 71 APIs).",
              "Graphs: " + "; ".join(f"`{m}` {src}" for m, src in GRAPH_SOURCE_OF_METHOD.items()) + ". "
              "`L3` rows: the paper's paraphrase-MiniLM-L3-v2 (offline ONNX) on the same tool texts, alone and with "
-             "Eq. 3 over the warehouse's discriminator (`L3+TGR-d`) and gold (`L3+TGR-m`) graphs.", ""]
+             "Eq. 3 over the warehouse's discriminator (`L3+TGR-d`) and gold (`L3+TGR-m`) graphs. "
+             "`(cv)` rows rank by (1 - w) cos(q, x) + w cos(q, x') (x' the graph-propagated embedding) with w chosen "
+             "on Recall@5, then NDCG@5, of the other folds of a seeded k-fold split of the queries, so each query is "
+             "scored with a w chosen without it; column w: the w chosen on all queries, and per fold "
+             "(embedding: 0, +TGR: 1).", ""]
     for dataset in dict.fromkeys(r["dataset"] for r in rows):
         n = next(r["n_queries"] for r in rows if r["dataset"] == dataset)
         encoder = f", encoder `{encoders[dataset]}`" if encoders.get(dataset) else ""
         lines += [f"## {dataset} ({n} queries{encoder})", "",
-                  "| method | R@5 | R@10 | N@5 | N@10 | P@5 | P@10 |", "|---|---|---|---|---|---|---|"]
+                  "| method | R@5 | R@10 | N@5 | N@10 | P@5 | P@10 | w |", "|---|---|---|---|---|---|---|---|"]
         for method in dict.fromkeys(r["method"] for r in rows if r["dataset"] == dataset):
             vals = [by[(dataset, method, k)][metric] for metric, k in METRIC_COLUMNS]
-            lines.append(f"| {method} | " + " | ".join(f"{v:.3f}" for v in vals) + " |")
+            lines.append(f"| {method} | " + " | ".join(f"{v:.3f}" for v in vals) + f" | {weight_cell(by[(dataset, method, 5)])} |")
         paper = PAPER_TABLE_2.get(dataset, {})
         sub_name = f"{dataset} {PAPER_SUBSET[dataset][0]}" if dataset in PAPER_SUBSET else None
         sub = [r for r in subset_rows or [] if r["dataset"] == sub_name]
         if sub:
             lines += ["", f"Queries of the paper's split only, {sub_name} ({sub[0]['n_queries']} queries: "
                       f"{PAPER_SUBSET[dataset][1]}* groups), beside the paper's rows:", "",
-                      "| method | R@5 | R@10 | N@5 | N@10 | P@5 | P@10 |", "|---|---|---|---|---|---|---|"]
+                      "| method | R@5 | R@10 | N@5 | N@10 | P@5 | P@10 | w |", "|---|---|---|---|---|---|---|---|"]
             for method in dict.fromkeys(r["method"] for r in sub):
                 vals = [by[(sub_name, method, k)][metric] for metric, k in METRIC_COLUMNS]
-                lines.append(f"| {method} | " + " | ".join(f"{v:.3f}" for v in vals) + " |")
+                lines.append(f"| {method} | " + " | ".join(f"{v:.3f}" for v in vals)
+                             + f" | {weight_cell(by[(sub_name, method, 5)])} |")
         for method, vals in paper.items():
-            lines.append(f"| paper: {method} | " + " | ".join(f"{v:.3f}" for v in vals) + " |")
+            lines.append(f"| paper: {method} | " + " | ".join(f"{v:.3f}" for v in vals) + " | |")
         if agreement.get(dataset):
             lines += ["", "SQL `query_top_k` vs numpy top-10, share of queries with the same ranking (ties within 1e-6 aside): "
                       + ", ".join(f"{m} {v:.3f}" for m, v in agreement[dataset].items())]
@@ -421,10 +481,10 @@ def toolnet_markdown(rows: list[dict], next_tool: list[dict], info: dict[str, di
         if held:
             lines += [f"Retrieval on the {held[0]['n_queries']} test queries (successor expansion of the top "
                       f"{meta['expansion_top']}, chosen on validation):", "",
-                      "| method | R@5 | R@10 | N@5 | N@10 | P@5 | P@10 |", "|---|---|---|---|---|---|---|"]
+                      "| method | R@5 | R@10 | N@5 | N@10 | P@5 | P@10 | w |", "|---|---|---|---|---|---|---|---|"]
             for method in dict.fromkeys(r["method"] for r in held):
                 vals = [by[(method, k)][metric] for metric, k in METRIC_COLUMNS]
-                lines.append(f"| {method} | " + " | ".join(f"{v:.3f}" for v in vals) + " |")
+                lines.append(f"| {method} | " + " | ".join(f"{v:.3f}" for v in vals) + f" | {weight_cell(by[(method, 5)])} |")
         nt = {(r["method"], r["k"]): r for r in next_tool if r["dataset"] == dataset}
         if nt:
             lines += ["", "| next-tool ranker | hit@1 | hit@3 | steps |", "|---|---|---|---|"]
@@ -488,22 +548,30 @@ def eval_retrieval(cfg: EvalConfig | None = None) -> dict:
         raise ValueError(f"no queries with gold tools for {missing} in {cfg.warehouse}; it has {available}")
     at = datetime.now(timezone.utc).replace(tzinfo=None)
     rows, agreement, encoders, reranked, subset_rows = [], {}, {}, [], []
-    next_tool, toolnet_info = [], {}
+    next_tool, toolnet_info, fusion = [], {}, {}
     for dataset in cfg.datasets or available:
         inputs = load_inputs(cfg.warehouse, dataset)
         encoders[dataset] = inputs.encoder
-        deep = rank_all(inputs, max(max(cfg.ks), DEPTH) if cfg.rerank else max(cfg.ks))
+        depth = max(max(cfg.ks), DEPTH) if cfg.rerank else max(cfg.ks)
+        deep = rank_all(inputs, depth)
+        fused = fused_rankings(inputs, cfg, depth)
+        deep |= {name: result.rankings for name, result in fused.items()}
+        fusion[dataset] = {name: {"weight": r.weight, "fold_weights": r.fold_weights, "grid": list(r.weights),
+                                  "grid_recall_5": r.grid_recall} for name, r in fused.items()}
+        for name, r in fused.items():
+            log.info(f"{dataset} {name}: w per fold {r.fold_weights}, on all queries {r.weight}; in-sample R@5 over "
+                     f"the grid {dict(zip(r.weights, (round(x, 4) for x in r.grid_recall)))}")
         if cfg.paper_encoder and cfg.paper_encoder != inputs.encoder:
             deep |= paper_encoder_rankings(cfg.warehouse, inputs, cfg.paper_encoder, max(cfg.ks))
         rankings = as_ids(inputs, deep, max(cfg.ks))
         if cfg.sql_check:
             agreement[dataset] = sql_agreement(cfg.warehouse, inputs, rankings, max(cfg.ks))
         overall = {m: r for m, r in rankings.items() if m not in HELD_OUT_ONLY}
-        rows += metric_rows(dataset, overall, inputs.golds, cfg.ks, at)
-        subset_rows += paper_subset_rows(dataset, overall, inputs.golds, inputs.query_groups, cfg.ks, at)
+        rows += metric_rows(dataset, overall, inputs.golds, cfg.ks, at, fused=fused)
+        subset_rows += paper_subset_rows(dataset, overall, inputs.golds, inputs.query_groups, cfg.ks, at, fused)
         tn = load_toolnet(cfg.warehouse, inputs)
         if tn is not None:
-            held, top = held_out_rows(inputs, deep, tn, cfg.ks, at)
+            held, top = held_out_rows(inputs, deep, tn, cfg.ks, at, fused)
             rows += held
             next_tool += next_tool_rows(inputs, tn, at)
             toolnet_info[dataset] = {"alpha": tn.build["alpha"], "beta": tn.build["beta"],
@@ -524,7 +592,7 @@ def eval_retrieval(cfg: EvalConfig | None = None) -> dict:
     (out / "retrieval.md").write_text(table + "\n", encoding="utf-8")
     plot([r for r in rows if r["query_split"] == "all"], out / "retrieval.png")
     print(table)
-    summary = {"rows": rows, "next_tool_rows": next_tool, "toolnet": toolnet_info, "paper_subset_rows": subset_rows, "sql_agreement": agreement, "markdown": str(out / "retrieval.md"),
+    summary = {"rows": rows, "next_tool_rows": next_tool, "toolnet": toolnet_info, "fusion": fusion, "paper_subset_rows": subset_rows, "sql_agreement": agreement, "markdown": str(out / "retrieval.md"),
                "plot": str(out / "retrieval.png")}
     if reranked:
         text = "\n".join(["# ToolRerank after each first stage (tasks/retrieval/rerank/, docs/retrieval.md)", ""] +

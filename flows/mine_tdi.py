@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -30,7 +30,7 @@ from prefect.cache_policies import NO_CACHE
 from models.embedded_llm.catalog import DEFAULT_MODEL
 from schemas.docs import schema_errors
 from tasks.dataset.accounting import OUTCOME_SCHEMA, AccountingSummary, write_records_db
-from tasks.common.cli import parse_config
+from tasks.common.cli import Help, parse_config
 from tasks.llm.config import EMBEDDED, EMBEDDED_CONCURRENCY, ENDPOINT_CONCURRENCY, LLMConfig, split_userinfo
 from tasks.llm.ledger import ledger_rows, usage_summary
 from tasks.llm.structured import StructuredRequest, StructuredResult
@@ -48,16 +48,17 @@ from tasks.mining.review import (
     sample_doc_pairs,
     seeded_sample,
 )
-from tasks.mining.dataset import ORIGIN_LLM, DependencyPair, MinedBalanceConfig, MinedBalanced, balance_mined
+from tasks.mining.dataset import ORIGIN_LLM, DependencyPair, MinedBalanceConfig, MinedBalanced, balance_mined, single_output
 from tasks.mining.facts import FileRejection, ModuleFacts
 from tasks.mining.filters import DEFAULT_MAX_PRODUCERS_PER_PARAM
 from tasks.mining.mine import MineResult, build_docs, resolve_flows
 from tasks.mining.parse import parse_chunk, parse_file, parse_record
+from tasks.mining.pin import describe_sources, file_records, manifest_summary, pinned_items, read_pin, write_sources
 from tasks.mining.sources import FileItem, default_roots, top_package, tree_files
 from tasks.agents.prompts import EXTRACT, VALIDATE
 from tasks.dataset.gate import publish_with_card, quality_gate
 from tasks.dataset.publish import dataset_lock, fresh_staging
-from tasks.dataset.shards import ShardConfig, ShardInfo, build_manifest, load_snippet, write_shards
+from tasks.dataset.shards import PARAMETER_COLUMNS_CARD, ShardConfig, ShardInfo, build_manifest, load_snippet, write_shards
 
 SOURCES = ("stdlib", "site-packages", "tree", "codesearchnet")
 EMBEDDED_MODEL = DEFAULT_MODEL  # the packaged model --base-url embedded serves
@@ -88,6 +89,11 @@ class MineTDIConfig:
         "help": "reject flows into a parameter that more than this many distinct producers reach (generic sinks such "
                 "as assert_equal(actual) or dumps(obj)); none: keep them"})
     rows_per_shard: int = field(default=50_000, metadata={"help": "rows per Parquet shard"})
+    pin: Annotated[str | None, Help(
+        "a mined dataset's sources.json (or its folder): mine exactly its files, in its order, each found again under "
+        "its root (stdlib and site-packages under this interpreter's); refused when one is missing or its sha256 "
+        "differs. The pin fixes the file list: --source (but codesearchnet, which cannot be pinned), --tree-paths "
+        "and --limit-files are not used")] = None
     # -- optional LLM review (tasks/mining/review.py); nothing is sent to an LLM while both counts are 0 --
     base_url: str | None = field(default=None, metadata={
         "help": "OpenAI-compatible endpoint for --rewrite-docs / --judge-sample, or 'embedded' (the packaged local "
@@ -108,6 +114,13 @@ class MineTDIConfig:
         "choices": JUDGE_ACTIONS})
 
     def __post_init__(self) -> None:
+        if self.pin is not None:
+            if self.limit_files is not None:
+                raise ValueError(f"--pin {self.pin} fixes the file list; --limit-files {self.limit_files} would sample it again")
+            if "codesearchnet" in self.source:
+                raise ValueError("--pin fixes source files; CodeSearchNet records are no files and cannot be pinned: "
+                                 "leave 'codesearchnet' out of --source")
+            read_pin(self.pin)  # PinError (a ValueError) on a file that is no sources.json
         if self.base_url is None:
             object.__setattr__(self, "base_url", _env_base_url())
         if self.rewrite_docs < 0 or self.judge_sample < 0:
@@ -152,6 +165,21 @@ def list_files(cfg: MineTDIConfig) -> list[FileItem]:
         items = sorted(random.Random(cfg.seed).sample(items, cfg.limit_files), key=lambda i: i.path)
     get_run_logger().info("%d source files from %s", len(items), ",".join(cfg.source))
     return items
+
+
+def source_files(cfg: MineTDIConfig) -> tuple[list[FileItem], dict[str, Any]]:
+    """The files to mine and their ``sources.json`` (tasks/mining/pin.py): listed and hashed, or with
+    ``--pin`` exactly the pinned files, each checked against its pinned sha256."""
+    if cfg.pin is None:
+        items = list_files(cfg)
+        records = file_records(items)
+    else:
+        items, records = pinned_items(read_pin(cfg.pin), f"--pin {cfg.pin}")
+        get_run_logger().info("%d source files from the pin %s, every sha256 as pinned", len(items), cfg.pin)
+    described = describe_sources(records, cfg.pin)
+    get_run_logger().info("sources: %d files in %d packages, sha256 %s", described["n_files"], len(described["packages"]),
+                          described["sha256"])
+    return items, described
 
 
 def _codesearchnet_modules(path: str) -> tuple[list[ModuleFacts | FileRejection], int]:
@@ -209,7 +237,8 @@ def load_llm_pairs(folder: str) -> tuple[list[DependencyPair], dict[str, dict[st
             continue
         dep, pre = f"tdi:{row['tool_a_id']}", f"tdi:{row['tool_b_id']}"
         docs[dep], docs[pre] = json.loads(row["doc_a"]), json.loads(row["doc_b"])
-        pairs.append(DependencyPair(f"tdi:{row['pair_id']}", dep, pre, ORIGIN_LLM, "tdi"))
+        pairs.append(DependencyPair(f"tdi:{row['pair_id']}", dep, pre, ORIGIN_LLM, "tdi",
+                                    row.get("consumer_param"), row.get("producer_output")))  # v1 shards: None
     get_run_logger().info("%d LLM-validated pairs from %s", len(pairs), folder)
     return pairs, docs
 
@@ -404,6 +433,13 @@ def write_mined_card(out_dir: Path, manifest: dict[str, Any], folder: Path | Non
         "| 1 | no_dependency | `hard_negative` (same top-level package, no flow either way), `shuffled` (across packages) |",
         "| 2 | b_depends_on_a | `mined_swapped` / `swapped`: class 0 swapped |",
         "",
+        *PARAMETER_COLUMNS_CARD,
+        "- Here `consumer_param` is the consumer's parameter the producer's return value reaches in the mined code; "
+        "`producer_output` is the producer doc's one output where it declares exactly one (null after output dropout "
+        "unless its name says the same output); pairs mixed from build-tdi carry what their source has.",
+        *([f"- dependent pairs {p['dependent_pairs']}: with consumer_param {p['consumer_param']}, with producer_output "
+           f"{p['producer_output']}"] if (p := mining.get("parameters")) else []),
+        "",
         "## Counts",
         "| split | a_depends_on_b | no_dependency | b_depends_on_a |",
         "|---|---|---|---|",
@@ -447,10 +483,12 @@ def _mine_tdi(cfg: MineTDIConfig) -> dict[str, Any]:
     out_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
 
-    result = mine(list_files(cfg), cfg)
+    items, sources = source_files(cfg)
+    result = mine(items, cfg)
     mine_seconds = time.perf_counter() - t0
     docs = docs_for(result, cfg.workers)
-    pairs = [DependencyPair(f.record_id, f.consumer, f.producer, "mined", top_package(f.consumer)) for f in result.flows]
+    pairs = [DependencyPair(f.record_id, f.consumer, f.producer, "mined", top_package(f.consumer), f.param,
+                            single_output(docs.get(f.producer))) for f in result.flows]
     llm_pairs: list[DependencyPair] = []
     if cfg.mix_tdi:
         llm_pairs, llm_docs = load_llm_pairs(cfg.mix_tdi)
@@ -493,6 +531,7 @@ def _mine_tdi(cfg: MineTDIConfig) -> dict[str, Any]:
         raise RuntimeError(f"no usable pairs: nothing to write (rejections by reason: {summary.by_reason}); see {out_dir / 'records.duckdb'}")
 
     staging = fresh_staging(out_dir)
+    write_sources(staging, sources)  # sources.json: published with the shards (tasks/dataset/publish.py)
     infos = stage_shards(balanced.rows, staging, ShardConfig(rows_per_shard=cfg.rows_per_shard, seed=cfg.seed))
     report = quality_gate(out_dir, staging)
     mining = {
@@ -506,6 +545,7 @@ def _mine_tdi(cfg: MineTDIConfig) -> dict[str, Any]:
         "docs": len(docs),
         "docs_outputs_dropped": balanced.dropped_outputs,
         "negatives": balanced.negatives,
+        "parameters": balanced.parameters,  # dependent pairs in the rows, with consumer_param / producer_output set
         "mine_seconds": round(mine_seconds, 1),  # list, parse and resolve
         "seconds": round(time.perf_counter() - t0, 1),  # everything up to the published shards
     }
@@ -519,6 +559,7 @@ def _mine_tdi(cfg: MineTDIConfig) -> dict[str, Any]:
             "per_class_target": cfg.per_class,
             "output_dropout": cfg.output_dropout,
             "mining": mining,
+            "sources": manifest_summary(sources),  # every package with its version and sha256; files in sources.json
             "accounting": summary.as_dict(),
             "quality": {"success": report.success, "checks": len(report.checks)},
             **({"llm": llm_review} if llm_review is not None else {}),

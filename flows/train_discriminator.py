@@ -43,7 +43,8 @@ from tasks.training.examples import (
     none_weights,
     with_both_orders,
 )
-from tasks.training.metrics import CALIBRATION_CRITERIA, choose_threshold, evaluate_probs, format_comparison, schema_rule_metrics
+from tasks.training.metrics import (CALIBRATION_CRITERIA, choose_threshold, evaluate_with_rules, format_beyond_rule,
+                                    format_comparison)
 from tasks.training.plots import plot_confusion, plot_training_curves
 from tasks.training.strict_json import write_json
 from tasks.training.trainer import (StageArguments, TrainResult, pick_device, predict_examples, seed_everything,
@@ -112,6 +113,16 @@ class TrainDiscriminatorConfig:
     seed: Annotated[int, Help("seed of sampling, splits, init and shuffling")] = 42
     resume: Annotated[bool, Help("continue each stage from its newest checkpoint")] = False
     progress: Annotated[bool, Help("progress bars")] = True
+    param_level: Annotated[bool, Help(
+        "also train the parameter-level scorer (one consumer input against one producer; tasks/training/param_scorer.py) "
+        "on the TDI v2 consumer_param rows and the --param-toolsets' parameter edges, calibrated on their validation "
+        "part; saved to <output>/param/best with calibration.json (build-graph --param-discriminator)")] = False
+    param_toolsets: Annotated[tuple[str, ...], Help(
+        "with --param-level: tool sets with param_edges.jsonl (benchmark names or folders), split by group 80/20 "
+        "into training and validation")] = ()
+    param_name_dropout: Annotated[float, Help(
+        "with --param-level: chance a training side shows meanings instead of identifiers (identifier dropout)")] = 0.3
+    param_max_examples: Annotated[int, Help("with --param-level: cap on training examples (seeded sample)")] = 20000
 
     def __post_init__(self) -> None:
         if self.checkpoint is not None and not (Path(self.checkpoint) / "config.json").exists():
@@ -157,6 +168,21 @@ class TrainDiscriminatorConfig:
             raise ValueError(f"--calibration {self.calibration!r}: choose {' or '.join(CALIBRATION_CRITERIA)}")
         if self.calibrate_on not in CALIBRATE_ON:
             raise ValueError(f"--calibrate-on {self.calibrate_on!r}: choose finetune, tdi or both")
+        if self.param_toolsets and not self.param_level:
+            raise ValueError("--param-toolsets: only with --param-level")
+        if self.param_level:
+            if self.checkpoint is not None:
+                raise ValueError("--param-level trains a model: not with --checkpoint (evaluate only)")
+            if self.pretrain_data == "none" and not self.param_toolsets:
+                raise ValueError("--param-level: nothing to train on (--pretrain-data none and no --param-toolsets)")
+            for spec in self.param_toolsets:
+                if spec not in BENCHMARKS and not Path(spec).is_dir():
+                    raise ValueError(f"--param-toolsets {spec!r} is neither a benchmark ({', '.join(BENCHMARKS)}) "
+                                     "nor a tool set folder")
+            if not 0.0 <= self.param_name_dropout <= 1.0:
+                raise ValueError(f"--param-name-dropout {self.param_name_dropout}: must lie in [0, 1]")
+            if self.param_max_examples < 1:
+                raise ValueError(f"--param-max-examples {self.param_max_examples}: must be at least 1")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -239,6 +265,44 @@ def train_stage(stage: str, init_model: str, train: list[PairExample], valid: li
                             stage=stage, best_dir=best_dir)
 
 
+def train_param_level(cfg: TrainDiscriminatorConfig, out: Path, batch_size: int, logger) -> dict[str, Any]:
+    """The parameter-level scorer (``--param-level``): TDI v2 parameter examples (train / validation split)
+    plus the ``--param-toolsets``' parameter edges (groups 80/20), one stage from the base model, the cut
+    chosen on validation; ``<out>/param/best`` with calibration.json."""
+    from tasks.training.param_examples import load_tdi_param_examples, split_groups, toolset_param_examples
+    from tasks.training.param_scorer import PARAM_MAX_LENGTH, train_param_scorer
+
+    train, valid = [], []
+    tdi = resolve_pretrain_data(cfg.pretrain_data)
+    if tdi is not None:
+        train += load_tdi_param_examples(tdi, "train", seed=cfg.seed)
+        try:
+            valid += load_tdi_param_examples(tdi, "validation", seed=cfg.seed)
+        except FileNotFoundError:
+            logger.warning("%s has no validation shards: parameter-level validation from the tool sets only", tdi)
+    for spec in cfg.param_toolsets:
+        toolset = _load_toolset(spec, cfg.benchmarks_root)
+        fit, held, _ = split_groups({t.group for t in toolset.tools}, (0.8, 0.2, 0.0), cfg.seed)
+        train += toolset_param_examples(toolset, fit, seed=cfg.seed)
+        valid += toolset_param_examples(toolset, held, seed=cfg.seed)
+    random.Random(cfg.seed).shuffle(train)
+    train = train[: cfg.param_max_examples]
+    if not train or not valid:
+        raise ValueError(f"--param-level: {len(train)} training and {len(valid)} validation examples; need both "
+                         "(a TDI v2 dataset with consumer_param, or --param-toolsets with param_edges.jsonl)")
+    args = StageArguments(epochs=1.0, batch_size=batch_size, eval_batch_size=batch_size * 4, learning_rate=1e-4,
+                          max_length=min(cfg.max_length, PARAM_MAX_LENGTH), seed=cfg.seed, max_steps=cfg.max_steps,
+                          evals_per_epoch=2, progress=cfg.progress)
+    logger.info("parameter level: %d training examples (%d positive), %d validation", len(train),
+                sum(e.label for e in train), len(valid))
+    result, calibration = train_param_scorer(load_model(cfg.base_model, cfg.encoder_layers), load_tokenizer(cfg.base_model),
+                                             train, valid, args, out / "param", cfg.param_name_dropout, cfg.calibration,
+                                             cfg.target_precision)
+    logger.info("parameter level: cut %.3f, validation P %.3f R %.3f F1 %.3f; %s", calibration["threshold"],
+                calibration["precision"], calibration["recall"], calibration["f1"], result.best_dir)
+    return {"best_dir": str(result.best_dir), "calibration": calibration, "train": len(train), "validation": len(valid)}
+
+
 @task(cache_policy=NO_CACHE)
 def score_examples(checkpoint: Path, examples: list[PairExample], max_length: int, batch_size: int, symmetric: bool,
                    progress: bool) -> list[list[float]]:
@@ -248,10 +312,9 @@ def score_examples(checkpoint: Path, examples: list[PairExample], max_length: in
 
 
 def report(examples: list[PairExample], probs, threshold: float | None) -> dict[str, Any]:
-    """Discriminator (argmax, calibrated, direction) and the parameter-match rule on the same pairs."""
-    y = [e.label for e in examples]
-    return {**evaluate_probs(y, probs, threshold), "schema_rule": schema_rule_metrics(examples),
-            "schema_rule_partial": schema_rule_metrics(examples, partial=True), "counts": label_counts(examples)}
+    """Discriminator (argmax, calibrated, direction, beyond-rule recall) and both parameter-match
+    rules on the same pairs."""
+    return {**evaluate_with_rules(examples, probs, threshold), "counts": label_counts(examples)}
 
 
 def comparison_rows(section: dict[str, Any]) -> dict[str, dict]:
@@ -275,6 +338,8 @@ def model_card(cfg: TrainDiscriminatorConfig, summary: dict[str, Any]) -> str:
         rows.append((f"validation ({name}): parameter-match rule", section["schema_rule"]["dependency"]))
     rows.append(("paper Table 3, test", PAPER_TABLE_3))
     table = "\n".join(f"| {name} | {m['precision']:.3f} | {m['recall']:.3f} | {m['f1']:.3f} |" for name, m in rows)
+    beyond = "\n".join(f"- {name}: {format_beyond_rule(section.get('calibrated', section['argmax']).get('beyond_rule'))}"
+                       for name, section in (("test", test), *((f"validation ({n})", v) for n, v in (valid or {}).items())))
     data = summary["data"]
     return f"""---
 library_name: transformers
@@ -307,6 +372,10 @@ With `transformers.pipeline("text-classification", model=...)`, pass the two str
 | set | P | R | F1 |
 |---|---|---|---|
 {table}
+
+Beyond-rule: the discriminator on the gold dependencies neither name rule (exact, partial) finds (recall),
+and on the pairs neither rule fires on (precision of its dependency predictions there).
+{beyond}
 
 Direction accuracy on true test dependency pairs: {test['direction']['accuracy']}.
 Confusion matrix (test, rows true, columns predicted): `{headline['confusion_matrix']}`
@@ -457,12 +526,15 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
     if cfg.checkpoint is None:
         finish_checkpoint(ckpt, best, summary, model_card(cfg, summary))
         plot_training_curves(stages, out / "training_curves.png")
+    if cfg.param_level:
+        summary["param"] = train_param_level(cfg, out, batch_size, logger)
     write_json(out / "metrics.json", summary)
     headline = summary["test"].get("calibrated", summary["test"]["argmax"])
     plot_confusion(headline["confusion_matrix"], out / "confusion_matrix_test.png", f"test: {', '.join(cfg.test)}")
     logger.info("checkpoint: %s; metrics: %s", best, out / "metrics.json")
     return {"best_dir": str(best), "metrics_path": str(out / "metrics.json"), "test": summary["test"],
-            "validation": summary.get("validation"), "calibration": summary.get("calibration")}
+            "validation": summary.get("validation"), "calibration": summary.get("calibration"),
+            "param": summary.get("param")}
 
 
 # ---------------------------------------------------------------------------------------------

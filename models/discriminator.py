@@ -243,7 +243,37 @@ def load_calibration(checkpoint: str | Path) -> dict | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
-@torch.no_grad()
+SCORING_PRECISIONS = ("fp32", "bf16", "int8")  # fp32: the reference; the others change the numbers (opt-in)
+
+
+def scoring_model(model: PreTrainedModel, precision: str = "fp32") -> PreTrainedModel:
+    """The model ``predict_proba`` runs at ``precision``: fp32 the model itself; bf16 a copy with bf16
+    weights (about 1.7x on CPUs with AVX512-BF16/AMX; autocast over fp32 weights gains only about 1.2x,
+    as it casts every weight on every batch); int8 a copy whose Linear layers are dynamically quantized
+    (``torch.ao.quantization.quantize_dynamic``: int8 weights, activations quantized per batch; CPU only).
+    Prepare once per scoring run, not per call: it takes about a second."""
+    if precision not in SCORING_PRECISIONS:
+        raise ValueError(f"scoring precision {precision!r}: one of {', '.join(SCORING_PRECISIONS)}")
+    if precision == "fp32" or getattr(model, "scoring_precision", "fp32") == precision:
+        return model
+    import copy
+    import warnings
+
+    if precision == "bf16":
+        prepared = copy.deepcopy(model).eval().to(torch.bfloat16)
+    else:
+        if next(model.parameters()).device.type != "cpu":
+            raise ValueError("int8 scoring (dynamic quantization) runs on CPU only; use fp32 or bf16 on a GPU")
+        from torch.ao.quantization import quantize_dynamic
+
+        with warnings.catch_warnings():  # torch.ao's deprecation notices say nothing actionable here
+            warnings.simplefilter("ignore")
+            prepared = quantize_dynamic(model.eval(), {torch.nn.Linear}, dtype=torch.qint8, inplace=False)
+    prepared.scoring_precision = precision
+    return prepared
+
+
+@torch.inference_mode()
 def predict_proba(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
@@ -255,22 +285,27 @@ def predict_proba(
     progress: bool = False,
     ignore: Sequence[Collection[str]] | None = None,
     ignore_inputs: Sequence[Collection[str]] | None = None,
+    precision: str = "fp32",
 ) -> torch.Tensor:
-    """Class probabilities (n, 3) for doc pairs, in input order; batches sorted by length for speed.
+    """Class probabilities (n, 3) for doc pairs, in input order; batches sorted by length and padded
+    only to their longest pair (not to ``max_length``).
 
     ``symmetric``: also score every pair swapped and average ``p(a, b)`` with the label-swapped
     ``p(b, a)`` (test-time symmetry: twice the cost, no position bias, consistent directions).
+    ``precision``: "fp32" (the reference), "bf16" or "int8" (``scoring_model``; pass a model it prepared, or
+    each call prepares a copy). On CUDA the forward always runs under bf16 autocast.
     """
     if symmetric:
         forward = predict_proba(model, tokenizer, docs_a, docs_b, max_length, batch_size, progress=progress,
-                                ignore=ignore, ignore_inputs=ignore_inputs)
+                                ignore=ignore, ignore_inputs=ignore_inputs, precision=precision)
         backward = predict_proba(model, tokenizer, docs_b, docs_a, max_length, batch_size, progress=progress,
-                                 ignore=ignore, ignore_inputs=ignore_inputs)
+                                 ignore=ignore, ignore_inputs=ignore_inputs, precision=precision)
         return (forward + backward[:, [LABEL_B_DEPENDS_ON_A, LABEL_NO_DEPENDENCY, LABEL_A_DEPENDS_ON_B]]) / 2
     from tqdm.auto import tqdm
 
-    model.eval()
-    device = next(model.parameters()).device
+    model = scoring_model(model, precision).eval()  # as is when already prepared (score_pairs does it once)
+    device = next(model.parameters(), torch.empty(0)).device
+    bf16 = device.type == "cuda"
     enc = encode_pairs(tokenizer, docs_a, docs_b, max_length, ignore, ignore_inputs=ignore_inputs)
     order = sorted(range(len(docs_a)), key=lambda i: len(enc["input_ids"][i]))
     out = torch.empty(len(docs_a), NUM_LABELS)
@@ -278,7 +313,7 @@ def predict_proba(
         idx = order[start : start + batch_size]
         batch = tokenizer.pad({k: [enc[k][i] for i in idx] for k in enc}, return_tensors="pt")
         batch = {k: v.to(device) for k, v in batch.items()}
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
             logits = model(**batch).logits
         out[idx] = logits.float().softmax(-1).cpu()
     return out

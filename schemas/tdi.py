@@ -28,6 +28,8 @@ class DependentPair:
     given: dict[str, Any]
     generated: dict[str, Any]
     satisfied: int  # 1: generated depends on given; 2: given depends on generated
+    consumer_param: str | None = None  # the dependent doc's input parameter that takes the prerequisite's output
+    producer_output: str | None = None  # the prerequisite doc's output that feeds it, where known
 
     @property
     def dependent(self) -> dict[str, Any]:
@@ -37,6 +39,14 @@ class DependentPair:
     def prerequisite(self) -> dict[str, Any]:
         return self.given if self.satisfied == 1 else self.generated
 
+
+# Shard schema versions. 1: the first 11 columns; 2 adds ``consumer_param`` and ``producer_output``
+# (parameter-level dependency data). Readers accept every version in READABLE_SCHEMA_VERSIONS and need
+# only the version-1 columns (TDI_V1_COLUMNS).
+TDI_SCHEMA_VERSION = "2"
+READABLE_SCHEMA_VERSIONS = ("1", "2")
+TDI_V1_COLUMNS = ("pair_id", "doc_a", "doc_b", "tool_a_id", "tool_b_id", "label", "label_name", "split", "origin",
+                  "source_a", "source_b")
 
 TDI_PAIR_SCHEMA = pa.schema(
     [
@@ -51,6 +61,14 @@ TDI_PAIR_SCHEMA = pa.schema(
         pa.field("origin", pa.string(), nullable=False),  # "validated" | "swapped" | "shuffled" (build-tdi); "mined" | "mined_swapped" | "hard_negative" (mine-tdi)
         pa.field("source_a", pa.string(), nullable=False),  # record id t_a's doc came from
         pa.field("source_b", pa.string(), nullable=False),
+        # Parameter level (version 2). The consumer is the dependent side: doc_a for label 0 (a depends
+        # on b), doc_b for label 2; both are null for label 1. consumer_param: the consumer's input
+        # parameter that takes the other tool's output, exactly as the consumer doc names it (null when
+        # unknown); producer_output: the other tool's output that feeds it, exactly as the producer doc
+        # names it (a declared output, or the name-derived one when it declares none: schemas/parameters.py
+        # names the allowed ones); null when unknown, never guessed.
+        pa.field("consumer_param", pa.string(), nullable=True),
+        pa.field("producer_output", pa.string(), nullable=True),
     ],
-    metadata={"tgr.schema_version": "1"},
+    metadata={"tgr.schema_version": TDI_SCHEMA_VERSION},
 )

@@ -4,6 +4,8 @@ On disk a tool set is a folder of JSON Lines files (see docs/toolsets.md):
   tools.jsonl    {"tool_id", "group", "doc": <api_doc>}
   edges.jsonl    {"group", "dependent", "prerequisite", "source"}   dependent depends on prerequisite
   queries.jsonl  {"query_id", "text", "gold_tools": [tool_id, ...]} (optional)
+  param_edges.jsonl {"producer", "consumer", "consumer_param", "producer_field"?, ...} (optional):
+                 which argument of the consumer the producer's output feeds
 Every ordered pair of tools inside one group that is not an edge counts as "no dependency".
 """
 from __future__ import annotations
@@ -28,6 +30,18 @@ class DependencyEdge:
 
 
 @dataclass(frozen=True)
+class ParameterEdge:
+    """A parameter-level dependency: ``dependent``'s input ``consumer_param`` takes a value that
+    ``prerequisite`` produces (its output ``producer_output``; None when unknown or not declared)."""
+
+    dependent: str  # the consumer's tool_id
+    prerequisite: str  # the producer's tool_id
+    consumer_param: str  # a name among the dependent's input_params
+    producer_output: str | None = None  # a name among the prerequisite's output_params
+    source: str = "manual"
+
+
+@dataclass(frozen=True)
 class Query:
     query_id: str
     text: str
@@ -40,3 +54,4 @@ class ToolSet:
     tools: list[Tool]
     edges: list[DependencyEdge] = field(default_factory=list)
     queries: list[Query] = field(default_factory=list)
+    parameter_edges: tuple[ParameterEdge, ...] = ()

@@ -13,6 +13,10 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 # Flows run outside the harness start Prefect's temporary server; on a busy 2-core machine its
 # default start-up wait is too short.
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
+# Under pytest-xdist (make test: one worker per core) a second math thread per worker only waits on the
+# other worker's: one thread each (torch, numpy, onnxruntime read this when they load).
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"

@@ -63,12 +63,17 @@ def canned_answer(agent: str, user_text: str) -> dict[str, Any]:
         }
     if agent == "dependent_api_doc":
         doc = json.loads(user_text[user_text.index("{") : user_text.index("\n\nStudy")])
-        satisfied = 1 + _h(doc["name"]) % 2
-        if satisfied == 1:  # consumes the given API's output
+        # a given API without inputs cannot depend on another: the new API then consumes its output
+        satisfied = 1 + _h(doc["name"]) % 2 if doc["input_params"] else 1
+        if satisfied == 1:  # consumes the given API's output, through its first input
+            inputs = doc["output_params"][:3] or [_param("value")]
             return {"satisfied": 1, "name": f"consume_{doc['name']}", "description": f"Uses the output of {doc['name']}.",
-                    "input_params": doc["output_params"][:3] or [_param("value")], "output_params": [_param("report")]}
+                    "input_params": inputs, "output_params": [_param("report")], "consumer_param": inputs[0]["name"],
+                    "producer_output": doc["output_params"][0]["name"] if doc["output_params"] else ""}
+        outputs = doc["input_params"][:3]
         return {"satisfied": 2, "name": f"prepare_{doc['name']}", "description": f"Produces the inputs of {doc['name']}.",
-                "input_params": [_param("request")], "output_params": doc["input_params"][:3] or [_param("value")]}
+                "input_params": [_param("request")], "output_params": outputs,
+                "consumer_param": doc["input_params"][0]["name"], "producer_output": outputs[0]["name"]}
     if agent == "dependency_verdict":
         # Reject a deterministic share of pairs so tests see judge rejections.
         rejected = _h(user_text) % 5 == 0

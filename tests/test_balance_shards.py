@@ -29,7 +29,9 @@ def _pairs(n: int, shared_every: int = 0) -> list[DependentPair]:
         if shared_every and i % shared_every == 1:  # reuse the previous given doc: docs shared across pairs
             given = _doc(f"api_{i - 1}", [f"in_{i - 1}"], [f"out_{i - 1}"])
         generated = _doc(f"gen_{i}", [f"out_{i}"], ["report"])
-        pairs.append(DependentPair(f"rec-{i:04d}", given, generated, satisfied=1 + i % 2))
+        satisfied = 1 + i % 2  # 1: generated takes the given's output; 2: the given takes the generated's report
+        consumer_param, producer_output = (f"out_{i}", f"out_{i}") if satisfied == 1 else (given["input_params"][0]["name"], "report")
+        pairs.append(DependentPair(f"rec-{i:04d}", given, generated, satisfied, consumer_param, producer_output))
     return pairs
 
 
@@ -172,6 +174,63 @@ def test_quality_gate_passes_clean_shards_and_catches_each_defect(tmp_path):
     assert invalid["observed_value"] == 1 and "input_params" in invalid["examples"][0]["error"]
     assert ("pairs", "expect_compound_columns_to_be_unique") in failed
     assert any(f == "balance" for f, _ in failed)
+
+
+def test_rows_carry_the_consumer_parameter_on_the_dependent_side_only():
+    out = balance_pairs(_pairs(40), BalanceConfig(per_class=40, validation_fraction=0.2, seed=1))
+    for r in out.rows:
+        if r["label"] == 1:
+            assert r["consumer_param"] is None and r["producer_output"] is None
+            continue
+        consumer, producer = (r["doc_a"], r["doc_b"]) if r["label"] == 0 else (r["doc_b"], r["doc_a"])
+        assert r["consumer_param"] in [p["name"] for p in json.loads(consumer)["input_params"]]
+        assert r["producer_output"] in [p["name"] for p in json.loads(producer)["output_params"]]
+    # a pair and its swap carry the same parameter
+    by_pair = {frozenset((r["tool_a_id"], r["tool_b_id"])): [] for r in out.rows if r["label"] != 1}
+    for r in out.rows:
+        if r["label"] != 1:
+            by_pair[frozenset((r["tool_a_id"], r["tool_b_id"]))].append((r["consumer_param"], r["producer_output"]))
+    assert all(len(v) == 2 and v[0] == v[1] for v in by_pair.values())
+
+
+def test_quality_gate_fails_on_a_parameter_the_docs_do_not_have(tmp_path):
+    out, _ = _write(tmp_path / "clean", rows_per_shard=1000)
+    rows = [dict(r) for r in out.rows]
+    dependent = [i for i, r in enumerate(rows) if r["label"] == 2]
+    # label 2: the consumer is doc_b; doc_a's input is no input of doc_b
+    i = dependent[0]
+    rows[i]["consumer_param"] = json.loads(rows[i]["doc_a"])["input_params"][0]["name"]
+    j = dependent[1]
+    rows[j]["producer_output"] = "no_such_output"
+    k = next(i for i, r in enumerate(rows) if r["label"] == 1)
+    rows[k]["consumer_param"] = json.loads(rows[k]["doc_a"])["input_params"][0]["name"]
+    write_shards(rows, tmp_path / "bad", ShardConfig(rows_per_shard=1000))
+    failures = validate_shards(tmp_path / "bad" / "shards").failures()
+    assert {c["frame"] for c in failures} == {"bad_consumer_param", "bad_producer_output", "parameters_on_none"}
+    bad = next(c for c in failures if c["frame"] == "bad_consumer_param")
+    assert bad["observed_value"] == 1 and bad["examples"][0]["pair_id"] == rows[i]["pair_id"]
+    assert bad["examples"][0]["consumer_param"] == rows[i]["consumer_param"]
+    # a producer that declares no outputs may name the output its name says it returns
+    rows = [dict(r) for r in out.rows]
+    for r in rows:
+        if r["label"] != 1:
+            side = "doc_b" if r["label"] == 0 else "doc_a"
+            doc = json.loads(r[side])
+            r[side] = canonical_doc_json({**doc, "name": f"get_{doc['name']}_token", "output_params": []})
+            r["producer_output"] = f"{doc['name']}_token"
+    rows = [r for r in rows if r["label"] != 1]  # the edited docs no longer match the none rows' ids; skip balance
+    write_shards(rows, tmp_path / "derived", ShardConfig(rows_per_shard=1000))
+    frames = {c["frame"] for c in validate_shards(tmp_path / "derived" / "shards").failures()}
+    assert "bad_producer_output" not in frames and "bad_consumer_param" not in frames
+
+
+def test_a_shard_without_the_parameter_columns_fails_the_gate(tmp_path):
+    out, _ = _write(tmp_path / "clean", rows_per_shard=1000)
+    table = pa.Table.from_pylist(out.rows, schema=TDI_PAIR_SCHEMA).drop_columns(["consumer_param", "producer_output"])
+    (tmp_path / "v1").mkdir()
+    pq.write_table(table, tmp_path / "v1" / "train-00000-of-00001.parquet")
+    failed = {(c["frame"], c["expectation"]) for c in validate_shards(tmp_path / "v1").failures()}
+    assert ("pairs", "expect_table_columns_to_match_set") in failed
 
 
 def test_small_runs_get_a_validation_split_when_both_splits_can_form_none_pairs():

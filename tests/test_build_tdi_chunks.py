@@ -136,7 +136,7 @@ def _with_defects(n: int) -> list[DependentPair]:
 def test_columnar_balance_makes_the_rows_and_rejections_of_balance_pairs(tmp_path, pairs, cfg):
     plan = plan_balance(_validated_files(tmp_path, pairs, parts=3), cfg)
     old = balance_pairs(pairs, cfg)
-    as_set = lambda rows: sorted(tuple(sorted(r.items())) for r in rows)  # noqa: E731
+    as_set = lambda rows: sorted(json.dumps(r, sort_keys=True) for r in rows)  # noqa: E731  (None-safe)
     assert as_set(plan_rows(plan, plan.rows)) == as_set(old.rows)
     assert (plan.per_class, plan.per_split) == (old.per_class, old.per_split)
     outcomes = plan.outcomes().to_dicts()
@@ -189,6 +189,42 @@ def test_a_records_next_agent_starts_as_soon_as_its_previous_one_answered(shared
     out = pl.read_parquet(tmp_path / "chunk" / "outcomes.parquet")
     assert out.height == marker["rejected"] and pl.read_parquet(tmp_path / "chunk" / "validated.parquet").height == marker["validated"]
     assert pl.read_parquet(tmp_path / "chunk" / "ledger.parquet").height == sum(s["requests"] for s in marker["stages"].values())
+
+
+def test_agent_2s_parameter_reaches_the_rows_and_a_wrong_one_is_rejected_with_its_reason(shared_data, tmp_path, monkeypatch):
+    real = openai_server.canned_answer
+
+    def some_wrong(agent, user_text):
+        answer = real(agent, user_text)
+        if agent == "dependent_api_doc" and openai_server._h(answer["name"]) % 4 == 0:
+            answer = {**answer, "consumer_param": "no_such_parameter"}
+        return answer
+
+    monkeypatch.setattr(openai_server, "canned_answer", some_wrong)
+    spec = SourceSpec(kind="codesearchnet", path=shared_data / "codesearchnet")
+    chunk = next(iter_record_chunks(spec, 40, SourceFilter(max_chars=1800), 40))
+    with FakeOpenAIServer() as server:
+        llm = LLMConfig(model="fake", base_url=server.base_url, concurrency=4, cache_dir=str(tmp_path / "cache"))
+        run_chunk(ChunkJob(chunk, str(tmp_path / "chunk"), llm, 1800, "fp"))
+    bad = pl.read_parquet(tmp_path / "chunk" / "outcomes.parquet").filter(pl.col("reason") == "generate_bad_consumer_param")
+    assert bad.height > 0 and all("'no_such_parameter' is no input parameter" in d for d in bad["detail"])
+    validated = pl.read_parquet(tmp_path / "chunk" / "validated.parquet")
+    assert validated.height > 0 and validated["consumer_param"].null_count() == 0
+    for row in validated.iter_rows(named=True):
+        assert row["consumer_param"] in [p["name"] for p in json.loads(row["dep_json"])["input_params"]]
+        assert row["producer_output"] is None or row["producer_output"] in [p["name"] for p in json.loads(row["pre_json"])["output_params"]]
+    # through balance and the planned shards into the rows: the dependent side's input, both orders
+    plan = plan_balance([tmp_path / "chunk" / "validated.parquet"], BalanceConfig(per_class=100, validation_fraction=0))
+    write_planned_shards(plan, tmp_path / "ds", ShardConfig(rows_per_shard=1000))
+    rows = pl.read_parquet(tmp_path / "ds" / "shards" / "*.parquet")
+    by_docs = {(r["dep_id"], r["pre_id"]): r["consumer_param"] for r in validated.iter_rows(named=True)}
+    dependent = rows.filter(pl.col("label") != 1)
+    assert dependent.height == 2 * plan.per_class > 0
+    for r in dependent.iter_rows(named=True):
+        key = (r["tool_a_id"], r["tool_b_id"]) if r["label"] == 0 else (r["tool_b_id"], r["tool_a_id"])
+        assert r["consumer_param"] == by_docs[key]
+    assert rows.filter(pl.col("label") == 1)["consumer_param"].null_count() == plan.per_class
+    assert validate_shards(tmp_path / "ds" / "shards").success
 
 
 # -- the flow: resume by chunk, faults, Dask --------------------------------------------------------

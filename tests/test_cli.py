@@ -18,6 +18,7 @@ from pydantic import TypeAdapter
 
 from flows.build_tdi import BuildTDIConfig, build_tdi, config_from_args
 from flows.mine_tdi import MineTDIConfig, _parse_args
+from tasks.mining.pin import describe_sources, write_sources
 from tasks.common.cli import Option, build_parser, config_from_namespace, options, parse_config, to_argv
 from tasks.llm.config import EMBEDDED, LLMConfig
 from tasks.sources.spec import SourceSpec
@@ -31,6 +32,14 @@ CONFIGS = [BuildTDIConfig, MineTDIConfig]
 @pytest.fixture(autouse=True)
 def _no_env_endpoint(monkeypatch):
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+
+
+PIN: dict[str, str] = {}  # mine-tdi's --pin value: MineTDIConfig's __post_init__ reads the file
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _pin_file(tmp_path_factory):
+    PIN["path"] = str(write_sources(tmp_path_factory.mktemp("pin"), describe_sources([])))
 
 
 def at(cfg: Any, path: tuple[str, ...]) -> Any:
@@ -51,6 +60,8 @@ def other_value(o: Option) -> Any:
         return 7 if o.default is None else o.default + 3
     if o.kind is float:
         return 0.5 if o.default in (None, 0.0) else o.default / 2
+    if o.flag == "pin":
+        return PIN["path"]
     return f"x-{o.flag}"
 
 
@@ -95,6 +106,8 @@ def test_the_generated_cli_round_trips_every_field(cls, optional):
         values.update({o.flag: None for o in options(cls) if o.optional})
     forced = {"rewrite-docs", "judge-sample"} if cls is MineTDIConfig and values["base-url"] is None else set()
     values.update({flag: 0 for flag in forced})  # an LLM review needs an endpoint
+    if cls is MineTDIConfig and values["pin"] is not None:
+        values["limit-files"] = None  # a pin fixes the file list: no sample of it
     cfg = with_values(cls, values)
     for o in options(cls):
         assert at(cfg, o.paths[0]) == values[o.flag], o.flag

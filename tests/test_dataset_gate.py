@@ -68,3 +68,27 @@ def test_a_failing_gate_publishes_nothing_and_writes_no_card(tmp_path, prefect_h
         gate_then_publish(str(out))
     assert not (out / "manifest.json").exists() and not (out / "README.md").exists()
     assert list((out / ".failed" / "shards").glob("*.parquet")) and not (out / ".failed" / "README.md").exists()
+
+
+def test_sources_json_is_published_with_its_version_and_unpublished_without(tmp_path):
+    """mine-tdi's sources.json (tasks/mining/pin.py) switches with the shards; build-tdi writes none."""
+    from tasks.dataset.publish import publish_staged
+
+    out = tmp_path / "ds"
+
+    def publish_version(sources: str | None) -> None:
+        staging = fresh_staging(out)
+        (staging / "shards").mkdir()
+        (staging / "quality.json").write_text("{}")
+        (staging / "README.md").write_text("card")
+        if sources is not None:
+            (staging / "sources.json").write_text(sources)
+        publish_staged(out, staging, {"sources": sources})
+
+    publish_version("first")
+    assert (out / "sources.json").read_text() == "first"
+    publish_version("second")
+    assert (out / "sources.json").read_text() == "second"
+    publish_version(None)
+    assert not (out / "sources.json").is_symlink() and not (out / "sources.json").exists()
+    assert json.loads((out / "manifest.json").read_text()) == {"sources": None}

@@ -43,9 +43,13 @@ from tasks.training.examples import (  # noqa: E402
     with_both_orders,
 )
 from tasks.training.metrics import (  # noqa: E402
+    beyond_rule_metrics,
     choose_threshold,
     classification_metrics,
     direction_accuracy,
+    evaluate_with_rules,
+    format_comparison,
+    rule_labels,
     schema_rule_metrics,
 )
 from tasks.training.strict_json import write_json  # noqa: E402
@@ -424,6 +428,50 @@ def test_schema_rule_reads_declared_and_name_derived_outputs():
     pairs = [PairExample(canonical_doc_json(mail), canonical_doc_json(login), 0, "g"),
              PairExample(canonical_doc_json(login), canonical_doc_json(mail), 2, "g")]
     assert schema_rule_metrics(pairs)["dependency"]["f1"] == 1.0
+
+
+def test_beyond_rule_metrics_count_what_neither_rule_finds():
+    y = [0, 2, 0, 0, 2, 1, 1, 1, 0]
+    exact = [0, 1, 1, 2, 1, 1, 1, 0, 1]  # finds pair 0; fires the wrong way on pair 3; a false edge on pair 7
+    partial = [0, 2, 1, 1, 1, 1, 1, 1, 1]  # finds pair 1
+    pred = [0, 2, 0, 1, 0, 0, 2, 0, 0]
+    b = beyond_rule_metrics(y, pred, exact, partial)
+    # gold dependencies neither rule finds: pairs 2, 3, 4, 8; the model gets 2 and 8 (4 has the wrong direction)
+    assert (b["n_gold"], b["true_positives"], b["recall"], b["n_gold_rule_wrong_way"]) == (4, 2, 0.5, 1)
+    # pairs neither rule fires on: 2, 4, 5, 6, 8; dependency predictions there: 2, 4, 5, 6, 8; right: 2 and 8
+    assert (b["n_rule_silent"], b["n_predicted"], b["correct_predicted"]) == (5, 5, 2)
+    assert b["precision"] == pytest.approx(0.4)
+    # nothing beyond the rules, nothing predicted there: undefined, not 0
+    none = beyond_rule_metrics([0, 1], [0, 1], [0, 1], [1, 1])
+    assert none["recall"] is None and none["precision"] is None and none["n_gold"] == 0 and none["n_rule_silent"] == 1
+    with pytest.raises(ValueError, match="beyond_rule_metrics"):
+        beyond_rule_metrics([0, 1], [0], [0, 1], [1, 1])
+
+
+def test_evaluate_with_rules_reports_beyond_rule_recall_per_decision():
+    login, mail = _doc("GetUserToken", ["user"], ["token"]), _doc("SendMail", ["token", "to"], ["status"])
+    create, delete = _doc("CreateUser", ["name"], ["user_token"]), _doc("DeleteUser", ["token"], [])
+    tmp, write = _doc("MakeTempDir", [], ["tmp_dir"]), _doc("WriteFile", ["path", "text"], [])
+    weather = _doc("GetWeather", ["city"], ["forecast"])
+    pairs = [PairExample(canonical_doc_json(a), canonical_doc_json(b), label, "g")
+             for a, b, label in ((mail, login, 0), (delete, create, 0), (write, tmp, 0), (mail, weather, 1))]
+    assert rule_labels(pairs) == [0, 1, 1, 1] and rule_labels(pairs, partial=True) == [0, 0, 1, 1]
+    probs = np.array([[0.9, 0.1, 0.0], [0.2, 0.8, 0.0], [0.6, 0.4, 0.0], [0.55, 0.45, 0.0]])
+    out = evaluate_with_rules(pairs, probs, threshold=0.58)
+    assert out["schema_rule"]["dependency"]["recall"] == pytest.approx(1 / 3)
+    assert out["schema_rule_partial"]["dependency"]["recall"] == pytest.approx(2 / 3)
+    argmax, calibrated = out["argmax"]["beyond_rule"], out["calibrated"]["beyond_rule"]
+    # one gold pair beyond both rules (tmp_dir -> path); argmax finds it and adds a false edge (GetWeather)
+    assert (argmax["n_gold"], argmax["recall"], argmax["n_rule_silent"], argmax["precision"]) == (1, 1.0, 2, 0.5)
+    # the 0.58 cut keeps the true edge and drops the false one
+    assert (calibrated["recall"], calibrated["n_predicted"], calibrated["precision"]) == (1.0, 1, 1.0)
+    strict = evaluate_with_rules(pairs, probs, threshold=0.65)["calibrated"]["beyond_rule"]
+    assert strict["recall"] == 0.0 and strict["precision"] is None
+    table = format_comparison({"model": out["argmax"], "rule": out["schema_rule"]}, "t")
+    lines = table.splitlines()
+    assert "beyond-rule R" in lines[1]
+    assert lines[2].split()[-2:] == ["1.000", "0.500"] and lines[3].split()[-2:] == ["-", "-"]
+    assert "the 1 gold dependencies neither name rule" in lines[-1]
 
 
 def test_metrics_json_is_strict(tmp_path):

@@ -11,7 +11,9 @@ from flows.eval_retrieval import PAPER_ENCODER, RERANK_FIRST_STAGES, EvalConfig,
 from tasks.common.cli import build_parser, options, to_argv
 
 BAD = [({"ks": (5,)}, "5 and 10"), ({"ks": (0, 5, 10)}, ">= 1"), ({"rerank_first_stages": ("BM25", "bm26")}, "bm26"),
-       ({"datasets": ("apibank", "")}, "empty dataset"), ({"warehouse": ""}, "must not be empty")]
+       ({"datasets": ("apibank", "")}, "empty dataset"), ({"warehouse": ""}, "must not be empty"),
+       ({"graph_weights": (0.0, 0.5)}, "0 and 1 among them"), ({"graph_weights": (0.0, 1.0, 2.0)}, r"in \[0, 1\]"),
+       ({"cv_folds": 1}, "cv_folds 1")]
 
 
 @pytest.mark.parametrize("values, message", BAD)
@@ -35,7 +37,8 @@ def test_every_flag_default_is_the_dataclass_default():
         assert parser.get_default(o.dest) == o.default == getattr(defaults, o.paths[0][0]), o.flag
     assert parse_args([]) == defaults and parse_args(to_argv(defaults)) == defaults
     assert {o.flag for o in options(EvalConfig)} == {"warehouse", "dataset", "out-dir", "rerank", "sql-check", "rerank-seed",
-                                                     "paper-encoder"}  # ks and the first stages: Python and deployments only
+                                                     "paper-encoder", "graph-weights", "cv-folds", "cv-seed"}
+    # ks and the first stages: Python and deployments only
 
 
 def test_todays_command_lines_keep_working():
@@ -46,4 +49,7 @@ def test_todays_command_lines_keep_working():
     assert cfg == dataclasses.replace(EvalConfig(), warehouse="w.duckdb", datasets=("apibank", "tmdb"), out_dir="o",
                                       rerank=False, sql_check=False, rerank_seed=3, paper_encoder=None)
     assert parse_args(["--paper-encoder", "all-minilm-l6"]).paper_encoder == "all-minilm-l6"
+    fusion = parse_args(["--graph-weights", "0,0.3,1", "--cv-folds", "3", "--cv-seed", "4"])
+    assert (fusion.graph_weights, fusion.cv_folds, fusion.cv_seed) == ((0.0, 0.3, 1.0), 3, 4)
+    assert parse_args(to_argv(fusion)) == fusion
     assert parse_args(to_argv(cfg)) == cfg

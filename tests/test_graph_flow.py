@@ -118,8 +118,9 @@ def test_pruning_counts_pairs_and_known_edges():
         prune_candidates(TOOLS, emb, "magic")
     with pytest.raises(ValueError, match="unknown pruning"):
         prune_candidates(TOOLS, emb, "params+params")
-    assert pruning_rules(DEFAULT_PRUNING) == ("params", "text", "neighbours") and pruning_rules("none") == ()
-    assert prune_candidates(TOOLS, emb, DEFAULT_PRUNING, 1, EDGES).known_edge_recall == 1.0
+    assert pruning_rules(DEFAULT_PRUNING) == ("params", "text", "neighbours", "retrieval")
+    assert pruning_rules("none") == ()
+    assert prune_candidates(TOOLS, emb, DEFAULT_PRUNING, 1, EDGES, retrieved=set()).known_edge_recall == 1.0
 
 
 def test_low_pruning_recall_is_a_loud_warning(caplog):
@@ -134,6 +135,131 @@ def test_low_pruning_recall_is_a_loud_warning(caplog):
         log_pruning("toy", prune_candidates(TOOLS, strategy="params", known_edges=EDGES))
     assert not [r for r in caplog.records if r.levelno == logging.WARNING]
     assert "gold-edge recall 1.000" in caplog.records[0].getMessage()
+
+
+def _param_doc(name, description, inputs=(), outputs=()):
+    return {"name": name, "description": description,
+            "input_params": [{"name": n, "type": "str", "description": d} for n, d in inputs],
+            "output_params": [{"name": n, "type": "str", "description": d} for n, d in outputs]}
+
+
+# One group: list_files takes a folder that make_temp_dir creates; no parameter name or word says so.
+MEANING_TOOLS = [
+    Tool("make_temp_dir", "files", _param_doc("make_temp_dir", "Create a new temporary directory.",
+                                              [("prefix", "text the name starts with")],
+                                              [("tmp_dir", "location of the created directory")])),
+    Tool("list_files", "files", _param_doc("list_files", "List what a folder contains.",
+                                           [("path", "the folder to look into")], [("names", "the entries found")])),
+    Tool("send_email", "files", _param_doc("send_email", "Send an email message.",
+                                           [("recipient", "email address of the receiver"), ("body", "message text")],
+                                           [("status", "sent or failed")])),
+    Tool("get_weather", "files", _param_doc("get_weather", "Weather forecast for a city.",
+                                            [("city", "name of the city")], [("temperature", "degrees celsius")])),
+    Tool("convert_currency", "files", _param_doc("convert_currency", "Convert money between currencies.",
+                                                 [("amount", "how much money"), ("currency", "target currency code")],
+                                                 [("converted", "the amount in the target currency")])),
+]
+MEANING_EDGE = DependencyEdge("files", "list_files", "make_temp_dir")
+
+
+@pytest.fixture(scope="module")
+def minilm_encode():
+    from models.sentence_encoder import EncoderConfig, SentenceEncoder
+
+    try:
+        encoder = SentenceEncoder(EncoderConfig())
+    except ModuleNotFoundError as exc:
+        pytest.skip(f"packaged MiniLM missing: {exc}")
+    return lambda texts: encoder.encode(texts)
+
+
+def test_retrieval_rule_keeps_a_meaning_match_that_the_name_rules_miss(minilm_encode):
+    from tasks.graph.candidates import retrieval_candidates
+
+    producer, consumer = MEANING_TOOLS[0], MEANING_TOOLS[1]
+    assert not param_compatible(producer, consumer) and not text_compatible(producer, consumer)
+    by_names = prune_candidates(MEANING_TOOLS, strategy="params+text", known_edges=[MEANING_EDGE])
+    assert (0, 1) not in by_names.candidates and by_names.known_edge_recall == 0.0
+    retrieved = retrieval_candidates(MEANING_TOOLS, minilm_encode, k=1)
+    # path <- "location of the created directory", as (producer, consumer); k = 1: the one producer of its query
+    assert {p for p, c in retrieved if c == 1} == {0}
+    assert len(retrieved) <= 7  # one producer per query: 7 input parameters
+    union = prune_candidates(MEANING_TOOLS, strategy="params+text+retrieval", known_edges=[MEANING_EDGE],
+                             retrieved=retrieved)
+    assert (0, 1) in union.candidates and union.known_edge_recall == 1.0
+    assert union.ordered_pairs_kept < union.ordered_pairs_in_groups == 20
+
+
+def test_retrieval_texts_and_top_k_per_query_by_hand():
+    from tasks.graph.candidates import parameter_queries, producer_text, retrieval_texts, retrieve_producers
+
+    assert parameter_queries(MEANING_TOOLS[1].doc) == ["path: the folder to look into (input of list files)"]
+    assert parameter_queries(doc("GetMovieCredit", description="Cast and crew.")) == ["get movie credit: Cast and crew."]
+    assert producer_text(MEANING_TOOLS[0].doc) == ("make temp dir: Create a new temporary directory.; returns "
+                                                   "tmp dir: location of the created directory")
+    texts = retrieval_texts(TOOLS)
+    assert texts.consumer == [0, 0, 1, 1, 2, 3, 4] and len(texts.producers) == 5
+    # Producers: 0..4 on axes; queries of tool 1 point at 0 then 2; tool 3's query at tool 4 (other group: 3, 4 only).
+    producers = np.eye(5, dtype=np.float32)
+    queries = np.array([[0, 1, 0.5, 0, 0],  # login's "username": best update_email (1), then 2
+                        [0, 0.2, 0, 0, 0.9],  # login's "password": tool 4 is in another group: 1
+                        [0.9, 0, 0.5, 0, 0], [0.1, 0.9, 0.8, 0, 0],  # update_email: 0 (then 2); 1 is itself: 2
+                        [1, 0, 0, 0, 0], [0, 0, 0, 0, 1], [0, 0, 0, 1, 0]], dtype=np.float32)
+    assert retrieve_producers(TOOLS, producers, queries, texts.consumer, 1) == {(1, 0), (0, 1), (2, 1), (0, 2),
+                                                                                 (4, 3), (3, 4)}
+    every = {(1, 0), (2, 0), (0, 1), (2, 1), (0, 2), (1, 2), (4, 3), (3, 4)}  # all ordered same-group pairs
+    assert retrieve_producers(TOOLS, producers, queries, texts.consumer, 2) == every  # 2 of 2 others in account
+    assert retrieve_producers(TOOLS, producers, queries, texts.consumer, 10) == every  # k capped by the group
+    with pytest.raises(ValueError, match="at least 1"):
+        retrieve_producers(TOOLS, producers, queries, texts.consumer, 0)
+
+
+def test_recall_and_share_of_ordered_pairs_by_hand():
+    # account: tools 0, 1, 2 (6 ordered pairs), weather: 3, 4 (2): 8 ordered same-group pairs.
+    gold = EDGES + [DependencyEdge("account", "delete_account", "update_email")]  # 1 -> 2
+    retrieved = {(2, 1), (0, 1)}  # (producer, consumer): delete_account -> update_email, login -> update_email
+    alone = prune_candidates(TOOLS, strategy="retrieval", known_edges=gold, retrieved=retrieved)
+    assert alone.candidates == [(0, 1), (1, 2)] and alone.kept_share == 0.5  # unordered pairs for the scorer
+    assert (alone.ordered_pairs_kept, alone.ordered_pairs_in_groups, alone.ordered_share) == (2, 8, 0.25)
+    # Of the 4 gold edges only login -> update_email is kept in its direction; 2 -> 1 does not keep 1 -> 2.
+    assert (alone.known_edges_kept, alone.known_edge_recall) == (1, 0.25)
+    union = prune_candidates(TOOLS, strategy="params+retrieval", known_edges=gold, retrieved=retrieved)
+    # params keeps (0,1), (0,2), (3,4) in both orders (6); retrieval adds 2 -> 1 (login -> update_email is in already).
+    assert union.candidates == [(0, 1), (0, 2), (1, 2), (3, 4)]
+    assert (union.ordered_pairs_kept, union.ordered_share, union.known_edges_kept, union.known_edge_recall) == (
+        7, 0.875, 3, 0.75)
+    row = union.as_row("toy")
+    assert (row["ordered_pairs_in_groups"], row["ordered_pairs_kept"], row["ordered_share_kept"]) == (8, 7, 0.875)
+    assert "ordered pairs 7 of 8 (0.875)" in union.describe()
+    # The symmetric rules keep both orders: their ordered share is their unordered one.
+    params = prune_candidates(TOOLS, strategy="params", known_edges=gold)
+    assert (params.ordered_pairs_kept, params.ordered_share, params.kept_share) == (6, 0.75, 0.75)
+    with pytest.raises(ValueError, match="needs the retrieval rule's pairs"):
+        prune_candidates(TOOLS, strategy="params+retrieval")
+    with pytest.raises(ValueError, match="not two tools of one group"):
+        prune_candidates(TOOLS, strategy="retrieval", retrieved={(0, 3)})
+
+
+def test_candidate_recall_bench_judges_targets_and_the_default():
+    from bench.candidate_recall import against_target, replaces_default, verdict
+    from tasks.graph.pruning import PruningResult
+
+    def result(kept, gold, ordered_kept, pairs=50):  # 100 ordered pairs
+        return PruningResult("x", [], pairs, gold, gold, kept, ordered_kept)
+
+    assert verdict(result(19, 20, 5), (0.9, 0.05)) == "meets"
+    assert verdict(result(17, 20, 30), (0.9, 0.05)) == "misses: recall 0.050 short, share 0.250 over"
+    assert verdict(result(18999, 20000, 5, 50), (0.95, 0.05)) == "misses: recall 0.0000 short"  # 0.94995 < 0.95
+    rows = [("default", result(20, 20, 30)), ("cheap", result(18, 20, 4)), ("wide", result(20, 20, 31))]
+    assert against_target(rows, (0.9, 0.05)) == (
+        "best recall within 5% of ordered pairs: 0.900 (cheap), 0.000 short of 0.9; "
+        "smallest share reaching recall 0.9: 0.040 (cheap), 0.000 over 5%.")
+    # "wide": the default's recall at +0.01 share, nowhere better; "cheap" loses recall: neither replaces it.
+    assert ": none. build-graph's default: " in replaces_default({"a": rows})
+    better = [("default", result(18, 20, 30)), ("cheap", result(18, 20, 4)), ("wide", result(20, 20, 31))]
+    # "wide" on b: a higher recall at +0.01 share; "cheap" on a loses recall.
+    assert ": wide. build-graph's default: " in replaces_default({"a": rows, "b": better})
+    assert ": cheap, wide. build-graph's default: " in replaces_default({"b": better})
 
 
 def test_schema_edges_follow_the_rule_and_store_matched_names():
@@ -231,6 +357,104 @@ def test_score_pairs_with_a_tiny_checkpoint(tiny_checkpoint):
         check_label_order({0: "no_dependency", 1: "a_depends_on_b", 2: "b_depends_on_a"}, "ckpt")
 
 
+@pytest.fixture(scope="module")
+def confident_checkpoint(tiny_checkpoint, tmp_path_factory):
+    """The tiny checkpoint trained for a few steps on the toy set's pairs: clear, varied decisions (not coin
+    flips near 1/3 each), so that a faster path that moves the probabilities a little must keep the edges."""
+    import torch
+    from transformers import AutoTokenizer, BertForSequenceClassification
+
+    from models.discriminator import encode_pairs
+    from schemas.docs import canonical_doc_json
+
+    model = BertForSequenceClassification.from_pretrained(tiny_checkpoint)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_checkpoint)
+    ids = {t.tool_id: n for n, t in enumerate(TOOLS)}
+    depends = {(ids[e.dependent], ids[e.prerequisite]) for e in EDGES}
+    # the pairs <a, b> in tool order, as score_pairs scores them with both_orders=False (a 2-layer, 32-wide
+    # model does not learn a direction from the segment order, so it is trained on one order only)
+    pairs = [(i, j) for i in range(len(TOOLS)) for j in range(i + 1, len(TOOLS))]
+    labels = torch.tensor([0 if (i, j) in depends else 2 if (j, i) in depends else 1 for i, j in pairs])
+    docs = [canonical_doc_json(t.doc) for t in TOOLS]
+    batch = tokenizer.pad(encode_pairs(tokenizer, [docs[i] for i, _ in pairs], [docs[j] for _, j in pairs], 128),
+                          return_tensors="pt")
+    torch.manual_seed(0)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    model.train()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny steps: thread hand-offs cost more than they save (10x on a busy machine)
+    try:
+        for _ in range(150):
+            optimizer.zero_grad()
+            model(**batch, labels=labels).loss.backward()
+            optimizer.step()
+    finally:
+        torch.set_num_threads(threads)
+    path = tmp_path_factory.mktemp("confident") / "best"
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+def test_length_sorted_dynamic_padding_scores_each_pair_as_alone(confident_checkpoint):
+    """The predict path (pairs sorted by length, each batch padded only to its longest pair, inference_mode)
+    gives what each pair gives scored alone, unpadded, under no_grad: the reference."""
+    import torch
+
+    from models.discriminator import encode_pairs, load_discriminator
+    from schemas.docs import canonical_doc_json
+
+    pairs = [(i, j) for i in range(len(TOOLS)) for j in range(len(TOOLS)) if i != j]
+    probs = score_pairs(confident_checkpoint, TOOLS, pairs, batch_size=8, max_length=256, both_orders=False,
+                        progress=False, max_producers=None)
+    model, tokenizer = load_discriminator(confident_checkpoint)
+    docs = [canonical_doc_json(t.doc) for t in TOOLS]
+    enc = encode_pairs(tokenizer, [docs[i] for i, _ in pairs], [docs[j] for _, j in pairs], 256)
+    assert len({len(ids) for ids in enc["input_ids"]}) > 3  # lengths differ: the padding is exercised
+    with torch.no_grad():
+        alone = np.stack([model(**{k: torch.tensor([enc[k][n]]) for k in enc}).logits.softmax(-1)[0].numpy()
+                          for n in range(len(pairs))])
+    np.testing.assert_allclose(probs, alone, atol=1e-5)
+
+
+@pytest.mark.parametrize("precision, tolerance", [("int8", 0.05), ("bf16", 0.05)])
+def test_faster_precisions_keep_the_edge_decisions_of_fp32(confident_checkpoint, precision, tolerance):
+    """--scoring-precision int8 / bf16 move the probabilities a little and keep every edge of fp32 scoring."""
+    from models.discriminator import decide
+
+    pairs = [(i, j) for i in range(len(TOOLS)) for j in range(i + 1, len(TOOLS))]
+    fp32 = score_pairs(confident_checkpoint, TOOLS, pairs, progress=False, max_producers=None, both_orders=False)
+    fast = score_pairs(confident_checkpoint, TOOLS, pairs, progress=False, max_producers=None, both_orders=False,
+                       precision=precision)
+    assert 0 < np.abs(fast - fp32).max() < tolerance  # other arithmetic (so a different path ran), close numbers
+    assert len(set(decide(fp32).tolist())) > 1  # the tiny model does not say one class for every pair
+    for threshold in (None, 0.5):
+        assert [(e, c) for e, _, c in edges_from_probabilities(TOOLS, pairs, fast, threshold=threshold)] == \
+               [(e, c) for e, _, c in edges_from_probabilities(TOOLS, pairs, fp32, threshold=threshold)]
+
+
+def test_scoring_model_quantizes_a_copy_and_refuses_unknown_precisions(confident_checkpoint):
+    import torch
+
+    from models.discriminator import SCORING_PRECISIONS, load_discriminator, scoring_model
+    from tasks.graph.scoring import SCORING_PRECISIONS as CONFIG_PRECISIONS
+
+    assert CONFIG_PRECISIONS == SCORING_PRECISIONS  # build-graph's choices name the model's precisions
+    model, _ = load_discriminator(confident_checkpoint)
+    assert scoring_model(model, "fp32") is model
+    bf16 = scoring_model(model, "bf16")
+    assert {q.dtype for q in bf16.parameters()} == {torch.bfloat16} and scoring_model(bf16, "bf16") is bf16
+    assert {q.dtype for q in model.parameters()} == {torch.float32}  # a copy: the fp32 model is left as it was
+    quantized = scoring_model(model, "int8")
+    kinds = {type(m).__module__ for m in quantized.modules() if "Linear" in type(m).__name__}
+    assert kinds and all("quantized" in k for k in kinds)  # every Linear layer is an int8 one
+    assert isinstance(model.classifier, torch.nn.Linear)  # the fp32 model is left as it was
+    with pytest.raises(ValueError, match="one of fp32, bf16, int8"):
+        scoring_model(model, "fp16")
+    with pytest.raises(ValueError, match="one of fp32, bf16, int8"):
+        score_pairs(confident_checkpoint, TOOLS, [(0, 1)], progress=False, precision="fp16")
+
+
 def test_build_and_eval_flows_end_to_end(tiny_checkpoint, tmp_path, prefect_harness):
     from flows.build_graph import GraphConfig, build_graph, parse_args
     from flows.eval_retrieval import EvalConfig, eval_retrieval
@@ -274,19 +498,22 @@ def test_build_and_eval_flows_end_to_end(tiny_checkpoint, tmp_path, prefect_harn
     assert pruning == [{"strategy": "none", "known_edge_recall": 1.0}]
     n_fused = con.execute("SELECT count(*) FROM edges WHERE source = 'fused'").fetchone()[0]
     assert n_fused == summary["fused_edges"] >= 3
+    params = json.loads(con.execute("SELECT params_json FROM edge_lineage WHERE source = 'discriminator'").fetchone()[0])
+    assert params["scoring_precision"] == "fp32"  # which arithmetic made the edges is on record
     con.close()
 
     result = eval_retrieval(EvalConfig(warehouse=str(target), out_dir=str(tmp_path / "eval")))
     methods = {r["method"] for r in result["rows"]}
-    assert methods == {"BM25", "TF-IDF", "embedding", "embedding+TGR-d", "embedding+TGR-m", "embedding+TGR-s",
-                       "embedding+TGR-f", "L3", "L3+TGR-d", "L3+TGR-m"}  # L3: the paper's encoder, always ranked
+    graphs = ("embedding+TGR-d", "embedding+TGR-m", "embedding+TGR-s", "embedding+TGR-f")
+    assert methods == {"BM25", "TF-IDF", "embedding", *graphs, *(f"{m}(cv)" for m in graphs),  # cv: fused, w by CV
+                       "L3", "L3+TGR-d", "L3+TGR-m"}  # L3: the paper's encoder, always ranked
     assert all(v == 1.0 for v in result["sql_agreement"]["toy"].values())
     # 5 tools and k = 10: every method finds every gold tool.
     assert all(r["recall"] == 1.0 and r["pass_rate"] == 1.0 for r in result["rows"] if r["k"] == 10)
     assert (tmp_path / "eval" / "retrieval.png").stat().st_size > 0
     assert "| embedding+TGR-m |" in (tmp_path / "eval" / "retrieval.md").read_text()
     stored = connect(target).execute("SELECT count(*) FROM retrieval_metrics").fetchone()[0]
-    assert stored == len(result["rows"]) == 20
+    assert stored == len(result["rows"]) == 28
 
 
 def test_paper_encoder_rows_equal_a_warehouse_built_with_that_encoder(tmp_path, prefect_harness):
@@ -337,6 +564,38 @@ def test_build_graph_without_calibration_falls_back_to_argmax(tiny_checkpoint, t
     assert con.execute("SELECT count(*) FROM edges WHERE source = 'discriminator'").fetchone()[0] == n_argmax
 
 
+def test_build_graph_records_retrieval_recall_and_share_of_pairs(tmp_path, prefect_harness, monkeypatch):
+    """--pruning params+retrieval: the rule runs in the flow; recall and the share of ordered pairs kept
+    reach the summary, the warehouse (candidate_pruning) and the log."""
+    from flows.build_graph import GraphConfig, build_graph
+    from tasks.graph.candidates import retrieval_candidates
+    from tasks.toolsets.readers import write_toolset_dir
+    from warehouse.build import connect, rows_of
+
+    toyset = ToolSet("meaning", MEANING_TOOLS, [MEANING_EDGE])
+    folder = write_toolset_dir(toyset, tmp_path / "meaning")
+    target = tmp_path / "tgr.duckdb"
+    import flows.build_graph as flow_module
+
+    logged = []  # what the build log says (Prefect's run logger is not reachable from caplog)
+    monkeypatch.setattr(flow_module, "log_pruning", lambda name, pruning, logger: logged.append(pruning.describe()))
+    out = build_graph(GraphConfig(toolsets=[str(folder)], warehouse=str(target), discriminator=None,
+                                  pruning="params+retrieval", retrieval_k=1, progress=False, transitions=False))
+    from models.sentence_encoder import SentenceEncoder
+
+    expected = prune_candidates(MEANING_TOOLS, strategy="params+retrieval", known_edges=[MEANING_EDGE],
+                                retrieved=retrieval_candidates(MEANING_TOOLS, SentenceEncoder().encode, 1))
+    summary = out["datasets"]["meaning"]["pruning"]
+    assert summary == expected.as_row("meaning") and summary["known_edge_recall"] == 1.0
+    assert 0 < summary["ordered_share_kept"] < 1 and summary["ordered_pairs_in_groups"] == 20
+    stored = rows_of(connect(target), "SELECT strategy, known_edge_recall, ordered_pairs_kept, ordered_share_kept "
+                                      "FROM candidate_pruning")
+    assert stored == [{k: summary[k] for k in ("strategy", "known_edge_recall", "ordered_pairs_kept",
+                                               "ordered_share_kept")}]
+    assert logged == [expected.describe()] and "gold-edge recall 1.000" in logged[0]
+    assert f"ordered pairs {summary['ordered_pairs_kept']} of 20 ({summary['ordered_share_kept']:.3f})" in logged[0]
+
+
 def test_parse_args_flags(tmp_path):
     from flows.build_graph import parse_args
 
@@ -349,7 +608,10 @@ def test_parse_args_flags(tmp_path):
     assert (cfg.progress, cfg.transitions, cfg.max_producers, cfg.trajectories, cfg.split_fractions) == (
         False, False, None, ("tmdb=runs,1.jsonl", "more.jsonl"), (0.5, 0.25, 0.25))  # a file name keeps its comma
     assert parse_args(["--toolset", "x", "--no-discriminator"]).pruning == DEFAULT_PRUNING
-    for bad in (["--pruning", "magic"], ["--threshold", "2"], ["--beta", "1.5"], ["--split", "0.5,0.5"]):
+    assert parse_args(["--toolset", "x", "--no-discriminator"]).scoring_precision == "fp32"  # the reference by default
+    assert parse_args(["--toolset", "x", "--no-discriminator", "--scoring-precision", "int8"]).scoring_precision == "int8"
+    for bad in (["--pruning", "magic"], ["--threshold", "2"], ["--beta", "1.5"], ["--split", "0.5,0.5"],
+                ["--scoring-precision", "fp16"]):
         with pytest.raises(SystemExit):
             parse_args(["--toolset", "x", "--no-discriminator", *bad])
     for bad in ([], ["--discriminator", str(tmp_path), "--no-discriminator"], ["--discriminator", str(tmp_path)]):
@@ -364,10 +626,13 @@ def test_parse_args_flags(tmp_path):
     ({"threshold": 2.0}, "--threshold 2.0"), ({"min_prob": -0.1}, "--min-prob -0.1"),
     ({"split_fractions": (0.5, 0.5, 0.5)}, "--split 0.5,0.5,0.5"), ({"split_fractions": (0.5, 0.5)}, "--split 0.5,0.5"),
     ({"evaluator_concurrency": 0}, "--evaluator-concurrency 0"), ({"batch_size": 0}, "--batch-size 0"),
-    ({"neighbours": 0}, "--neighbours 0"), ({"max_length": 0}, "--max-length 0"), ({"max_producers": 0}, "--max-producers 0"),
+    ({"neighbours": 0}, "--neighbours 0"), ({"retrieval_k": 0}, "--retrieval-k 0"), ({"max_length": 0}, "--max-length 0"), ({"max_producers": 0}, "--max-producers 0"),
     ({"pruning": "magic"}, "unknown pruning strategy 'magic'"), ({"gcn_direction": "up"}, "--gcn-direction 'up'"),
     ({"embed_style": "x"}, "--embed-style 'x'"), ({"rule_score": 4}, "--rule-score 4"), ({"betas": (1.0,)}, "below 1"),
     ({"alphas": ()}, "--alphas"), ({"toolsets": ()}, "--toolset"), ({"evaluator": "gpt"}, "rule, llm"),
+    ({"scoring_precision": "fp16"}, "--scoring-precision 'fp16': one of fp32, bf16, int8"),
+    ({"param_threshold": 0.5}, "--param-threshold: only with --param-discriminator"),
+    ({"param_discriminator": "no/such/param/best"}, "--param-discriminator no/such/param/best: no config.json there"),
 ])
 def test_graph_config_refuses_a_bad_value_without_the_command_line(bad, message):
     """The checks live in GraphConfig: a Python call and a Prefect deployment run are refused as the CLI is."""
@@ -402,10 +667,10 @@ def test_build_graph_on_real_apibank_manual_edges(shared_data, tmp_path, prefect
     assert con.execute("SELECT count(*) FROM tools").fetchone()[0] == 71
     assert con.execute("SELECT count(*) FROM queries").fetchone()[0] == 311
     assert con.execute("SELECT count(*) FROM edges WHERE source = 'manual'").fetchone()[0] == 26
-    # The default pruning (params+text+neighbours) keeps every gold edge.
+    # The default pruning (params+text+neighbours+retrieval) keeps every gold edge.
     pruning = out["datasets"]["apibank"]["pruning"]
     assert pruning["known_edges_in_groups"] == 26 and pruning["known_edges_kept"] == 26
-    assert pruning["known_edge_recall"] == 1.0 and pruning["strategy"] == "params+text+neighbours"
+    assert pruning["known_edge_recall"] == 1.0 and pruning["strategy"] == "params+text+neighbours+retrieval"
     # Schema edges: GetUserToken's output token feeds AddAgenda's input token.
     matched = con.execute("SELECT matched_params FROM edges WHERE source = 'schema' AND dependent = 'AddAgenda' "
                           "AND prerequisite = 'GetUserToken'").fetchone()
@@ -424,3 +689,82 @@ def test_same_ranking_accepts_only_tie_swaps():
     assert same_ranking(["a", "c", "b"], scores, [0.9, 0.5, 0.5])  # b and c tie
     assert not same_ranking(["a", "d", "b"], scores, [0.9, 0.5, 0.5])
     assert not same_ranking(["a", "b"], scores, [0.9, 0.5, 0.5])
+
+
+# ---------------------------------------------------------------------------------------------
+# Parameter-level edges (warehouse table parameter_edges, macro producers_of)
+
+
+def test_schema_parameter_edges_name_the_real_parameters():
+    from schemas.toolset import ParameterEdge
+    from tasks.graph.schema_rule import schema_parameter_edges
+
+    found = schema_parameter_edges(TOOLS, schema_edges(TOOLS))
+    # the rule matched the normalised "usertoken": back to UpdateEmail's user_token and Login's userToken
+    assert sorted(found, key=lambda e: e.dependent) == [
+        ParameterEdge("clothes", "weather", "temperature", "temperature", "schema"),
+        ParameterEdge("delete_account", "login", "user_token", "userToken", "schema"),
+        ParameterEdge("update_email", "login", "user_token", "userToken", "schema")]
+    # a producer without declared outputs matched through its name: the input is known, the output is not
+    tools = [Tool("token", "g", doc("GetUserToken", ["user"])), Tool("edit", "g", doc("EditProfile", ["UserToken", "bio"]))]
+    assert schema_parameter_edges(tools, schema_edges(tools)) == [ParameterEdge("edit", "token", "UserToken", None, "schema")]
+
+
+def test_parameter_edges_rows_leave_every_other_table_as_it_was():
+    from datetime import datetime
+
+    from schemas.toolset import ParameterEdge
+    from tasks.graph.edges import dataset_tables
+
+    def tables(toolset):
+        emb = {"base": np.eye(len(TOOLS), 4, dtype=np.float32)}
+        return dataset_tables(toolset, "structured", ["t"] * len(TOOLS), "enc", None, emb,
+                              np.zeros((2, 4), dtype=np.float32), None, [], np.zeros((0, 3)), [],
+                              datetime(2024, 1, 1), schema_edges(TOOLS)).rows
+
+    gold = (ParameterEdge("update_email", "login", "user_token", "userToken"),
+            ParameterEdge("clothes", "weather", "temperature"))
+    plain = tables(TOYSET)
+    with_params = tables(ToolSet("toy", TOOLS, EDGES, TOYSET.queries, parameter_edges=gold))
+    assert {t: r for t, r in with_params.items() if t != "parameter_edges"} == {
+        t: r for t, r in plain.items() if t != "parameter_edges"}
+    rows = {(r["source"], r["dependent"], r["consumer_param"], r["producer_output"], r["probability"])
+            for r in with_params["parameter_edges"]}
+    assert rows - {(r["source"], r["dependent"], r["consumer_param"], r["producer_output"], r["probability"])
+                   for r in plain["parameter_edges"]} == {
+        ("manual", "update_email", "user_token", "userToken", 1.0), ("manual", "clothes", "temperature", None, 1.0)}
+    assert {r["source"] for r in plain["parameter_edges"]} == {"schema"}
+
+
+def test_readme_producers_of_example_gives_its_answer_on_a_nestools_domain(shared_data, tmp_path, prefect_harness):
+    """The README's producers_of block, run verbatim on a warehouse that build-graph made from one NesTools
+    domain (the whole of the tool's group, so the name rule sees what it sees on the full set); its answer
+    is the comment under the query."""
+    from flows.build_graph import GraphConfig, build_graph
+    from tasks.toolsets.readers import load_benchmark, write_toolset_dir
+    from tests.conftest import REPO_ROOT
+    from warehouse.build import connect
+
+    readme = (REPO_ROOT / "README.md").read_text()
+    block = next(b for b in re.findall(r"```sql\n(.*?)```", readme, re.S) if "producers_of(" in b)
+    lines = block.splitlines()
+    sql = "\n".join(l for l in lines if not l.startswith("--"))
+    expected = [tuple(cell.strip() for cell in l[3:].split("|")) for l in lines if l.startswith("-- ") and "|" in l]
+    dataset, tool = re.search(r"producers_of\('([^']+)', '([^']+)'", sql).groups()
+
+    full = load_benchmark(dataset, shared_data / "benchmarks")
+    group = next(t.group for t in full.tools if t.tool_id == tool)
+    ids = {t.tool_id for t in full.tools if t.group == group}
+    domain = ToolSet(dataset, [t for t in full.tools if t.group == group], [e for e in full.edges if e.group == group],
+                     [q for q in full.queries if set(q.gold_tools) <= ids],
+                     parameter_edges=tuple(e for e in full.parameter_edges if e.dependent in ids))
+    folder = write_toolset_dir(domain, tmp_path / dataset)
+    target = tmp_path / "wh" / "tgr.duckdb"
+    build_graph(GraphConfig(toolsets=[str(folder)], warehouse=str(target), discriminator=None, progress=False))
+    con = connect(target)
+    assert [tuple(str(v) for v in row) for row in con.execute(sql).fetchall()] == expected
+    assert len(expected) >= 2
+    n_manual = con.execute("SELECT count(*) FROM parameter_edges WHERE source = 'manual'").fetchone()[0]
+    assert n_manual == len(domain.parameter_edges) > 0
+    lineage = dict(con.execute("SELECT source, input_files FROM edge_lineage").fetchall())
+    assert set(lineage) == {"manual", "schema"} and str(folder / "param_edges.jsonl") in lineage["manual"]

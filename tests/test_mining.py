@@ -11,7 +11,7 @@ import pytest
 
 from schemas.docs import schema_errors
 from tasks.mining.docs import docs_from_source
-from tasks.mining.dataset import DependencyPair, MinedBalanceConfig, balance_mined, drop_outputs
+from tasks.mining.dataset import DependencyPair, MinedBalanceConfig, balance_mined, drop_outputs, single_output
 from tasks.mining.mine import build_docs, mine_files
 from tasks.mining.reasons import MineReason
 from tasks.mining.sources import tree_files
@@ -349,6 +349,35 @@ def test_hard_negatives_never_pair_known_dependencies() -> None:
         assert same == (r["origin"] == "hard_negative")
 
 
+def test_mined_pairs_keep_the_parameter_and_the_producers_single_output() -> None:
+    def doc(name: str, inputs: list[str], outputs: list[str]) -> dict:
+        p = lambda n: {"name": n, "type": "any", "description": ""}  # noqa: E731
+        return {"name": name, "description": f"{name} tool", "input_params": [p(i) for i in inputs], "output_params": [p(o) for o in outputs]}
+
+    docs = {f"p.m.use{i}": doc(f"use{i}", ["path", "mode"], ["status"]) for i in range(40)}
+    docs |= {f"p.m.tmp{i}": doc(f"tmp{i}", ["prefix"], ["tmp_dir"]) for i in range(40)}
+    docs |= {"p.m.two": doc("two", ["x"], ["a", "b"]), "p.m.user": doc("use_two", ["y"], ["z"])}
+    pairs = [DependencyPair(f"r{i}", f"p.m.use{i}", f"p.m.tmp{i}", "mined", "p", "path", single_output(docs[f"p.m.tmp{i}"]))
+             for i in range(40)]
+    pairs.append(DependencyPair("r-two", "p.m.user", "p.m.two", "mined", "p", "y", single_output(docs["p.m.two"])))
+    pairs.append(DependencyPair("r-gone", "p.m.use0", "p.m.two", "mined", "p", "kwargs_key", None))  # no such input
+    assert single_output(docs["p.m.tmp0"]) == "tmp_dir" and single_output(docs["p.m.two"]) is None and single_output(None) is None
+    balanced = balance_mined(pairs, docs, MinedBalanceConfig(validation_fraction=0.0, output_dropout=0.5, seed=1))
+    dependent = [r for r in balanced.rows if r["label"] != 1]
+    assert {r["consumer_param"] for r in dependent} == {"path", "y", None}
+    dropped = 0
+    for r in dependent:
+        producer = json.loads(r["doc_b"] if r["label"] == 0 else r["doc_a"])
+        if producer["name"].startswith("tmp"):  # the single output, unless dropout removed it (the name says no tmp_dir)
+            assert r["producer_output"] == ("tmp_dir" if producer["output_params"] else None)
+            dropped += not producer["output_params"]
+        else:  # two outputs: which one flows is not known
+            assert r["producer_output"] is None
+    assert 0 < dropped < 80
+    assert all(r["consumer_param"] is None and r["producer_output"] is None for r in balanced.rows if r["label"] == 1)
+    assert balanced.parameters["dependent_pairs"] == 42 and balanced.parameters["consumer_param"] == 41
+
+
 def test_output_dropout_is_seeded_and_keyed() -> None:
     docs = {f"k{i}": {"name": f"k{i}", "description": "d", "input_params": [], "output_params": [{"name": "o", "type": "t", "description": ""}]} for i in range(400)}
     a, n = drop_outputs(docs, 0.3, 7)
@@ -431,6 +460,17 @@ def test_mine_tdi_flow_end_to_end(tmp_path: Path, prefect_harness) -> None:
     assert {r["split"] for r in rows} == {"train", "validation"}
     assert all(schema_errors(json.loads(r["doc_a"])) == [] for r in rows)
     assert 0 < manifest["mining"]["docs_outputs_dropped"] < manifest["mining"]["docs"]
+    # the mined flow's parameter reaches the row: consume_*(value) takes produce_*'s return value
+    for r in rows:
+        if r["label"] == 1:
+            assert (r["consumer_param"], r["producer_output"]) == (None, None)
+            continue
+        consumer, producer = (r["doc_a"], r["doc_b"]) if r["label"] == 0 else (r["doc_b"], r["doc_a"])
+        assert json.loads(consumer)["name"].startswith("consume_") and r["consumer_param"] == "value"
+        assert r["producer_output"] == json.loads(producer)["name"]  # produce_m_i: no producer verb, its name
+    assert manifest["mining"]["parameters"] == {"dependent_pairs": manifest["per_class"], "consumer_param": manifest["per_class"],
+                                                "producer_output": manifest["per_class"]}
+    assert "`consumer_param`" in (out / "README.md").read_text()
     con = duckdb.connect(str(out / "records.duckdb"), read_only=True)
     read, accepted, rejected = con.execute(
         "SELECT (SELECT records_read FROM run_info), count(*) FILTER (WHERE status='accepted'), count(*) FILTER (WHERE status='rejected') FROM record_outcomes"
@@ -447,6 +487,34 @@ def test_mine_tdi_flow_end_to_end(tmp_path: Path, prefect_harness) -> None:
     assert capped["accounting"]["by_reason"]["balance_surplus"] == 72 - 10
 
 
+@pytest.mark.parametrize("version", [1, 2])
+def test_mixed_llm_pairs_carry_what_their_source_has(tmp_path: Path, prefect_harness, version: int) -> None:
+    import pyarrow as pa
+
+    from flows.mine_tdi import _parse_args, mine_tdi
+    from schemas.tdi import TDI_PAIR_SCHEMA
+    from tasks.dataset.balance import BalanceConfig, balance_pairs
+    from tests.test_balance_shards import _pairs
+
+    llm = balance_pairs(_pairs(12), BalanceConfig(per_class=12, validation_fraction=0.0)).rows
+    table = pa.Table.from_pylist(llm, schema=TDI_PAIR_SCHEMA)
+    if version == 1:  # a published dataset from before the parameter columns
+        table = table.drop_columns(["consumer_param", "producer_output"]).replace_schema_metadata({"tgr.schema_version": "1"})
+    (tmp_path / "llm" / "shards").mkdir(parents=True)
+    pq.write_table(table, tmp_path / "llm" / "shards" / "train-00000-of-00001.parquet")
+    src = _bigger_tree(tmp_path / "src", 2, 4)
+    mine_tdi(_parse_args(["--source", "tree", "--tree-paths", str(src), "--output-root", str(tmp_path / "out"), "--dataset", "mix",
+                          "--workers", "1", "--mix-tdi", str(tmp_path / "llm"), "--output-dropout", "0"]))
+    rows = pq.read_table(tmp_path / "out" / "mix" / "shards").to_pylist()
+    source = {(r["tool_a_id"], r["tool_b_id"]): (r["consumer_param"], r["producer_output"]) for r in llm if r["label"] == 0}
+    mixed = [r for r in rows if r["origin"] in ("validated", "swapped")]
+    assert len(mixed) == 2 * len(source)
+    for r in mixed:
+        key = (r["tool_a_id"], r["tool_b_id"]) if r["label"] == 0 else (r["tool_b_id"], r["tool_a_id"])
+        assert (r["consumer_param"], r["producer_output"]) == (source[key] if version == 2 else (None, None))
+    assert all(r["consumer_param"] is not None for r in rows if r["origin"] in ("mined", "mined_swapped"))
+
+
 def test_failing_quality_gate_publishes_no_shards(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, prefect_harness) -> None:
     import flows.mine_tdi as mt
     import tasks.dataset.gate as gate
@@ -461,6 +529,115 @@ def test_failing_quality_gate_publishes_no_shards(tmp_path: Path, monkeypatch: p
     assert not (out / "shards").exists() and not (out / "manifest.json").exists()
     assert list((out / ".failed" / "shards").glob("*.parquet"))  # kept for inspection, never published
     assert (out / "records.duckdb").exists()
+
+
+def _shard_hashes(manifest: dict) -> list[tuple[str, str]]:
+    return [(s["file"], s["sha256"]) for s in manifest["shards"]]
+
+
+def test_a_rerun_from_the_pin_mines_the_same_pairs_and_an_edited_file_is_refused(tmp_path: Path, prefect_harness) -> None:
+    from flows.mine_tdi import _parse_args, mine_tdi
+    from tasks.mining.pin import PinError
+
+    src = _bigger_tree(tmp_path / "src", n_modules=4, n_funcs=5)
+    args = ["--source", "tree", "--tree-paths", str(src), "--output-root", str(tmp_path / "out"), "--workers", "1"]
+    first = mine_tdi(_parse_args([*args, "--dataset", "first"]))
+    pin = tmp_path / "out" / "first" / "sources.json"  # published with the shards, beside the manifest
+    described = json.loads(pin.read_text())
+    assert [(r["rel"], r["module"]) for r in described["files"]] == [("lib/__init__.py", "lib")] + [
+        (f"lib/mod{m}.py", f"lib.mod{m}") for m in range(4)]
+    assert all(len(r["sha256"]) == 64 for r in described["files"])
+    (package,) = first["sources"]["packages"]  # one tree package, no distribution: its hash is its identity
+    assert (package["origin"], package["package"], package["version"], package["files"]) == ("tree", "lib", None, 5)
+    assert first["sources"]["sha256"] == described["sha256"] and "files" not in first["sources"]
+
+    # the tree grows: a plain rerun mines more pairs, a rerun from the pin mines exactly the pinned files
+    write_package(src, {"lib/extra.py": pipeline_modules(1, 5)["lib/mod0.py"].replace("_0_", "_9_").replace("_0(", "_9(")})
+    grown = mine_tdi(_parse_args([*args, "--dataset", "grown"]))
+    assert grown["mining"]["accepted_pairs"] > first["mining"]["accepted_pairs"]
+    pinned = mine_tdi(_parse_args([*args, "--dataset", "pinned", "--pin", str(pin)]))
+    assert _shard_hashes(pinned) == _shard_hashes(first) and pinned["mining"]["files_read"] == 5
+    assert pinned["sources"]["sha256"] == first["sources"]["sha256"] and pinned["sources"]["pinned_from"] == str(pin)
+    assert mine_tdi(_parse_args([*args, "--dataset", "again", "--pin", str(tmp_path / "out" / "first")]))["shards"] == pinned["shards"]
+
+    # an edited pinned file is caught before anything is mined or published
+    edited = src / "lib" / "mod2.py"
+    edited.write_text(edited.read_text() + "\n# edited\n")
+    with pytest.raises(PinError, match=r"1 of 5 pinned source files.*0 missing; 1 changed \(.*lib/mod2\.py \(pinned sha256"):
+        mine_tdi(_parse_args([*args, "--dataset", "pinned", "--pin", str(pin)]))
+    (src / "lib" / "mod3.py").unlink()
+    with pytest.raises(PinError, match=r"2 of 5 .*1 missing \(tree:lib/mod3\.py\); 1 changed"):
+        mine_tdi(_parse_args([*args, "--dataset", "pinned", "--pin", str(pin)]))
+    assert _shard_hashes(json.loads((tmp_path / "out" / "pinned" / "manifest.json").read_text())) == _shard_hashes(first)
+
+
+def test_a_pin_finds_installed_sources_under_this_interpreters_roots(tmp_path: Path, monkeypatch, prefect_harness) -> None:
+    """A pin of site-packages made in one venv applies in another (a fresh clone's .venv elsewhere)."""
+    import shutil
+
+    import flows.mine_tdi as mt
+    import tasks.mining.sources as sources
+
+    real = sources.default_roots
+
+    def roots_at(folder: Path) -> None:  # this interpreter's site-packages is at folder
+        def fake(kind: str) -> list[Path]:
+            return [folder] if kind == "site-packages" else real(kind)
+
+        monkeypatch.setattr(mt, "default_roots", fake)
+        monkeypatch.setattr(sources, "default_roots", fake)
+
+    old = _bigger_tree(tmp_path / "venv-a" / "site-packages", n_modules=3, n_funcs=5)
+    args = ["--source", "site-packages", "--output-root", str(tmp_path / "out"), "--workers", "1"]
+    roots_at(old)
+    first = mt.mine_tdi(mt._parse_args([*args, "--dataset", "first"]))
+    shutil.copytree(old, tmp_path / "venv-b" / "site-packages")
+    shutil.rmtree(tmp_path / "venv-a")
+    roots_at(tmp_path / "venv-b" / "site-packages")
+    pin = tmp_path / "out" / "first" / "sources.json"
+    pinned = mt.mine_tdi(mt._parse_args([*args, "--dataset", "pinned", "--pin", str(pin)]))
+    assert _shard_hashes(pinned) == _shard_hashes(first) and pinned["sources"]["sha256"] == first["sources"]["sha256"]
+    roots = {r["root"] for r in json.loads((tmp_path / "out" / "pinned" / "sources.json").read_text())["files"]}
+    assert roots == {str(tmp_path / "venv-b" / "site-packages")}
+    (package,) = pinned["sources"]["packages"]  # no installed distribution lists these files
+    assert (package["origin"], package["package"], package["distribution"], package["version"]) == ("site-packages", "lib", None, None)
+
+
+def test_the_package_table_names_distributions_and_versions() -> None:
+    import importlib.metadata
+    import platform
+    import sysconfig
+
+    from tasks.mining.pin import file_records, package_table
+    from tasks.mining.sources import FileItem
+
+    dist = importlib.metadata.distribution("pytest")
+    rel = next(f for f in dist.files if f.suffix == ".py" and f.parts[0] == "_pytest")
+    site = Path(dist.locate_file(""))
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    items = [FileItem(str(site / rel), ".".join(rel.with_suffix("").parts), False, "site-packages", False, str(site)),
+             FileItem(str(stdlib / "json" / "__init__.py"), "json", True, "stdlib", False, str(stdlib)),
+             FileItem(str(stdlib / "json" / "decoder.py"), "json.decoder", False, "stdlib", False, str(stdlib))]
+    table = {p["package"]: p for p in package_table(file_records(items))}
+    assert (table["pytest"]["distribution"], table["pytest"]["version"], table["pytest"]["files"]) == ("pytest", dist.version, 1)
+    assert (table["stdlib"]["version"], table["stdlib"]["files"]) == (platform.python_version(), 2)
+
+
+def test_pin_options_are_checked_with_the_config(tmp_path: Path) -> None:
+    from flows.mine_tdi import MineTDIConfig
+    from tasks.mining.pin import PinError, describe_sources, write_sources
+
+    pin = write_sources(tmp_path, describe_sources([]))
+    assert MineTDIConfig(pin=str(pin)).pin == str(pin) and MineTDIConfig(pin=str(tmp_path)).pin == str(tmp_path)
+    with pytest.raises(ValueError, match="--limit-files 5 would sample it again"):
+        MineTDIConfig(pin=str(pin), limit_files=5)
+    with pytest.raises(ValueError, match="cannot be pinned"):
+        MineTDIConfig(pin=str(pin), source=("tree", "codesearchnet"), codesearchnet_path="x")
+    with pytest.raises(PinError, match="not a readable sources.json"):
+        MineTDIConfig(pin=str(tmp_path / "nowhere.json"))
+    (tmp_path / "other.json").write_text(json.dumps({"files": []}))
+    with pytest.raises(PinError, match="not a sources.json of format"):
+        MineTDIConfig(pin=str(tmp_path / "other.json"))
 
 
 def _csn_line(func_name: str, code: str) -> str:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from schemas.docs import schema_errors
-from schemas.toolset import DependencyEdge, Query, Tool, ToolSet
+from schemas.toolset import DependencyEdge, ParameterEdge, Query, Tool, ToolSet
 from tasks.toolsets.readers import (
     ImportReport,
     ToolSetFormatError,
@@ -327,3 +327,115 @@ def test_benchmark_folder_path_equals_the_name(tmp_path):
     by_name = load_benchmark("tmdb", BENCHMARKS)
     by_path = load_benchmark(BENCHMARKS / "tmdb")
     assert by_name == by_path
+
+
+# ---------------------------------------------------------------------------------------------
+# param_edges.jsonl: parameter-level gold edges (either folder format)
+
+
+@needs_shared
+def test_nestools_is_a_benchmark_with_parameter_edges():
+    from tasks.toolsets.readers import BENCHMARKS as NAMES, load_toolset_spec
+
+    assert "nestools" in NAMES
+    toolset, report = load_benchmark_with_report("nestools", BENCHMARKS)
+    assert (len(toolset.tools), len(toolset.edges), len(toolset.queries)) == (3034, 1638, 1000)
+    assert len({t.group for t in toolset.tools}) == 146
+    assert report.rejected == [] and len(toolset.parameter_edges) == 1746  # every line of param_edges.jsonl kept
+    raw = _raw_lines("nestools", "param_edges.jsonl")[1]
+    assert toolset.parameter_edges[1] == ParameterEdge(raw["consumer"], raw["producer"], raw["consumer_param"],
+                                                       raw["producer_field"], "manual")
+    assert toolset.parameter_edges[1].producer_output != toolset.parameter_edges[1].consumer_param  # certificate_num
+    tools = {t.tool_id: t for t in toolset.tools}
+    for e in toolset.parameter_edges:
+        consumer, producer = tools[e.dependent], tools[e.prerequisite]
+        assert consumer.group == producer.group
+        assert e.consumer_param in {p["name"] for p in consumer.doc["input_params"]}
+        assert e.producer_output in {p["name"] for p in producer.doc["output_params"]}
+    assert load_toolset_spec("nestools", BENCHMARKS) == toolset
+    whole = load_benchmark("nestools", BENCHMARKS, grouping="dataset")
+    assert {t.group for t in whole.tools} == {e.group for e in whole.edges} == {"nestools"}
+    assert len(whole.edges) == 1638 and whole.parameter_edges == toolset.parameter_edges
+
+
+def _param_doc(name, inputs=(), outputs=()):
+    return {"name": name, "description": f"{name} tool", "input_params": [
+        {"name": n, "type": "str", "description": ""} for n in inputs], "output_params": [
+        {"name": n, "type": "str", "description": ""} for n in outputs]}
+
+
+def _param_toolset() -> ToolSet:
+    return ToolSet(
+        name="params",
+        tools=[Tool("login", "g", _param_doc("login", ["user"], ["token"])),
+               Tool("update", "g", _param_doc("update", ["auth", "email"], ["status"])),
+               Tool("other", "h", _param_doc("other", ["token"]))],
+        edges=[DependencyEdge("g", "update", "login")],
+        parameter_edges=(ParameterEdge("update", "login", "auth", "token"), ParameterEdge("update", "login", "email")),
+    )
+
+
+def test_parameter_edges_round_trip_and_default_to_none(tmp_path):
+    toolset = _param_toolset()
+    folder = write_toolset_dir(toolset, tmp_path / "params")
+    assert read_toolset_dir(folder) == toolset
+    assert read_toolset_dir(write_toolset_dir(_toy_toolset(), tmp_path / "toy")).parameter_edges == ()
+    assert not (tmp_path / "toy" / "param_edges.jsonl").exists()
+
+
+def test_unusable_parameter_edge_lines_are_rejected_with_reasons(tmp_path, caplog):
+    from tasks.toolsets.readers import read_toolset_dir_with_report
+
+    folder = write_toolset_dir(_param_toolset(), tmp_path / "params")
+    bad = [
+        {"producer": "ghost", "consumer": "update", "consumer_param": "auth"},
+        {"producer": "login", "consumer": "update", "consumer_param": "password", "producer_field": "token"},
+        {"producer": "login", "consumer": "update", "consumer_param": "auth", "producer_field": "session"},
+        {"producer": "login", "consumer": "other", "consumer_param": "token", "producer_field": "token"},
+        {"producer": "login", "consumer": "login", "consumer_param": "user"},
+        {"producer": "login", "consumer": "update", "consumer_param": "auth", "producer_field": "token", "group": "x"},
+        {"producer": "login", "consumer": "update", "consumer_param": "auth", "producer_field": "token", "count": 3},
+    ]
+    with (folder / "param_edges.jsonl").open("a") as fh:
+        fh.writelines(json.dumps(row) + "\n" for row in bad)
+    toolset, report = read_toolset_dir_with_report(folder)
+    assert toolset.parameter_edges == _param_toolset().parameter_edges  # the two good lines, nothing else
+    file = folder / "param_edges.jsonl"
+    assert report.rejected == [
+        f"{file}:3: parameter edge ghost.? -> update(auth): unknown tool(s) ['ghost']",
+        f"{file}:4: parameter edge login.token -> update(password): 'update' has no input parameter 'password'",
+        f"{file}:5: parameter edge login.session -> update(auth): 'login' declares no output 'session'",
+        f"{file}:6: parameter edge login.token -> other(token): crosses groups 'g'/'h'",
+        f"{file}:7: parameter edge login.? -> login(user): self loop",
+        f"{file}:8: parameter edge login.token -> update(auth): group 'x', but both tools are in 'g'",
+        f"{file}:9: parameter edge login.token -> update(auth): repeats line 1 (same consumer, parameter, producer "
+        "and source)",
+    ]
+    with caplog.at_level("WARNING"):
+        assert read_toolset_dir(folder).parameter_edges == toolset.parameter_edges
+    assert "7 rejected records" in caplog.text
+    # the same file in a folder of the shared benchmark layout: read, and not taken for a second edge file
+    shared = _layout_folder(tmp_path, [{"name": "login", "input_parameters": ["user"], "output_parameters": ["token"]},
+                                       {"name": "update", "input_parameters": ["auth", "email"]}],
+                            edges=[{"producer": "login", "consumer": "update"}])
+    (shared / "param_edges.jsonl").write_text(file.read_text())
+    imported, shared_report = load_benchmark_with_report(shared)
+    assert [(e.dependent, e.prerequisite) for e in imported.edges] == [("update", "login")]
+    assert imported.parameter_edges == toolset.parameter_edges
+    assert len(shared_report.rejected) == 7
+
+
+@pytest.mark.parametrize("row, message", [
+    ({"producer": "login", "consumer": "update"}, "missing field 'consumer_param'"),
+    ({"producer": "login", "consumer": "update", "consumer_param": ""}, "'consumer_param' is empty"),
+    ({"producer": "login", "consumer": "update", "consumer_param": "auth", "producer_field": 3}, "'producer_field' must"),
+    ({"producer": [1], "consumer": "update", "consumer_param": "auth"}, "string or an integer"),
+    ("{oops", "not valid JSON"),
+])
+def test_malformed_parameter_edge_lines_name_file_and_line(tmp_path, row, message):
+    folder = write_toolset_dir(_param_toolset(), tmp_path / "params")
+    with (folder / "param_edges.jsonl").open("a") as fh:
+        fh.write((row if isinstance(row, str) else json.dumps(row)) + "\n")
+    with pytest.raises(ToolSetFormatError, match=message) as err:
+        read_toolset_dir(folder)
+    assert "param_edges.jsonl:3" in str(err.value)

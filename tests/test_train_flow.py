@@ -44,6 +44,26 @@ def write_tiny_tdi(folder: Path, n_per_class: int = 8) -> Path:
     return folder
 
 
+def test_training_reads_shards_of_schema_versions_1_and_2_and_refuses_others(tmp_path):
+    from tasks.training.examples import load_tdi_examples
+
+    v2 = write_tiny_tdi(tmp_path / "v2")
+    assert pq.read_schema(next((v2 / "shards").glob("*.parquet"))).metadata[b"tgr.schema_version"] == b"2"
+    for version, keep_columns in (("1", False), ("3", True)):
+        (tmp_path / f"v{version}" / "shards").mkdir(parents=True)
+        for f in (v2 / "shards").glob("*.parquet"):
+            table = pq.read_table(f)
+            if not keep_columns:  # a dataset published before the parameter columns
+                table = table.drop_columns(["consumer_param", "producer_output"])
+            pq.write_table(table.replace_schema_metadata({"tgr.schema_version": version}), tmp_path / f"v{version}" / "shards" / f.name)
+    train2, valid2 = load_tdi_examples(v2)
+    train1, valid1 = load_tdi_examples(tmp_path / "v1")
+    assert len(train2) == 24 and len(valid2) == 9
+    assert (sorted(map(repr, train1)), sorted(map(repr, valid1))) == (sorted(map(repr, train2)), sorted(map(repr, valid2)))
+    with pytest.raises(ValueError, match="schema version '3'"):
+        load_tdi_examples(tmp_path / "v3")
+
+
 def second_toolset() -> ToolSet:
     doc = lambda n, i, o: {"name": n, "description": f"{n} tool", "input_params":  # noqa: E731
                            [{"name": p, "type": "str", "description": p} for p in i],
@@ -99,9 +119,13 @@ def test_flow_trains_calibrates_evaluates_and_saves_a_loadable_checkpoint(tiny_r
     assert test["direction"]["n"] == 4 and 0.0 <= test["direction"]["accuracy"] <= 1.0
     # the movie tools share movie_id: the parameter-match rule finds both edges with their direction
     assert test["schema_rule"]["dependency"] == {"precision": 1.0, "recall": 1.0, "f1": 1.0}
+    # so no gold dependency is beyond the rules: beyond-rule recall is undefined (null), its count 0
+    for decision in ("argmax", "calibrated"):
+        assert test[decision]["beyond_rule"]["n_gold"] == 0 and test[decision]["beyond_rule"]["recall"] is None
     assert set(result["test"]["argmax"]["dependency"]) == {"precision", "recall", "f1"}
     card = (best / "README.md").read_text()
     assert "paper Table 3" in card and "parameter-match rule" in card
+    assert "- test: recall n/a (0 of 0 gold dependencies neither name rule finds)" in card
 
     clf = pipeline("text-classification", model=str(best), device=-1)
     a, b = pair_texts({"name": "GetCredits", "description": "d", "input_params": [], "output_params": []}, "SearchMovie() -> movie")
@@ -153,6 +177,11 @@ def test_evaluate_only_rejects_a_folder_that_is_no_checkpoint(tmp_path):
     ({"finetune": ("nope",)}, "--finetune 'nope' is neither a benchmark"),
     ({"pretrain_data": "no/such/tdi"}, "no shards/*.parquet there"),
     ({"pretrain_data": "none", "finetune": ()}, "nothing to train"),
+    ({"param_toolsets": ("nestools",)}, "--param-toolsets: only with --param-level"),
+    ({"param_level": True, "param_name_dropout": 1.5}, "--param-name-dropout 1.5: must lie in [0, 1]"),
+    ({"param_level": True, "param_max_examples": 0}, "--param-max-examples 0: must be at least 1"),
+    ({"param_level": True, "pretrain_data": "none"}, "--param-level: nothing to train on"),
+    ({"param_level": True, "param_toolsets": ("no/such/set",)}, "--param-toolsets 'no/such/set' is neither"),
 ])
 def test_config_refuses_a_bad_value_without_the_command_line(bad, message):
     """The checks live in TrainDiscriminatorConfig: a Python call and a Prefect deployment run are refused as the CLI is."""

@@ -174,7 +174,8 @@ def test_bad_edge_class_is_rejected_by_the_core_checks(tmp_path):
 
 def test_update_is_atomic_and_other_schema_versions_are_refused(warehouse):
     def add_metric(con):
-        con.execute("INSERT INTO retrieval_metrics VALUES ('tiny', 'BM25', 5, 0.5, 0.4, 0.3, 1, now(), 'all')")
+        con.execute("INSERT INTO retrieval_metrics (dataset, method, k, recall, ndcg, pass_rate, n_queries, evaluated_at, "
+                    "query_split) VALUES ('tiny', 'BM25', 5, 0.5, 0.4, 0.3, 1, now(), 'all')")
 
     update_warehouse(warehouse, add_metric)
     assert connect(warehouse).execute("SELECT recall_5 FROM retrieval_table").fetchall() == [(0.5,)]
@@ -418,3 +419,54 @@ def test_declarations_refuse_what_the_build_could_not_honour(warehouse):
     built = {n for (n,) in connect(warehouse).execute("SELECT table_name FROM duckdb_tables()").fetchall()}
     assert len(set(names)) == len(names) and built == {*names, "schema_version"}
     assert all(t.primary_key for t in tables.CORE_TABLES)
+
+
+def _with_parameter_edges(rows: list[dict]) -> DatasetTables:
+    ds = tiny_dataset()
+    for tool in ds.rows["tools"]:
+        if tool["tool_id"] == "e":
+            tool["doc_json"] = '{"name": "e", "input_params": [{"name": "token"}, {"name": "city"}]}'
+    ds.rows["parameter_edges"] = [{"dataset": "tiny", "dependent": "e", "consumer_param": "token", "producer_output": "tok",
+                                   "probability": 1.0} | r for r in rows]
+    return ds
+
+
+def test_producers_of_lists_each_producer_best_first(tmp_path):
+    path = tmp_path / "w.duckdb"
+    build_warehouse(path, [_with_parameter_edges([
+        {"prerequisite": "b", "source": "schema"},
+        {"prerequisite": "a", "source": "discriminator", "probability": 0.7, "producer_output": None},
+        {"prerequisite": "c", "source": "schema"},
+        {"prerequisite": "c", "source": "manual"},
+        {"prerequisite": "d", "source": "discriminator", "probability": 0.9},
+        {"prerequisite": "a", "source": "schema", "consumer_param": "city"},
+    ])], DIM)
+    con = connect(path)
+    rows = con.execute("SELECT producer, producer_name, source, producer_output, probability, rank "
+                       "FROM producers_of('tiny', 'e', 'token')").fetchall()
+    # probability first; at equal probability gold before the name rule; a producer's rows stay together
+    assert rows == [("c", "C", "manual", "tok", 1.0, 1), ("c", "C", "schema", "tok", 1.0, 2),
+                    ("b", "B", "schema", "tok", 1.0, 3), ("d", "D", "discriminator", "tok", 0.9, 4),
+                    ("a", "A", "discriminator", None, 0.7, 5)]
+    assert con.execute("SELECT producer FROM producers_of(?, ?, ?)", ["tiny", "e", "city"]).fetchall() == [("a",)]
+    with pytest.raises(duckdb.Error, match="tiny has no tool nope"):
+        con.execute("SELECT * FROM producers_of('tiny', 'nope', 'token')").fetchall()
+    with pytest.raises(duckdb.Error, match="e takes no input parameter password"):
+        con.execute("SELECT * FROM producers_of('tiny', 'e', 'password')").fetchall()
+    with pytest.raises(duckdb.Error, match="a takes no input parameter token"):  # a declares no inputs at all
+        con.execute("SELECT * FROM producers_of('tiny', 'a', 'token')").fetchall()
+
+
+def test_parameter_edges_are_checked_by_the_build(tmp_path):
+    with pytest.raises(WarehouseError, match="parameter edges whose tools are unknown"):
+        build_warehouse(tmp_path / "a.duckdb", [_with_parameter_edges([{"prerequisite": "zz", "source": "manual"}])], DIM)
+    no_lineage = _with_parameter_edges([{"prerequisite": "a", "source": "manual"}])
+    no_lineage.rows["edge_lineage"] = [r for r in no_lineage.rows["edge_lineage"] if r["source"] != "manual"]
+    no_lineage.rows["edges"] = [e for e in no_lineage.rows["edges"] if e["source"] != "manual"]
+    with pytest.raises(WarehouseError, match="parameter edge sources without a lineage row"):
+        build_warehouse(tmp_path / "b.duckdb", [no_lineage], DIM)
+    for bad in ([{"prerequisite": "a", "source": "fused"}], [{"prerequisite": "a", "source": "manual", "probability": 2.0}],
+                [{"prerequisite": "a", "source": "manual"}, {"prerequisite": "a", "source": "manual", "producer_output": "x"}]):
+        with pytest.raises(duckdb.ConstraintException):  # unknown source, probability out of range, key repeated
+            build_warehouse(tmp_path / "c.duckdb", [_with_parameter_edges(bad)], DIM)
+    assert not any(p.suffix == ".duckdb" for p in tmp_path.iterdir())

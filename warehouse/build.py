@@ -304,6 +304,13 @@ INTEGRITY_CHECKS = {
           e USING (dataset, prerequisite, dependent)""",
     "edge sources without a lineage row": """
         SELECT count(*) FROM (SELECT DISTINCT dataset, source FROM edges) ANTI JOIN edge_lineage USING (dataset, source)""",
+    "parameter edges whose tools are unknown": """
+        SELECT count(*) FROM parameter_edges e WHERE NOT EXISTS (SELECT 1 FROM tools t
+          WHERE t.dataset = e.dataset AND t.tool_id = e.dependent) OR NOT EXISTS (SELECT 1 FROM tools t
+          WHERE t.dataset = e.dataset AND t.tool_id = e.prerequisite)""",
+    "parameter edge sources without a lineage row": """
+        SELECT count(*) FROM (SELECT DISTINCT dataset, source FROM parameter_edges) ANTI JOIN edge_lineage
+          USING (dataset, source)""",
 }
 
 

@@ -75,6 +75,22 @@ CORE_TABLES: tuple[Table, ...] = (
     ), primary_key=("dataset", "source", "dependent", "prerequisite"),
         checks=("(source = 'transition') = (weight IS NOT NULL AND n_transitions IS NOT NULL)",)),
 
+    Table("parameter_edges", "Parameter-level dependencies: the input `consumer_param` of `dependent` takes a value "
+          "that `prerequisite` produces (its output `producer_output`). Sources: 'manual' (gold, the tool set's "
+          "param_edges.jsonl, probability 1), 'schema' (the parameter-match rule behind the 'schema' edges: one row per "
+          "input of the dependent whose normalised name is one of the edge's matched_params, probability 1; "
+          "producer_output NULL when the prerequisite declares no outputs and the rule matched the output its name "
+          "implies), 'discriminator' (the parameter-level scorer, build-graph --param-discriminator: each input whose p(takes the prerequisite's output) reaches the calibrated cut, probability = that p; producer_output NULL). Macro producers_of.", (
+        Column("dataset", "VARCHAR"),
+        Column("dependent", "VARCHAR", comment="the consumer (tool_id)"),
+        Column("prerequisite", "VARCHAR", comment="the producer (tool_id)"),
+        Column("consumer_param", "VARCHAR", comment="the dependent's input parameter, as its doc names it"),
+        Column("producer_output", "VARCHAR", null=True,
+               comment="the prerequisite's output, as its doc names it; NULL: not known or not declared"),
+        Column("probability", "DOUBLE", null=True, check="probability BETWEEN 0 AND 1"),
+        Column("source", "VARCHAR", check="source IN ('manual', 'schema', 'discriminator')"),
+    ), primary_key=("dataset", "source", "dependent", "prerequisite", "consumer_param")),
+
     Table("scored_pairs", "Every pair the discriminator scored (after candidate pruning), edges or not.", (
         Column("dataset", "VARCHAR"),
         Column("tool_group", "VARCHAR"),
@@ -94,9 +110,16 @@ CORE_TABLES: tuple[Table, ...] = (
         Column("pairs_kept", "BIGINT"),
         Column("known_edges", "BIGINT", comment="manual edges of the set (0 when it has none)"),
         Column("known_edges_in_groups", "BIGINT", comment="of those, both ends in one group"),
-        Column("known_edges_kept", "BIGINT", comment="of those, still a candidate after pruning"),
+        Column("known_edges_kept", "BIGINT",
+               comment="of those, still a candidate after pruning, in their own direction (prerequisite, dependent)"),
         Column("known_edge_recall", "DOUBLE", null=True, check="known_edge_recall BETWEEN 0 AND 1",
                comment="kept / in_groups; NULL: no known edges"),
+        Column("ordered_pairs_in_groups", "BIGINT", null=True, comment="ordered same-group pairs: 2 * pairs_in_groups"),
+        Column("ordered_pairs_kept", "BIGINT", null=True,
+               comment="ordered pairs kept: both orders of a pair a symmetric rule keeps, the (producer, consumer) "
+                       "order of one only the 'retrieval' rule keeps"),
+        Column("ordered_share_kept", "DOUBLE", null=True, check="ordered_share_kept BETWEEN 0 AND 1",
+               comment="ordered_pairs_kept / ordered_pairs_in_groups: the share of pairs kept"),
     ), primary_key=("dataset", "strategy")),
 
     Table("edge_calibration", "How discriminator probabilities became edges: one row per dataset scored by a "
@@ -145,6 +168,11 @@ CORE_TABLES: tuple[Table, ...] = (
         Column("query_split", "VARCHAR", default="'all'", check="query_split IN ('all', 'test')",
                comment="'all' queries, or 'test': the queries whose gold run is in the trajectories' test split "
                        "(methods built from the training runs are scored there only)"),
+        Column("graph_weight", "DOUBLE", null=True, check="graph_weight BETWEEN 0 AND 1",
+               comment="w of the score (1 - w) cos(q, x) + w cos(q, x'): 0 for embedding, 1 for +TGR rows; "
+                       "'(cv)' rows (tasks/retrieval/fusion.py): the w cross-validation chooses on all queries"),
+        Column("graph_weight_folds", "DOUBLE[]", null=True,
+               comment="'(cv)' rows: the w chosen on the other folds, per fold (each fold's queries are ranked with it)"),
     ), primary_key=("dataset", "method", "k", "query_split")),
 
     # ToolNet ---------------------------------------------------------------------------------------
@@ -222,8 +250,9 @@ CORE_TABLES: tuple[Table, ...] = (
         Column("evaluated_at", "TIMESTAMP"),
     ), primary_key=("dataset", "method", "k", "query_split")),
 
-    Table("edge_lineage", "Lineage: what produced the edges of each (dataset, source); every edge joins to one row "
-          "(build check 'edge sources without a lineage row').", (
+    Table("edge_lineage", "Lineage: what produced the edges of each (dataset, source); every edge and every "
+          "parameter edge joins to one row (build checks 'edge sources without a lineage row', 'parameter edge "
+          "sources without a lineage row').", (
         Column("dataset", "VARCHAR"),
         Column("source", "VARCHAR"),
         Column("producer", "VARCHAR", comment="what made them, in words"),

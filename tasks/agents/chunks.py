@@ -54,7 +54,7 @@ from tasks.sources.spec import SourceConfigError, SourceSpec
 
 CHUNKS = ".chunks"  # <dataset>/.chunks/chunk-NNNNNN/: the staging area of the chunk outputs
 MARKER = "done.json"
-CHUNK_FORMAT = "tgr-tdi-chunk-v1"  # bump when a chunk's outputs change meaning: old markers then mismatch
+CHUNK_FORMAT = "tgr-tdi-chunk-v2"  # bump when a chunk's outputs change meaning: old markers then mismatch
 # A chunk closes at chunk_size accepted records, or at this many items read (a run of rejects).
 MAX_ITEMS_PER_ACCEPTED = 4
 # Request failures that a later run may not repeat (the endpoint was down or overloaded): a chunk
@@ -69,6 +69,8 @@ VALIDATED_SCHEMA = pa.schema(
         pa.field("dep_json", pa.string(), nullable=False),  # its canonical JSON
         pa.field("pre_id", pa.string(), nullable=False),
         pa.field("pre_json", pa.string(), nullable=False),
+        pa.field("consumer_param", pa.string(), nullable=True),  # the dependent doc's input fed by the prerequisite
+        pa.field("producer_output", pa.string(), nullable=True),  # the prerequisite doc's output that feeds it, where known
     ]
 )
 
@@ -265,7 +267,8 @@ def _write_parquet(table: pa.Table, path: Path) -> None:
 def validated_row(p: DependentPair) -> dict[str, Any]:
     dep_json, pre_json = canonical_doc_json(p.dependent), canonical_doc_json(p.prerequisite)
     return {"record_id": p.record_id, "satisfied": p.satisfied, "dep_id": doc_id(dep_json), "dep_json": dep_json,
-            "pre_id": doc_id(pre_json), "pre_json": pre_json}
+            "pre_id": doc_id(pre_json), "pre_json": pre_json, "consumer_param": p.consumer_param,
+            "producer_output": p.producer_output}
 
 
 def write_chunk_outputs(folder: Path, validated: Sequence[dict], outcomes: Sequence[dict], ledger: Sequence[dict],

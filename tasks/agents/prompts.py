@@ -43,9 +43,16 @@ EXTRACT_SCHEMA: dict[str, Any] = {
 
 GENERATE_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "required": ["satisfied", "name", "description", "input_params", "output_params"],
+    "required": ["satisfied", "name", "description", "input_params", "output_params", "consumer_param", "producer_output"],
     "additionalProperties": False,
-    "properties": {"satisfied": {"type": "integer", "enum": [1, 2]}, **_inline_params(_DOC_PROPERTIES)},
+    "properties": {
+        "satisfied": {"type": "integer", "enum": [1, 2]},
+        **_inline_params(_DOC_PROPERTIES),
+        # the dependent API's input parameter that takes the other API's output, and that output
+        # ("" when no single output feeds it); tasks/agents/requests.py checks both against the docs
+        "consumer_param": {"type": "string"},
+        "producer_output": {"type": "string"},
+    },
 }
 
 VALIDATE_SCHEMA: dict[str, Any] = {
@@ -78,7 +85,7 @@ EXTRACT = Prompt(
 )
 
 GENERATE_DEPENDENT = Prompt(
-    version="generate-dependent-v4",
+    version="generate-dependent-v5",
     system=(
         "You design realistic software APIs that work together. Every field you write is in "
         "English. Answer with one JSON object only."
@@ -94,6 +101,11 @@ GENERATE_DEPENDENT = Prompt(
         "API with name, description, input_params and output_params (each parameter with name, "
         "type and description). Be concise: short type names (string, integer, number, "
         "boolean, list, dict, bytes, object) and one-sentence descriptions.\n"
+        "Then name the hand-over: `consumer_param` is the name of the dependent API's input "
+        "parameter that takes the other API's output (an input parameter of your new API when "
+        "`satisfied` is 1, of the given API when it is 2), spelled exactly as in its input_params; "
+        "`producer_output` is the name of the other API's output parameter that feeds it, spelled "
+        "exactly as in its output_params, or an empty string when no single output does.\n"
         "JSON schema of the answer: {schema}"
     ),
 )

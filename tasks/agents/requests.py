@@ -8,6 +8,7 @@ from typing import Any
 from schemas.docs import canonical_doc_json, doc_id, schema_errors
 from tasks.llm.structured import StructuredRequest, StructuredResult
 from tasks.common.outcome import Outcome
+from schemas.parameters import input_param_names, match_param, output_param_names
 from schemas.tdi import DependentPair
 from tasks.agents.prompts import EXTRACT, EXTRACT_SCHEMA, GENERATE_DEPENDENT, GENERATE_SCHEMA, VALIDATE, VALIDATE_SCHEMA
 from tasks.llm.prompt import schema_text
@@ -88,7 +89,19 @@ def interpret_generate(extracted: ExtractedDoc, result: StructuredResult) -> Dep
     echo = echo_reason(extracted.doc, generated)
     if echo:
         return Outcome(result.item_id, "generate", "generate_echoed_input", echo, canonical_doc_json(generated))
-    return DependentPair(result.item_id, extracted.doc, generated, int(result.value["satisfied"]))
+    satisfied = int(result.value["satisfied"])
+    dependent, prerequisite = (generated, extracted.doc) if satisfied == 1 else (extracted.doc, generated)
+    asked = str(result.value.get("consumer_param") or "")
+    inputs = input_param_names(dependent)
+    consumer_param = match_param(asked, inputs)
+    if consumer_param is None:
+        side = "the generated" if satisfied == 1 else "the given"
+        return Outcome(result.item_id, "generate", "generate_bad_consumer_param",
+                       f"consumer_param {asked!r} is no input parameter of {side} dependent API {dependent['name']!r} "
+                       f"(inputs: {inputs})", canonical_doc_json(generated))
+    # an output that the prerequisite does not have is not known: null, never a guess
+    producer_output = match_param(str(result.value.get("producer_output") or ""), output_param_names(prerequisite))
+    return DependentPair(result.item_id, extracted.doc, generated, satisfied, consumer_param, producer_output)
 
 
 # -- agent 3: validate ------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 Class 0 (a depends on b) is each validated pair as <dependent, prerequisite>; class 2 is its swap;
 class 1 (no dependency) pairs docs of the same split at random, never a known dependent pair
-(in either order) and never a doc with itself.
+(in either order) and never a doc with itself. Classes 0 and 2 carry the pair's ``consumer_param``
+and ``producer_output`` (the dependent side's fed input); class 1 rows have neither.
 """
 from __future__ import annotations
 
@@ -39,6 +40,8 @@ class _Pair:
     record_id: str
     dependent: _Doc
     prerequisite: _Doc
+    consumer_param: str | None = None  # the dependent doc's input that the prerequisite feeds
+    producer_output: str | None = None  # the prerequisite doc's output that feeds it
 
 
 @dataclass
@@ -56,10 +59,17 @@ def _as_pair(p: DependentPair) -> _Pair:
         p.record_id,
         _Doc(doc_id(dep_json), dep_json, f"{p.record_id}#{tag_dep}"),
         _Doc(doc_id(pre_json), pre_json, f"{p.record_id}#{tag_pre}"),
+        p.consumer_param,
+        p.producer_output,
     )
 
 
-def _row(a: _Doc, b: _Doc, label: int, split: str, origin: str) -> dict:
+def _row(a: _Doc, b: _Doc, label: int, split: str, origin: str, consumer_param: str | None = None,
+         producer_output: str | None = None) -> dict:
+    """A TDI_PAIR_SCHEMA row; ``consumer_param``/``producer_output`` belong to the dependent side
+    (doc_a for label 0, doc_b for label 2) and are null for label 1."""
+    if label == LABEL_NO_DEPENDENCY and (consumer_param is not None or producer_output is not None):
+        raise ValueError("a 'no dependency' row has no consumer parameter")
     return {
         "pair_id": hashlib.sha256(f"{a.doc_id}>{b.doc_id}".encode()).hexdigest()[:20],
         "doc_a": a.json,
@@ -72,6 +82,8 @@ def _row(a: _Doc, b: _Doc, label: int, split: str, origin: str) -> dict:
         "origin": origin,
         "source_a": a.source,
         "source_b": b.source,
+        "consumer_param": consumer_param,
+        "producer_output": producer_output,
     }
 
 
@@ -202,8 +214,8 @@ def balance_pairs(validated: Sequence[DependentPair], cfg: BalanceConfig) -> Bal
         per_split[split] = len(in_split)
         docs: dict[str, _Doc] = {}
         for p in in_split:
-            rows.append(_row(p.dependent, p.prerequisite, LABEL_A_DEPENDS_ON_B, split, "validated"))
-            rows.append(_row(p.prerequisite, p.dependent, LABEL_B_DEPENDS_ON_A, split, "swapped"))
+            rows.append(_row(p.dependent, p.prerequisite, LABEL_A_DEPENDS_ON_B, split, "validated", p.consumer_param, p.producer_output))
+            rows.append(_row(p.prerequisite, p.dependent, LABEL_B_DEPENDS_ON_A, split, "swapped", p.consumer_param, p.producer_output))
             docs.setdefault(p.dependent.doc_id, p.dependent)
             docs.setdefault(p.prerequisite.doc_id, p.prerequisite)
         pool = [docs[k] for k in sorted(docs)]
@@ -228,7 +240,7 @@ class BalancePlan:
 
     A *source* is one side of a selected pair: source ``2*i`` is the dependent doc of selected pair
     ``i``, ``2*i + 1`` its prerequisite. ``rows`` holds ``split``, ``label``, ``origin``, ``a_src``,
-    ``b_src`` (source numbers) and ``pair_id``; ``selected`` holds per selected pair ``record_id``,
+    ``b_src`` (source numbers), ``consumer_param``, ``producer_output`` (null on class 1) and ``pair_id``; ``selected`` holds per selected pair ``record_id``,
     ``satisfied``, ``dep_id``, ``pre_id`` (hex doc ids) in selection order. What became of every
     validated pair is one byte a pair (``reason_codes``, in the files' row order); its rows for the
     books are read back file by file (:meth:`outcome_frames`), so the plan's memory does not grow
@@ -446,11 +458,12 @@ def plan_balance(validated_files: Sequence[str | Path], cfg: BalanceConfig) -> B
     """Balance the validated pairs in ``validated_files`` (``tasks.agents.chunks.VALIDATED_SCHEMA``). The
     pairs are taken in record-id order, so the plan does not depend on where chunks end."""
     files = [str(f) for f in validated_files]
-    cols = ["record_id", "satisfied", "dep_id", "pre_id"]
+    cols = ["record_id", "satisfied", "dep_id", "pre_id", "consumer_param", "producer_output"]
     if files:
         ids = pl.scan_parquet(files).select(cols).collect()  # the files' row order
     else:
-        ids = pl.DataFrame(schema={"record_id": pl.String, "satisfied": pl.Int8, "dep_id": pl.String, "pre_id": pl.String})
+        ids = pl.DataFrame(schema={"record_id": pl.String, "satisfied": pl.Int8, "dep_id": pl.String, "pre_id": pl.String,
+                                   "consumer_param": pl.String, "producer_output": pl.String})
     by_record = ids.select(pl.arg_sort_by("record_id", maintain_order=True))["record_id"].to_numpy()
     rng = np.random.default_rng(cfg.seed)
     dep, pre = _u64(ids["dep_id"])[by_record], _u64(ids["pre_id"])[by_record]
@@ -494,14 +507,19 @@ def plan_balance(validated_files: Sequence[str | Path], cfg: BalanceConfig) -> B
         a_src = np.concatenate([dep_src, pre_src, pool_src[ia]])
         b_src = np.concatenate([pre_src, dep_src, pool_src[ib]])
         n = len(members)
+        # the dependent pair's parameter on its class 0 and class 2 rows, none on class 1
+        params = {c: pl.concat([sel[c].gather(members), sel[c].gather(members), pl.Series(c, [None] * n, dtype=pl.String)])
+                  for c in ("consumer_param", "producer_output")}
         parts.append(pl.DataFrame({
             "split": [split] * (3 * n),
             "label": np.concatenate([np.full(n, LABEL_A_DEPENDS_ON_B), np.full(n, LABEL_B_DEPENDS_ON_A), np.full(n, LABEL_NO_DEPENDENCY)]).astype(np.int8),
             "origin": np.repeat(np.array(ORIGINS), n).tolist(),
             "a_src": a_src.astype(np.uint32),
             "b_src": b_src.astype(np.uint32),
+            **params,
         }))
-    rows = pl.concat(parts) if parts else pl.DataFrame(schema={"split": pl.String, "label": pl.Int8, "origin": pl.String, "a_src": pl.UInt32, "b_src": pl.UInt32})
+    rows = pl.concat(parts) if parts else pl.DataFrame(schema={"split": pl.String, "label": pl.Int8, "origin": pl.String, "a_src": pl.UInt32, "b_src": pl.UInt32,
+                                                               "consumer_param": pl.String, "producer_output": pl.String})
     plan = BalancePlan(per_class, per_split, rows, sel, reason_codes, files, cfg.per_class)
     a_hex, b_hex = plan.source_doc_ids(rows["a_src"].to_numpy()), plan.source_doc_ids(rows["b_src"].to_numpy())
     plan.rows = rows.with_columns(pair_id=pl.Series(_pair_ids(a_hex, b_hex), dtype=pl.String))
@@ -519,9 +537,11 @@ def plan_rows(plan: BalancePlan, rows: pl.DataFrame, doc_json: dict[str, str] | 
     a_name, b_name = plan.source_names(a_src), plan.source_names(b_src)
     return [
         {"pair_id": pid, "doc_a": docs[a], "doc_b": docs[b], "tool_a_id": a, "tool_b_id": b, "label": label,
-         "label_name": ID2LABEL[label], "split": split, "origin": origin, "source_a": sa, "source_b": sb}
-        for pid, a, b, label, split, origin, sa, sb in zip(rows["pair_id"].to_list(), a_id, b_id, rows["label"].to_list(),
-                                                           rows["split"].to_list(), rows["origin"].to_list(), a_name, b_name)
+         "label_name": ID2LABEL[label], "split": split, "origin": origin, "source_a": sa, "source_b": sb,
+         "consumer_param": cp, "producer_output": po}
+        for pid, a, b, label, split, origin, sa, sb, cp, po in zip(
+            rows["pair_id"].to_list(), a_id, b_id, rows["label"].to_list(), rows["split"].to_list(), rows["origin"].to_list(),
+            a_name, b_name, rows["consumer_param"].to_list(), rows["producer_output"].to_list())
     ]
 
 

@@ -7,8 +7,9 @@ published. A run that fails the gate leaves the published dataset as it was and 
 files in ``<out>/.failed`` for inspection. ``dataset_lock`` keeps two runs off one folder.
 
 Crash safety: each published version is a folder ``<out>/.versions/<version>`` holding
-``shards/``, ``quality.json``, ``README.md`` and ``manifest.json``, and ``<out>/shards``,
-``<out>/manifest.json`` etc. are fixed relative links through one link ``<out>/.current`` to it.
+``shards/``, ``quality.json``, ``README.md`` (mine-tdi's also ``sources.json``) and ``manifest.json``,
+and ``<out>/shards``, ``<out>/manifest.json`` etc. are fixed relative links through one link
+``<out>/.current`` to it.
 A publish renames the staging folder to a new version and then replaces ``.current`` (one
 ``rename``): a kill -9 at any point leaves readers the previous version whole (its manifest
 describing exactly the shards beside it) or the new one whole, never a mix. The next run removes
@@ -38,6 +39,9 @@ CURRENT = ".current"  # link to the published version: the one switch of a publi
 MANIFEST = "manifest.json"
 # what a publish reaches through CURRENT, each by a fixed link of the same name; the manifest last
 PUBLISHED_PARTS = ("shards", "quality.json", "README.md")
+# parts a version may hold (mine-tdi's sources.json, tasks/mining/pin.py): linked when it does, the link
+# removed when it does not
+OPTIONAL_PARTS = ("sources.json",)
 
 
 def fresh_staging(out_dir: Path) -> Path:
@@ -74,9 +78,13 @@ def publish_staged(out_dir: Path, staging: Path, manifest: dict[str, Any]) -> di
     legacy = out_dir / MANIFEST
     if legacy.exists() and not legacy.is_symlink():  # published before versions: unpublish, then convert
         legacy.unlink()
-    for part in (*PUBLISHED_PARTS, MANIFEST):
+    optional = [part for part in OPTIONAL_PARTS if (version / part).exists()]
+    for part in (*PUBLISHED_PARTS, *optional, MANIFEST):
         _link(out_dir / part, f"{CURRENT}/{part}")
     _link(out_dir / CURRENT, f"{VERSIONS}/{version.name}")  # the switch
+    for part in sorted(set(OPTIONAL_PARTS) - set(optional)):
+        if (out_dir / part).is_symlink():
+            (out_dir / part).unlink()  # the previous version's, no longer published
     _tidy(out_dir)
     shutil.rmtree(out_dir / FAILED, ignore_errors=True)
     return json.loads(text)
@@ -112,7 +120,7 @@ def _tidy(out_dir: Path) -> None:
         for version in versions.iterdir():
             if version != current:
                 shutil.rmtree(version, ignore_errors=True)
-    for name in (CURRENT, *PUBLISHED_PARTS, MANIFEST):
+    for name in (CURRENT, *PUBLISHED_PARTS, *OPTIONAL_PARTS, MANIFEST):
         (out_dir / f"{name}.link").unlink(missing_ok=True)
         old = out_dir / f"{name}.old"
         if old.is_dir() and not old.is_symlink():

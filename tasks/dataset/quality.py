@@ -11,7 +11,8 @@ import duckdb
 import pandas as pd
 
 from schemas.docs import schema_errors
-from schemas.tdi import ID2LABEL
+from schemas.parameters import input_param_names, output_param_names
+from schemas.tdi import ID2LABEL, TDI_PAIR_SCHEMA
 from tasks.dataset.accounting import sql_string
 
 logger = logging.getLogger(__name__)
@@ -74,11 +75,49 @@ def _check_frames(shard_glob: str) -> dict[str, pd.DataFrame]:
     # Each distinct doc once (a doc sits in many pairs), against one compiled validator: great-expectations'
     # own json-schema expectation re-checks the schema itself for every value (14 ms a doc, 5 minutes at 23k docs).
     docs = [d for (d,) in con.execute("SELECT doc_a AS d FROM pairs UNION SELECT doc_b FROM pairs").fetchall() if d is not None]
-    con.close()
     invalid = [(d, error) for d in docs if (error := doc_error(d))]
     invalid_docs = pd.DataFrame(invalid, columns=["doc", "error"])
+    parameter_frames = _parameter_frames(con)
+    con.close()
     return {"pairs": pairs, "self_pairs": self_pairs, "mislabelled": mislabelled, "invalid_docs": invalid_docs, "balance": balance, "leaked_tools": leaked,
-            "none_but_dependent": none_but_dependent}
+            "none_but_dependent": none_but_dependent, **parameter_frames}
+
+
+def _parameter_frames(con: duckdb.DuckDBPyConnection) -> dict[str, pd.DataFrame]:
+    """The rows whose parameter-level columns break the schema's rules (schemas/tdi.py): set on a
+    'no dependency' row; a ``consumer_param`` that is no input of the consumer doc (doc_a for label 0,
+    doc_b for label 2); a ``producer_output`` that is no output of the producer doc (declared, or the
+    name-derived one when it declares none). Each distinct (doc, name) is checked once. Shards
+    without these columns get empty frames here: the column-set check reports them."""
+    present = {d[0] for d in con.execute("SELECT * FROM pairs LIMIT 0").description}
+    if not {"consumer_param", "producer_output"} <= present:
+        return {"parameters_on_none": pd.DataFrame(columns=["pair_id", "consumer_param", "producer_output"]),
+                "bad_consumer_param": pd.DataFrame(columns=["pair_id", "consumer_param", "consumer_inputs"]),
+                "bad_producer_output": pd.DataFrame(columns=["pair_id", "producer_output", "producer_outputs"])}
+    on_none = con.execute("""SELECT pair_id, consumer_param, producer_output FROM pairs
+                             WHERE label = 1 AND (consumer_param IS NOT NULL OR producer_output IS NOT NULL)""").df()
+    found: dict[str, list[tuple[str, str, str]]] = {}
+    for column, side, names_of in (("consumer_param", "consumer", input_param_names), ("producer_output", "producer", output_param_names)):
+        # label 0: doc_a depends on doc_b; label 2: doc_b depends on doc_a
+        doc = "doc_a" if side == "consumer" else "doc_b"
+        other = "doc_b" if side == "consumer" else "doc_a"
+        groups = con.execute(f"""
+            SELECT CASE WHEN label = 0 THEN {doc} ELSE {other} END AS doc, {column} AS name, min(pair_id) AS pair_id
+            FROM pairs WHERE label <> 1 AND {column} IS NOT NULL GROUP BY ALL""").fetchall()
+        bad = []
+        for doc_json, name, pair_id in groups:
+            if doc_json is None:
+                continue  # a missing doc fails the not-null check
+            try:
+                names = names_of(json.loads(doc_json))
+            except (TypeError, ValueError, KeyError, AttributeError):
+                names = []  # an invalid doc fails invalid_docs too; here it has no such parameter
+            if name not in names:
+                bad.append((pair_id, name, json.dumps(names)[:200]))
+        found[column] = bad
+    return {"parameters_on_none": on_none,
+            "bad_consumer_param": pd.DataFrame(found["consumer_param"], columns=["pair_id", "consumer_param", "consumer_inputs"]),
+            "bad_producer_output": pd.DataFrame(found["producer_output"], columns=["pair_id", "producer_output", "producer_outputs"])}
 
 
 def doc_error(doc_json: str) -> str | None:
@@ -94,8 +133,11 @@ def doc_error(doc_json: str) -> str | None:
 def _suites(gx: Any) -> dict[str, list[Any]]:
     E = gx.expectations
     columns = ["pair_id", "doc_a", "doc_b", "tool_a_id", "tool_b_id", "label", "label_name", "split", "origin", "source_a", "source_b"]
+    nullable = ["consumer_param", "producer_output"]  # parameter level (schema version 2): null where unknown
+    assert columns + nullable == TDI_PAIR_SCHEMA.names, "the gate's columns follow schemas/tdi.py"
     return {
         "pairs": [
+            E.ExpectTableColumnsToMatchSet(column_set=columns + nullable, exact_match=True),
             *(E.ExpectColumnValuesToNotBeNull(column=c) for c in columns),
             E.ExpectColumnValuesToBeInSet(column="label", value_set=list(ID2LABEL)),
             E.ExpectColumnValuesToBeInSet(column="split", value_set=["train", "validation"]),
@@ -112,6 +154,9 @@ def _suites(gx: Any) -> dict[str, list[Any]]:
         ],
         "leaked_tools": [E.ExpectTableRowCountToEqual(value=0)],  # no doc in two splits
         "none_but_dependent": [E.ExpectTableRowCountToEqual(value=0)],
+        "parameters_on_none": [E.ExpectTableRowCountToEqual(value=0)],  # class 1 has no consumer parameter
+        "bad_consumer_param": [E.ExpectTableRowCountToEqual(value=0)],  # an input of the consumer doc
+        "bad_producer_output": [E.ExpectTableRowCountToEqual(value=0)],  # an output of the producer doc
     }
 
 

@@ -118,6 +118,8 @@ def _plan_table(plan: Any, rows: Any, docs: _DocLookup) -> pa.Table:
         "origin": rows["origin"].to_arrow(),
         "source_a": pa.array(plan.source_names(a_src), pa.string()),
         "source_b": pa.array(plan.source_names(b_src), pa.string()),
+        "consumer_param": rows["consumer_param"].to_arrow(),
+        "producer_output": rows["producer_output"].to_arrow(),
     }
     return pa.Table.from_arrays([columns[f.name].cast(f.type) for f in TDI_PAIR_SCHEMA], schema=TDI_PAIR_SCHEMA)
 
@@ -214,6 +216,17 @@ def load_snippet(out_dir: Path, counts: dict[str, Any]) -> list[str]:
             f'df = pl.read_parquet("{out_dir}/shards/*.parquet")', "```"]
 
 
+# The card's words on the parameter-level columns (schema version 2), shared by both flows' cards.
+PARAMETER_COLUMNS_CARD = [
+    "## Parameter-level columns (schema version 2)",
+    "- `consumer_param`: the dependent tool's input parameter that takes the other tool's output, as its doc "
+    "spells it. The dependent (consumer) is `doc_a` for label 0 and `doc_b` for label 2; null for label 1.",
+    "- `producer_output`: the prerequisite's output that feeds that parameter, as its doc spells it (a declared "
+    "output, or the one its name says it returns when it declares none); null where not known.",
+    "- The quality gate checks that each names a parameter of the right doc. Version 1 shards lack both columns.",
+]
+
+
 def write_dataset_card(out_dir: Path, manifest: dict[str, Any], folder: Path | None = None) -> Path:
     """``README.md`` for the dataset at ``out_dir``, written into ``folder`` (default ``out_dir``;
     a staging folder before publishing)."""
@@ -232,6 +245,10 @@ def write_dataset_card(out_dir: Path, manifest: dict[str, Any], folder: Path | N
         "| 0 | a_depends_on_b | t_a needs t_b's output (or t_b's verification) |",
         "| 1 | no_dependency | independent tools (pairs reshuffled within a split) |",
         "| 2 | b_depends_on_a | t_b depends on t_a (class 0 swapped) |",
+        "",
+        *PARAMETER_COLUMNS_CARD,
+        "- Here agent 2 names both with the dependent API; a pair whose `consumer_param` is no input of the dependent "
+        "doc is rejected (`generate_bad_consumer_param`), a `producer_output` that is no output of the prerequisite is null.",
         "",
         "## Counts",
         "| split | " + " | ".join(ID2LABEL.values()) + " |",

@@ -11,9 +11,9 @@ import numpy as np
 
 from schemas.docs import canonical_doc_json
 from schemas.tdi import LABEL_A_DEPENDS_ON_B
-from schemas.toolset import DependencyEdge, ToolSet
+from schemas.toolset import DependencyEdge, ParameterEdge, ToolSet
 from tasks.graph.pruning import PruningResult
-from tasks.graph.schema_rule import SchemaEdge
+from tasks.graph.schema_rule import SchemaEdge, schema_parameter_edges
 from tasks.graph.scoring import EdgeDecision, PredictedEdge
 from warehouse.build import DatasetTables
 
@@ -77,8 +77,12 @@ def dataset_tables(
     schema: Sequence[SchemaEdge] = (),
     fused: Sequence[FusedEdge] = (),
     decision: EdgeDecision | None = None,
+    scored_parameters: Sequence[tuple[ParameterEdge, float]] = (),
 ) -> DatasetTables:
-    """All warehouse rows of one tool set (the columns: warehouse/tables.py)."""
+    """All warehouse rows of one tool set (the columns: warehouse/tables.py). ``parameter_edges``: the
+    tool set's gold ones (source 'manual'), the schema edges' (``schema_parameter_edges``) and the
+    parameter-level scorer's kept ones with their probability (``scored_parameters``, source
+    'discriminator': ``tasks.graph.param_scoring.parameter_edges``)."""
     import json
 
     ds, tools = toolset.name, toolset.tools
@@ -88,6 +92,11 @@ def dataset_tables(
                 "prob": prob, "predicted_class": cls, "source": source, "p_direction": None, "matched_params": None,
                 "fused_from": None} | extra
 
+    def param_row(e: ParameterEdge, source: str, probability: float | None = 1.0) -> dict:
+        return {"dataset": ds, "dependent": e.dependent, "prerequisite": e.prerequisite,
+                "consumer_param": e.consumer_param, "producer_output": e.producer_output,
+                "probability": probability, "source": source}
+
     labels = None
     if len(probs):
         from models.discriminator import decide
@@ -96,6 +105,9 @@ def dataset_tables(
     rows: dict[str, list[dict]] = {
         "datasets": [{"dataset": ds, "embed_style": embed_style, "encoder": encoder,
                       "discriminator": discriminator, "built_at": built_at}],
+        "parameter_edges": [param_row(e, "manual") for e in toolset.parameter_edges]
+        + [param_row(e, "schema") for e in schema_parameter_edges(tools, schema)]
+        + [param_row(e, "discriminator", float(min(max(p, 0.0), 1.0))) for e, p in scored_parameters],
         "tools": [{"dataset": ds, "tool_id": t.tool_id, "name": t.doc["name"], "tool_group": t.group,
                    "doc_json": canonical_doc_json(t.doc), "embed_text": text}
                   for t, text in zip(tools, embed_texts)],

@@ -16,14 +16,22 @@ a strategy is a ``+``-joined union of rules:
     (UltraTool, TMDB);
   * ``neighbours``: one tool is among the other's ``m`` nearest tools by embedding (cosine) in its
     group; catches "prior verification" dependencies that share no words;
+  * ``retrieval``: directed; each input parameter of a consumer retrieves its top-k producers of the
+    group by meaning (tasks/graph/candidates.py), so ``path`` <- "create a temporary directory" is
+    kept where no name matches;
   * ``none``: every same-group pair.
-The default ``params+text+neighbours`` keeps the most gold edges (docs/warehouse.md has the figures).
+The symmetric rules keep a pair in both orders, ``retrieval`` keeps (producer, consumer) only: the
+result counts the ordered pairs kept and the gold edges kept in their own direction, besides the
+unordered pairs handed to the scorer (which scores both orders of each).
+The default ``params+text+neighbours+retrieval`` (k=3) keeps more gold edges than the earlier default
+``params+text+neighbours`` at a share of pairs within 0.02 of it on API-Bank, UltraTool, TMDB and
+NesTools (bench/RESULTS.md "Candidate recall"; docs/warehouse.md has the older figures).
 """
 from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from itertools import combinations
 from typing import Any
@@ -35,10 +43,11 @@ from schemas.toolset import DependencyEdge, Tool
 
 log = logging.getLogger(__name__)
 
-PRUNING_RULES = ("params", "text", "neighbours")
-PRUNING_STRATEGIES = ("none", "params", "text", "neighbours", "params+neighbours", "params+text",
-                      "text+neighbours", "params+text+neighbours")
-DEFAULT_PRUNING = "params+text+neighbours"
+PRUNING_RULES = ("params", "text", "neighbours", "retrieval")
+PRUNING_STRATEGIES = ("none", "params", "text", "neighbours", "retrieval", "params+neighbours", "params+text",
+                      "params+retrieval", "text+neighbours", "params+text+neighbours", "params+text+retrieval",
+                      "params+text+neighbours+retrieval")
+DEFAULT_PRUNING = "params+text+neighbours+retrieval"
 RECALL_WARNING = 0.90  # gold-edge recall of pruning below this is logged as a WARNING
 
 
@@ -128,11 +137,12 @@ def embedding_neighbour_pairs(
 @dataclass(frozen=True)
 class PruningResult:
     strategy: str
-    candidates: list[tuple[int, int]]  # sorted unordered index pairs (i < j)
+    candidates: list[tuple[int, int]]  # sorted unordered index pairs (i < j): what the scorer scores
     pairs_in_groups: int
     known_edges: int
     known_edges_in_groups: int
-    known_edges_kept: int
+    known_edges_kept: int  # kept in their own direction (prerequisite, dependent)
+    ordered_pairs_kept: int  # symmetric rules keep both orders of a pair, ``retrieval`` one
 
     @property
     def pairs_removed(self) -> int:
@@ -140,7 +150,17 @@ class PruningResult:
 
     @property
     def kept_share(self) -> float:
+        """Unordered same-group pairs handed to the scorer / all of them (the scoring cost)."""
         return len(self.candidates) / self.pairs_in_groups if self.pairs_in_groups else 1.0
+
+    @property
+    def ordered_pairs_in_groups(self) -> int:
+        return 2 * self.pairs_in_groups
+
+    @property
+    def ordered_share(self) -> float:
+        """Ordered same-group pairs (prerequisite, dependent) kept / all of them."""
+        return self.ordered_pairs_kept / self.ordered_pairs_in_groups if self.pairs_in_groups else 1.0
 
     @property
     def known_edge_recall(self) -> float | None:
@@ -151,12 +171,15 @@ class PruningResult:
         return {"dataset": dataset, "strategy": self.strategy, "pairs_in_groups": self.pairs_in_groups,
                 "pairs_kept": len(self.candidates), "known_edges": self.known_edges,
                 "known_edges_in_groups": self.known_edges_in_groups,
-                "known_edges_kept": self.known_edges_kept, "known_edge_recall": self.known_edge_recall}
+                "known_edges_kept": self.known_edges_kept, "known_edge_recall": self.known_edge_recall,
+                "ordered_pairs_in_groups": self.ordered_pairs_in_groups,
+                "ordered_pairs_kept": self.ordered_pairs_kept, "ordered_share_kept": self.ordered_share}
 
     def describe(self) -> str:
         recall = "n/a (no known edges)" if self.known_edge_recall is None else f"{self.known_edge_recall:.3f}"
         return (f"{len(self.candidates)} of {self.pairs_in_groups} same-group pairs kept ({self.kept_share:.3f}, "
-                f"{self.strategy}); known edges kept {self.known_edges_kept}/{self.known_edges_in_groups}, "
+                f"{self.strategy}), ordered pairs {self.ordered_pairs_kept} of {self.ordered_pairs_in_groups} "
+                f"({self.ordered_share:.3f}); known edges kept {self.known_edges_kept}/{self.known_edges_in_groups}, "
                 f"gold-edge recall {recall}")
 
 
@@ -177,8 +200,11 @@ def prune_candidates(
     strategy: str = DEFAULT_PRUNING,
     neighbours: int = 5,
     known_edges: Sequence[DependencyEdge] = (),
+    retrieved: Collection[tuple[int, int]] | None = None,
 ) -> PruningResult:
-    """Candidate pairs to score, plus how many same-group pairs and known edges survive."""
+    """Candidate pairs to score, plus how many same-group pairs (unordered and ordered) and known edges
+    survive. ``retrieved``: the ``retrieval`` rule's ordered (producer, consumer) index pairs
+    (``tasks.graph.candidates.retrieval_candidates``), needed when the strategy has that rule."""
     rules = pruning_rules(strategy)
     all_pairs = same_group_pairs(tools)
     keep: set[tuple[int, int]] = set(all_pairs) if not rules else set()
@@ -194,6 +220,16 @@ def prune_candidates(
         if embeddings is None:
             raise ValueError(f"pruning strategy {strategy!r} needs tool embeddings")
         keep |= embedding_neighbour_pairs(tools, embeddings, neighbours)
+    directed: set[tuple[int, int]] = set()  # (producer, consumer) kept in this order only
+    if "retrieval" in rules:
+        if retrieved is None:
+            raise ValueError(f"pruning strategy {strategy!r} needs the retrieval rule's pairs "
+                             "(tasks.graph.candidates.retrieval_candidates)")
+        for p, c in retrieved:
+            if p == c or tools[p].group != tools[c].group:
+                raise ValueError(f"retrieved pair ({p}, {c}) is not two tools of one group")
+            if (min(p, c), max(p, c)) not in keep:
+                directed.add((p, c))
     index = {t.tool_id: i for i, t in enumerate(tools)}
     in_groups = kept = 0
     for e in known_edges:
@@ -201,8 +237,10 @@ def prune_candidates(
         if i is None or j is None or tools[i].group != tools[j].group:
             continue
         in_groups += 1
-        kept += (min(i, j), max(i, j)) in keep
-    return PruningResult(strategy, sorted(keep), len(all_pairs), len(known_edges), in_groups, kept)
+        kept += (min(i, j), max(i, j)) in keep or (j, i) in directed  # both orders, or producer -> consumer
+    ordered_kept = 2 * len(keep) + len(directed)
+    keep |= {(min(p, c), max(p, c)) for p, c in directed}
+    return PruningResult(strategy, sorted(keep), len(all_pairs), len(known_edges), in_groups, kept, ordered_kept)
 
 
 def log_pruning(dataset: str, pruning: PruningResult, logger: Any = log) -> None:
@@ -214,5 +252,6 @@ def log_pruning(dataset: str, pruning: PruningResult, logger: Any = log) -> None
             f"PRUNING LOSES GOLD EDGES on {dataset}: recall {recall:.3f} < {RECALL_WARNING} "
             f"({pruning.known_edges_kept} of {pruning.known_edges_in_groups} known same-group edges survive "
             f"'{pruning.strategy}'); {pruning.known_edges_in_groups - pruning.known_edges_kept} can never become "
-            "discriminator edges. Try --pruning none or a wider union (params+text+neighbours, more --neighbours)."
+            "discriminator edges. Try --pruning none or a wider union (params+text+neighbours+retrieval, more "
+            "--neighbours or --retrieval-k)."
         )

@@ -11,10 +11,11 @@ from schemas.name_rule import (
     common_output_names,
     common_partial_inputs,
     input_names,
+    normalise_param_name,
     output_names,
 )
 from schemas.tdi import LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A
-from schemas.toolset import DependencyEdge, Tool
+from schemas.toolset import DependencyEdge, ParameterEdge, Tool
 from tasks.graph.pruning import same_group_pairs
 
 
@@ -65,4 +66,21 @@ def schema_edges(tools: Sequence[Tool], pairs: Sequence[tuple[int, int]] | None 
             dep, pre, cls, names = j, i, LABEL_B_DEPENDS_ON_A, b_needs_a
         edge = DependencyEdge(tools[i].group, tools[dep].tool_id, tools[pre].tool_id, "schema")
         found.append(SchemaEdge(edge, cls, tuple(sorted(names))))
+    return found
+
+
+def schema_parameter_edges(tools: Sequence[Tool], schema: Sequence[SchemaEdge]) -> list[ParameterEdge]:
+    """The schema edges at parameter level: each matched normalised name back to the dependent's
+    input(s) of that name and the prerequisite's first declared output of that name (None when it
+    declares none: the rule matched the output its tool name implies, ``name_derived_output``)."""
+    docs = {t.tool_id: t.doc for t in tools}
+    found = []
+    for s in schema:
+        dep, pre = s.edge.dependent, s.edge.prerequisite
+        outputs = [p["name"] for p in docs[pre].get("output_params") or []]
+        inputs = [p["name"] for p in docs[dep].get("input_params") or []]
+        for name in s.matched_params:
+            output = next((o for o in outputs if normalise_param_name(o) == name), None)
+            found += [ParameterEdge(dep, pre, param, output, "schema")
+                      for param in dict.fromkeys(inputs) if normalise_param_name(param) == name]
     return found

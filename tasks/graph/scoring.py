@@ -23,6 +23,9 @@ from tasks.graph.schema_rule import group_common_names, group_common_partial_inp
 
 log = logging.getLogger(__name__)
 
+# models.discriminator.SCORING_PRECISIONS, named here so that the build-graph config needs no torch import
+SCORING_PRECISIONS = ("fp32", "bf16", "int8")
+
 
 def score_pairs(
     checkpoint: str | Path,
@@ -34,6 +37,7 @@ def score_pairs(
     device: str | None = None,
     progress: bool = True,
     max_producers: int | None = DEFAULT_MAX_PRODUCERS,
+    precision: str = "fp32",
 ) -> np.ndarray:
     """Class probabilities (n_pairs, 3) of <tools[i], tools[j]> from a discriminator checkpoint.
 
@@ -42,10 +46,13 @@ def score_pairs(
     ``max_producers``: output names more common than this in a group give the model no
     parameter-match hint (``models.discriminator.pair_texts``), as for the schema edges, and input
     names that more tools of the group partly match give no partial hint (``common_partial_inputs``).
+    ``precision``: "fp32" (the reference), or the opt-in "bf16" / "int8" (``models.discriminator.scoring_model``:
+    faster on CPU, probabilities within about 1e-2 of fp32, so a pair near the threshold may flip;
+    bench/bench_scoring.py measures speed and agreement).
     """
     from tqdm.auto import tqdm
 
-    from models.discriminator import load_discriminator, predict_proba
+    from models.discriminator import load_discriminator, predict_proba, scoring_model
     from models.sentence_encoder import pick_device
 
     model, tokenizer = load_discriminator(checkpoint)
@@ -53,6 +60,7 @@ def score_pairs(
     model.to(pick_device(device))
     if not pairs:
         return np.zeros((0, 3), dtype=np.float64)
+    model = scoring_model(model, precision)  # int8: quantized once here, not per chunk
     docs = [canonical_doc_json(t.doc) for t in tools]
     docs_a, docs_b = [docs[i] for i, _ in pairs], [docs[j] for _, j in pairs]
     common = group_common_names(tools, max_producers)
@@ -66,11 +74,12 @@ def score_pairs(
         for start in range(0, len(pairs), chunk):
             sl = slice(start, start + chunk)
             probs = predict_proba(model, tokenizer, docs_a[sl], docs_b[sl], max_length, batch_size,
-                                  ignore=ignore[sl], ignore_inputs=ignore_inputs[sl]).numpy()
+                                  ignore=ignore[sl], ignore_inputs=ignore_inputs[sl], precision=precision).numpy()
             bar.update(len(probs))
             if both_orders:
                 swapped = predict_proba(model, tokenizer, docs_b[sl], docs_a[sl], max_length, batch_size,
-                                        ignore=ignore[sl], ignore_inputs=ignore_inputs[sl]).numpy()
+                                        ignore=ignore[sl], ignore_inputs=ignore_inputs[sl],
+                                        precision=precision).numpy()
                 probs = (probs.astype(np.float64) + swapped[:, [2, 1, 0]]) / 2.0  # <b,a> class 0 is <a,b> class 2
                 bar.update(len(probs))
             out[sl] = probs

@@ -5,6 +5,8 @@ Class 0 is each mined flow as <consumer, producer> (origin ``mined``; LLM pairs 
 ``hard_negative_share`` of *hard negatives* (two docs of the same top-level package that no mined
 flow links, in either direction) and the rest *reshuffles* across packages (``shuffled``). Splits
 are whole doc-connected components (tasks/dataset/balance.py), so no doc is in two splits.
+Classes 0 and 2 keep the flow's consumer parameter and, where the producer doc names its single
+output, that output (``consumer_param``, ``producer_output``); class 1 rows have neither.
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from schemas.docs import canonical_doc_json, doc_id
+from schemas.parameters import input_param_names, match_param, output_param_names
 from schemas.tdi import LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A, LABEL_NO_DEPENDENCY
 from tasks.dataset.balance import _assign_splits, _Doc, _Pair, _row  # the shared split/row logic of build-tdi
 
@@ -42,6 +45,15 @@ class DependencyPair:
     prerequisite_key: str
     origin: str  # mined | validated
     package: str = ""  # top-level package of the two functions ("" for LLM pairs)
+    consumer_param: str | None = None  # the dependent's input parameter the prerequisite's output reaches
+    producer_output: str | None = None  # the prerequisite's output that reaches it, where its doc names one
+
+
+def single_output(doc: dict[str, Any] | None) -> str | None:
+    """The name of a producer doc's one declared output (what a mined flow hands over); None when the
+    doc declares none or several: which one flows is then not known."""
+    outputs = (doc or {}).get("output_params") or []
+    return outputs[0]["name"] if len(outputs) == 1 else None
 
 
 @dataclass
@@ -52,6 +64,7 @@ class MinedBalanced:
     per_split: dict[str, int]
     negatives: dict[str, int] = field(default_factory=dict)  # origin -> rows
     dropped_outputs: int = 0  # docs whose outputs were removed
+    parameters: dict[str, int] = field(default_factory=dict)  # dependent pairs in the rows, and with each column set
 
 
 def drop_outputs(docs: dict[str, dict[str, Any]], fraction: float, seed: int) -> tuple[dict[str, dict[str, Any]], int]:
@@ -140,7 +153,12 @@ def balance_mined(pairs: Sequence[DependencyPair], docs: dict[str, dict[str, Any
             if p.record_id not in kept_out:
                 rejections.append((p.record_id, "balance_missing_doc", "no doc could be built for a side of the pair"))
             continue
-        pair = _Pair(p.record_id, as_doc(p.dependent_key, p.package), as_doc(p.prerequisite_key, p.package))
+        # checked against the docs the rows get (after output dropout or an LLM rewrite): a name
+        # that is no longer the doc's becomes unknown
+        consumer_param = match_param(p.consumer_param, input_param_names(docs[p.dependent_key]))
+        producer_output = match_param(p.producer_output, output_param_names(docs[p.prerequisite_key]))
+        pair = _Pair(p.record_id, as_doc(p.dependent_key, p.package), as_doc(p.prerequisite_key, p.package),
+                     consumer_param, producer_output)
         key = frozenset((pair.dependent.doc_id, pair.prerequisite.doc_id))
         known.add(key)
         if p.record_id in kept_out:
@@ -173,12 +191,17 @@ def balance_mined(pairs: Sequence[DependencyPair], docs: dict[str, dict[str, Any
         pool: dict[str, _Doc] = {}
         for p, origin in in_split:
             llm = origin == ORIGIN_LLM
-            rows.append(_row(p.dependent, p.prerequisite, LABEL_A_DEPENDS_ON_B, split, ORIGIN_LLM if llm else ORIGIN_MINED))
-            rows.append(_row(p.prerequisite, p.dependent, LABEL_B_DEPENDS_ON_A, split, ORIGIN_LLM_SWAPPED if llm else ORIGIN_MINED_SWAPPED))
+            rows.append(_row(p.dependent, p.prerequisite, LABEL_A_DEPENDS_ON_B, split, ORIGIN_LLM if llm else ORIGIN_MINED,
+                             p.consumer_param, p.producer_output))
+            rows.append(_row(p.prerequisite, p.dependent, LABEL_B_DEPENDS_ON_A, split, ORIGIN_LLM_SWAPPED if llm else ORIGIN_MINED_SWAPPED,
+                             p.consumer_param, p.producer_output))
             pool.setdefault(p.dependent.doc_id, p.dependent)
             pool.setdefault(p.prerequisite.doc_id, p.prerequisite)
         docs_in_split = [pool[k] for k in sorted(pool)]
         for a, b, origin in _negatives(docs_in_split, package, len(in_split), cfg.hard_negative_share, known, rng):
             rows.append(_row(a, b, LABEL_NO_DEPENDENCY, split, origin))
             negatives[origin] = negatives.get(origin, 0) + 1
-    return MinedBalanced(rows, rejections, per_class, per_split, negatives, dropped)
+    used = [p for p, _ in selected]
+    parameters = {"dependent_pairs": len(used), "consumer_param": sum(p.consumer_param is not None for p in used),
+                  "producer_output": sum(p.producer_output is not None for p in used)}
+    return MinedBalanced(rows, rejections, per_class, per_split, negatives, dropped, parameters)

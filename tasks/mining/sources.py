@@ -19,6 +19,7 @@ class FileItem:
     is_package: bool
     origin: str
     flows_only: bool = False  # test code: its flows between library functions count, its own functions are no targets
+    root: str = ""  # the folder ``path`` was listed under (``tree_files``): a pin records paths relative to it
 
 
 def module_name(rel: Path) -> tuple[str, bool]:
@@ -43,7 +44,7 @@ def tree_files(root: Path, origin: str, skip_dirs: frozenset[str] = SKIP_DIRS, t
                 path = Path(folder, name)
                 mod, is_package = module_name(path.relative_to(root))
                 if mod:
-                    out.append(FileItem(str(path), mod, is_package, origin, in_tests))
+                    out.append(FileItem(str(path), mod, is_package, origin, in_tests, str(root)))
     return out
 
 

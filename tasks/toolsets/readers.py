@@ -16,12 +16,13 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from schemas.docs import load_schema, schema_errors
-from schemas.toolset import DependencyEdge, Query, Tool, ToolSet
+from schemas.toolset import DependencyEdge, ParameterEdge, Query, Tool, ToolSet
 
 log = logging.getLogger(__name__)
 
-BENCHMARKS = ("apibank", "toolbench_stable", "ultratool", "tmdb")
-DEFAULT_DATA_ROOT = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "benchmarks"
+BENCHMARKS = ("apibank", "toolbench_stable", "ultratool", "tmdb", "nestools")
+PARAM_EDGES_FILE = "param_edges.jsonl"  # parameter-level gold edges, in either folder format
+DEFAULT_DATA_ROOT = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "benchmarks"
 GROUPINGS = ("native", "dataset")
 
 _SCHEMA = load_schema("api_doc")
@@ -127,7 +128,8 @@ def _type_of_example(value: Any) -> str:
 #                      "group" | "category" | "category_name" | "domain"?}   (parameters: a dict
 #                      name -> {"type", "description"} or name -> type, or a list of
 #                      {"name", "type"?, "description"?} objects or of names)
-#   *edges*.jsonl     {"producer", "consumer", "count"?}   consumer depends on producer (optional)
+#   *edges*.jsonl     {"producer", "consumer", "count"?}   consumer depends on producer (optional;
+#                     not param_edges.jsonl, which both folder formats read: read_parameter_edges)
 #   queries.jsonl     {"qid" | "query_id", "query" | "text", "gold_tools": [name, ...]} (optional)
 #
 # The four shipped benchmarks are configurations of it (``LAYOUTS``).
@@ -352,7 +354,7 @@ def _queries(file: Path, known: set[str], report: ImportReport) -> list[Query]:
 def _edge_file(folder: Path, layout: BenchmarkLayout) -> Path | None:
     if layout.edge_file:
         return folder / layout.edge_file if (folder / layout.edge_file).exists() else None
-    found = sorted(folder.glob("*edges*.jsonl"))
+    found = sorted(p for p in folder.glob("*edges*.jsonl") if p.name != PARAM_EDGES_FILE)
     if len(found) > 1:
         raise ToolSetFormatError(f"{folder}: several edge files {[p.name for p in found]}; keep one "
                                  "(or pass a BenchmarkLayout with edge_file)")
@@ -361,13 +363,13 @@ def _edge_file(folder: Path, layout: BenchmarkLayout) -> Path | None:
 
 def _resolve_folder(path_or_name: str | Path, data_root: Path | None) -> tuple[Path, str, BenchmarkLayout]:
     spec = str(path_or_name)
-    if spec in LAYOUTS and data_root is not None and (Path(data_root) / spec).is_dir():
-        return Path(data_root) / spec, spec, LAYOUTS[spec]
+    if spec in BENCHMARKS and data_root is not None and (Path(data_root) / spec).is_dir():
+        return Path(data_root) / spec, spec, LAYOUTS.get(spec, BenchmarkLayout())
     folder = Path(path_or_name)
     if folder.is_dir():
         name = folder.resolve().name
         return folder, name, LAYOUTS.get(name, BenchmarkLayout())
-    if spec in LAYOUTS:
+    if spec in BENCHMARKS:
         raise FileNotFoundError(f"{Path(data_root or '.') / spec}: benchmark folder not found "
                                 "(data_root is ../shared/data/benchmarks)")
     raise ValueError(f"unknown benchmark {spec!r}: neither a known name ({', '.join(BENCHMARKS)}) nor a folder")
@@ -385,10 +387,17 @@ def load_benchmark_with_report(
     named after the dataset (TMDB). grouping="dataset": every tool in one group named after the
     dataset (keeps every edge; useful for a whole-dataset graph). Bad rows raise
     ``ToolSetFormatError`` naming file and line; usable-but-odd records go to the report.
+    A folder in the project's own format (NesTools) is read by ``read_toolset_dir_with_report``.
     """
     if grouping not in GROUPINGS:
         raise ValueError(f"unknown grouping {grouping!r}; known: {', '.join(GROUPINGS)}")
     folder, name, default_layout = _resolve_folder(path_or_name, data_root)
+    if layout is None and is_toolset_dir(folder):
+        toolset, report = read_toolset_dir_with_report(folder, name)
+        if grouping == "dataset":
+            toolset.tools = [Tool(t.tool_id, name, t.doc) for t in toolset.tools]
+            toolset.edges = [DependencyEdge(name, e.dependent, e.prerequisite, e.source) for e in toolset.edges]
+        return toolset, report
     layout = layout or default_layout
     tools_file = folder / "tools.jsonl"
     if not tools_file.exists():
@@ -418,7 +427,9 @@ def load_benchmark_with_report(
     edges = resolve_edges(raw_edges, group_of, report)
     queries_file = folder / "queries.jsonl"
     queries = _queries(queries_file, set(group_of), report) if queries_file.exists() else []
-    return ToolSet(name=name, tools=tools, edges=edges, queries=queries), report
+    param_file = folder / PARAM_EDGES_FILE
+    param_edges = read_parameter_edges(param_file, tools, report) if param_file.exists() else ()
+    return ToolSet(name=name, tools=tools, edges=edges, queries=queries, parameter_edges=param_edges), report
 
 
 def load_benchmark(path_or_name: str | Path, data_root: Path | None = None, grouping: str = "native") -> ToolSet:
@@ -481,7 +492,16 @@ def _require(row: Any, keys: dict[str, type], where: str) -> dict:
 
 
 def read_toolset_dir(path: Path, name: str | None = None) -> ToolSet:
-    """Read tools.jsonl, edges.jsonl (optional) and queries.jsonl (optional) from ``path``.
+    """Like ``read_toolset_dir_with_report``; rejected param_edges.jsonl lines go to the log."""
+    toolset, report = read_toolset_dir_with_report(path, name)
+    if report.rejected:
+        log.warning("%s; first rejections: %s", report.summary(), "; ".join(report.rejected[:3]))
+    return toolset
+
+
+def read_toolset_dir_with_report(path: Path, name: str | None = None) -> tuple[ToolSet, ImportReport]:
+    """Read tools.jsonl, edges.jsonl (optional), queries.jsonl (optional) and param_edges.jsonl
+    (optional, ``read_parameter_edges``: its unusable lines go to the report) from ``path``.
 
     Bad lines raise ``ToolSetFormatError`` naming file and line: invalid JSON, missing fields,
     docs that fail the API doc schema, duplicate tool ids, edges naming unknown tools, crossing
@@ -555,7 +575,62 @@ def read_toolset_dir(path: Path, name: str | None = None) -> ToolSet:
             if unknown:
                 raise ToolSetFormatError(f"{where}: gold tools not in tools.jsonl: {unknown}")
             queries.append(Query(row["query_id"], row["text"], gold))
-    return ToolSet(name=name or path.name, tools=tools, edges=edges, queries=queries)
+    report = ImportReport(dataset=name or path.name)
+    param_file = path / PARAM_EDGES_FILE
+    param_edges = read_parameter_edges(param_file, tools, report) if param_file.exists() else ()
+    return ToolSet(name=name or path.name, tools=tools, edges=edges, queries=queries,
+                   parameter_edges=param_edges), report
+
+
+def read_parameter_edges(file: Path, tools: Sequence[Tool], report: ImportReport) -> tuple[ParameterEdge, ...]:
+    """param_edges.jsonl: one parameter-level dependency a line, ``{"producer", "consumer",
+    "consumer_param", "producer_field"?, "group"?, "source"?}`` (other fields are ignored): the
+    producer's output ``producer_field`` (null or absent: not known) feeds the consumer's input
+    ``consumer_param``.
+
+    Lines that break the format raise ``ToolSetFormatError`` naming file and line (invalid JSON, not
+    an object, a missing, empty or mistyped field), as every reader does. Lines that are well formed
+    but unusable are left out and recorded in ``report.rejected`` with file, line and reason: an
+    unknown tool, a self loop, tools in different groups (pairs are built per group), a ``group``
+    that is not the tools' group, a parameter the consumer does not take, an output the producer
+    does not declare, and a repeat of an earlier line (same consumer, parameter, producer, source).
+    """
+    by_id = {t.tool_id: t for t in tools}
+    edges: list[ParameterEdge] = []
+    first: dict[tuple[str, str, str, str], int] = {}
+    for lineno, row in _numbered_rows(file):
+        where = f"{file}:{lineno}"
+        row = _require(row, {"producer": _Id, "consumer": _Id, "consumer_param": str}, where)
+        for key in ("producer_field", "group", "source"):
+            value = row.get(key)
+            if value is not None and (not isinstance(value, str) or not value.strip()):
+                raise ToolSetFormatError(f"{where}: field {key!r} must be a non-empty string (or absent)")
+        pre, dep, param, output = row["producer"], row["consumer"], row["consumer_param"], row.get("producer_field")
+        source = row.get("source") or "manual"
+        what = f"{where}: parameter edge {pre}.{output or '?'} -> {dep}({param})"
+        missing = [t for t in (pre, dep) if t not in by_id]
+        if missing:
+            report.rejected.append(f"{what}: unknown tool(s) {missing}")
+            continue
+        producer, consumer = by_id[pre], by_id[dep]
+        if pre == dep:
+            reason = "self loop"
+        elif producer.group != consumer.group:
+            reason = f"crosses groups {producer.group!r}/{consumer.group!r}"
+        elif row.get("group") is not None and row["group"] != consumer.group:
+            reason = f"group {row['group']!r}, but both tools are in {consumer.group!r}"
+        elif param not in {p["name"] for p in consumer.doc.get("input_params") or []}:
+            reason = f"{dep!r} has no input parameter {param!r}"
+        elif output is not None and output not in {p["name"] for p in producer.doc.get("output_params") or []}:
+            reason = f"{pre!r} declares no output {output!r}"
+        elif (key := (source, dep, param, pre)) in first:
+            reason = f"repeats line {first[key]} (same consumer, parameter, producer and source)"
+        else:
+            first[key] = lineno
+            edges.append(ParameterEdge(dep, pre, param, output, source))
+            continue
+        report.rejected.append(f"{what}: {reason}")
+    return tuple(edges)
 
 
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # JSON escapes of UTF-16 surrogates
@@ -603,4 +678,8 @@ def write_toolset_dir(toolset: ToolSet, path: Path) -> Path:
     if toolset.queries:
         dump("queries.jsonl", ({"query_id": q.query_id, "text": q.text, "gold_tools": list(q.gold_tools)}
                                for q in toolset.queries))
+    if toolset.parameter_edges:
+        dump(PARAM_EDGES_FILE, ({"producer": e.prerequisite, "producer_field": e.producer_output,
+                                 "consumer": e.dependent, "consumer_param": e.consumer_param, "source": e.source}
+                                for e in toolset.parameter_edges))
     return path

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 
 from schemas.docs import canonical_doc_json
 from schemas.tdi import (ID2LABEL, LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A, LABEL_NO_DEPENDENCY, NUM_LABELS,
-                         TDI_PAIR_SCHEMA, swap_label)
+                         READABLE_SCHEMA_VERSIONS, TDI_V1_COLUMNS, swap_label)
 from schemas.toolset import ToolSet
 
 
@@ -120,16 +120,22 @@ def grouped_split(
 
 
 def load_tdi_examples(tdi_dir: Path) -> tuple[list[PairExample], list[PairExample]]:
-    """Train and validation pairs of a build-tdi dataset (``<tdi_dir>/shards/*.parquet``)."""
+    """Train and validation pairs of a build-tdi dataset (``<tdi_dir>/shards/*.parquet``), of any schema
+    version in ``READABLE_SCHEMA_VERSIONS`` (published version-1 datasets keep working); the
+    parameter-level columns of version 2 are not read yet."""
     files = sorted((Path(tdi_dir) / "shards").glob("*.parquet"))
     if not files:
         raise FileNotFoundError(f"no Parquet shards under {Path(tdi_dir) / 'shards'}; run make build-tdi first")
     out: dict[str, list[PairExample]] = {"train": [], "validation": []}
     for file in files:
-        table = pq.read_table(file)
-        missing = set(TDI_PAIR_SCHEMA.names) - set(table.column_names)
+        schema = pq.read_schema(file)
+        version = (schema.metadata or {}).get(b"tgr.schema_version", b"1").decode()
+        if version not in READABLE_SCHEMA_VERSIONS:
+            raise ValueError(f"{file}: TDI schema version {version!r}, this code reads {list(READABLE_SCHEMA_VERSIONS)}")
+        missing = set(TDI_V1_COLUMNS) - set(schema.names)
         if missing:
             raise ValueError(f"{file}: not a TDI shard, missing columns {sorted(missing)}")
+        table = pq.read_table(file, columns=["doc_a", "doc_b", "label", "split", "tool_a_id", "tool_b_id"])
         cols = table.select(["doc_a", "doc_b", "label", "split", "tool_a_id", "tool_b_id"]).to_pydict()
         for doc_a, doc_b, label, split, ta, tb in zip(*cols.values()):
             if label not in ID2LABEL:

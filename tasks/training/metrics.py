@@ -1,5 +1,6 @@
 """Discriminator metrics (sklearn): P/R/F1, direction, calibration of the edge threshold, the
-parameter-match baseline, the Trainer's ``compute_metrics`` and the printed tables."""
+parameter-match baselines, beyond-rule recall (the gold dependencies neither name rule finds), the
+Trainer's ``compute_metrics`` and the printed tables."""
 from __future__ import annotations
 
 import json
@@ -7,7 +8,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from schemas.tdi import ID2LABEL, LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A, NUM_LABELS
+from schemas.tdi import ID2LABEL, LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A, LABEL_NO_DEPENDENCY, NUM_LABELS
 from tasks.training.examples import PairExample, symmetrize
 
 DEPENDENCY_CLASSES = (LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A)
@@ -116,8 +117,8 @@ def choose_threshold(y_true: Sequence[int], probs: np.ndarray, criterion: str = 
     return out
 
 
-def schema_rule_metrics(examples: Sequence[PairExample], partial: bool = False) -> dict[str, Any]:
-    """The parameter-match rule (schemas.name_rule) on the same pairs: the baseline to beat.
+def rule_labels(examples: Sequence[PairExample], partial: bool = False) -> list[int]:
+    """The parameter-match rule's label of each pair (``schemas.name_rule.schema_rule_label``).
     ``partial``: the looser rule that also counts partial name matches (``user_token`` -> ``token``)."""
     from schemas.name_rule import schema_rule_label
 
@@ -128,18 +129,71 @@ def schema_rule_metrics(examples: Sequence[PairExample], partial: bool = False) 
             parsed[text] = json.loads(text)
         return parsed[text]
 
-    preds = [schema_rule_label(doc(e.doc_a), doc(e.doc_b), partial=partial) for e in examples]
+    return [schema_rule_label(doc(e.doc_a), doc(e.doc_b), partial=partial) for e in examples]
+
+
+def schema_rule_metrics(examples: Sequence[PairExample], partial: bool = False,
+                        labels: Sequence[int] | None = None) -> dict[str, Any]:
+    """The parameter-match rule (schemas.name_rule) on the same pairs: the baseline to beat.
+    ``partial``: the looser rule that also counts partial name matches (``user_token`` -> ``token``).
+    ``labels``: the rule's labels when already computed (``rule_labels``)."""
+    preds = rule_labels(examples, partial) if labels is None else labels
     return classification_metrics([e.label for e in examples], preds)
 
 
-def evaluate_probs(y_true: Sequence[int], probs: np.ndarray, threshold: float | None) -> dict[str, Any]:
-    """Argmax metrics, calibrated metrics (when a threshold is given) and direction accuracy."""
+def beyond_rule_metrics(y_true: Sequence[int], y_pred: Sequence[int], exact: Sequence[int],
+                        partial: Sequence[int]) -> dict[str, Any]:
+    """What the model finds that the name rules do not: the edges it adds to the rule's graph.
+
+    ``recall``: over the gold dependencies that neither rule finds (``n_gold``: neither the exact
+    rule's label ``exact`` nor the partial rule's ``partial`` is the gold label, so a rule that fires
+    the wrong way round has not found the pair; ``n_gold_rule_wrong_way`` of them), the share the
+    model labels right (direction included, as ``classification_metrics``' dependency figures).
+    ``precision``: over the pairs neither rule fires on (``n_rule_silent``: both say no dependency),
+    the share of the model's dependency predictions there (``n_predicted``) that are the gold label.
+    None where undefined (no such gold pair; no such prediction).
+    """
+    y, pred = np.asarray(y_true, dtype=int), np.asarray(y_pred, dtype=int)
+    exact, partial = np.asarray(exact, dtype=int), np.asarray(partial, dtype=int)
+    if not (len(y) == len(pred) == len(exact) == len(partial)):
+        raise ValueError(f"beyond_rule_metrics: {len(y)} labels, {len(pred)} predictions, {len(exact)} and "
+                         f"{len(partial)} rule labels")
+    gold = np.isin(y, DEPENDENCY_CLASSES)
+    beyond = gold & (exact != y) & (partial != y)
+    silent = (exact == LABEL_NO_DEPENDENCY) & (partial == LABEL_NO_DEPENDENCY)
+    predicted = silent & np.isin(pred, DEPENDENCY_CLASSES)
+    found, right = int((pred[beyond] == y[beyond]).sum()), int((pred[predicted] == y[predicted]).sum())
+    n_gold, n_predicted = int(beyond.sum()), int(predicted.sum())
+    return {"recall": found / n_gold if n_gold else None, "precision": right / n_predicted if n_predicted else None,
+            "n_gold": n_gold, "true_positives": found, "n_gold_rule_wrong_way": int((beyond & ~silent).sum()),
+            "n_rule_silent": int(silent.sum()), "n_predicted": n_predicted, "correct_predicted": right}
+
+
+def evaluate_probs(y_true: Sequence[int], probs: np.ndarray, threshold: float | None,
+                   rules: tuple[Sequence[int], Sequence[int]] | None = None) -> dict[str, Any]:
+    """Argmax metrics, calibrated metrics (when a threshold is given) and direction accuracy;
+    ``rules`` (the exact and the partial rule's labels): each section's ``beyond_rule`` figures too."""
     from models.discriminator import decide
 
-    out = {"argmax": classification_metrics(y_true, decide(probs)), "direction": direction_accuracy(y_true, probs)}
+    def section(pred: np.ndarray) -> dict[str, Any]:
+        out = classification_metrics(y_true, pred)
+        if rules is not None:
+            out["beyond_rule"] = beyond_rule_metrics(y_true, pred, *rules)
+        return out
+
+    out = {"argmax": section(decide(probs)), "direction": direction_accuracy(y_true, probs)}
     if threshold is not None:
-        out["calibrated"] = {**classification_metrics(y_true, decide(probs, threshold)), "threshold": threshold}
+        out["calibrated"] = {**section(decide(probs, threshold)), "threshold": threshold}
     return out
+
+
+def evaluate_with_rules(examples: Sequence[PairExample], probs: np.ndarray, threshold: float | None) -> dict[str, Any]:
+    """``evaluate_probs`` with beyond-rule figures, and both name rules on the same pairs."""
+    y = [e.label for e in examples]
+    exact, partial = rule_labels(examples), rule_labels(examples, partial=True)
+    return {**evaluate_probs(y, probs, threshold, (exact, partial)),
+            "schema_rule": schema_rule_metrics(examples, labels=exact),
+            "schema_rule_partial": schema_rule_metrics(examples, partial=True, labels=partial)}
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:
@@ -182,10 +236,31 @@ def format_metrics_table(metrics: dict[str, Any], title: str) -> str:
     return "\n".join(rows)
 
 
+def _figure(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def format_beyond_rule(b: dict[str, Any] | None) -> str:
+    """``beyond_rule_metrics`` in one line, with the counts behind each figure."""
+    if b is None:
+        return "not measured"
+    fig = {k: "n/a" if b[k] is None else f"{b[k]:.3f}" for k in ("recall", "precision")}
+    return (f"recall {fig['recall']} ({b['true_positives']} of {b['n_gold']} gold dependencies neither name rule finds), "
+            f"precision {fig['precision']} ({b['correct_predicted']} of {b['n_predicted']} dependency predictions on "
+            f"the {b['n_rule_silent']} pairs neither rule fires on)")
+
+
 def format_comparison(rows: dict[str, dict[str, Any]], title: str) -> str:
-    """One line per method: dependency P/R/F1 (direction must be right)."""
-    out = [title, f"{'method':<40}{'P':>8}{'R':>8}{'F1':>8}"]
+    """One line per method: dependency P/R/F1 (direction must be right), and for the model's rows
+    beyond-rule recall and precision (``beyond_rule_metrics``; "-" for the rules and where undefined)."""
+    out = [title, f"{'method':<40}{'P':>8}{'R':>8}{'F1':>8}{'beyond-rule R':>15}{'P':>8}"]
+    beyond = None
     for name, m in rows.items():
-        d = m["dependency"]
-        out.append(f"{name:<40}{d['precision']:>8.3f}{d['recall']:>8.3f}{d['f1']:>8.3f}")
+        d, b = m["dependency"], m.get("beyond_rule")
+        beyond = beyond or b
+        out.append(f"{name:<40}{d['precision']:>8.3f}{d['recall']:>8.3f}{d['f1']:>8.3f}"
+                   f"{_figure(b and b['recall']):>15}{_figure(b and b['precision']):>8}")
+    if beyond is not None:
+        out.append(f"beyond-rule: R over the {beyond['n_gold']} gold dependencies neither name rule (exact, partial) "
+                   f"finds; P over the model's dependency predictions on the {beyond['n_rule_silent']} pairs neither rule fires on")
     return "\n".join(out)

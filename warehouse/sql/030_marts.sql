@@ -44,6 +44,42 @@ WITH RECURSIVE walk(prerequisite, depth, path) USING KEY (prerequisite) AS (
 SELECT prerequisite, depth, list_reverse(path) AS call_order
 FROM walk;
 
+-- Which tools can supply argument `param` of `tool`: one row per producer and source of
+-- parameter_edges ('manual' gold, 'schema' name rule, 'discriminator'), with the producer's output
+-- that feeds it (NULL: not known) and the probability. Best producer first (its highest
+-- probability, then gold before the name rule before a model, then the smaller id), each
+-- producer's rows together in that order:
+--   SELECT * FROM producers_of('nestools', 'distribute_film', 'rights_agreement');
+-- A tool the dataset does not have, or a parameter the tool does not take, is an error, not an
+-- empty answer.
+CREATE MACRO producers_of(ds, tool, param) AS TABLE
+WITH found AS (
+    SELECT pe.prerequisite AS producer, coalesce(t.name, pe.prerequisite) AS producer_name, pe.source,
+           pe.producer_output, pe.probability,
+           CASE pe.source WHEN 'manual' THEN 0 WHEN 'schema' THEN 1 ELSE 2 END AS source_rank
+    FROM (SELECT CASE
+            WHEN tool IS NULL OR NOT EXISTS (SELECT 1 FROM tools d WHERE d.dataset = ds AND d.tool_id = tool)
+              THEN error('producers_of: ' || coalesce(ds, 'NULL') || ' has no tool ' || coalesce(tool, 'NULL'))
+            WHEN param IS NULL OR NOT EXISTS (SELECT 1 FROM tools d WHERE d.dataset = ds AND d.tool_id = tool
+                    AND list_contains(CAST(coalesce(json_extract_string(d.doc_json, '$.input_params[*].name'), [])
+                                           AS VARCHAR[]), param))
+              THEN error('producers_of: ' || tool || ' takes no input parameter ' || coalesce(param, 'NULL'))
+            ELSE true END AS ok) check_args
+    JOIN parameter_edges pe ON check_args.ok
+    LEFT JOIN tools t ON t.dataset = pe.dataset AND t.tool_id = pe.prerequisite
+    WHERE pe.dataset = ds AND pe.dependent = tool AND pe.consumer_param = param
+),
+per_producer AS (
+    SELECT *, max(probability) OVER (PARTITION BY producer) AS best_probability,
+           min(source_rank) OVER (PARTITION BY producer) AS best_source
+    FROM found
+)
+SELECT producer, producer_name, source, producer_output, probability,
+       row_number() OVER (ORDER BY best_probability DESC NULLS LAST, best_source, producer,
+                                   probability DESC NULLS LAST, source_rank) AS rank
+FROM per_producer
+ORDER BY rank;
+
 -- Table 4: share of tools with at least one edge, per group and over the whole set ('*').
 -- An edge to another tool counts: ToolNet's self-loops and '<start>'/'<end>' edges do not.
 CREATE VIEW graph_density AS
@@ -108,7 +144,9 @@ SELECT dataset, method, query_split,
        max(ndcg) FILTER (WHERE k = 5) AS ndcg_5, max(ndcg) FILTER (WHERE k = 10) AS ndcg_10,
        max(pass_rate) FILTER (WHERE k = 5) AS pass_rate_5,
        max(pass_rate) FILTER (WHERE k = 10) AS pass_rate_10,
-       max(n_queries) AS n_queries
+       max(n_queries) AS n_queries,
+       -- w of (1 - w) cos(q, x) + w cos(q, x'): 0 embedding, 1 +TGR, '(cv)' rows the cross-validated w
+       max(graph_weight) AS graph_weight
 FROM retrieval_metrics
 GROUP BY dataset, method, query_split;
 

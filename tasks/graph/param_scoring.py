@@ -1,0 +1,99 @@
+"""Parameter-level scoring of candidate pairs: each consumer input against each producer, the kept
+parameter edges, and the tool edge as the max over the consumer's inputs (tool-level fallback without inputs)."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from schemas.tdi import LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A
+from schemas.toolset import DependencyEdge, ParameterEdge, Tool
+from tasks.graph.scoring import PredictedEdge
+from tasks.training.param_examples import ParamExample, parameter_units
+
+
+@dataclass(frozen=True)
+class ParamScore:
+    producer: int  # index into the tool list
+    consumer: int
+    param: str  # the consumer's input
+    prob: float  # p(param takes the producer's output)
+
+
+@dataclass(frozen=True)
+class ParamToolEdge:
+    predicted: PredictedEdge  # the tool edge (source 'discriminator')
+    best_param: str | None  # the consumer input with the highest p; None: the tool-level fallback decided
+
+
+def score_parameters(checkpoint: str | Path, tools: Sequence[Tool], pairs: Sequence[tuple[int, int]],
+                     batch_size: int = 128, max_length: int | None = None, device: str | None = None) -> list[ParamScore]:
+    """p(takes) of every (producer, consumer input) over both orders of the candidate ``pairs``."""
+    from models.discriminator import load_calibration, load_discriminator
+    from tasks.training.param_scorer import PARAM_MAX_LENGTH, score_param_examples
+
+    units = parameter_units(tools, pairs)
+    if not units:
+        return []
+    model, tokenizer = load_discriminator(checkpoint)
+    if device:
+        model.to(device)
+    length = max_length or (load_calibration(checkpoint) or {}).get("max_length") or PARAM_MAX_LENGTH
+    examples = [ParamExample(tools[p].doc, tools[c].doc, q, 0, tools[c].group) for p, c, q in units]
+    probs = score_param_examples(model, tokenizer, examples, int(length), batch_size)
+    return [ParamScore(p, c, q, float(x)) for (p, c, q), x in zip(units, probs)]
+
+
+def param_threshold(checkpoint: str | Path, threshold: float | None = None) -> float:
+    """``threshold`` when given, else the cut in the checkpoint's calibration.json (0.5 without one)."""
+    from models.discriminator import load_calibration
+
+    if threshold is not None:
+        return threshold
+    return float((load_calibration(checkpoint) or {}).get("threshold", 0.5))
+
+
+def parameter_edges(tools: Sequence[Tool], scores: Sequence[ParamScore], threshold: float) -> list[tuple[ParameterEdge, float]]:
+    """The scored parameters that reach ``threshold``: parameter edges (source 'discriminator'; the
+    producer's output is not named by the scorer) with their probability."""
+    return [(ParameterEdge(tools[s.consumer].tool_id, tools[s.producer].tool_id, s.param, None, "discriminator"), s.prob)
+            for s in scores if s.prob >= threshold]
+
+
+def param_tool_edges(tools: Sequence[Tool], pairs: Sequence[tuple[int, int]], scores: Sequence[ParamScore],
+                     threshold: float, fallback: Sequence[PredictedEdge] = ()) -> list[ParamToolEdge]:
+    """Tool edges from parameter scores: <consumer depends on producer> when its best input reaches
+    ``threshold`` (prob = that input's p; it is kept as ``best_param``). Between two tools one edge at
+    most: the direction with the higher p. A pair whose tools declare no inputs on either side keeps the
+    tool-level edge of ``fallback`` (today's discriminator), if any; so does a direction whose
+    consumer has no inputs when the other direction was not kept."""
+    best: dict[tuple[int, int], ParamScore] = {}
+    for s in scores:
+        key = (s.producer, s.consumer)
+        if key not in best or s.prob > best[key].prob:
+            best[key] = s
+    has_inputs = [bool(t.doc.get("input_params")) for t in tools]
+    index = {t.tool_id: n for n, t in enumerate(tools)}
+    by_pair = {frozenset((index[f.edge.dependent], index[f.edge.prerequisite])): f for f in fallback}
+    out = []
+    for i, j in pairs:
+        options = [best[k] for k in ((i, j), (j, i)) if k in best and best[k].prob >= threshold]
+        if options:
+            s = max(options, key=lambda x: x.prob)
+            cls = LABEL_A_DEPENDS_ON_B if s.consumer == i else LABEL_B_DEPENDS_ON_A
+            edge = DependencyEdge(tools[i].group, tools[s.consumer].tool_id, tools[s.producer].tool_id, "discriminator")
+            out.append(ParamToolEdge(PredictedEdge(edge, s.prob, cls, s.prob), s.param))
+            continue
+        f = by_pair.get(frozenset((i, j)))
+        if f is not None and not has_inputs[index[f.edge.dependent]]:
+            out.append(ParamToolEdge(f, None))
+    return out
+
+
+def describe(scores: Sequence[ParamScore], edges: Sequence[ParamToolEdge], threshold: float) -> str:
+    kept = int(np.sum([s.prob >= threshold for s in scores])) if scores else 0
+    fallback = sum(e.best_param is None for e in edges)
+    return (f"parameter scorer: {len(scores)} (producer, input) pairs scored, {kept} at p >= {threshold:.3f}; "
+            f"{len(edges)} tool edges ({fallback} from the tool-level fallback)")

@@ -1,0 +1,145 @@
+"""Fusion that never hurts (tasks/retrieval/fusion.py): the graph weight w of (1 - w) cos(q, x) + w cos(q, x')
+chosen by seeded k-fold cross-validation, and the '(cv)' rows eval-retrieval writes."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tasks.retrieval.fusion import (DEFAULT_WEIGHTS, check_weights, choose_weight, cross_validate, fold_assignment,
+                                    fused_scores)
+from tasks.retrieval.metrics import evaluate_rankings
+from tasks.retrieval.ranking import top_k_from_scores
+
+N_QUERIES, N_TOOLS = 40, 12
+
+
+def toy(graph_gold: float, base_gold: float, seed: int = 0) -> tuple[np.ndarray, np.ndarray, list[set[int]]]:
+    """Query q's gold tool is q % N_TOOLS; every other tool scores about 0.45 under both embeddings, the gold
+    tool ``base_gold`` under the plain one and ``graph_gold`` under the propagated one."""
+    rng = np.random.default_rng(seed)
+    base = 0.45 + rng.uniform(-0.01, 0.01, (N_QUERIES, N_TOOLS))
+    graph = 0.45 + rng.uniform(-0.01, 0.01, (N_QUERIES, N_TOOLS))
+    golds = [{q % N_TOOLS} for q in range(N_QUERIES)]
+    for q, (g,) in enumerate(golds):
+        base[q, g], graph[q, g] = base_gold, graph_gold
+    return base, graph, golds
+
+
+def recall_5(rankings, golds) -> float:
+    return evaluate_rankings(rankings, golds, (5,))["recall@5"]
+
+
+def test_the_graph_that_hurts_gets_weight_zero():
+    # plain: gold first (0.5 against ~0.45); propagated: gold last, so any w >= 0.1 pushes it out of the top 5
+    base, graph, golds = toy(graph_gold=-1.0, base_gold=0.5)
+    assert recall_5([r.tolist() for r in top_k_from_scores(graph, 5)], golds) == 0.0  # today's +TGR (w = 1)
+    result = cross_validate(base, graph, golds, folds=5, seed=0, depth=10)
+    assert result.fold_weights == [0.0] * 5 and result.weight == 0.0
+    assert recall_5(result.rankings, golds) == 1.0 == recall_5([r.tolist() for r in top_k_from_scores(base, 5)], golds)
+    assert result.grid_recall[0] == 1.0 and max(result.grid_recall[1:]) == 0.0
+
+
+def test_the_graph_that_helps_gets_a_positive_weight():
+    # plain: gold last; propagated: gold first; fused, the gold tool leads from w = 0.5 on
+    base, graph, golds = toy(graph_gold=1.0, base_gold=0.0)
+    assert recall_5([r.tolist() for r in top_k_from_scores(base, 5)], golds) == 0.0
+    result = cross_validate(base, graph, golds, folds=4, seed=1, depth=10)
+    assert all(w > 0 for w in result.fold_weights) and result.weight > 0
+    assert result.fold_weights == [0.5] * 4  # the smallest w of the grid that does as well as any
+    assert recall_5(result.rankings, golds) == 1.0
+    assert all(len(r) == 10 for r in result.rankings)
+
+
+def test_each_query_is_ranked_with_the_weight_chosen_without_it():
+    # half the queries gain from the graph, half lose: folds may choose differently; every ranking must be
+    # the fused top-k at its own fold's w, and that w the best on the other folds' queries
+    hurt_base, hurt_graph, golds = toy(graph_gold=-1.0, base_gold=0.5, seed=2)
+    help_base, help_graph, _ = toy(graph_gold=1.0, base_gold=0.3, seed=3)
+    half = np.arange(N_QUERIES) % 2 == 0
+    base = np.where(half[:, None], help_base, hurt_base)
+    graph = np.where(half[:, None], help_graph, hurt_graph)
+    result = cross_validate(base, graph, golds, folds=5, seed=7, depth=8)
+    tops = {w: top_k_from_scores(fused_scores(base, graph, w), 8) for w in DEFAULT_WEIGHTS}
+    for q, ranking in enumerate(result.rankings):
+        assert ranking == tops[result.fold_weights[result.folds[q]]][q].tolist()
+    per_query = {w: np.array([len(set(tops[w][q][:5].tolist()) & golds[q]) for q in range(N_QUERIES)])
+                 for w in DEFAULT_WEIGHTS}
+    for f, chosen in enumerate(result.fold_weights):
+        train = result.folds != f
+        assert per_query[chosen][train].mean() == max(per_query[w][train].mean() for w in DEFAULT_WEIGHTS)
+
+
+def test_folds_are_disjoint_cover_every_query_and_follow_the_seed():
+    a = fold_assignment(53, 5, seed=11)
+    assert sorted(set(a.tolist())) == [0, 1, 2, 3, 4]
+    sizes = np.bincount(a)
+    assert sizes.sum() == 53 and sizes.max() - sizes.min() <= 1  # each query in exactly one fold
+    assert np.array_equal(a, fold_assignment(53, 5, seed=11))
+    assert not np.array_equal(a, fold_assignment(53, 5, seed=12))
+    with pytest.raises(ValueError, match="folds"):
+        fold_assignment(3, 5, seed=0)
+    with pytest.raises(ValueError, match="folds"):
+        fold_assignment(10, 1, seed=0)
+    # more folds than queries: one query per fold (leave-one-out)
+    base, graph, golds = toy(graph_gold=1.0, base_gold=0.0)
+    small = cross_validate(base[:3], graph[:3], golds[:3], folds=5)
+    assert sorted(small.folds.tolist()) == [0, 1, 2] and len(small.fold_weights) == 3
+
+
+def test_ties_go_to_the_smaller_weight_and_the_grid_is_checked():
+    recall = np.array([[1.0, 0.0], [1.0, 0.0], [0.5, 0.0]])  # (weights, queries)
+    ndcg = np.array([[0.8, 0.0], [0.9, 0.0], [1.0, 0.0]])
+    assert choose_weight((0.0, 0.5, 1.0), recall, ndcg, np.array([0, 1])) == 0.5  # same recall, better NDCG
+    assert choose_weight((0.0, 0.5, 1.0), recall, recall, np.array([0, 1])) == 0.0  # all equal: the smaller w
+    for bad in [(0.0, 0.5), (0.5, 1.0), (0.0, 1.0, 1.0), (0.0, 1.5, 1.0), (-0.1, 0.0, 1.0)]:
+        with pytest.raises(ValueError, match="graph weights"):
+            check_weights(bad)
+
+
+def test_eval_retrieval_writes_the_fused_rows_with_their_weight(tmp_path, prefect_harness):
+    from flows.build_graph import build_graph, parse_args
+    from flows.eval_retrieval import EvalConfig, eval_retrieval
+    from tasks.retrieval.inputs import load_inputs
+    from tasks.retrieval.ranking import cosine_scores
+    from tasks.toolsets.readers import write_toolset_dir
+    from tests.test_graph_flow import TOYSET
+    from warehouse.build import connect, rows_of
+
+    folder = write_toolset_dir(TOYSET, tmp_path / "toy")
+    target = tmp_path / "wh" / "tgr.duckdb"
+    build_graph(parse_args(["--toolset", str(folder), "--warehouse", str(target), "--no-discriminator"]))
+    cfg = EvalConfig(warehouse=str(target), out_dir=str(tmp_path / "eval"), rerank=False, paper_encoder=None,
+                     graph_weights=(0.0, 0.5, 1.0), cv_folds=2, cv_seed=3)
+    result = eval_retrieval(cfg)
+    con = connect(target)
+    stored = rows_of(con, "SELECT method, k, recall, ndcg, graph_weight, graph_weight_folds FROM retrieval_metrics "
+                          "WHERE dataset = 'toy' ORDER BY method, k")
+    con.close()
+    by = {(r["method"], r["k"]): r for r in stored}
+    assert {m for m, _ in by} == {"BM25", "TF-IDF", "embedding", "embedding+TGR-m", "embedding+TGR-s",
+                                  "embedding+TGR-m(cv)", "embedding+TGR-s(cv)"}
+    assert by[("embedding", 5)]["graph_weight"] == 0.0 and by[("embedding+TGR-m", 5)]["graph_weight"] == 1.0
+    assert by[("BM25", 5)]["graph_weight"] is None
+    # the stored cv row is what cross_validate gives on the warehouse's own embeddings with the config's folds
+    inputs = load_inputs.fn(str(target), "toy")
+    index = {t: i for i, t in enumerate(inputs.tool_ids)}
+    golds = [{index[t] for t in g} for g in inputs.golds]
+    base = cosine_scores(inputs.query_embeddings, inputs.embeddings["base"])
+    for method, kind in (("embedding+TGR-m(cv)", "tgr_manual"), ("embedding+TGR-s(cv)", "tgr_schema")):
+        expected = cross_validate(base, cosine_scores(inputs.query_embeddings, inputs.embeddings[kind]), golds,
+                                  (0.0, 0.5, 1.0), 2, 3, 10)
+        m = evaluate_rankings([[inputs.tool_ids[i] for i in r] for r in expected.rankings], inputs.golds, (5, 10))
+        for k in (5, 10):
+            row = by[(method, k)]
+            assert row["recall"] == pytest.approx(m[f"recall@{k}"]) and row["ndcg"] == pytest.approx(m[f"ndcg@{k}"])
+            assert row["graph_weight"] == expected.weight and row["graph_weight_folds"] == expected.fold_weights
+        assert result["fusion"]["toy"][method]["fold_weights"] == expected.fold_weights
+        con = connect(target)
+        assert con.execute("SELECT graph_weight FROM retrieval_table WHERE dataset = 'toy' AND method = ?",
+                           [method]).fetchone() == (expected.weight,)
+        con.close()
+    md = (tmp_path / "eval" / "retrieval.md").read_text()
+    assert "| method | R@5 | R@10 | N@5 | N@10 | P@5 | P@10 | w |" in md
+    w = by[("embedding+TGR-m(cv)", 5)]
+    folds = "/".join(f"{x:g}" for x in w["graph_weight_folds"])
+    assert f"| {w['graph_weight']:g} (folds {folds}) |" in md and "| embedding+TGR-m | " in md
