@@ -23,13 +23,14 @@ change a versioned row (tasks/toolsets/trajectories.py, tasks/toolnet/transition
 """
 from __future__ import annotations
 
+import functools
 import json
 import typing
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import numpy as np
 from prefect import flow, get_run_logger, task
@@ -237,13 +238,19 @@ def load_toolset(spec: str, data_root: str) -> ToolSet:
     return load_toolset_spec(spec, Path(data_root))
 
 
-@task(cache_policy=NO_CACHE)
-def encode_texts(texts: list[str], encoder: str, batch_size: int, device: str | None) -> np.ndarray:
+@functools.lru_cache(maxsize=2)
+def sentence_encoder(encoder: str, batch_size: int, device: str | None) -> Any:
+    """One loaded encoder per setting for the whole run: tools, queries and the retrieval rule share it."""
     from models.sentence_encoder import EncoderConfig, SentenceEncoder
 
+    return SentenceEncoder(EncoderConfig(encoder, batch_size=batch_size, device=device))
+
+
+@task(cache_policy=NO_CACHE)
+def encode_texts(texts: list[str], encoder: str, batch_size: int, device: str | None) -> np.ndarray:
     if not texts:
         return np.zeros((0, 0), dtype=np.float32)
-    return SentenceEncoder(EncoderConfig(encoder, batch_size=batch_size, device=device)).encode(texts)
+    return sentence_encoder(encoder, batch_size, device).encode(texts)
 
 
 @task(cache_policy=NO_CACHE)

@@ -58,7 +58,7 @@ from tasks.mining.sources import FileItem, default_roots, top_package, tree_file
 from tasks.agents.prompts import EXTRACT, VALIDATE
 from tasks.dataset.gate import publish_with_card, quality_gate
 from tasks.dataset.publish import dataset_lock, fresh_staging
-from tasks.dataset.shards import PARAMETER_COLUMNS_CARD, ShardConfig, ShardInfo, build_manifest, load_snippet, write_shards
+from tasks.dataset.shards import PARAMETER_COLUMNS_CARD, ShardConfig, ShardInfo, build_manifest, write_card, write_shards
 
 SOURCES = ("stdlib", "site-packages", "tree", "codesearchnet")
 EMBEDDED_MODEL = DEFAULT_MODEL  # the packaged model --base-url embedded serves
@@ -455,18 +455,12 @@ def write_mined_card(out_dir: Path, manifest: dict[str, Any], folder: Path | Non
         f"- records read {acc['read']}, accepted {acc['accepted']}, rejected {acc['rejected']} (`records.duckdb`, table `record_outcomes`)",
         f"- seed {manifest['config']['seed']}; no tool doc appears in two splits",
         *_llm_card_lines(llm),
-        "",
-        "## Load",
-        *load_snippet(out_dir, counts),
-        "",
-        "## Limits",
-        "A flow is syntactic: the producer's value reaches the consumer's argument, which is a real data "
-        "dependency in that code, but the docs come from docstrings of uneven quality, and call targets "
-        "reached only through objects of unknown type are not seen (rejected as `unresolved_target`).",
     ]
-    path = (folder or out_dir) / "README.md"
-    path.write_text("\n".join(lines) + "\n")
-    return path
+    return write_card(out_dir, counts, lines, folder,
+                      limits="A flow is syntactic: the producer's value reaches the consumer's argument, which is a "
+                             "real data dependency in that code, but the docs come from docstrings of uneven "
+                             "quality, and call targets reached only through objects of unknown type are not seen "
+                             "(rejected as `unresolved_target`).")
 
 
 # -- the flow -----------------------------------------------------------------------------------

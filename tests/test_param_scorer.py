@@ -17,6 +17,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from schemas.tdi import TDI_PAIR_SCHEMA  # noqa: E402
 from schemas.toolset import DependencyEdge, ParameterEdge, Tool, ToolSet  # noqa: E402
+from tests.test_discriminator import make_tiny_model  # noqa: E402
 from tasks.graph.param_scoring import ParamScore, param_tool_edges, parameter_edges  # noqa: E402
 from tasks.graph.scoring import PredictedEdge  # noqa: E402
 from tasks.training.param_examples import (TAKES, TAKES_NOT, ParamExample, load_tdi_param_examples,  # noqa: E402
@@ -164,24 +165,6 @@ def test_tool_edge_is_the_max_over_inputs_with_a_fallback_only_without_inputs():
 
 # ---------------------------------------------------------------------------------------------
 # A tiny model: train a few steps, calibrate, score, write rows
-
-
-def make_tiny_model(folder):
-    """A 2-layer, hidden-32 BERT with a fresh 3-label head and the packaged MiniLM tokenizer."""
-    import torch
-    from transformers import BertConfig, BertForSequenceClassification
-
-    from models.discriminator import load_tokenizer
-    from schemas.tdi import ID2LABEL, LABEL2ID
-
-    tokenizer = load_tokenizer("offline-minilm")
-    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=512, num_labels=3,
-                        id2label=dict(ID2LABEL), label2id=dict(LABEL2ID))
-    torch.manual_seed(0)
-    BertForSequenceClassification(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
 
 
 @pytest.fixture(scope="module")

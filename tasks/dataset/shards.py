@@ -266,15 +266,17 @@ def write_dataset_card(out_dir: Path, manifest: dict[str, Any], folder: Path | N
         f"- records read {acc.get('read', '?')}, accepted {acc.get('accepted', '?')}, rejected {acc.get('rejected', '?')} "
         "(reasons in `records.duckdb`, table `record_outcomes`)",
         f"- seed {manifest.get('config', {}).get('balance', {}).get('seed', '?')}; no tool doc appears in two splits",
-        "",
-        "## Load",
-        *load_snippet(out_dir, counts),
-        "",
-        "## Limits",
-        "Documents are written by an LLM from real functions; the dependency judgement is an LLM's, "
-        "so labels carry that model's errors. Quality checks (great-expectations) guarantee the "
-        "structure, not the semantics.",
     ]
+    return write_card(out_dir, counts, lines, folder,
+                      limits="Documents are written by an LLM from real functions; the dependency judgement is an "
+                             "LLM's, so labels carry that model's errors. Quality checks (great-expectations) "
+                             "guarantee the structure, not the semantics.")
+
+
+def write_card(out_dir: Path, counts: dict[str, Any], lines: list[str], folder: Path | None, limits: str) -> Path:
+    """A card's body ``lines`` plus the sections every card ends with (Load, Limits), written as
+    ``README.md`` into ``folder`` (default ``out_dir``)."""
+    lines = [*lines, "", "## Load", *load_snippet(out_dir, counts), "", "## Limits", limits]
     path = (folder or out_dir) / "README.md"
     path.write_text("\n".join(lines) + "\n")
     return path
