@@ -93,7 +93,9 @@ def test_resume_after_a_kill_repeats_no_answered_call_and_reproduces_the_shards(
     # Only requests that never got an answer before the kill are sent again: chunks finished before
     # the kill are skipped (their markers match), the chunk cut short is redone from the cache.
     assert sent_on_resume == clean_total - answered
-    assert sent_before_kill - answered <= 4  # at most the in-flight ones (concurrency 4)
+    # Lost to the kill: at most the 4 in flight, plus at most 4 answered in the event-loop tick whose group
+    # commit had not run yet (StructuredLLM._store: a worker sends its next request before that commit).
+    assert sent_before_kill - answered <= 2 * 4
     ref_manifest = json.loads((tmp_path / "out" / "reference" / "manifest.json").read_text())
     new_manifest = json.loads((tmp_path / "out" / "resumed" / "manifest.json").read_text())
     assert [s["sha256"] for s in new_manifest["shards"]] == [s["sha256"] for s in ref_manifest["shards"]]
