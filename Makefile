@@ -49,7 +49,11 @@ TRAIN_ARGS ?=
 GRAPH_ARGS ?=
 TOOLSETS ?= apibank,ultratool,tmdb,toolbench_stable
 DISCRIMINATOR ?= artifacts/discriminator/$(RUN)/best
+# Dependency retriever (make train-retriever): build-graph's 'retrieval' pruning encoder once it exists.
+RETRIEVER ?= artifacts/retriever/dependency-retriever/best
+RETRIEVER_ARGS ?=
 WAREHOUSE ?= artifacts/warehouse/tgr.duckdb
+# make sql: e.g. SQL_ARGS='-c "SELECT * FROM graph_density"' (one statement, then exit) or --write
 PREFECT_PORT ?= 4200
 # pytest-xdist processes for make test: the suite waits on servers and child processes much of the time,
 # so 2 workers on 2 cores take it from 4 min 53 s to 2 min 47 s (bench/RESULTS.md, "Test suite").
@@ -57,7 +61,7 @@ TEST_WORKERS ?= 2
 PREFECT_API := http://127.0.0.1:$(PREFECT_PORT)/api
 PREFECT_RUN_DIR := artifacts/prefect
 
-.PHONY: help setup setup-llm setup-ray fetch-llm build-tdi mine-tdi test test-fast train-discriminator graph graph-gold eval-retrieval gtool bench prefect-up prefect-down deploy clean
+.PHONY: help setup setup-llm setup-ray fetch-llm build-tdi mine-tdi test test-fast train-discriminator train-retriever graph graph-gold sql eval-retrieval gtool bench prefect-up prefect-down deploy clean
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-22s %s\n", $$1, $$2}'
@@ -119,11 +123,17 @@ $(MINED_TDI)/manifest.json:
 train-discriminator: setup $(if $(filter $(MINED_TDI),$(TDI_DATA)),$(MINED_TDI)/manifest.json)  ## mined TDI (if missing) -> pretrain -> finetune -> calibrate -> test
 	$(PY) -m flows.train_discriminator --pretrain-data $(TDI_DATA) $(if $(FINETUNE),--finetune $(FINETUNE)) $(if $(TEST_SET),--test $(TEST_SET)) $(if $(BASE_MODEL),--base-model $(BASE_MODEL)) --output artifacts/discriminator/$(RUN) $(TRAIN_ARGS)
 
-graph: setup  ## score tool pairs and build the DuckDB tool-graph warehouse
-	$(PY) -m flows.build_graph --toolset $(TOOLSETS) --discriminator $(DISCRIMINATOR) --warehouse $(WAREHOUSE) $(GRAPH_ARGS)
+train-retriever: setup $(if $(filter $(MINED_TDI),$(TDI_DATA)),$(MINED_TDI)/manifest.json)  ## mined TDI (if missing) -> dependency retriever + parameter head (bi-encoder; docs/retriever.md)
+	$(PY) -m flows.train_retriever --tdi $(TDI_DATA) --output $(patsubst %/,%,$(dir $(RETRIEVER))) $(RETRIEVER_ARGS)
+
+graph: setup  ## score tool pairs and build the DuckDB tool-graph warehouse (with the trained retriever, if any)
+	$(PY) -m flows.build_graph --toolset $(TOOLSETS) --discriminator $(DISCRIMINATOR) --warehouse $(WAREHOUSE) $(if $(wildcard $(RETRIEVER)/config.json),--retrieval-encoder $(RETRIEVER)) $(GRAPH_ARGS)
 
 graph-gold: setup  ## warehouse with the gold (manual) and parameter-match (schema) edges, no discriminator
 	$(PY) -m flows.build_graph --toolset $(TOOLSETS) --no-discriminator --warehouse $(WAREHOUSE) $(GRAPH_ARGS)
+
+sql: setup  ## SQL shell on the warehouse (WAREHOUSE; read-only; the duckdb package's own engine, docs/warehouse.md)
+	$(PY) -m warehouse.shell $(WAREHOUSE) $(SQL_ARGS)
 
 eval-retrieval: setup  ## Recall/NDCG/Pass Rate@5/10 for BM25, TF-IDF, embeddings, +TGR
 	$(PY) -m flows.eval_retrieval --warehouse $(WAREHOUSE)
@@ -141,17 +151,18 @@ bench: setup  ## run the benchmarks (results: bench/RESULTS.md)
 
 prefect-up: setup-llm  ## start a local Prefect server + worker and register the deployments
 	@mkdir -p $(PREFECT_RUN_DIR)
+	@# each service in its own process group, recorded in a pid file: prefect-down stops it and what it started
 	@if ! curl -sf $(PREFECT_API)/health >/dev/null; then \
-	  nohup $(BIN)/prefect server start --host 127.0.0.1 --port $(PREFECT_PORT) > $(PREFECT_RUN_DIR)/server.log 2>&1 & echo $$! > $(PREFECT_RUN_DIR)/server.pid; \
+	  $(PY) -m tasks.common.services start $(PREFECT_RUN_DIR)/server.pid $(PREFECT_RUN_DIR)/server.log -- \
+	    $(BIN)/prefect server start --host 127.0.0.1 --port $(PREFECT_PORT); \
 	  for i in $$(seq 90); do curl -sf $(PREFECT_API)/health >/dev/null && break; sleep 1; done; \
 	fi
 	@curl -sf $(PREFECT_API)/health >/dev/null || (echo "Prefect server did not start; see $(PREFECT_RUN_DIR)/server.log" && exit 1)
 	@# project-local, not the user's global profile: Prefect reads ./.env when run from this folder
 	@touch .env && sed -i '/# tgr-pipeline prefect-up$$/d' .env && echo 'PREFECT_API_URL=$(PREFECT_API)  # tgr-pipeline prefect-up' >> .env
 	$(MAKE) deploy
-	@if [ ! -f $(PREFECT_RUN_DIR)/worker.pid ] || ! kill -0 $$(cat $(PREFECT_RUN_DIR)/worker.pid) 2>/dev/null; then \
-	  PATH="$(CURDIR)/$(BIN):$$PATH" nohup $(BIN)/prefect worker start --pool tgr-local --type process > $(PREFECT_RUN_DIR)/worker.log 2>&1 & echo $$! > $(PREFECT_RUN_DIR)/worker.pid; \
-	fi
+	@PATH="$(CURDIR)/$(BIN):$$PATH" $(PY) -m tasks.common.services start $(PREFECT_RUN_DIR)/worker.pid \
+	  $(PREFECT_RUN_DIR)/worker.log -- $(BIN)/prefect worker start --pool tgr-local --type process
 	@echo "Prefect UI: http://127.0.0.1:$(PREFECT_PORT)  (worker log: $(PREFECT_RUN_DIR)/worker.log)"
 	@echo "Run:  $(BIN)/prefect deployment run build-tdi/stdlib-demo"
 
@@ -160,7 +171,9 @@ deploy:  ## register the deployments in prefect.yaml with the running server
 	PREFECT_API_URL=$(PREFECT_API) TGR_REPO=$(CURDIR) $(BIN)/prefect --no-prompt deploy --all
 
 prefect-down:  ## stop the worker and server started by prefect-up (plain runs go back to a temporary server)
-	-@for p in worker server; do [ -f $(PREFECT_RUN_DIR)/$$p.pid ] && kill $$(cat $(PREFECT_RUN_DIR)/$$p.pid) 2>/dev/null; rm -f $(PREFECT_RUN_DIR)/$$p.pid; done; true
+	@# the worker first, waited for (SIGTERM, then SIGKILL after 10 s), then the server: a worker left running
+	@# retries the stopped server for minutes (tests/test_services.py)
+	-@for p in worker server; do $(if $(wildcard $(PY)),$(PY),$(PYTHON)) -m tasks.common.services stop $(PREFECT_RUN_DIR)/$$p.pid; done
 	-@[ -f .env ] && sed -i '/# tgr-pipeline prefect-up$$/d' .env && { [ -s .env ] || rm -f .env; }; true
 
 clean:  ## remove run outputs (keeps .venv and the model cache)

@@ -33,14 +33,13 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import numpy as np
-from prefect import flow, get_run_logger, task
-from prefect.cache_policies import NO_CACHE
 from pydantic import SecretStr
 
+from tasks.common.flow_cli import FlowCLI  # first: Prefect analytics off before Prefect loads
 from models.encoder_path import OFFLINE_DEFAULT
 from schemas.toolset import ToolSet
-from tasks.toolnet.evaluator import EMBEDDED, EVALUATORS, endpoint_problem, toolnet_evaluator
-from tasks.common.cli import Flag, Help, parse_config
+from tasks.toolnet.evaluator import EMBEDDED, EVALUATORS, endpoint_problem, evaluator_llm_config, toolnet_evaluator
+from tasks.common.cli import Flag, Help, checking_inputs, parse_config
 from tasks.graph.candidates import DEFAULT_RETRIEVAL_K, retrieval_candidates
 from tasks.graph.edges import dataset_tables, fuse_edges
 from tasks.graph.pruning import (DEFAULT_PRUNING, PRUNING_STRATEGIES, PruningResult, log_pruning, prune_candidates,
@@ -49,6 +48,7 @@ from tasks.graph.schema_rule import schema_edges
 from tasks.graph.scoring import (SCORING_PRECISIONS, EdgeDecision, edge_decision, edges_from_probabilities,
                                  score_pairs)
 from tasks.llm.config import split_userinfo
+from tasks.llm.preflight import preflight
 from tasks.retrieval.gcn import Direction, gcn_propagate, gcn_propagate_weighted
 from tasks.retrieval.ranking import cosine_scores
 from tasks.retrieval.tool_text import EMBED_STYLES, embed_style_for, embed_text
@@ -91,6 +91,13 @@ class GraphConfig:
     retrieval_k: Annotated[int, Help("pruning 'retrieval': each input parameter of a tool (or the tool, when it "
                                      "declares none) keeps its K most similar producers of its group (by --encoder)")] = \
         DEFAULT_RETRIEVAL_K
+    retrieval_encoder: Annotated[str | None, Help(
+        "encoder of the 'retrieval' rule: a dependency retriever trained by train-retriever "
+        "(artifacts/retriever/<run>/best); none: --encoder, untrained")] = None
+    retrieval_share: Annotated[float | None, Help(
+        "pruning 'retrieval': of the top-K pairs, keep per group only the best-scored ones up to this share of the "
+        "group's ordered pairs, in (0, 1] (a scoring budget; meaningful with a trained --retrieval-encoder); "
+        "none: all top-K")] = None
     min_prob: Annotated[float, Help(
         "keep a predicted edge only when its prob (p(a->b) + p(b->a)) reaches this, in [0, 1]")] = 0.0
     both_orders: Annotated[bool, Help(
@@ -111,12 +118,14 @@ class GraphConfig:
         "threshold (none: that one, else argmax)")] = None
     schema_edges: Annotated[bool, Help("the parameter-match rule as edge source 'schema' (and 'fused' with a discriminator)")] = True
     param_discriminator: Annotated[str | None, Help(
-        "parameter-level scorer checkpoint (train-discriminator --param-level: <run>/param/best): each candidate pair's "
+        "parameter-level scorer: a cross-encoder checkpoint (train-discriminator --param-level: <run>/param/best) or a "
+        "dependency retriever with its parameter head (train-retriever: <run>/best, fast): each candidate pair's "
         "consumer inputs are scored against the producer, kept ones go to parameter_edges (source 'discriminator'), and "
         "the 'discriminator' tool edge is the max over the consumer's inputs (a consumer without inputs keeps "
         "--discriminator's pair score, if given)")] = None
     param_threshold: Annotated[float | None, Help(
-        "cut on p(input takes the producer's output), in [0, 1]; none: the checkpoint's calibration.json")] = None
+        "cut on p(input takes the producer's output), in [0, 1]; none: the checkpoint's calibration.json (or its "
+        "param_head.json)")] = None
     progress: Annotated[bool, Help("progress bar while scoring pairs")] = True
     # ToolBench's id, url, symbol (schemas.name_rule)
     max_producers: Annotated[int | None, Help(
@@ -174,6 +183,8 @@ class GraphConfig:
         if self.embed_style is not None and self.embed_style not in EMBED_STYLES:
             raise ValueError(f"--embed-style {self.embed_style!r}: one of {', '.join(EMBED_STYLES)}, or none")
         pruning_rules(self.pruning)  # a ValueError naming the strategies
+        if self.retrieval_share is not None and not 0.0 < self.retrieval_share <= 1.0:
+            raise ValueError(f"--retrieval-share {self.retrieval_share}: must lie in (0, 1]")
         if self.scoring_precision not in SCORING_PRECISIONS:
             raise ValueError(f"--scoring-precision {self.scoring_precision!r}: one of {', '.join(SCORING_PRECISIONS)}")
         if self.gcn_direction not in typing.get_args(Direction):
@@ -210,6 +221,25 @@ class GraphConfig:
                 self.evaluator_base_url, self.evaluator_base_url_credentials = url, SecretStr(userinfo)
 
 
+    def check_inputs(self) -> None:
+        """Every tool set and trajectory file this run reads is there, and the warehouse can be written: a
+        ``ValueError`` naming each problem (a missing benchmark says how to get it). The command line calls this
+        before Prefect starts, the flow first thing, so a Python call and a deployment are refused alike."""
+        from tasks.common.paths import check_writable, writable_file_problem
+        from tasks.toolsets.availability import check_toolsets
+
+        check_toolsets(self.toolsets, self.data_root, "--toolset", root_flag="--data-root")
+        if self.retrieval_encoder and Path(self.retrieval_encoder).exists() and \
+                not Path(self.retrieval_encoder, "config.json").exists():
+            raise ValueError(f"--retrieval-encoder {self.retrieval_encoder}: no config.json there "
+                             "(train one: make train-retriever)")
+        for value in self.trajectories:
+            prefix, sep, rest = value.partition("=")
+            if not Path(value).is_file() and not (sep and prefix and Path(rest).is_file()):
+                raise ValueError(f"--trajectories {value}: no such file")
+        check_writable(writable_file_problem(self.warehouse, "--warehouse"))
+
+
 def toolset_folder(spec: str, data_root: str) -> Path | None:
     """The folder a --toolset spec reads (a benchmark under data_root, or the folder itself)."""
     if spec in BENCHMARKS and (Path(data_root) / spec).is_dir():
@@ -231,6 +261,19 @@ def trajectory_files(values: Sequence[str], specs: Sequence[str], names: dict[st
             raise ValueError(f"--trajectories {value!r}: with several tool sets say which one it is for "
                              f"(DATASET=FILE, DATASET one of {sorted(set(names.values()))})")
     return out
+
+
+def parse_args(argv: Sequence[str] | None = None) -> GraphConfig:
+    """The command line, generated from GraphConfig (tasks/common/cli.py): its defaults, flags given override them."""
+    return parse_config(GraphConfig, argv, "python -m flows.build_graph", __doc__)
+
+
+# python -m: --help and usage errors answer here, before the imports below (Prefect, models) are paid for
+PROG = "python -m flows.build_graph"
+CLI = FlowCLI.start(__name__, checking_inputs(parse_args, PROG), PROG)  # check_inputs: a usage error too
+
+from prefect import flow, get_run_logger, task  # noqa: E402
+from prefect.cache_policies import NO_CACHE  # noqa: E402
 
 
 @task(cache_policy=NO_CACHE)
@@ -258,7 +301,8 @@ def prune(toolset: ToolSet, embeddings: np.ndarray, cfg: GraphConfig) -> Pruning
     retrieved = None
     if "retrieval" in pruning_rules(cfg.pruning):  # per-parameter queries against producer docs
         retrieved = retrieval_candidates(toolset.tools, lambda texts: encode_texts.fn(
-            texts, cfg.encoder, cfg.batch_size, cfg.device), cfg.retrieval_k)
+            texts, cfg.retrieval_encoder or cfg.encoder, cfg.batch_size, cfg.device), cfg.retrieval_k,
+            cfg.retrieval_share)
     return prune_candidates(toolset.tools, embeddings, cfg.pruning, cfg.neighbours, toolset.edges, retrieved)
 
 
@@ -356,6 +400,7 @@ def lineage_rows(toolset: ToolSet, folder: Path | None, sources: set[str], cfg: 
     run_id = flow_run.id
     threshold = decision.threshold if decision else None
     disc = {"pruning": cfg.pruning, "neighbours": cfg.neighbours, "retrieval_k": cfg.retrieval_k,
+            "retrieval_encoder": cfg.retrieval_encoder, "retrieval_share": cfg.retrieval_share,
             "both_orders": cfg.both_orders, "scoring_precision": cfg.scoring_precision,
             "min_prob": cfg.min_prob, "rule": decision.rule if decision else None,
             "threshold_source": decision.threshold_source if decision else None}
@@ -394,6 +439,10 @@ def write_warehouse(target: str, tables: list[DatasetTables], dim: int) -> dict:
 def build_graph(cfg: GraphConfig | None = None) -> dict:
     """Build (or rebuild) the warehouse for ``cfg.toolsets``; returns per-dataset summaries."""
     cfg = cfg or GraphConfig()
+    cfg.check_inputs()  # before any work: a missing tool set or an unwritable warehouse is found now
+    if cfg.evaluator == "llm" and cfg.evaluator_base_url != EMBEDDED:  # an endpoint that cannot be reached: now
+        preflight(evaluator_llm_config(cfg.evaluator_model, cfg.evaluator_base_url, cfg.evaluator_concurrency,
+                                       cfg.evaluator_cache_dir, cfg.evaluator_base_url_credentials))
     log = get_run_logger()
     decision: EdgeDecision | None = None
     if cfg.discriminator:
@@ -494,14 +543,5 @@ def build_graph(cfg: GraphConfig | None = None) -> dict:
     return {"warehouse": result, "datasets": summary, "config": asdict(cfg)}
 
 
-def parse_args(argv: Sequence[str] | None = None) -> GraphConfig:
-    """The command line, generated from GraphConfig (tasks/common/cli.py): its defaults, flags given override them."""
-    return parse_config(GraphConfig, argv, "python -m flows.build_graph", __doc__)
-
-
 if __name__ == "__main__":
-    from tasks.common.prefect_guard import guard_temporary_server
-
-    guard_temporary_server()  # a temporary Prefect server dies with this process, kill -9 included
-    out = build_graph(parse_args())
-    print(json.dumps({k: v for k, v in out.items() if k != "config"}, indent=2, default=str))
+    CLI.run(lambda cfg: print(json.dumps({k: v for k, v in build_graph(cfg).items() if k != "config"}, indent=2, default=str)))

@@ -26,9 +26,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from prefect import flow, get_run_logger, task
-from prefect.cache_policies import NO_CACHE
-
+from tasks.common.flow_cli import FlowCLI  # first: Prefect analytics off before Prefect loads
 from models.embedded_llm.catalog import DEFAULT_MODEL
 from tasks.dataset.accounting import AccountingError, AccountingSummary, ledger_usage, write_records_db_from_parquet
 from tasks.dataset.balance import BalanceConfig, BalancePlan, plan_balance
@@ -45,8 +43,8 @@ from tasks.agents.chunks import (
 from tasks.common.cli import Flag, Help, parse_config
 from tasks.llm.config import EMBEDDED, EMBEDDED_CONCURRENCY, ENDPOINT_CONCURRENCY, LLMConfig
 from tasks.llm.errors import LLMEndpointError, LLMStageFailed, LLMUnavailableError
+from tasks.llm.preflight import preflight
 from tasks.agents.prompts import PROMPT_VERSIONS
-from tasks.dataset.gate import publish_with_card, quality_gate
 from tasks.dataset.publish import dataset_lock, fresh_staging
 from tasks.dataset.shards import ShardConfig, ShardInfo, build_manifest, write_dataset_card, write_planned_shards
 from tasks.sources.filters import SourceFilter
@@ -143,6 +141,22 @@ class BuildTDIConfig:
         for flag, value in (("--rpm", self.llm.rpm_limit), ("--tpm", self.llm.tpm_limit)):
             if value is not None and value <= 0:
                 raise ValueError(f"{flag} must be a positive number, got {value}")
+        # every other number of the command line in its range, before any work (nested configs included)
+        for flag, value, least in (("--limit", self.limit, 1), ("--max-code-chars", self.max_code_chars, 1),
+                                   ("--per-class", self.balance.per_class, 1),
+                                   ("--rows-per-shard", self.shards.rows_per_shard, 1),
+                                   ("--max-tokens", self.llm.max_tokens, 1), ("--concurrency", self.llm.concurrency, 1)):
+            if value is not None and value < least:
+                raise ValueError(f"{flag} {value}: must be at least {least}")
+        if not 0.0 <= self.balance.validation_fraction < 1.0:
+            raise ValueError(f"--validation-fraction {self.balance.validation_fraction}: must lie in [0, 1) (0: no "
+                             "validation split)")
+        for flag, value in (("--timeout-s", self.llm.timeout_s), ("--batch-poll-s", self.llm.batch_poll_s)):
+            if not value > 0:
+                raise ValueError(f"{flag} {value}: must be above 0")
+        for flag, value in (("--price-in", self.llm.price_in_per_mtok), ("--price-out", self.llm.price_out_per_mtok)):
+            if not value >= 0:
+                raise ValueError(f"{flag} {value}: must not be negative")
 
     def resolved(self) -> BuildTDIConfig:
         """The config a run uses, for the command line and a deployment alike: ``llm.base_url`` None
@@ -174,6 +188,25 @@ def _retry_unless_fatal(task: Any, task_run: Any, state: Any) -> bool:
 def chunk_journals(folder: Path, fingerprint: str) -> list[Path]:
     """The call journals of every attempt at a chunk with this fingerprint (failed, killed or not)."""
     return sorted((folder / JOURNALS).glob(f"{fingerprint[:16]}-*.jsonl"))
+
+
+def _check(cfg: BuildTDIConfig) -> None:
+    """Before any work: the endpoint settings and the source (a wrong, missing or empty path)."""
+    cfg.resolved()
+    check_source(cfg.source)
+
+
+def config_from_args(argv: Sequence[str] | None = None) -> BuildTDIConfig:
+    """The command line, generated from BuildTDIConfig: its defaults, flags given override them."""
+    return parse_config(BuildTDIConfig, argv, "python -m flows.build_tdi", __doc__, check=_check)
+
+
+# python -m: --help and usage errors answer here, before the imports below (Prefect, models) are paid for
+CLI = FlowCLI.start(__name__, config_from_args, "python -m flows.build_tdi")
+
+from prefect import flow, get_run_logger, task  # noqa: E402
+from prefect.cache_policies import NO_CACHE  # noqa: E402
+from tasks.dataset.gate import publish_with_card, quality_gate  # noqa: E402
 
 
 @task(name="process-chunk", task_run_name="chunk-{job.chunk.index}", retries=2, retry_delay_seconds=10,
@@ -230,7 +263,9 @@ def llm_endpoint(cfg: BuildTDIConfig) -> Iterator[tuple[LLMConfig, Callable[[], 
 
     with EmbeddedLLMServer(model=cfg.embedded_model) as server:
         get_run_logger().info("embedded LLM %s ready at %s", cfg.embedded_model, server.base_url)
-        yield replace(cfg.llm, base_url=server.base_url, model=cfg.embedded_model), server.raise_if_exited
+        llm = replace(cfg.llm, base_url=server.base_url, model=cfg.embedded_model)
+        preflight(llm)
+        yield llm, server.raise_if_exited
 
 
 class _Done:
@@ -290,7 +325,11 @@ def run_chunks(cfg: BuildTDIConfig, llm_cfg: LLMConfig, root: Path, ensure_alive
 
         def collect() -> None:
             index, future = pending.popleft()
-            markers[index] = future.result()
+            try:
+                markers[index] = future.result()
+            except LLMUnavailableError:
+                ensure_alive()  # an embedded server that died says so (exit status, log) over 'cannot be reached'
+                raise
             ensure_alive()
             done = sum(m["n_read"] for m in markers.values())
             logger.info("%d chunks done (%d reused), %d items read so far", len(markers), reused, done)
@@ -327,8 +366,18 @@ def _raise_if_every_call_failed(stages: dict[str, dict[str, Any]]) -> None:
 @flow(name="build-tdi", log_prints=True)
 def build_tdi(cfg: BuildTDIConfig = BuildTDIConfig()) -> dict[str, Any]:
     """Build a TDI dataset; returns the manifest. One run per dataset folder at a time."""
+    check_source(cfg.source)  # the input first (local, cheap), then the endpoint: both before a lock or folder exists
+    endpoint_preflight(cfg)
     with dataset_lock(cfg.out_dir):
         return _build_tdi(cfg)
+
+
+def endpoint_preflight(cfg: BuildTDIConfig) -> None:
+    """An endpoint that cannot be reached, or a rejected key: one clear error before a lock or folder exists
+    (the embedded server is checked once it runs, in :func:`llm_endpoint`)."""
+    llm = cfg.resolved().llm
+    if llm.base_url != EMBEDDED:
+        preflight(llm)
 
 
 def recorded_config(cfg: BuildTDIConfig) -> dict[str, Any]:
@@ -385,24 +434,14 @@ def _build_tdi(cfg: BuildTDIConfig) -> dict[str, Any]:
 
 
 # -- command line -------------------------------------------------------------------------------
-def _check(cfg: BuildTDIConfig) -> None:
-    """Before any work: the endpoint settings and the source (a wrong, missing or empty path)."""
-    cfg.resolved()
-    check_source(cfg.source)
-
-
-def config_from_args(argv: Sequence[str] | None = None) -> BuildTDIConfig:
-    """The command line, generated from BuildTDIConfig: its defaults, flags given override them."""
-    return parse_config(BuildTDIConfig, argv, "python -m flows.build_tdi", __doc__, check=_check)
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    manifest = build_tdi(config_from_args(argv))
+def show(manifest: dict[str, Any]) -> None:
+    """What the command line prints of a published dataset's manifest."""
     print(json.dumps({"dataset": manifest["dataset"], "counts": manifest["counts"], "accounting": manifest["accounting"], "llm_usage": manifest["llm_usage"]}, indent=2))
 
 
-if __name__ == "__main__":
-    from tasks.common.prefect_guard import guard_temporary_server
+def main(argv: Sequence[str] | None = None) -> None:
+    show(build_tdi(config_from_args(argv)))
 
-    guard_temporary_server()  # a temporary Prefect server dies with this process, kill -9 included
-    main()
+
+if __name__ == "__main__":
+    CLI.run(lambda cfg: show(build_tdi(cfg)), first=endpoint_preflight)  # the preflight before Prefect starts too

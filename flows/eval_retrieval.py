@@ -37,13 +37,11 @@ from pathlib import Path
 from typing import Annotated
 
 import numpy as np
-from prefect import flow, get_run_logger, task
-from prefect.cache_policies import NO_CACHE
 
-from tasks.common.cli import Flag, Help, parse_config
+from tasks.common.flow_cli import FlowCLI  # first: Prefect analytics off before Prefect loads
+from tasks.common.cli import Flag, Help, checking_inputs, parse_config
 from tasks.retrieval.fusion import DEFAULT_FOLDS, DEFAULT_WEIGHTS, FusionResult, check_weights, cross_validate
 from tasks.retrieval.gcn import gcn_propagate
-from tasks.retrieval.inputs import EvalInputs, load_inputs
 from tasks.retrieval.lexical import BM25, TfIdf
 from tasks.retrieval.metrics import evaluate_rankings
 from tasks.retrieval.ranking import cosine_scores, expand_with_successors, top_k_from_scores
@@ -151,6 +149,34 @@ class EvalConfig:
         check_weights(self.graph_weights)
         if not isinstance(self.cv_folds, int) or self.cv_folds < 2:
             raise ValueError(f"cv_folds {self.cv_folds}: a whole number >= 2")
+
+    def check_inputs(self) -> None:
+        """The warehouse is there, and it and the report folder can be written (the metric tables are written back
+        to the warehouse, through a copy beside it): checked by the command line before Prefect starts and by the
+        flow first thing, so no metric is computed for a run that cannot keep it."""
+        from tasks.common.paths import check_writable, writable_file_problem, writable_folder_problem
+
+        if not Path(self.warehouse).is_file():
+            raise ValueError(f"--warehouse {self.warehouse}: no warehouse file there (build one: make graph)")
+        check_writable(writable_file_problem(self.warehouse, "--warehouse"),
+                       writable_folder_problem(self.out_dir, "--out-dir"))
+
+
+class MetricsNotStored(RuntimeError):
+    """Every metric was computed and the report written, but the warehouse refused the metric tables."""
+
+
+def parse_args(argv: list[str] | None = None) -> EvalConfig:
+    return parse_config(EvalConfig, argv, "python -m flows.eval_retrieval", __doc__)
+
+
+# python -m: --help and usage errors answer here, before the imports below (Prefect, models) are paid for
+PROG = "python -m flows.eval_retrieval"
+CLI = FlowCLI.start(__name__, checking_inputs(parse_args, PROG), PROG)  # check_inputs: a usage error too
+
+from prefect import flow, get_run_logger, task  # noqa: E402
+from prefect.cache_policies import NO_CACHE  # noqa: E402
+from tasks.retrieval.inputs import EvalInputs, load_inputs  # noqa: E402
 
 
 @task(cache_policy=NO_CACHE)
@@ -536,6 +562,7 @@ def store_metrics(warehouse: str, rows: list[dict], next_tool: list[dict] = ()) 
 @flow(name="eval-retrieval", log_prints=True)
 def eval_retrieval(cfg: EvalConfig | None = None) -> dict:
     cfg = cfg or EvalConfig()
+    cfg.check_inputs()  # before any work: a missing warehouse or a read-only folder is found now
     log = get_run_logger()
     con = connect(cfg.warehouse)
     try:
@@ -583,7 +610,6 @@ def eval_retrieval(cfg: EvalConfig | None = None) -> dict:
             result = toolrerank(inputs, deep, cfg)
             if result is not None:
                 reranked.append(result)
-    store_metrics(cfg.warehouse, rows, next_tool)
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     table = markdown_table([r for r in rows if r["query_split"] == "all"], agreement, encoders, subset_rows)
@@ -603,16 +629,16 @@ def eval_retrieval(cfg: EvalConfig | None = None) -> dict:
                                          encoding="utf-8")
         print(text)
         summary |= {"rerank": [asdict(r) for r in reranked], "rerank_markdown": str(out / "rerank.md")}
+    # last: the report is on disk first, so a warehouse that fails the write now loses no result
+    try:
+        store_metrics(cfg.warehouse, rows, next_tool)
+    except Exception as exc:  # noqa: BLE001 - said once, with what was kept and what to do
+        raise MetricsNotStored(
+            f"the metrics are in {out / 'retrieval.md'}, but writing them to the warehouse {cfg.warehouse} failed "
+            f"({type(exc).__name__}: {exc}); make its folder writable and rerun to store them") from exc
     return summary
 
 
 # ---------------------------------------------------------------- command line (generated from EvalConfig)
-def parse_args(argv: list[str] | None = None) -> EvalConfig:
-    return parse_config(EvalConfig, argv, "python -m flows.eval_retrieval", __doc__)
-
-
 if __name__ == "__main__":
-    from tasks.common.prefect_guard import guard_temporary_server
-
-    guard_temporary_server()  # a temporary Prefect server dies with this process, kill -9 included
-    eval_retrieval(parse_args())
+    CLI.run(eval_retrieval)

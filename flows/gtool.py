@@ -30,15 +30,10 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from prefect import flow, get_run_logger, task
-from prefect.cache_policies import NO_CACHE
 
-from tasks.common.cli import Help, parse_config
-from tasks.gtool.links import (METHODS, Completion, DiscriminatorScores, GraphInputError, LinkConfig, ToolGraph,
-                               complete_graph, robustness_rows, summarise, tool_graph)
-from tasks.gtool.selection import Request, SelectConfig, SelectionData, evaluate_selection
+from tasks.common.flow_cli import FlowCLI  # first: Prefect analytics off before Prefect loads
+from tasks.common.cli import Help, checking_inputs, parse_config
 from tasks.retrieval.gcn import gcn_propagate
-from tasks.retrieval.inputs import EvalInputs, load_inputs
 from tasks.toolsets.trajectories import RESERVED
 from warehouse.build import connect, replace_rows, rows_of
 from warehouse.lineage import lineage_row
@@ -108,6 +103,31 @@ class GToolConfig:
             raise ValueError("--seeds, --steps and --threads must be at least 1")
         if not 0 < self.val_share < 1:
             raise ValueError(f"--val-share {self.val_share}: must lie strictly between 0 and 1")
+        for flag, value, least in (("--hidden", self.hidden, 1), ("--layers", self.layers, 1), ("--heads", self.heads, 1),
+                                   ("--candidates", self.candidates, 1), ("--neighbours", self.neighbours, 0),
+                                   ("--selection-steps", self.selection_steps, 1), ("--batch", self.batch, 1)):
+            if value < least:
+                raise ValueError(f"{flag} {value}: must be at least {least}")
+        for flag, value in (("--dropout", self.dropout), ("--rho", self.rho)):
+            if not 0.0 <= value < 1.0:
+                raise ValueError(f"{flag} {value}: must lie in [0, 1)")
+        if not self.lr > 0:
+            raise ValueError(f"--lr {self.lr}: must be above 0")
+        for flag, value in (("--weight-decay", self.weight_decay), ("--lambda-mdpl", self.lambda_mdpl)):
+            if not value >= 0:
+                raise ValueError(f"{flag} {value}: must not be negative")
+        if not self.completion_max_ratio > 0:
+            raise ValueError(f"--completion-max-ratio {self.completion_max_ratio}: must be above 0")
+
+    def check_inputs(self) -> None:
+        """The warehouse is there and, with --write-warehouse, can be replaced; the report folder can be written:
+        checked by the command line before Prefect starts and by the flow first thing."""
+        from tasks.common.paths import check_writable, writable_file_problem, writable_folder_problem
+
+        if not Path(self.warehouse).is_file():
+            raise ValueError(f"--warehouse {self.warehouse}: no warehouse file there (build one: make graph)")
+        check_writable(writable_file_problem(self.warehouse, "--warehouse") if self.write_warehouse else None,
+                       writable_folder_problem(self.out_dir, "--out-dir"))
 
 
 # ---------------------------------------------------------------- loading from the warehouse
@@ -130,6 +150,22 @@ class DatasetGraphs:
     @property
     def x(self) -> np.ndarray | None:
         return self.inputs.embeddings.get("base")
+
+
+def parse_args(argv: list[str] | None = None) -> GToolConfig:
+    return parse_config(GToolConfig, argv, "python -m flows.gtool", __doc__)
+
+
+# python -m: --help and usage errors answer here, before the imports below (Prefect, models) are paid for
+PROG = "python -m flows.gtool"
+CLI = FlowCLI.start(__name__, checking_inputs(parse_args, PROG), PROG)  # check_inputs: a usage error too
+
+from prefect import flow, get_run_logger, task  # noqa: E402
+from prefect.cache_policies import NO_CACHE  # noqa: E402
+from tasks.gtool.links import (METHODS, Completion, DiscriminatorScores, GraphInputError, LinkConfig, ToolGraph,  # noqa: E402
+                               complete_graph, robustness_rows, summarise, tool_graph)
+from tasks.gtool.selection import Request, SelectConfig, SelectionData, evaluate_selection  # noqa: E402
+from tasks.retrieval.inputs import EvalInputs, load_inputs  # noqa: E402
 
 
 @task(cache_policy=NO_CACHE)
@@ -349,6 +385,7 @@ def gtool(cfg: GToolConfig | None = None) -> dict:
     import torch
 
     cfg = cfg or GToolConfig()
+    cfg.check_inputs()  # before any work
     torch.set_num_threads(cfg.threads)
     log = get_run_logger()
     cpu0, wall0 = time.process_time(), time.perf_counter()
@@ -444,12 +481,5 @@ def gtool(cfg: GToolConfig | None = None) -> dict:
 
 
 # ---------------------------------------------------------------- command line (generated from GToolConfig)
-def parse_args(argv: list[str] | None = None) -> GToolConfig:
-    return parse_config(GToolConfig, argv, "python -m flows.gtool", __doc__)
-
-
 if __name__ == "__main__":
-    from tasks.common.prefect_guard import guard_temporary_server
-
-    guard_temporary_server()  # a temporary Prefect server dies with this process, kill -9 included
-    out = gtool(parse_args())
+    CLI.run(gtool)

@@ -24,15 +24,16 @@ from typing import Annotated, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from prefect import flow, get_run_logger, task
-from prefect.cache_policies import NO_CACHE
 
+from tasks.common.flow_cli import FlowCLI  # first: Prefect analytics off before Prefect loads
 from models.embedded_llm.catalog import DEFAULT_MODEL
 from schemas.docs import schema_errors
 from tasks.dataset.accounting import OUTCOME_SCHEMA, AccountingSummary, write_records_db
-from tasks.common.cli import Help, parse_config
+from tasks.common.cli import Help, checking_inputs, parse_config
 from tasks.llm.config import EMBEDDED, EMBEDDED_CONCURRENCY, ENDPOINT_CONCURRENCY, LLMConfig, split_userinfo
+from tasks.llm.errors import LLMEndpointError, LLMUnavailableError
 from tasks.llm.ledger import ledger_rows, usage_summary
+from tasks.llm.preflight import preflight
 from tasks.llm.structured import StructuredRequest, StructuredResult
 from tasks.mining.review import (
     JUDGE_ACTIONS,
@@ -56,12 +57,23 @@ from tasks.mining.parse import parse_chunk, parse_file, parse_record
 from tasks.mining.pin import describe_sources, file_records, manifest_summary, pinned_items, read_pin, write_sources
 from tasks.mining.sources import FileItem, default_roots, top_package, tree_files
 from tasks.agents.prompts import EXTRACT, VALIDATE
-from tasks.dataset.gate import publish_with_card, quality_gate
 from tasks.dataset.publish import dataset_lock, fresh_staging
 from tasks.dataset.shards import PARAMETER_COLUMNS_CARD, ShardConfig, ShardInfo, build_manifest, write_card, write_shards
 
 SOURCES = ("stdlib", "site-packages", "tree", "codesearchnet")
 EMBEDDED_MODEL = DEFAULT_MODEL  # the packaged model --base-url embedded serves
+
+
+def _tree_problem(root: str) -> str | None:
+    """Why ``root`` is no source tree to mine, or None."""
+    path = Path(root)
+    if not path.exists():
+        return "no such folder" + (" (a dangling or looping symlink)" if path.is_symlink() else "")
+    if not path.is_dir():
+        return "a file, not a source tree (a folder of *.py files)"
+    if not any(name.endswith(".py") for _, _, names in os.walk(path) for name in names):  # stops at the first
+        return "no *.py file under it"
+    return None
 
 
 def _env_base_url() -> str | None:
@@ -114,6 +126,7 @@ class MineTDIConfig:
         "choices": JUDGE_ACTIONS})
 
     def __post_init__(self) -> None:
+        self._check_ranges()
         if self.pin is not None:
             if self.limit_files is not None:
                 raise ValueError(f"--pin {self.pin} fixes the file list; --limit-files {self.limit_files} would sample it again")
@@ -134,6 +147,59 @@ class MineTDIConfig:
                 f"endpoint) or --base-url {EMBEDDED} (the packaged local model), or set OPENAI_BASE_URL; "
                 "or leave both counts at 0 for a run without an LLM"
             )
+        self._check_sources()  # last: the file system, after every check of the values themselves
+
+    def _check_ranges(self) -> None:
+        """Every number in its range, before any work (a bad one used to publish a bad dataset or crash late)."""
+        for flag, value, least in (("--limit-files", self.limit_files, 1), ("--per-class", self.per_class, 1),
+                                   ("--workers", self.workers, 1), ("--rows-per-shard", self.rows_per_shard, 1),
+                                   ("--max-producers-per-param", self.max_producers_per_param, 1),
+                                   ("--concurrency", self.concurrency, 1)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < least):
+                raise ValueError(f"{flag} {value}: a whole number >= {least}" + (" (or none)" if flag not in (
+                    "--workers", "--rows-per-shard") else ""))
+        for flag, value in (("--output-dropout", self.output_dropout), ("--hard-negative-share", self.hard_negative_share)):
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"{flag} {value}: a share, must lie in [0, 1]")
+        if not 0.0 <= self.validation_fraction < 1.0:
+            raise ValueError(f"--validation-fraction {self.validation_fraction}: must lie in [0, 1) (0: no validation "
+                             "split; 1 or more would leave no training pairs)")
+        if not self.dataset or Path(self.dataset).name != self.dataset or self.dataset in (".", ".."):
+            raise ValueError(f"--dataset {self.dataset!r}: one folder name (no '/'), written under --output-root")
+
+    def _check_sources(self) -> None:
+        """Every named source and path is there: a typo is a usage error naming it, before a lock or folder exists."""
+        unknown = [s for s in self.source if s not in SOURCES]
+        if unknown or not self.source:
+            raise ValueError(f"--source {','.join(self.source) or '(empty)'}: "
+                             f"{'unknown ' + ', '.join(map(repr, unknown)) if unknown else 'name at least one'}; "
+                             f"choose from {', '.join(SOURCES)}")
+        pinned = self.pin is not None
+        if "tree" in self.source and not pinned:
+            if not self.tree_paths:
+                raise ValueError("--source tree needs --tree-paths (comma separated source tree roots)")
+            for root in self.tree_paths:
+                problem = _tree_problem(root)
+                if problem:
+                    raise ValueError(f"--tree-paths {root}: {problem}")
+        if "codesearchnet" in self.source:
+            if not self.codesearchnet_path:
+                raise ValueError("--source codesearchnet needs --codesearchnet-path (a CodeSearchNet release root)")
+            from tasks.sources.read import check_source
+            from tasks.sources.spec import SourceSpec
+
+            try:
+                check_source(SourceSpec(kind="codesearchnet", path=self.codesearchnet_path))
+            except ValueError as exc:  # SourceConfigError, EmptySourceError: one line naming the path
+                raise ValueError(f"--codesearchnet-path {self.codesearchnet_path}: {exc}") from None
+        if self.mix_tdi is not None and not any(Path(self.mix_tdi, "shards").glob("*.parquet")):
+            raise ValueError(f"--mix-tdi {self.mix_tdi}: no shards/*.parquet there (a build-tdi dataset folder)")
+
+    def check_inputs(self) -> None:
+        """What a run will write can be written (the CLI calls this before Prefect starts, the flow first thing)."""
+        from tasks.common.paths import check_writable, writable_folder_problem
+
+        check_writable(writable_folder_problem(self.out_dir, "--output-root/--dataset"))
 
     @property
     def uses_llm(self) -> bool:
@@ -145,6 +211,20 @@ class MineTDIConfig:
 
 
 # -- tasks --------------------------------------------------------------------------------------
+def _parse_args(argv: list[str] | None = None) -> MineTDIConfig:
+    """The command line, generated from MineTDIConfig (tasks/common/cli.py): one flag per field, its help from the field."""
+    return parse_config(MineTDIConfig, argv, "python -m flows.mine_tdi", __doc__)
+
+
+# python -m: --help and usage errors answer here, before the imports below (Prefect, models) are paid for
+PROG = "python -m flows.mine_tdi"
+CLI = FlowCLI.start(__name__, checking_inputs(_parse_args, PROG), PROG)  # check_inputs: a usage error too
+
+from prefect import flow, get_run_logger, task  # noqa: E402
+from prefect.cache_policies import NO_CACHE  # noqa: E402
+from tasks.dataset.gate import publish_with_card, quality_gate  # noqa: E402
+
+
 @task(name="list-source-files", cache_policy=NO_CACHE)
 def list_files(cfg: MineTDIConfig) -> list[FileItem]:
     items: list[FileItem] = []
@@ -334,7 +414,19 @@ def account(out_dir: Path, outcomes: pa.Table, n_read: int, ledger: list[dict] |
 
 
 # -- optional LLM review ------------------------------------------------------------------------
-@task(name="run-agent", retries=2, retry_delay_seconds=10, cache_policy=NO_CACHE)
+def _retry_unless_fatal(task: Any, task_run: Any, state: Any) -> bool:
+    """Retry a review stage after a transient error; never after a wrong endpoint, key or model, or an endpoint
+    that is down or cannot be reached (retrying those only waits)."""
+    try:
+        state.result()
+    except (LLMEndpointError, LLMUnavailableError):
+        return False
+    except BaseException:
+        return True
+    return True
+
+
+@task(name="run-agent", retries=2, retry_delay_seconds=10, retry_condition_fn=_retry_unless_fatal, cache_policy=NO_CACHE)
 def run_agent(stage: str, requests: list[StructuredRequest], llm_config: LLMConfig) -> tuple[list[StructuredResult], list[dict]]:
     """One agent over a review sample; a retry is cheap because answered requests come from the cache."""
     if not requests:
@@ -352,8 +444,7 @@ def run_agent(stage: str, requests: list[StructuredRequest], llm_config: LLMConf
 def llm_endpoint(cfg: MineTDIConfig) -> Iterator[tuple[LLMConfig, Callable[[], None]]]:
     """The LLM config of the review, starting the embedded server for ``--base-url embedded`` (as
     build-tdi's ``llm_endpoint``), plus a check that raises if that server died."""
-    llm = LLMConfig(model=cfg.model or EMBEDDED_MODEL, base_url=cfg.base_url, cache_dir=cfg.cache_dir, concurrency=cfg.concurrency)
-    llm = replace(llm, concurrency=llm.in_flight)  # none: by endpoint, as build-tdi
+    llm = review_llm(cfg)
     if cfg.base_url != EMBEDDED:
         yield llm, lambda: None
         return
@@ -361,7 +452,21 @@ def llm_endpoint(cfg: MineTDIConfig) -> Iterator[tuple[LLMConfig, Callable[[], N
 
     with EmbeddedLLMServer(model=llm.model) as server:
         get_run_logger().info("embedded LLM %s ready at %s", llm.model, server.base_url)
+        preflight(replace(llm, base_url=server.base_url))
         yield replace(llm, base_url=server.base_url), server.raise_if_exited
+
+
+def endpoint_preflight(cfg: MineTDIConfig) -> None:
+    """With an LLM review: an endpoint that cannot be reached, or a rejected key, is one clear error before any
+    work (the embedded server is checked once it runs, in :func:`llm_endpoint`)."""
+    if cfg.uses_llm and cfg.base_url != EMBEDDED:
+        preflight(review_llm(cfg))
+
+
+def review_llm(cfg: MineTDIConfig) -> LLMConfig:
+    """The LLM config of the review (the embedded server's URL is set once it runs)."""
+    llm = LLMConfig(model=cfg.model or EMBEDDED_MODEL, base_url=cfg.base_url, cache_dir=cfg.cache_dir, concurrency=cfg.concurrency)
+    return replace(llm, concurrency=llm.in_flight)  # none: by endpoint, as build-tdi
 
 
 def rewrite_mined_docs(cfg: MineTDIConfig, result: MineResult, pairs: list[DependencyPair], docs: dict[str, dict[str, Any]],
@@ -467,6 +572,8 @@ def write_mined_card(out_dir: Path, manifest: dict[str, Any], folder: Path | Non
 @flow(name="mine-tdi", log_prints=True)
 def mine_tdi(cfg: MineTDIConfig = MineTDIConfig()) -> dict[str, Any]:
     """Mine a TDI dataset from code; returns the manifest. One run per dataset folder at a time."""
+    cfg.check_inputs()  # before the lock: a refused run leaves no folder behind
+    endpoint_preflight(cfg)
     with dataset_lock(cfg.out_dir):
         return _mine_tdi(cfg)
 
@@ -496,7 +603,11 @@ def _mine_tdi(cfg: MineTDIConfig) -> dict[str, Any]:
         with llm_endpoint(cfg) as (llm_cfg, ensure_alive):
 
             def run(stage: str, requests: list) -> list:
-                results, calls = run_agent(stage, requests, llm_cfg)
+                try:
+                    results, calls = run_agent(stage, requests, llm_cfg)
+                except LLMUnavailableError:
+                    ensure_alive()  # an embedded server that died says so (exit status, log) over 'cannot be reached'
+                    raise
                 ensure_alive()
                 ledger.extend(calls)
                 return results
@@ -572,18 +683,14 @@ def recorded_config(cfg: MineTDIConfig) -> dict[str, Any]:
 
 
 # -- command line -------------------------------------------------------------------------------
-def _parse_args(argv: list[str] | None = None) -> MineTDIConfig:
-    """The command line, generated from MineTDIConfig (tasks/common/cli.py): one flag per field, its help from the field."""
-    return parse_config(MineTDIConfig, argv, "python -m flows.mine_tdi", __doc__)
-
-
-def main(argv: list[str] | None = None) -> None:
-    manifest = mine_tdi(_parse_args(argv))
+def show(manifest: dict[str, Any]) -> None:
+    """What the command line prints of a published dataset's manifest."""
     print(json.dumps({"dataset": manifest["dataset"], "counts": manifest["counts"], "mining": manifest["mining"]}, indent=2))
 
 
-if __name__ == "__main__":
-    from tasks.common.prefect_guard import guard_temporary_server
+def main(argv: list[str] | None = None) -> None:
+    show(mine_tdi(_parse_args(argv)))
 
-    guard_temporary_server()  # a temporary Prefect server dies with this process, kill -9 included
-    main()
+
+if __name__ == "__main__":
+    CLI.run(lambda cfg: show(mine_tdi(cfg)), first=endpoint_preflight)  # the preflight before Prefect starts too

@@ -27,10 +27,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
-from prefect import flow, get_run_logger, task
-from prefect.cache_policies import NO_CACHE
-
-from models.discriminator import CALIBRATION_FILE, DEFAULT_MAX_LENGTH, load_calibration, load_discriminator, load_model, load_tokenizer
+from tasks.common.flow_cli import FlowCLI  # first: Prefect analytics off before Prefect loads
+from models.discriminator_defaults import DEFAULT_MAX_LENGTH
 from schemas.toolset import ToolSet
 from tasks.toolsets.readers import BENCHMARKS, load_benchmark, read_toolset_dir
 from tasks.training.examples import (
@@ -45,18 +43,17 @@ from tasks.training.examples import (
 )
 from tasks.training.metrics import (CALIBRATION_CRITERIA, choose_threshold, evaluate_with_rules, format_beyond_rule,
                                     format_comparison)
-from tasks.training.plots import plot_confusion, plot_training_curves
 from tasks.training.strict_json import write_json
-from tasks.training.trainer import (StageArguments, TrainResult, pick_device, predict_examples, seed_everything,
-                                    train_classifier)
 from tasks.common.atomic import replace_dir, restore_dir
-from tasks.common.cli import Help, parse_config
+from tasks.common.cli import Help, checking_inputs, parse_config
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_BENCHMARKS = REPO_ROOT.parent / "shared" / "data" / "benchmarks"
 PAPER_TABLE_3 = {"precision": 0.893, "recall": 0.760, "f1": 0.817}
 STAGED_BEST = ".best.new"  # where a run completes its checkpoint before swapping it in as best/
 CALIBRATE_ON = ("finetune", "tdi", "both")  # validation pairs the threshold is chosen on
+# what --select-metric may name: the keys of tasks/training/metrics.py's compute_metrics, and the validation loss
+SELECT_METRICS = ("dependency_f1_calibrated", "dependency_f1", "macro_f1", "direction_accuracy", "loss")
 
 
 @dataclass
@@ -168,6 +165,9 @@ class TrainDiscriminatorConfig:
             raise ValueError(f"--calibration {self.calibration!r}: choose {' or '.join(CALIBRATION_CRITERIA)}")
         if self.calibrate_on not in CALIBRATE_ON:
             raise ValueError(f"--calibrate-on {self.calibrate_on!r}: choose finetune, tdi or both")
+        if self.select_metric not in SELECT_METRICS:
+            raise ValueError(f"--select-metric {self.select_metric!r}: one of {', '.join(SELECT_METRICS)} "
+                             "(the validation metrics the checkpoint choice can read)")
         if self.param_toolsets and not self.param_level:
             raise ValueError("--param-toolsets: only with --param-level")
         if self.param_level:
@@ -183,6 +183,25 @@ class TrainDiscriminatorConfig:
                 raise ValueError(f"--param-name-dropout {self.param_name_dropout}: must lie in [0, 1]")
             if self.param_max_examples < 1:
                 raise ValueError(f"--param-max-examples {self.param_max_examples}: must be at least 1")
+
+
+    def check_inputs(self) -> None:
+        """Every tool set this run reads is on disk (a missing benchmark says in one line how to get it) and the
+        run folder can be written: checked by the command line before Prefect starts and by the flow first
+        thing, so nothing is mined, loaded or pretrained for a run that cannot finish."""
+        from tasks.common.paths import check_writable, writable_folder_problem
+        from tasks.toolsets.availability import check_toolsets
+
+        trains = self.checkpoint is None
+        used = [("--finetune", self.finetune)] if trains or self.recalibrate else []
+        used += [("--test", self.test)] + ([("--param-toolsets", self.param_toolsets)] if self.param_level else [])
+        problems = []
+        for flag, specs in used:
+            try:  # benchmark names are read from --benchmarks-root only (_load_toolset)
+                check_toolsets(specs, self.benchmarks_root, flag, fall_back_to_folder=False, root_flag="--benchmarks-root")
+            except ValueError as exc:
+                problems.append(str(exc))
+        check_writable(*problems, writable_folder_problem(self.output, "--output"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -225,6 +244,24 @@ def resolve_pretrain_data(spec: str, artifacts: Path = Path("artifacts/tdi")) ->
         raise FileNotFoundError(f"--pretrain-data {folder}: no shards/*.parquet there; run make mine-tdi or make build-tdi, "
                                 "or pass --pretrain-data none to skip pretraining")
     return folder
+
+
+def parse_args(argv: Sequence[str] | None = None) -> TrainDiscriminatorConfig:
+    """The command line, generated from TrainDiscriminatorConfig (tasks/common/cli.py): its defaults, flags given
+    override them."""
+    return parse_config(TrainDiscriminatorConfig, argv, "python -m flows.train_discriminator", __doc__)
+
+
+# python -m: --help and usage errors answer here, before the imports below (Prefect, models) are paid for
+PROG = "python -m flows.train_discriminator"
+CLI = FlowCLI.start(__name__, checking_inputs(parse_args, PROG), PROG)  # check_inputs: a usage error too
+
+from prefect import flow, get_run_logger, task  # noqa: E402
+from prefect.cache_policies import NO_CACHE  # noqa: E402
+from models.discriminator import CALIBRATION_FILE, load_calibration, load_discriminator, load_model, load_tokenizer  # noqa: E402
+from tasks.training.plots import plot_confusion, plot_training_curves  # noqa: E402
+from tasks.training.trainer import (StageArguments, TrainResult, pick_device, predict_examples, seed_everything,  # noqa: E402
+                                    train_classifier)
 
 
 @task(cache_policy=NO_CACHE)
@@ -405,6 +442,7 @@ def finish_checkpoint(staged: Path, best: Path, summary: dict[str, Any], card: s
 
 @flow(name="train-discriminator", log_prints=True)
 def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig()) -> dict[str, Any]:
+    cfg.check_inputs()  # before any work: a missing benchmark is found now, not after pretraining
     logger = get_run_logger()
     seed_everything(cfg.seed)
     device = pick_device()
@@ -541,14 +579,5 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
 # CLI: generated from the config dataclass (its defaults and help texts are the one source)
 
 
-def parse_args(argv: Sequence[str] | None = None) -> TrainDiscriminatorConfig:
-    """The command line, generated from TrainDiscriminatorConfig (tasks/common/cli.py): its defaults, flags given
-    override them."""
-    return parse_config(TrainDiscriminatorConfig, argv, "python -m flows.train_discriminator", __doc__)
-
-
 if __name__ == "__main__":
-    from tasks.common.prefect_guard import guard_temporary_server
-
-    guard_temporary_server()  # a temporary Prefect server dies with this process, kill -9 included
-    train_discriminator(parse_args())
+    CLI.run(train_discriminator)

@@ -20,10 +20,9 @@ import torch
 import torch.nn.functional as F
 from transformers import AutoModelForSequenceClassification, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
+from models.discriminator_defaults import DEFAULT_MAX_LENGTH  # noqa: F401 - re-exported; its torch-free home
 from models.encoder_path import resolve_model_name_or_path
 from schemas.tdi import ID2LABEL, LABEL2ID, LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A, LABEL_NO_DEPENDENCY, NUM_LABELS
-
-DEFAULT_MAX_LENGTH = 96  # evidence + signature lines of both docs and the start of their descriptions
 
 
 def _as_doc(doc: str | dict) -> dict | None:

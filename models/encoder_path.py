@@ -22,6 +22,7 @@ PARAPHRASE_L3_HUB_ID = "sentence-transformers/paraphrase-MiniLM-L3-v2"
 MODEL_MAX_LENGTH = {OFFLINE_DEFAULT: 256, PARAPHRASE_L3: 128, PARAPHRASE_L3_HUB_ID: 128,
                     "sentence-transformers/all-MiniLM-L6-v2": 256}
 DEFAULT_MAX_LENGTH = 256
+SENTENCE_BERT_CONFIG = "sentence_bert_config.json"  # sentence-transformers' file: {"max_seq_length": N}
 ONNX_ENCODERS = (PARAPHRASE_L3,)
 
 
@@ -62,7 +63,12 @@ def paraphrase_l3_onnx_path() -> Path:
 
 
 def default_max_length(name: str | None) -> int:
-    """Token limit of an encoder: its sentence-transformers max_seq_length where known, else 256."""
+    """Token limit of an encoder: its sentence-transformers max_seq_length where known (a folder's
+    ``sentence_bert_config.json``, e.g. a trained dependency retriever's), else 256."""
+    if name and name not in MODEL_MAX_LENGTH and Path(name, SENTENCE_BERT_CONFIG).is_file():
+        import json
+
+        return int(json.loads(Path(name, SENTENCE_BERT_CONFIG).read_text())["max_seq_length"])
     return MODEL_MAX_LENGTH.get(name or OFFLINE_DEFAULT, DEFAULT_MAX_LENGTH)
 
 

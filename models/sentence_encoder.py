@@ -69,6 +69,17 @@ class SentenceEncoder:
             self.backend = _TorchBackend(AutoModel.from_pretrained(path).to(self.device).eval(), self.device)
         self.dim = self.backend.dim
 
+    @classmethod
+    def from_loaded(cls, model, tokenizer, max_length: int, batch_size: int = 64) -> "SentenceEncoder":
+        """An encoder over a model already in memory (a retriever while it trains: its validation)."""
+        self = cls.__new__(cls)
+        self.config = EncoderConfig(batch_size=batch_size, max_length=max_length)
+        self.max_length, self.tokenizer = max_length, tokenizer
+        self.device = next(model.parameters()).device
+        self.backend = _TorchBackend(model, self.device)
+        self.dim = self.backend.dim
+        return self
+
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         if isinstance(texts, str):
             raise TypeError("encode takes a sequence of strings, not one string")

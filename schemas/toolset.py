@@ -55,3 +55,12 @@ class ToolSet:
     edges: list[DependencyEdge] = field(default_factory=list)
     queries: list[Query] = field(default_factory=list)
     parameter_edges: tuple[ParameterEdge, ...] = ()
+
+    def only_groups(self, groups) -> "ToolSet":
+        """The tools of ``groups`` with the edges and parameter edges among them (queries are dropped:
+        their gold may name tools of other groups)."""
+        groups = set(groups)
+        tools = [t for t in self.tools if t.group in groups]
+        ids = {t.tool_id for t in tools}
+        return ToolSet(self.name, tools, [e for e in self.edges if e.group in groups],
+                       parameter_edges=tuple(e for e in self.parameter_edges if e.dependent in ids and e.prerequisite in ids))

@@ -317,10 +317,11 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         self._arrived = time.monotonic()
         path = self.path.split("?", 1)[0].rstrip("/")
-        if path.endswith("/models"):
-            self._send(200, {"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
+        if not self._authorized():  # as OpenAI: GET /models wants the key too (the LLM preflight's request)
             return
-        if not self._authorized():
+        if path.endswith("/models"):
+            names = sorted(self.state.models) if self.state.models is not None else ["fake-model"]
+            self._send(200, {"object": "list", "data": [{"id": name, "object": "model"} for name in names]})
             return
         if match := re.search(r"/batches/([^/]+)$", path):
             batch = self._poll_batch(match.group(1))

@@ -40,6 +40,10 @@ PIN: dict[str, str] = {}  # mine-tdi's --pin value: MineTDIConfig's __post_init_
 @pytest.fixture(scope="module", autouse=True)
 def _pin_file(tmp_path_factory):
     PIN["path"] = str(write_sources(tmp_path_factory.mktemp("pin"), describe_sources([])))
+    mix = tmp_path_factory.mktemp("mix")  # --mix-tdi is checked to hold shards
+    (mix / "shards").mkdir()
+    (mix / "shards" / "train-00000-of-00001.parquet").write_bytes(b"")
+    PIN["mix"] = str(mix)
 
 
 def at(cfg: Any, path: tuple[str, ...]) -> Any:
@@ -55,6 +59,8 @@ def other_value(o: Option) -> Any:
     if o.choices:
         return next(c for c in o.choices if c != o.default and c != "codesearchnet")  # codesearchnet needs a path
     if o.kind is tuple:
+        if o.flag == "source":  # mine-tdi: names of its sources are checked (tree and codesearchnet need a path)
+            return ("stdlib",)
         return ("valid",) if o.flag == "partitions" else ("a", "b")
     if o.kind is int:
         return 7 if o.default is None else o.default + 3
@@ -62,6 +68,8 @@ def other_value(o: Option) -> Any:
         return 0.5 if o.default in (None, 0.0) else o.default / 2
     if o.flag == "pin":
         return PIN["path"]
+    if o.flag == "mix-tdi":
+        return PIN["mix"]
     return f"x-{o.flag}"
 
 

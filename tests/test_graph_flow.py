@@ -191,7 +191,8 @@ def test_retrieval_rule_keeps_a_meaning_match_that_the_name_rules_miss(minilm_en
 
 
 def test_retrieval_texts_and_top_k_per_query_by_hand():
-    from tasks.graph.candidates import parameter_queries, producer_text, retrieval_texts, retrieve_producers
+    from schemas.dependency_text import parameter_queries, producer_text
+    from tasks.graph.candidates import retrieval_texts, retrieve_producers
 
     assert parameter_queries(MEANING_TOOLS[1].doc) == ["path: the folder to look into (input of list files)"]
     assert parameter_queries(doc("GetMovieCredit", description="Cast and crew.")) == ["get movie credit: Cast and crew."]

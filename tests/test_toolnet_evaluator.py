@@ -265,7 +265,7 @@ def test_a_401_stops_the_build_at_once_with_the_layers_error(tmp_path, scripted,
                           evaluator_model="fake", evaluator_concurrency=1, evaluator_cache_dir=str(tmp_path / "cache"))
         with pytest.raises(LLMEndpointError, match=r"HTTP 401 \(the API key was rejected\).*nothing was retried") as err:
             build(cfg, runs())
-        assert server.requests == 1  # no retry, no next run, no rule fallback
+        assert server.requests == 0  # the preflight's GET /models is refused first: no chat request, no retry, no fallback
     assert "sk-wrong-key-0123456789" not in str(err.value)
 
 

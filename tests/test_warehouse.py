@@ -155,8 +155,8 @@ def test_failed_build_leaves_the_old_file_untouched(warehouse):
     with pytest.raises(WarehouseError, match="edges whose tools are unknown"):
         build_warehouse(warehouse, [bad], DIM)
     assert warehouse.read_bytes() == before
-    # no temp leftovers; the lock file stays (an flock: it holds nothing once its process is gone)
-    assert sorted(p.name for p in warehouse.parent.iterdir()) == [".tgr.duckdb.lock", "tgr.duckdb"]
+    # no temp leftovers, and no lock file: it is removed when the build ends, failed or not
+    assert sorted(p.name for p in warehouse.parent.iterdir()) == ["tgr.duckdb"]
     wrong_dim = tiny_dataset()
     with pytest.raises(WarehouseError, match="expected 8"):
         build_warehouse(warehouse, [wrong_dim], 8)
@@ -194,20 +194,40 @@ def test_update_is_atomic_and_other_schema_versions_are_refused(warehouse):
         build_warehouse(warehouse, [tiny_dataset("new")], DIM)
 
 
-def test_every_sql_example_in_the_readme_runs(warehouse, tmp_path):
-    """The README's SQL block is documentation users paste: each statement must run on a warehouse."""
+def readme_dataset(name: str, kinds: tuple[str, ...]) -> DatasetTables:
+    """``tiny_dataset`` under a README dataset name, its tool d named AddAgenda (as the README's examples
+    ask), with tool embeddings of ``kinds`` too: the macros refuse an unknown dataset, tool or kind."""
+    data = tiny_dataset(name)
+    for rows in data.rows.values():
+        for row in rows:
+            for column in ("tool_id", "dependent", "prerequisite"):
+                if row.get(column) == "d":
+                    row[column] = "AddAgenda"
+    base = [r for r in data.rows["tool_embeddings"] if r["kind"] == "base"]
+    data.rows["tool_embeddings"] += [r | {"kind": kind} for kind in kinds for r in base]
+    return data
+
+
+def test_every_sql_example_in_the_readme_runs(tmp_path):
+    """The README's SQL block is documentation users paste: each statement must run on a warehouse that has
+    the datasets, tools and embedding kinds it names (the macros raise on unknown ones)."""
     import re
 
     from tests.conftest import REPO_ROOT
 
+    warehouse = tmp_path / "wh" / "tgr.duckdb"
+    build_warehouse(warehouse, [readme_dataset("apibank", ("tgr_manual",)),
+                                readme_dataset("toolbench_stable", ("tgr_discriminator",))], DIM)
     readme = (REPO_ROOT / "README.md").read_text()
     block = re.search(r"```sql\n(.*?)```", readme, re.S).group(1)
     statements = [s.strip() for s in "\n".join(l for l in block.splitlines() if not l.strip().startswith("--")).split(";") if s.strip()]
     assert len(statements) >= 6
     con = connect(warehouse)
+    assert con.execute(next(s for s in statements if "prerequisites_of(" in s)).fetchall() == [
+        ("a", 1, ["a", "AddAgenda"]), ("b", 2, ["b", "a", "AddAgenda"]), ("c", 3, ["c", "b", "a", "AddAgenda"])]
     for sql in statements:
         sql = sql.replace("'apibank_edges.csv'", f"'{tmp_path / 'edges.csv'}'")
-        params = [np.zeros(DIM, dtype=np.float32).tolist()] if "$query_vec" in sql else None
+        params = [np.ones(DIM, dtype=np.float32).tolist()] if "$query_vec" in sql else None  # a zero vector is refused
         con.execute(sql.replace("$query_vec", "?::FLOAT[4]"), params)  # raises on any error
     assert (tmp_path / "edges.csv").exists()
 

@@ -17,6 +17,9 @@ One flag per field, ``--field-name``, typed from the annotation:
   names the sub-fields on the command line, flat, under today's flag names. Two fields may share one
   flag (``--seed`` sets ``balance.seed`` and ``shards.seed``) when their defaults agree.
 
+Every command line also takes ``--verbose`` (not a config field: how a failure is shown, read by
+``tasks/common/flow_cli.py``).
+
 :func:`parse_config` parses and builds the config (a ``ValueError`` from its checks is one line of
 usage error, exit status 2); :func:`to_argv` writes a config back as flags (tests round-trip it).
 """
@@ -249,6 +252,10 @@ def build_parser(cls: type, prog: str, description: str | None = None) -> argpar
         if o.none_flag is not None:
             target.add_argument(f"--no-{o.flag}", dest=o.dest, action="store_const", const=None, default=o.default,
                                 help=o.none_flag)
+    # not a config field: how a failure is shown (tasks/common/flow_cli.py reads it from the command line)
+    parser.add_argument("--verbose", dest="_verbose", action="store_true",
+                        help="on a failure, show Prefect's log lines and the traceback too, not only the one-line cause "
+                             "(the run's log file under artifacts/logs always has them)")
     return parser
 
 
@@ -282,6 +289,25 @@ def parse_config(cls: type[C], argv: Sequence[str] | None, prog: str, descriptio
     except ValueError as exc:
         parser.exit(2, f"{parser.prog}: error: {exc}\n")
     return cfg
+
+
+def checking_inputs(parse: Callable[[Sequence[str] | None], C], prog: str) -> Callable[[Sequence[str] | None], C]:
+    """``parse``, then the config's ``check_inputs()`` (the files and folders the run reads and writes are there
+    and usable): a ``ValueError`` from it is one line of usage error too, exit status 2. What a flow's command
+    line runs before Prefect starts; ``parse`` alone stays pure (no file system), and the flow calls
+    ``check_inputs()`` itself first thing, so a Python call and a deployment are refused alike."""
+    def parse_and_check(argv: Sequence[str] | None = None) -> C:
+        import sys
+
+        cfg = parse(argv)
+        try:
+            cfg.check_inputs()  # type: ignore[attr-defined]
+        except ValueError as exc:
+            sys.stderr.write(f"{prog}: error: {exc}\n")
+            raise SystemExit(2) from None
+        return cfg
+
+    return parse_and_check
 
 
 def to_argv(cfg: Any) -> list[str]:

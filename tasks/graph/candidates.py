@@ -1,48 +1,20 @@
 """The ``retrieval`` pruning rule: each input parameter of a consumer, as a sentence ("name: description
 (input of tool)"), retrieves by cosine the top-k producer tools of its group (docs: name, description,
-outputs); a tool without declared inputs asks once with its name and description."""
+outputs); a tool without declared inputs asks once with its name and description (texts: schemas/dependency_text.py)."""
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
-from schemas.name_rule import identifier_tokens
-from schemas.toolset import Tool
+from schemas.dependency_text import parameter_queries, producer_text
+from schemas.toolset import Tool, ToolSet
+from tasks.graph.pruning import prune_candidates
 
 DEFAULT_RETRIEVAL_K = 3
-
-
-def readable_name(name: str) -> str:
-    """An identifier as words (``GetUserToken`` -> "get user token"), so the encoder's word pieces see words."""
-    return " ".join(identifier_tokens(name)) or name
-
-
-def _sentence(name: str, description: str | None) -> str:
-    description = (description or "").strip()
-    return f"{readable_name(name)}: {description}" if description else readable_name(name)
-
-
-def producer_text(doc: dict[str, Any]) -> str:
-    """What a tool offers as a producer: its name, description and declared outputs (each with its description)."""
-    text = _sentence(doc.get("name", ""), doc.get("description"))
-    outputs = doc.get("output_params") or []
-    if outputs:
-        text += "; returns " + "; ".join(_sentence(p["name"], p.get("description")) for p in outputs)
-    return text
-
-
-def parameter_queries(doc: dict[str, Any]) -> list[str]:
-    """One query per input parameter, "name: description (input of tool)"; a tool that declares no inputs
-    asks once with its name and description."""
-    tool = readable_name(doc.get("name", ""))
-    params = doc.get("input_params") or []
-    if not params:
-        return [_sentence(doc.get("name", ""), doc.get("description"))]
-    return [f"{_sentence(p['name'], p.get('description'))} (input of {tool})" for p in params]
 
 
 @dataclass(frozen=True)
@@ -64,12 +36,17 @@ def retrieval_texts(tools: Sequence[Tool]) -> RetrievalTexts:
 
 
 def retrieve_producers(
-    tools: Sequence[Tool], producer_emb: np.ndarray, query_emb: np.ndarray, consumer: Sequence[int], k: int
+    tools: Sequence[Tool], producer_emb: np.ndarray, query_emb: np.ndarray, consumer: Sequence[int], k: int,
+    share: float | None = None,
 ) -> set[tuple[int, int]]:
     """Ordered pairs (producer, consumer): for each query, the k producers of the consumer's group (itself
-    excluded) with the highest cosine; ties go to the earlier tool."""
+    excluded) with the highest cosine; ties go to the earlier tool. ``share``: of those, per group, only the
+    pairs with the highest cosine (over the consumer's queries) up to this share of the group's ordered
+    pairs (at least one): a scoring budget that a trained retriever's comparable scores make meaningful."""
     if k < 1:
         raise ValueError(f"retrieval k {k}: must be at least 1")
+    if share is not None and not 0.0 < share <= 1.0:
+        raise ValueError(f"retrieval share {share}: must lie in (0, 1]")
     if len(query_emb) != len(consumer):
         raise ValueError(f"{len(query_emb)} query embeddings for {len(consumer)} queries")
     p = producer_emb / np.maximum(np.linalg.norm(producer_emb, axis=1, keepdims=True), 1e-12)
@@ -89,19 +66,48 @@ def retrieve_producers(
         owners = np.array([consumer[n] for n in rows])
         sims[owners[:, None] == idx[None, :]] = -np.inf  # a tool is not its own producer
         top = np.argsort(-sims, axis=1, kind="stable")[:, : min(k, len(idx) - 1)]
-        for owner, cols in zip(owners, top):
-            pairs.update((int(idx[col]), int(owner)) for col in cols)
+        best: dict[tuple[int, int], float] = {}
+        for row, (owner, cols) in enumerate(zip(owners, top)):
+            for col in cols:
+                key = (int(idx[col]), int(owner))
+                best[key] = max(best.get(key, -np.inf), float(sims[row, col]))
+        if share is not None:
+            budget = max(1, math.floor(share * len(idx) * (len(idx) - 1)))
+            best = dict(sorted(best.items(), key=lambda kv: (-kv[1], kv[0]))[:budget])
+        pairs.update(best)
     return pairs
 
 
 def retrieval_candidates(
-    tools: Sequence[Tool], encode: Callable[[list[str]], np.ndarray], k: int = DEFAULT_RETRIEVAL_K
+    tools: Sequence[Tool], encode: Callable[[list[str]], np.ndarray], k: int = DEFAULT_RETRIEVAL_K,
+    share: float | None = None,
 ) -> set[tuple[int, int]]:
     """The retrieval rule end to end: ordered (producer, consumer) pairs, ``encode`` a sentence encoder
-    (called once, on the producer docs and the queries together)."""
+    (called once, on the producer docs and the queries together); ``share`` as ``retrieve_producers``."""
     if not tools:
         return set()
     texts = retrieval_texts(tools)
     emb = encode(texts.producers + texts.queries)
     n = len(texts.producers)
-    return retrieve_producers(tools, emb[:n], emb[n:], texts.consumer, k)
+    return retrieve_producers(tools, emb[:n], emb[n:], texts.consumer, k, share)
+
+
+def retrieval_recall(toolset: ToolSet, encode: Callable[[list[str]], np.ndarray],
+                     settings: Sequence[tuple[int, float | None]] = ((1, None), (3, None), (5, None), (10, None)),
+                     strategies: Sequence[str] = ("retrieval", "params+retrieval")) -> list[dict]:
+    """Per strategy and (k, share) setting: the share of ``toolset``'s gold edges kept in their own direction
+    and the share of ordered same-group pairs kept (what scoring costs), ``encode`` the retrieval encoder."""
+    tools = toolset.tools
+    texts = retrieval_texts(tools)
+    emb = encode(texts.producers + texts.queries) if tools else np.zeros((0, 1))
+    n = len(texts.producers)
+    rows = []
+    for k, share in settings:
+        retrieved = retrieve_producers(tools, emb[:n], emb[n:], texts.consumer, k, share)
+        for strategy in strategies:
+            r = prune_candidates(tools, None, strategy, known_edges=toolset.edges, retrieved=retrieved)
+            rows.append({"strategy": strategy, "k": k, "share_cap": share, "recall": r.known_edge_recall,
+                         "gold_edges": r.known_edges_in_groups, "kept": r.known_edges_kept,
+                         "ordered_share": r.ordered_share, "ordered_pairs_kept": r.ordered_pairs_kept,
+                         "ordered_pairs": r.ordered_pairs_in_groups})
+    return rows

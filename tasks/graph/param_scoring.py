@@ -12,6 +12,8 @@ from schemas.tdi import LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A
 from schemas.toolset import DependencyEdge, ParameterEdge, Tool
 from tasks.graph.scoring import PredictedEdge
 from tasks.training.param_examples import ParamExample, parameter_units
+from tasks.training.param_head import HEAD_FILE, ParamHead, unit_features
+from tasks.training.retriever import RETRIEVER_FILE
 
 
 @dataclass(frozen=True)
@@ -30,13 +32,27 @@ class ParamToolEdge:
 
 def score_parameters(checkpoint: str | Path, tools: Sequence[Tool], pairs: Sequence[tuple[int, int]],
                      batch_size: int = 128, max_length: int | None = None, device: str | None = None) -> list[ParamScore]:
-    """p(takes) of every (producer, consumer input) over both orders of the candidate ``pairs``."""
+    """p(takes) of every (producer, consumer input) over both orders of the candidate ``pairs``: by the
+    cross-encoder of ``checkpoint``, or, where the folder is a dependency retriever with a parameter head
+    (``param_head.json``, train-retriever), by that head over the retriever's encodings (each tool and
+    input encoded once)."""
     from models.discriminator import load_calibration, load_discriminator
     from tasks.training.param_scorer import PARAM_MAX_LENGTH, score_param_examples
 
     units = parameter_units(tools, pairs)
     if not units:
         return []
+    if (Path(checkpoint) / RETRIEVER_FILE).is_file() and not (Path(checkpoint) / HEAD_FILE).is_file():
+        raise ValueError(f"{checkpoint}: a dependency retriever without {HEAD_FILE} (train-retriever fits it on "
+                         "tool sets with parameter edges); it cannot score parameters")
+    if (Path(checkpoint) / HEAD_FILE).is_file():
+        from models.sentence_encoder import EncoderConfig, SentenceEncoder
+
+        head = ParamHead.load(Path(checkpoint))
+        encoder = SentenceEncoder(EncoderConfig(str(checkpoint), batch_size=batch_size, device=device))
+        ordered = {(p, c) for i, j in pairs for p, c in ((i, j), (j, i))}
+        scored, x = unit_features(tools, encoder.encode, ordered)
+        return [ParamScore(p, c, q, float(v)) for (p, c, q), v in zip(scored, head.predict(x))]
     model, tokenizer = load_discriminator(checkpoint)
     if device:
         model.to(device)
@@ -47,11 +63,14 @@ def score_parameters(checkpoint: str | Path, tools: Sequence[Tool], pairs: Seque
 
 
 def param_threshold(checkpoint: str | Path, threshold: float | None = None) -> float:
-    """``threshold`` when given, else the cut in the checkpoint's calibration.json (0.5 without one)."""
+    """``threshold`` when given, else the cut in the checkpoint's calibration.json or parameter head (0.5
+    without one)."""
     from models.discriminator import load_calibration
 
     if threshold is not None:
         return threshold
+    if (Path(checkpoint) / HEAD_FILE).is_file():
+        return ParamHead.load(Path(checkpoint)).threshold
     return float((load_calibration(checkpoint) or {}).get("threshold", 0.5))
 
 

@@ -10,9 +10,11 @@ its own module in tasks/llm/, named at the end of its point below.
   fallback for proxies and injected clients: transport.py); RPM/TPM limits from the config and from the
   ``x-ratelimit-*`` response headers; a 429 starts a cool-down shared by every request in flight
   (honouring ``retry-after``); exponential backoff for timeouts, connection errors and 5xx (limits.py);
-- fail fast: 401/403/404 raise :class:`LLMEndpointError` at once; a run of consecutive failed
-  requests raises :class:`LLMUnavailableError`; :func:`raise_if_all_failed` ends a stage whose
-  every request failed (errors.py);
+- fail fast: 401/403/404 raise :class:`LLMEndpointError` at once; a refused connection or a host that
+  does not resolve raises :class:`LLMUnreachableError` at once (no retry can help; preflight.py also
+  checks it before a run); a run of consecutive failed requests raises :class:`LLMUnavailableError`;
+  :func:`raise_if_all_failed` ends a stage whose every request failed (errors.py); every retry is
+  logged as it happens, with its cause and wait;
 - invalid/truncated JSON is re-asked (a new attempt is a new cache key) and the raw text is kept
   when every attempt fails (answers are read in structured.py);
 - optional OpenAI Batch API mode (``/v1/files`` + ``/v1/batches``): batch ids are stored beside
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import time
 from collections import Counter
@@ -41,12 +44,14 @@ from tasks.llm.codec import dumps
 from tasks.llm.config import DEFAULT_BASE_URL, LLMConfig, redact, split_userinfo
 from tasks.llm.errors import FATAL_STATUSES, LLMEndpointError, LLMUnavailableError
 from tasks.llm.ledger import CallRecord, LedgerJournal
+from tasks.llm.preflight import LLMUnreachableError, unreachable_cause
 from tasks.llm.limits import RateLimiter, estimate_tokens, rate_limit_delay, retry_delay
 from tasks.llm.structured import StructuredRequest, StructuredResult, evaluate_entry, not_completion, response_format, usage_count
 from tasks.llm.transport import FastHTTPTransport, Reply, SDKTransport, proxy_applies
 
 
 _TIMEOUT = getattr(asyncio, "timeout", None)  # 3.11+
+log = logging.getLogger(__name__)
 
 
 async def run_workers(worker: Callable[[], Awaitable[None]], n: int) -> None:
@@ -341,7 +346,7 @@ class StructuredLLM(BatchMode):
             ticket = await self.limiter.acquire(tokens)
             started = time.perf_counter()
             self.stats["requests_sent"] += 1
-            shared_cooldown = False
+            shared_cooldown, cooldown = False, 0.0
             retry_after: str | None = None
             try:
                 reply = await self._send(body)
@@ -351,6 +356,11 @@ class StructuredLLM(BatchMode):
             except (OSError, asyncio.IncompleteReadError) as exc:
                 self.limiter.done(ticket)
                 outcome, detail = "connection", f"{type(exc).__name__}: {exc}"[:300]
+                if (cause := unreachable_cause(exc)) is not None:  # nothing listens there: no retry can help
+                    self.stats["unreachable"] += 1
+                    self._log(calls, CallRecord(req.agent, req.item_id, key, attempt, "unreachable",
+                                                time.perf_counter() - started, detail=detail))
+                    raise LLMUnreachableError(self.public_base_url(), cause) from None
             except BaseException as exc:  # cancelled (another request failed the run) or interrupted: it was sent
                 self.limiter.done(ticket)
                 outcome = "cancelled" if isinstance(exc, asyncio.CancelledError) else "error"
@@ -377,7 +387,8 @@ class StructuredLLM(BatchMode):
                     raise error
                 elif status == 429:
                     outcome, detail = "http_429", _error_message(reply.text)
-                    self.limiter.cool_down(rate_limit_delay(self.cfg, reply.headers, retry))
+                    cooldown = rate_limit_delay(self.cfg, reply.headers, retry)
+                    self.limiter.cool_down(cooldown)
                     shared_cooldown = True
                 else:
                     outcome = "http_5xx" if status >= 500 else "http_4xx"
@@ -391,8 +402,13 @@ class StructuredLLM(BatchMode):
             self.stats[outcome] += 1
             self._log(calls, CallRecord(req.agent, req.item_id, key, attempt, outcome, time.perf_counter() - started, detail=detail))
             failure = (f"llm_{outcome}", calls[-1].detail)
-            if retry < self.cfg.max_retries and not shared_cooldown:
-                await self._sleep(retry_delay(self.cfg, retry, retry_after))
+            if retry < self.cfg.max_retries:
+                wait = cooldown if shared_cooldown else retry_delay(self.cfg, retry, retry_after)
+                log.warning("LLM %s request for %s: %s (%s); retry %d of %d in %.1f s%s", req.agent, req.item_id, outcome,
+                            calls[-1].detail[:160], retry + 1, self.cfg.max_retries, wait,
+                            " (a cool-down every request waits out)" if shared_cooldown else "")
+                if not shared_cooldown:
+                    await self._sleep(wait)
             # after a 429 the next acquire() waits out the cool-down shared by every request
         self._note_failure()
         return None, failure, None

@@ -42,6 +42,7 @@ from tasks.llm.client import StructuredLLM
 from tasks.llm.config import EMBEDDED, EMBEDDED_CONCURRENCY, ENDPOINT_CONCURRENCY, LLMConfig
 from tasks.llm.errors import LLMStageFailed
 from tasks.llm.ledger import ledger_rows, usage_summary
+from tasks.llm.preflight import preflight
 from tasks.llm.structured import StructuredRequest, StructuredResult
 from tasks.llm.prompt import schema_text
 from tasks.toolnet.prompts import EVALUATE, SCORE_VALUES, evaluate_schema
@@ -267,6 +268,7 @@ def toolnet_evaluator(kind: str, docs: Mapping[str, Mapping[str, Any]], tasks: M
         return
     llm = evaluator_llm_config(model, base_url, concurrency, cache_dir, base_url_credentials)
     if base_url != EMBEDDED:
+        preflight(llm)  # an endpoint that cannot be reached: one clear error, not minutes of retries
         yield LLMEvaluator(StructuredLLM(llm), docs, tasks, magnitude, log=log)
         return
     from models.embedded_llm.server import EmbeddedLLMServer

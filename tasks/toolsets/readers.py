@@ -370,8 +370,9 @@ def _resolve_folder(path_or_name: str | Path, data_root: Path | None) -> tuple[P
         name = folder.resolve().name
         return folder, name, LAYOUTS.get(name, BenchmarkLayout())
     if spec in BENCHMARKS:
-        raise FileNotFoundError(f"{Path(data_root or '.') / spec}: benchmark folder not found "
-                                "(data_root is ../shared/data/benchmarks)")
+        from tasks.toolsets.availability import missing_benchmark
+
+        raise FileNotFoundError(missing_benchmark(spec, Path(data_root or ".") / spec))
     raise ValueError(f"unknown benchmark {spec!r}: neither a known name ({', '.join(BENCHMARKS)}) nor a folder")
 
 

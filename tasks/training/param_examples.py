@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -100,10 +100,18 @@ def param_rule(producer: dict[str, Any], consumer_param: str, ignore: Collection
     """'exact' when the parameter's normalised name is one of the producer's output names (declared, or
     the one its name implies), 'partial' when it only partly names one (``schemas.name_rule.partial_match``),
     else None. ``ignore``: normalised output names that are no evidence (too common in the group)."""
+    return rule_over_outputs(output_names(producer, ignore=ignore), raw_output_names(producer, ignore=ignore),
+                             consumer_param)
+
+
+def rule_over_outputs(exact_keys: Collection[str], raw_outputs: Collection[str], consumer_param: str,
+                      partial: Callable[[str, str], bool] = partial_match) -> str | None:
+    """``param_rule`` over a producer's output names computed once (normalised, raw): for scoring many inputs
+    against one producer. ``partial``: ``partial_match`` or a memoised copy of it."""
     key = normalise_param_name(consumer_param)
-    if key and key in output_names(producer, ignore=ignore):
+    if key and key in exact_keys:
         return "exact"
-    if any(partial_match(o, consumer_param) for o in raw_output_names(producer, ignore=ignore)):
+    if any(partial(o, consumer_param) for o in raw_outputs):
         return "partial"
     return None
 

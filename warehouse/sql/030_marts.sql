@@ -29,10 +29,30 @@ SELECT * FROM closure;
 -- reached is never expanded again), so the work is bounded by the edges, not by the number of
 -- simple paths: a complete 15-tool graph takes milliseconds. Ties between equally short paths go
 -- to the smallest path in text order, so the answer is deterministic.
+-- A dataset the warehouse does not have, an edge source the dataset was not built with (its edges or
+-- its tgr_<source> embeddings) or a tool it does not have is an error, not an empty answer; a known
+-- tool without prerequisites has none.
 CREATE MACRO prerequisites_of(ds, src, tool) AS TABLE
-WITH RECURSIVE walk(prerequisite, depth, path) USING KEY (prerequisite) AS (
+WITH RECURSIVE check_args AS (
+    SELECT CASE
+        WHEN ds IS NULL OR NOT EXISTS (SELECT 1 FROM datasets d WHERE d.dataset = ds)
+          THEN error('prerequisites_of: no dataset ' || coalesce(ds, 'NULL') || ' in the warehouse (it has: '
+                     || coalesce((SELECT string_agg(dataset, ', ' ORDER BY dataset) FROM datasets), 'none') || ')')
+        WHEN src IS NULL OR NOT (EXISTS (SELECT 1 FROM edges e WHERE e.dataset = ds AND e.source = src)
+                                 OR EXISTS (SELECT 1 FROM edge_lineage l WHERE l.dataset = ds AND l.source = src)
+                                 OR EXISTS (SELECT 1 FROM tool_embeddings t WHERE t.dataset = ds AND t.kind = 'tgr_' || src))
+          THEN error('prerequisites_of: ' || ds || ' has no edge source ' || coalesce(src, 'NULL') || ' (it has: '
+                     || coalesce((SELECT string_agg(s, ', ' ORDER BY s) FROM (SELECT DISTINCT source AS s FROM edges
+                                  WHERE dataset = ds)), 'none') || ')')
+        WHEN tool IS NULL OR NOT EXISTS (SELECT 1 FROM tools t WHERE t.dataset = ds AND t.tool_id = tool)
+          THEN error('prerequisites_of: ' || ds || ' has no tool ' || coalesce(tool, 'NULL'))
+        ELSE true END AS ok
+),
+walk(prerequisite, depth, path) USING KEY (prerequisite) AS (
     SELECT prerequisite, 1, [tool, prerequisite]
-    FROM edges WHERE dataset = ds AND source = src AND dependent = tool AND prerequisite <> tool
+    FROM check_args JOIN edges ON check_args.ok  -- coalesce: a NULL argument must reach check_args, not fold the plan away
+    WHERE dataset = coalesce(ds, '') AND source = coalesce(src, '') AND dependent = coalesce(tool, '')
+      AND prerequisite <> coalesce(tool, '')
     UNION
     SELECT e.prerequisite, any_value(w.depth) + 1, arg_min(list_append(w.path, e.prerequisite), w.path::VARCHAR)
     FROM walk w
@@ -50,14 +70,17 @@ FROM walk;
 -- probability, then gold before the name rule before a model, then the smaller id), each
 -- producer's rows together in that order:
 --   SELECT * FROM producers_of('nestools', 'distribute_film', 'rights_agreement');
--- A tool the dataset does not have, or a parameter the tool does not take, is an error, not an
--- empty answer.
+-- A dataset the warehouse does not have, a tool the dataset does not have, or a parameter the tool
+-- does not take, is an error, not an empty answer.
 CREATE MACRO producers_of(ds, tool, param) AS TABLE
 WITH found AS (
     SELECT pe.prerequisite AS producer, coalesce(t.name, pe.prerequisite) AS producer_name, pe.source,
            pe.producer_output, pe.probability,
            CASE pe.source WHEN 'manual' THEN 0 WHEN 'schema' THEN 1 ELSE 2 END AS source_rank
     FROM (SELECT CASE
+            WHEN ds IS NULL OR NOT EXISTS (SELECT 1 FROM datasets d WHERE d.dataset = ds)
+              THEN error('producers_of: no dataset ' || coalesce(ds, 'NULL') || ' in the warehouse (it has: '
+                         || coalesce((SELECT string_agg(dataset, ', ' ORDER BY dataset) FROM datasets), 'none') || ')')
             WHEN tool IS NULL OR NOT EXISTS (SELECT 1 FROM tools d WHERE d.dataset = ds AND d.tool_id = tool)
               THEN error('producers_of: ' || coalesce(ds, 'NULL') || ' has no tool ' || coalesce(tool, 'NULL'))
             WHEN param IS NULL OR NOT EXISTS (SELECT 1 FROM tools d WHERE d.dataset = ds AND d.tool_id = tool
@@ -67,7 +90,8 @@ WITH found AS (
             ELSE true END AS ok) check_args
     JOIN parameter_edges pe ON check_args.ok
     LEFT JOIN tools t ON t.dataset = pe.dataset AND t.tool_id = pe.prerequisite
-    WHERE pe.dataset = ds AND pe.dependent = tool AND pe.consumer_param = param
+    WHERE pe.dataset = coalesce(ds, '') AND pe.dependent = coalesce(tool, '')
+      AND pe.consumer_param = coalesce(param, '')  -- coalesce: NULLs reach check_args
 ),
 per_producer AS (
     SELECT *, max(probability) OVER (PARTITION BY producer) AS best_probability,
@@ -106,34 +130,53 @@ GROUP BY GROUPING SETS ((dataset, source, tool_group), (dataset, source));
 
 -- Top k tools for one query embedding: SELECT * FROM tool_top_k('apibank', 'tgr_manual', <vec>, 5).
 -- kind: 'base' | 'tgr_discriminator' | 'tgr_manual' | 'tgr_schema' | 'tgr_fused'. Ties go to the smaller tool_id.
--- A k that is not positive, or a query vector that is NULL, zero or holds NULL/NaN (its cosine is
--- undefined), is an error, not an empty or NaN-scored answer.
+-- A k that is not positive, a dataset the warehouse does not have, a kind the dataset has no embeddings
+-- of, or a query vector that is NULL, zero or holds NULL/NaN (its cosine is undefined), is an error,
+-- not an empty or NaN-scored answer.
 CREATE MACRO tool_top_k(ds, emb_kind, query_vec, k) AS TABLE
-SELECT tool_id,
-       array_cosine_similarity(embedding, CAST(query_vec AS FLOAT[{dim}])) AS score,
-       row_number() OVER (ORDER BY score DESC, tool_id) AS rank
-FROM tool_embeddings
-WHERE dataset = ds AND kind = emb_kind
-  AND CASE
+SELECT e.tool_id,
+       array_cosine_similarity(e.embedding, CAST(query_vec AS FLOAT[{dim}])) AS score,
+       row_number() OVER (ORDER BY score DESC, e.tool_id) AS rank
+FROM (SELECT CASE
+        WHEN k IS NULL OR k <= 0
+          THEN error('tool_top_k: k must be a positive integer, got ' || coalesce(CAST(k AS VARCHAR), 'NULL'))
+        WHEN ds IS NULL OR NOT EXISTS (SELECT 1 FROM datasets d WHERE d.dataset = ds)
+          THEN error('tool_top_k: no dataset ' || coalesce(ds, 'NULL') || ' in the warehouse (it has: '
+                     || coalesce((SELECT string_agg(dataset, ', ' ORDER BY dataset) FROM datasets), 'none') || ')')
+        WHEN emb_kind IS NULL OR NOT EXISTS (SELECT 1 FROM tool_embeddings t WHERE t.dataset = ds AND t.kind = emb_kind)
+          THEN error('tool_top_k: ' || ds || ' has no tool embeddings of kind ' || coalesce(emb_kind, 'NULL')
+                     || ' (it has: ' || coalesce((SELECT string_agg(x, ', ' ORDER BY x) FROM (SELECT DISTINCT kind AS x
+                        FROM tool_embeddings WHERE dataset = ds)), 'none') || ')')
         WHEN NOT coalesce(len(list_filter(CAST(query_vec AS FLOAT[]), lambda x: x IS NULL OR isnan(x))) = 0
                           AND list_sum(list_transform(CAST(query_vec AS FLOAT[]), lambda x: x * x)) > 0, false)
           THEN error('tool_top_k: the query vector is NULL, all zeros or holds NULL/NaN values; its cosine similarity is undefined')
-        ELSE true
-      END
-QUALIFY rank <= CASE WHEN k IS NULL OR k <= 0
-                     THEN error('tool_top_k: k must be a positive integer, got ' || coalesce(CAST(k AS VARCHAR), 'NULL'))
-                     ELSE k END
+        ELSE true END AS ok) check_args
+JOIN tool_embeddings e ON check_args.ok
+WHERE e.dataset = coalesce(ds, '') AND e.kind = coalesce(emb_kind, '')  -- coalesce: NULLs reach check_args
+QUALIFY rank <= coalesce(k, 0)
 ORDER BY rank;
 
--- Top k tools for every stored query of a dataset.
+-- Top k tools for every stored query of a dataset. Errors as tool_top_k's: a k that is not positive,
+-- an unknown dataset, a kind the dataset has no tool embeddings of.
 CREATE MACRO query_top_k(ds, emb_kind, k) AS TABLE
 SELECT q.query_id, t.tool_id,
        array_cosine_similarity(t.embedding, q.embedding) AS score,
        row_number() OVER (PARTITION BY q.query_id ORDER BY score DESC, t.tool_id) AS rank
-FROM query_embeddings q
+FROM (SELECT CASE
+        WHEN k IS NULL OR k <= 0
+          THEN error('query_top_k: k must be a positive integer, got ' || coalesce(CAST(k AS VARCHAR), 'NULL'))
+        WHEN ds IS NULL OR NOT EXISTS (SELECT 1 FROM datasets d WHERE d.dataset = ds)
+          THEN error('query_top_k: no dataset ' || coalesce(ds, 'NULL') || ' in the warehouse (it has: '
+                     || coalesce((SELECT string_agg(dataset, ', ' ORDER BY dataset) FROM datasets), 'none') || ')')
+        WHEN emb_kind IS NULL OR NOT EXISTS (SELECT 1 FROM tool_embeddings e WHERE e.dataset = ds AND e.kind = emb_kind)
+          THEN error('query_top_k: ' || ds || ' has no tool embeddings of kind ' || coalesce(emb_kind, 'NULL')
+                     || ' (it has: ' || coalesce((SELECT string_agg(x, ', ' ORDER BY x) FROM (SELECT DISTINCT kind AS x
+                        FROM tool_embeddings WHERE dataset = ds)), 'none') || ')')
+        ELSE true END AS ok) check_args
+JOIN query_embeddings q ON check_args.ok
 JOIN tool_embeddings t ON t.dataset = q.dataset
-WHERE q.dataset = ds AND t.kind = emb_kind
-QUALIFY rank <= k
+WHERE q.dataset = coalesce(ds, '') AND t.kind = coalesce(emb_kind, '')  -- coalesce: NULLs reach check_args
+QUALIFY rank <= coalesce(k, 0)
 ORDER BY q.query_id, rank;
 
 -- Table-2 layout: one row per dataset, method and query split ('all', or 'test': the queries
@@ -160,37 +203,59 @@ FROM trajectories;
 -- The k most likely tools after `tool` (ToolNet's successor lookup, Eq. 5 weights; '<start>' for
 -- the first call): SELECT * FROM next_tools('tmdb', 'SearchMovie', 3). '<end>' (stop) and the
 -- tool itself are candidates like any other; edges of weight 0 are not listed. Ties go to the
--- larger count, then the smaller id. A tool the dataset does not have, or a k that is not
--- positive, is an error, not an empty answer.
+-- larger count, then the smaller id. A dataset the warehouse does not have, a tool the dataset does
+-- not have, or a k that is not positive, is an error, not an empty answer (a known tool after which
+-- no run went on, or a dataset built without transitions, has no next tools).
 CREATE MACRO next_tools(ds, tool, k) AS TABLE
 SELECT e.dependent AS next_tool, e.weight, e.n_transitions,
        row_number() OVER (ORDER BY e.weight DESC, e.n_transitions DESC, e.dependent) AS rank
 FROM (SELECT CASE
         WHEN k IS NULL OR k <= 0
           THEN error('next_tools: k must be a positive integer, got ' || coalesce(CAST(k AS VARCHAR), 'NULL'))
+        WHEN ds IS NULL OR NOT EXISTS (SELECT 1 FROM datasets d WHERE d.dataset = ds)
+          THEN error('next_tools: no dataset ' || coalesce(ds, 'NULL') || ' in the warehouse (it has: '
+                     || coalesce((SELECT string_agg(dataset, ', ' ORDER BY dataset) FROM datasets), 'none') || ')')
         WHEN tool IS NULL OR NOT (tool = '<start>' OR EXISTS (SELECT 1 FROM tools t WHERE t.dataset = ds AND t.tool_id = tool))
           THEN error('next_tools: ' || coalesce(ds, 'NULL') || ' has no tool ' || coalesce(tool, 'NULL'))
         ELSE true END AS ok) check_args
 JOIN edges e ON check_args.ok
-WHERE e.dataset = ds AND e.source = 'transition' AND e.prerequisite = tool AND e.weight > 0
-QUALIFY rank <= k
+WHERE e.dataset = coalesce(ds, '') AND e.source = 'transition' AND e.prerequisite = coalesce(tool, '') AND e.weight > 0
+QUALIFY rank <= coalesce(k, 0)  -- coalesce: a NULL argument reaches check_args instead of folding the plan away
 ORDER BY rank;
 
 -- The transition graph as it stood after iteration n of the dynamic update (Eqs. 6-8; 0 = the
--- static graph): each edge's latest version at or before n.
+-- static graph): each edge's latest version at or before n. An unknown dataset, or an n that is
+-- NULL or negative, is an error.
 CREATE MACRO transition_weights_at(ds, n) AS TABLE
 SELECT prerequisite, dependent, arg_max(weight, iteration) AS weight, max(iteration) AS changed_at
-FROM transition_weight_versions
-WHERE dataset = ds AND iteration <= n
+FROM (SELECT CASE
+        WHEN n IS NULL OR n < 0
+          THEN error('transition_weights_at: n is an iteration >= 0 (0: the static graph), got '
+                     || coalesce(CAST(n AS VARCHAR), 'NULL'))
+        WHEN ds IS NULL OR NOT EXISTS (SELECT 1 FROM datasets d WHERE d.dataset = ds)
+          THEN error('transition_weights_at: no dataset ' || coalesce(ds, 'NULL') || ' in the warehouse (it has: '
+                     || coalesce((SELECT string_agg(dataset, ', ' ORDER BY dataset) FROM datasets), 'none') || ')')
+        ELSE true END AS ok) check_args
+JOIN transition_weight_versions ON check_args.ok
+WHERE dataset = coalesce(ds, '') AND iteration <= coalesce(n, -1)  -- coalesce: NULLs reach check_args
 GROUP BY prerequisite, dependent;
 
--- next_tools with the dynamic weights after iteration n.
+-- next_tools with the dynamic weights after iteration n; errors as next_tools and transition_weights_at.
 CREATE MACRO next_tools_at(ds, tool, k, n) AS TABLE
 SELECT w.dependent AS next_tool, w.weight,
        row_number() OVER (ORDER BY w.weight DESC, w.dependent) AS rank
-FROM transition_weights_at(ds, n) w
-WHERE w.prerequisite = tool AND w.weight > 0
-QUALIFY rank <= k
+FROM (SELECT CASE
+        WHEN k IS NULL OR k <= 0
+          THEN error('next_tools_at: k must be a positive integer, got ' || coalesce(CAST(k AS VARCHAR), 'NULL'))
+        WHEN ds IS NULL OR NOT EXISTS (SELECT 1 FROM datasets d WHERE d.dataset = ds)
+          THEN error('next_tools_at: no dataset ' || coalesce(ds, 'NULL') || ' in the warehouse (it has: '
+                     || coalesce((SELECT string_agg(dataset, ', ' ORDER BY dataset) FROM datasets), 'none') || ')')
+        WHEN tool IS NULL OR NOT (tool = '<start>' OR EXISTS (SELECT 1 FROM tools t WHERE t.dataset = ds AND t.tool_id = tool))
+          THEN error('next_tools_at: ' || ds || ' has no tool ' || coalesce(tool, 'NULL'))
+        ELSE true END AS ok) check_args
+JOIN transition_weights_at(ds, n) w ON check_args.ok
+WHERE w.prerequisite = coalesce(tool, '') AND w.weight > 0
+QUALIFY rank <= coalesce(k, 0)  -- coalesce: NULLs reach check_args
 ORDER BY rank;
 
 -- Next-tool hit@1 / hit@3 side by side, per dataset and method.

@@ -1,0 +1,71 @@
+"""Where each named benchmark comes from (source, pinned commit, license), and the check that every tool set a
+flow names is on disk before any work starts: a missing one is one line saying how to get it (no download)."""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class BenchmarkSource:
+    title: str
+    source: str  # public repository @ the commit the shared copy was made from
+    license: str
+
+
+# ../shared/data/README.md, table of benchmarks (kept in step by tests/test_hostile_inputs_flows.py)
+BENCHMARK_SOURCES: dict[str, BenchmarkSource] = {
+    "apibank": BenchmarkSource("API-Bank", "https://github.com/AlibabaResearch/DAMO-ConvAI @1d76900 (api-bank)",
+                               "Apache-2.0"),
+    "toolbench_stable": BenchmarkSource("StableToolBench (solvable test queries)",
+                                        "https://github.com/THUNLP-MT/StableToolBench @aa4ed9f", "Apache-2.0"),
+    "ultratool": BenchmarkSource("UltraTool (TaskBench format)", "https://github.com/WxxShirley/GNN4TaskPlan @f148669",
+                                 "MIT"),
+    "tmdb": BenchmarkSource("RestBench-TMDB", "https://github.com/WxxShirley/GNN4TaskPlan @f148669", "MIT"),
+    "nestools": BenchmarkSource("NesTools (test set)",
+                                "https://github.com/hhan1018/NesTools @fb617f3 (data/test_data.jsonl)", "Apache-2.0"),
+}
+TOOLS_FILE = "tools.jsonl"  # both folder layouts (docs/toolsets.md) have it
+
+
+def missing_benchmark(name: str, folder: Path, flag: str = "", root_flag: str = "") -> str:
+    """One line: benchmark ``name`` is not at ``folder``, and how to get it there."""
+    src = BENCHMARK_SOURCES[name]
+    where = f"{flag} {name}" if flag else name
+    instead = f"pass {root_flag} DIR or a tool set folder" if root_flag else "name a tool set folder"
+    return (f"{where}: no benchmark folder {folder}; get {src.title} from {src.source} ({src.license}) into that "
+            f"folder in the layout of docs/toolsets.md, or {instead}")
+
+
+def toolset_problem(spec: str, data_root: str | Path, flag: str, fall_back_to_folder: bool = True,
+                    root_flag: str = "") -> str | None:
+    """Why the tool set ``spec`` (a benchmark name under ``data_root``, or a folder) cannot be read, or None.
+    ``fall_back_to_folder``: a benchmark name missing under ``data_root`` may still be a folder of that name
+    (as ``tasks.toolsets.readers.load_toolset_spec`` reads it)."""
+    benchmark = spec in BENCHMARK_SOURCES
+    if benchmark and (Path(data_root) / spec).is_dir():
+        folder = Path(data_root) / spec
+    elif (not benchmark or fall_back_to_folder) and Path(spec).is_dir():
+        folder = Path(spec)
+    elif benchmark:
+        return missing_benchmark(spec, Path(data_root) / spec, flag, root_flag)
+    elif Path(spec).exists():
+        return f"{flag} {spec}: a file, not a tool set folder (docs/toolsets.md)"
+    else:
+        return (f"{flag} {spec!r}: neither a benchmark ({', '.join(BENCHMARK_SOURCES)}) nor an existing tool set "
+                "folder")
+    if not (folder / TOOLS_FILE).is_file():
+        return f"{flag} {spec}: {folder} has no {TOOLS_FILE} (not a tool set folder, docs/toolsets.md)"
+    return None
+
+
+def check_toolsets(specs: Iterable[str], data_root: str | Path, flag: str, fall_back_to_folder: bool = True,
+                   root_flag: str = "") -> None:
+    """A ``ValueError`` naming every tool set of ``specs`` that cannot be read (one line each, ';'-joined);
+    ``root_flag`` is the flag that moves ``data_root`` (said in a missing benchmark's line)."""
+    problems = [p for s in dict.fromkeys(specs)
+                if (p := toolset_problem(s, data_root, flag, fall_back_to_folder, root_flag))]
+    if problems:
+        raise ValueError("; ".join(problems))
+

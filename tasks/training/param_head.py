@@ -1,0 +1,190 @@
+"""The fast parameter-level scorer: a logistic head over what the dependency retriever and the name rule say
+about one (producer, consumer input) unit of a group: the cosine, its rank and margin among the group's
+producers, whether it is the consumer's best-matching input for that producer, and the exact / partial name
+match. A bi-encoder encodes each tool and each input once, so a group costs tools + inputs encodings, not a
+transformer pass per pair; the head is fitted on groups the retriever did not train on."""
+from __future__ import annotations
+
+import functools
+import json
+from collections import defaultdict
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from schemas.dependency_text import parameter_query, producer_text, tool_query
+from schemas.name_rule import identifier_tokens
+from schemas.parameters import output_param_names
+from schemas.toolset import Tool, ToolSet
+from schemas.name_rule import output_names, partial_match, raw_output_names
+from tasks.training.param_examples import rule_over_outputs
+
+FEATURES = ("cosine", "inverse_rank", "margin", "best_input", "inverse_column_rank", "tool_cosine", "exact", "partial",
+            "token_overlap", "type_match")
+HEAD_FILE = "param_head.json"  # beside the retriever's weights: build-graph --param-discriminator takes the folder
+
+Unit = tuple[int, int, str]  # (producer, consumer, consumer input) as tool indices
+
+
+def _tokens(text: str) -> set[str]:
+    return set(identifier_tokens(text))
+
+
+def _type(value) -> str:
+    return str(value or "").strip().lower()
+
+
+def unit_features(tools: Sequence[Tool], encode: Callable[[list[str]], np.ndarray],
+                  pairs: Collection[tuple[int, int]] | None = None) -> tuple[list[Unit], np.ndarray]:
+    """Every (producer, consumer input) unit of each group (or only of the ordered (producer, consumer)
+    ``pairs``) and its features (``FEATURES`` order):
+
+    - cosine of the input's query and the producer's doc; its inverse rank among the group's producers for
+      that input (1 = first) and its margin over the best other producer; whether the input is the
+      consumer's closest input to that producer; the inverse rank of the input among all inputs of the
+      group for that producer (1 = the producer's closest input: a mutual nearest neighbour scores 1 and 1);
+    - cosine of the consumer as a whole (its name and description) and the producer;
+    - the exact and partial name rule; the share of the input's name tokens found in the producer's name
+      and output names; whether the input's declared type is one of the producer's output types (0.5 when
+      either side declares none)."""
+    queries, owner, names = [], [], []
+    for c, t in enumerate(tools):
+        for p in dict((q["name"], q) for q in t.doc.get("input_params") or []).values():
+            queries.append(parameter_query(t.doc, p))
+            owner.append(c)
+            names.append(p["name"])
+    if not queries:
+        return [], np.zeros((0, len(FEATURES)), dtype=np.float32)
+    query_tokens = [_tokens(name) for name in names]
+    n = len(tools)
+    emb = encode([producer_text(t.doc) for t in tools] + [tool_query(t.doc) for t in tools] + queries)
+    emb = emb / np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)
+    prod, whole, qry = emb[:n], emb[n: 2 * n], emb[2 * n:]
+    offered = [_tokens(t.doc.get("name", "")) | {w for o in output_param_names(t.doc) for w in _tokens(o)}
+               for t in tools]
+    exact_keys = [output_names(t.doc) for t in tools]  # the name rule's inputs, once per producer
+    raw_outputs = [raw_output_names(t.doc) for t in tools]
+    partial = functools.lru_cache(maxsize=1 << 16)(partial_match)
+    out_types = [{_type(o.get("type")) for o in t.doc.get("output_params") or [] if _type(o.get("type"))}
+                 for t in tools]
+    in_types = {(c, q["name"]): _type(q.get("type")) for c, t in enumerate(tools) for q in t.doc.get("input_params") or []}
+    members: dict[str, list[int]] = defaultdict(list)
+    for i, t in enumerate(tools):
+        members[t.group].append(i)
+    wanted = None if pairs is None else set(pairs)
+    units, rows = [], []
+    for idx in members.values():
+        if len(idx) < 2:
+            continue
+        col = {tool: k for k, tool in enumerate(idx)}
+        qrows = [r for r, c in enumerate(owner) if c in col]
+        if not qrows:
+            continue
+        sims = qry[qrows] @ prod[idx].T  # (inputs of the group, producers of the group)
+        own = np.array([col[owner[r]] for r in qrows])
+        sims[np.arange(len(qrows)), own] = -np.inf  # a tool is not its own producer
+        tool_sims = whole[idx] @ prod[idx].T
+        # column rank: per producer, inputs ranked by cosine (inputs of the producer itself excluded: -inf)
+        column_rank = np.argsort(np.argsort(-sims, axis=0, kind="stable"), axis=0, kind="stable") + 1
+        for i, r in enumerate(qrows):
+            c = owner[r]
+            row = sims[i]
+            finite = np.sort(row[np.isfinite(row)])[::-1]
+            mine = [j for j, rr in enumerate(qrows) if owner[rr] == c]
+            for p in idx:
+                if p == c or (wanted is not None and (p, c) not in wanted):
+                    continue
+                cos = float(row[col[p]])
+                rank = 1 + int((row > cos).sum())
+                other = finite[1] if len(finite) > 1 and finite[0] == cos else finite[0]
+                margin = cos - float(other) if len(finite) > 1 else 0.0
+                best_input = float(cos >= sims[mine, col[p]].max())
+                rule = rule_over_outputs(exact_keys[p], raw_outputs[p], names[r], partial)
+                want = query_tokens[r]
+                overlap = len(want & offered[p]) / len(want) if want else 0.0
+                t_in = in_types.get((c, names[r]), "")
+                type_match = 0.5 if not t_in or not out_types[p] else float(t_in in out_types[p])
+                units.append((p, c, names[r]))
+                rows.append((cos, 1.0 / rank, margin, best_input, 1.0 / column_rank[i, col[p]],
+                             float(tool_sims[col[c], col[p]]), float(rule == "exact"), float(rule == "partial"),
+                             overlap, type_match))
+    return units, np.asarray(rows, dtype=np.float32).reshape(-1, len(FEATURES))
+
+
+def unit_gold(toolset: ToolSet, tools: Sequence[Tool], units: Sequence[Unit]) -> np.ndarray:
+    gold = {(e.prerequisite, e.dependent, e.consumer_param) for e in toolset.parameter_edges}
+    return np.array([(tools[p].tool_id, tools[c].tool_id, q) in gold for p, c, q in units], dtype=bool)
+
+
+@dataclass
+class ParamHead:
+    """Standardised logistic regression over ``FEATURES``, with the cut chosen on held-out predictions."""
+
+    coef: list[float]
+    intercept: float
+    mean: list[float]
+    scale: list[float]
+    threshold: float
+    features: tuple[str, ...] = FEATURES
+    n_units: int = 0
+    n_gold: int = 0
+    fitted_on: str = ""
+    cut_f1: float | None = None  # F1 at the cut on the cross-validated predictions it was chosen on
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        z = (np.asarray(x, dtype=np.float64) - self.mean) / self.scale
+        return 1.0 / (1.0 + np.exp(-(z @ np.asarray(self.coef) + self.intercept)))
+
+    def save(self, folder: Path) -> Path:
+        path = Path(folder) / HEAD_FILE
+        path.write_text(json.dumps(asdict(self), indent=1))
+        return path
+
+    @classmethod
+    def load(cls, folder: Path) -> "ParamHead":
+        data = json.loads((Path(folder) / HEAD_FILE).read_text())
+        data["features"] = tuple(data["features"])
+        if data["features"] != FEATURES:
+            raise ValueError(f"{folder}/{HEAD_FILE}: features {data['features']}, this code computes {FEATURES}")
+        return cls(**data)
+
+
+def fit_param_head(x: np.ndarray, y: np.ndarray, groups: Sequence[str], fitted_on: str = "", folds: int = 5,
+                   seed: int = 0) -> ParamHead:
+    """Fit on every unit (class-balanced); the cut maximises F1 of grouped cross-validated predictions, so
+    it is chosen on groups each fold's head did not see."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import GroupKFold
+
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=bool)
+    if y.sum() == 0 or y.all():
+        raise ValueError("the parameter head needs gold and non-gold units")
+    mean, scale = x.mean(axis=0), np.maximum(x.std(axis=0), 1e-6)
+    z = (x - mean) / scale
+
+    def model():
+        return LogisticRegression(class_weight="balanced", C=1.0, max_iter=1000, random_state=seed)
+
+    held = np.zeros(len(y))
+    n_groups = len(set(groups))
+    for train, test in GroupKFold(n_splits=min(folds, n_groups)).split(z, y, groups) if n_groups > 1 else []:
+        if y[train].any() and not y[train].all():
+            held[test] = model().fit(z[train], y[train]).predict_proba(z[test])[:, 1]
+    threshold, best = best_cut(held if n_groups > 1 else model().fit(z, y).predict_proba(z)[:, 1], y)
+    final = model().fit(z, y)
+    return ParamHead(final.coef_[0].tolist(), float(final.intercept_[0]), mean.tolist(), scale.tolist(), threshold,
+                     n_units=len(y), n_gold=int(y.sum()), fitted_on=fitted_on, cut_f1=best)
+
+
+def best_cut(p: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """The probability cut with the highest F1 (ties: the higher cut) and that F1."""
+    order = np.argsort(-p, kind="stable")
+    tp = np.cumsum(y[order])
+    k = np.arange(1, len(p) + 1)
+    f1 = 2 * tp / (k + y.sum())
+    distinct = np.r_[p[order][1:] != p[order][:-1], True]  # a cut sits between different scores
+    f1 = np.where(distinct, f1, -1)
+    i = int(np.argmax(f1))
+    return float(p[order][i]), float(f1[i])

@@ -1,0 +1,370 @@
+"""The dependency retriever (issue 20 item 2): its texts, its examples from TDI v2 shards and tool sets, the
+in-batch contrastive loss, the training loop's best-checkpoint rule, the retrieval rule's share budget, and the
+train-retriever flow end to end on a tiny encoder; build-graph's --retrieval-encoder."""
+from __future__ import annotations
+
+import json
+import math
+import os
+
+import numpy as np
+import pytest
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from models.encoder_path import SENTENCE_BERT_CONFIG, default_max_length  # noqa: E402
+from schemas.dependency_text import parameter_query, parameter_queries, producer_text, tool_query  # noqa: E402
+from schemas.toolset import DependencyEdge, ParameterEdge, Tool, ToolSet  # noqa: E402
+from tasks.graph.candidates import retrieval_recall, retrieve_producers  # noqa: E402
+from tasks.training.retriever import (RETRIEVER_FILE, InBatchContrastiveLoss, RetrieverArguments,  # noqa: E402
+                                      RetrieverExample, tdi_retriever_examples, toolset_retriever_examples,
+                                      train_retriever)
+from tests.test_param_scorer import TOOLS, TOYSET, _write_shard, doc  # noqa: E402
+
+
+def make_tiny_encoder(folder):
+    """A 2-layer, hidden-32 BERT encoder (no head) with the packaged MiniLM tokenizer."""
+    from transformers import BertConfig, BertModel
+
+    from models.discriminator import load_tokenizer
+
+    tokenizer = load_tokenizer("offline-minilm")
+    torch.manual_seed(0)
+    BertModel(BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                         intermediate_size=64, max_position_embeddings=512)).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def tiny_encoder(tmp_path_factory):
+    return make_tiny_encoder(tmp_path_factory.mktemp("tiny-encoder"))
+
+
+# ---------------------------------------------------------------------------------------------
+# Texts and examples
+
+
+def test_queries_show_the_input_and_its_tool_and_dropout_keeps_only_the_meaning():
+    d = doc("list_orders", [("user_id", "whose orders"), ("limit", "")])
+    assert parameter_queries(d) == ["user id: whose orders (input of list orders)", "limit (input of list orders)"]
+    assert parameter_query(d, d["input_params"][0], show_name=False) == "whose orders (input of list orders)"
+    assert parameter_query(d, d["input_params"][1], show_name=False) == "limit (input of list orders)"  # no meaning to show
+    assert parameter_queries(doc("ping")) == [tool_query(doc("ping"))] == ["ping: The ping API."]
+    assert producer_text(TOOLS[0].doc) == "get user: The get_user API.; returns user id: the user's id"
+
+
+def test_toolset_examples_are_gold_edges_with_a_same_group_negative_that_is_no_prerequisite():
+    no_inputs = Tool("report", "shop", doc("report"))
+    ts = ToolSet("toy", TOOLS + [no_inputs], TOYSET.edges + [DependencyEdge("shop", "report", "list_orders")], [],
+                 TOYSET.parameter_edges)
+    examples = toolset_retriever_examples(ts, {"shop"}, seed=1, name_dropout=0.0)
+    by_query = {e.query: e for e in examples}
+    assert set(by_query) == {"user id: whose orders (input of list orders)",
+                             "customer: the user who opens it (input of open account)",
+                             "report: The report API."}  # a consumer without inputs asks with its name
+    assert by_query["report: The report API."].positive == producer_text(TOOLS[1].doc)
+    shop_docs = {producer_text(t.doc) for t in ts.tools if t.group == "shop"}
+    for e in examples:
+        assert e.negative in shop_docs and e.negative != e.positive and e.group == "toy/shop"
+    # the negative of list_orders' input is neither its prerequisite (get_user) nor itself
+    assert by_query["user id: whose orders (input of list orders)"].negative not in {
+        producer_text(TOOLS[0].doc), producer_text(TOOLS[1].doc)}
+    dropped = toolset_retriever_examples(ts, {"shop"}, seed=1, name_dropout=1.0)
+    assert "whose orders (input of list orders)" in {e.query for e in dropped}
+
+
+def test_tdi_examples_keep_one_per_flow_and_draw_negatives_from_the_package(tmp_path):
+    mk = lambda d: json.dumps(d)  # noqa: E731
+    producer = doc("make_dir", [], [("tmp_dir", "the new folder")])
+    consumer = doc("list_files", [("path", "the folder to look into")])
+    other = doc("read_text", [("path", "a file")], [("text", "its content")])
+    base = {"label_name": "x", "split": "train", "origin": "mined", "producer_output": "tmp_dir"}
+    rows = [
+        base | {"pair_id": "1", "doc_a": mk(consumer), "doc_b": mk(producer), "label": 0, "tool_a_id": "c",
+                "tool_b_id": "p", "consumer_param": "path", "source_a": "pkg.io.list_files", "source_b": "pkg.fs.make_dir"},
+        base | {"pair_id": "2", "doc_a": mk(producer), "doc_b": mk(consumer), "label": 2, "tool_a_id": "p",
+                "tool_b_id": "c", "consumer_param": "path", "source_a": "pkg.fs.make_dir", "source_b": "pkg.io.list_files"},
+        base | {"pair_id": "3", "doc_a": mk(other), "doc_b": mk(producer), "label": 1, "tool_a_id": "o",
+                "tool_b_id": "p", "consumer_param": None, "producer_output": None, "source_a": "pkg.io.read_text",
+                "source_b": "pkg.fs.make_dir"},
+    ]
+    _write_shard(tmp_path / "tdi" / "shards" / "train-00000-of-00001.parquet", rows)
+    (e,) = tdi_retriever_examples(tmp_path / "tdi", "train", name_dropout=0.0)
+    assert e.query == "path: the folder to look into (input of list files)"
+    assert e.positive == producer_text(producer) and e.key == "p" and e.group == "tdi/pkg"
+    assert e.negative == producer_text(other)  # the only pkg tool that neither is the consumer nor feeds it
+    with pytest.raises(FileNotFoundError, match="no validation shards"):
+        tdi_retriever_examples(tmp_path / "tdi", "validation")
+
+
+# ---------------------------------------------------------------------------------------------
+# Loss and training
+
+
+def test_contrastive_loss_by_hand_and_a_shared_producer_is_no_negative():
+    q = torch.nn.functional.normalize(torch.tensor([[1.0, 0.0], [0.6, 0.8]]), dim=1)
+    d = torch.nn.functional.normalize(torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.8, 0.6]]), dim=1)  # 2 pos + 1 neg
+    loss = InBatchContrastiveLoss(scale=1.0)
+    logits = (q @ d.T).numpy()
+    want = np.mean([-logits[i, i] + math.log(np.exp(logits[i]).sum()) for i in range(2)])
+    assert float(loss(q, d, ["a", "b"])) == pytest.approx(want, abs=1e-6)
+    # the same producer for both queries: the other's positive column is masked out of each row
+    masked = np.mean([-logits[i, i] + math.log(np.exp(logits[i, [i, 2]]).sum()) for i in range(2)])
+    assert float(loss(q, d, ["a", "a"])) == pytest.approx(masked, abs=1e-6)
+
+
+def _examples(n=24):
+    return [RetrieverExample(f"input {i} of tool {i}", f"producer {i}", f"producer {i + 1}", "g", str(i)) for i in range(n)]
+
+
+def test_training_keeps_the_untrained_encoder_when_validation_never_improves(tiny_encoder, tmp_path):
+    calls = []
+
+    def validate(encoder):
+        calls.append(encoder.encode(["a probe"]).shape)
+        return 1.0 - 0.1 * len(calls)  # worse every time
+
+    args = RetrieverArguments(str(tiny_encoder), batch_size=8, max_steps=6, evals=3, max_length=16)
+    result = train_retriever(_examples(), args, tmp_path / "run", validate)
+    assert len(calls) == 4 and calls[0] == (1, 32)  # step 0 plus 3 evaluations
+    assert result.best_step == 0 and result.best_score == result.untrained_score == pytest.approx(0.9)
+    assert [h["step"] for h in result.history] == [0, 2, 4, 6]
+    meta = json.loads((result.best_dir / RETRIEVER_FILE).read_text())
+    assert meta["best_step"] == 0 and meta["history"] == result.history and meta["n_train"] == 24
+    assert json.loads((result.best_dir / SENTENCE_BERT_CONFIG).read_text()) == {"max_seq_length": 16}
+    assert default_max_length(str(result.best_dir)) == 16  # build-graph encodes at the trained length
+
+
+def test_training_saves_the_best_step_and_its_weights_differ_from_the_start(tiny_encoder, tmp_path):
+    from transformers import AutoModel
+
+    scores = iter([0.1, 0.5, 0.3])
+    args = RetrieverArguments(str(tiny_encoder), batch_size=8, max_steps=4, evals=2, max_length=16,
+                              learning_rate=1e-3)
+    result = train_retriever(_examples(), args, tmp_path / "run", lambda encoder: next(scores))
+    assert (result.best_step, result.best_score, result.untrained_score) == (2, 0.5, 0.1)
+    start = AutoModel.from_pretrained(tiny_encoder).state_dict()
+    best = AutoModel.from_pretrained(result.best_dir).state_dict()
+    assert any(not torch.equal(start[k], best[k]) for k in start)
+
+
+def test_arguments_refuse_bad_values():
+    for bad in ({"batch_size": 0}, {"max_length": 0}, {"num_layers": 0}, {"epochs": 0}, {"warmup_ratio": 1.0}):
+        with pytest.raises(ValueError):
+            RetrieverArguments(**bad)
+
+
+# ---------------------------------------------------------------------------------------------
+# The retrieval rule's share budget and recall table
+
+
+def test_share_keeps_the_best_scored_pairs_of_each_group_up_to_its_budget():
+    tools = [Tool(f"t{i}", "g", doc(f"t{i}", [("x", "")])) for i in range(5)]  # 20 ordered pairs
+    producers = np.eye(5, dtype=np.float32)
+    queries = np.array([[0.0, 0.9, 0.1, 0, 0], [0.95, 0.0, 0, 0.05, 0], [0.5, 0.5, 0, 0, 0], [0, 0, 0.2, 0, 0.8],
+                        [0.1, 0.0, 0, 0.99, 0]], dtype=np.float32)
+    every = retrieve_producers(tools, producers, queries, list(range(5)), k=2)
+    assert len(every) == 10
+    capped = retrieve_producers(tools, producers, queries, list(range(5)), k=2, share=0.1)  # 2 of 20
+    assert capped == {(0, 1), (3, 4)} <= every  # cosines 0.95 and 0.99 (normalised), the two best
+    with pytest.raises(ValueError, match="share"):
+        retrieve_producers(tools, producers, queries, list(range(5)), k=2, share=0.0)
+
+
+def test_retrieval_recall_counts_gold_kept_in_its_own_direction():
+    vocab = {"get user": 0, "list orders": 1, "open account": 2, "ping": 3}
+
+    def encode(texts):  # a query points at the producer its gold says; producers at themselves
+        out = np.zeros((len(texts), 4), dtype=np.float32)
+        for n, t in enumerate(texts):
+            if t.startswith("user id") or t.startswith("customer"):
+                out[n, 0] = 1.0
+            else:
+                out[n, next((v for name, v in vocab.items() if t.startswith(name)), 3)] = 1.0
+        return out
+
+    shop = TOYSET.only_groups({"shop"})
+    assert [t.tool_id for t in shop.tools] == ["get_user", "list_orders", "open_account", "ping"]
+    assert len(shop.edges) == 2 and len(shop.parameter_edges) == 2 and shop.queries == []
+    (row,) = retrieval_recall(shop, encode, [(1, None)], strategies=("retrieval",))
+    assert (row["recall"], row["kept"], row["gold_edges"]) == (1.0, 2, 2)
+    assert row["ordered_pairs"] == 12 and row["share_cap"] is None
+
+
+# ---------------------------------------------------------------------------------------------
+# The flow, end to end on a tiny encoder, and build-graph using what it trained
+
+
+def _toolset_folder(root, name, groups=6):
+    """A tool-set folder of ``groups`` copies of the toy shop group (tools renamed per group)."""
+    folder = root / name
+    folder.mkdir(parents=True)
+    tools, edges, params = [], [], []
+    for g in range(groups):
+        for t in TOOLS[:4]:
+            tools.append({"tool_id": f"{t.tool_id}@{g}", "group": f"g{g}", "doc": t.doc})
+        edges += [{"group": f"g{g}", "dependent": f"{e.dependent}@{g}", "prerequisite": f"{e.prerequisite}@{g}"}
+                  for e in TOYSET.edges if e.group == "shop"]
+        params += [{"consumer": f"{e.dependent}@{g}", "producer": f"{e.prerequisite}@{g}",
+                    "consumer_param": e.consumer_param} for e in TOYSET.parameter_edges if e.dependent != "clothes"]
+    for file, rows in (("tools.jsonl", tools), ("edges.jsonl", edges), ("param_edges.jsonl", params)):
+        (folder / file).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return folder
+
+
+def test_flow_trains_reports_held_out_recall_and_build_graph_uses_the_retriever(tiny_encoder, tmp_path,
+                                                                                  prefect_harness):
+    from flows.build_graph import GraphConfig
+    from flows.train_retriever import RetrieverConfig, train_retriever_flow
+
+    train_set = _toolset_folder(tmp_path, "shopset")
+    heldout = _toolset_folder(tmp_path, "other", groups=1)
+    cfg = RetrieverConfig(tdi=None, toolsets=(str(train_set),), heldout=(str(heldout),), output=str(tmp_path / "run"),
+                          base_model=str(tiny_encoder), max_steps=2, batch_size=4, evals=1, max_length=24,
+                          split_fractions=(0.5, 0.25, 0.25))
+    metrics = train_retriever_flow(cfg)
+    assert metrics["examples"] == {"shopset": 6}  # 3 train groups x 2 parameter edges
+    assert set(metrics["test"]["trained"]) == {"shopset", "other"}
+    row = metrics["test"]["trained"]["other"][0]
+    assert row["gold_edges"] == 2 and row["ordered_pairs"] == 12 and 0.0 <= row["recall"] <= 1.0
+    head = metrics["parameter_head"]  # fitted on the validation groups, measured on the test group and set
+    assert {name: m["gold"] for name, m in head["test"].items()} == {"shopset": 2, "other": 2}
+    assert head["head"]["n_gold"] == 2 * 2  # 6 groups split 3 / 2 / 1: two validation groups, 2 gold inputs each
+    best = tmp_path / "run" / "best"
+    assert (best / "param_head.json").is_file() and (best / "config.json").is_file() and "| other | retrieval | 1 |" in (tmp_path / "run" / "report.md").read_text()
+    # measure-only with the checkpoint: the same trained figures, nothing trained
+    again = train_retriever_flow(RetrieverConfig(tdi=None, toolsets=(str(train_set),), heldout=(str(heldout),),
+                                                 output=str(tmp_path / "measure"), base_model=str(tiny_encoder),
+                                                 max_length=24, split_fractions=(0.5, 0.25, 0.25),
+                                                 checkpoint=str(best)))
+    assert again["test"]["trained"] == metrics["test"]["trained"]
+    with pytest.raises(ValueError, match="no shards"):
+        train_retriever_flow(RetrieverConfig(tdi=str(tmp_path), toolsets=(str(train_set),), heldout=()))
+    assert GraphConfig(toolsets=("apibank",), retrieval_encoder=str(best), retrieval_share=0.05).retrieval_share == 0.05
+    with pytest.raises(ValueError, match="no config.json"):
+        GraphConfig(toolsets=(str(train_set),), retrieval_encoder=str(tmp_path),
+                    warehouse=str(tmp_path / "w.duckdb")).check_inputs()
+    with pytest.raises(ValueError, match="--retrieval-share"):
+        GraphConfig(toolsets=("apibank",), retrieval_share=1.5)
+
+
+def test_command_line_refuses_bad_values_and_missing_inputs_before_any_work(tmp_path, capsys):
+    from flows.train_retriever import PROG, parse_args
+    from tasks.common.cli import checking_inputs
+
+    parse = checking_inputs(parse_args, PROG)  # what the command line runs before Prefect starts
+    for argv, says in ((["--batch-size", "0", "--tdi", "none"], "--batch-size 0: must be at least 1"),
+                       (["--tdi", str(tmp_path)], "no shards/ folder"),
+                       (["--tdi", "none", "--heldout", str(tmp_path / "nope")], "not a folder")):
+        with pytest.raises(SystemExit) as exit_:  # a usage error before any work
+            parse(argv)
+        assert exit_.value.code == 2 and says in capsys.readouterr().err
+    assert not (tmp_path / "artifacts").exists()
+
+
+def test_build_graph_prunes_with_the_retrieval_encoder_and_share(tiny_encoder, tmp_path, prefect_harness):
+    """--retrieval-encoder and --retrieval-share reach the retrieval rule: the pairs kept are the ones that
+    encoder and budget give (the discriminator's lineage records both: flows/build_graph.py)."""
+    from flows.build_graph import GraphConfig, build_graph
+    from models.sentence_encoder import EncoderConfig, SentenceEncoder
+    from tasks.graph.candidates import retrieval_candidates
+    from tasks.graph.pruning import prune_candidates
+    from tasks.toolsets.readers import write_toolset_dir
+    from tests.test_graph_flow import MEANING_EDGE, MEANING_TOOLS
+    from warehouse.build import connect, rows_of
+
+    folder = write_toolset_dir(ToolSet("meaning", MEANING_TOOLS, [MEANING_EDGE]), tmp_path / "meaning")
+    target = tmp_path / "tgr.duckdb"
+    out = build_graph(GraphConfig(toolsets=[str(folder)], warehouse=str(target), discriminator=None,
+                                  pruning="retrieval", retrieval_k=3, retrieval_share=0.1,
+                                  retrieval_encoder=str(tiny_encoder), progress=False, transitions=False))
+    tiny = SentenceEncoder(EncoderConfig(str(tiny_encoder)))
+    expected = prune_candidates(MEANING_TOOLS, strategy="retrieval", known_edges=[MEANING_EDGE],
+                                retrieved=retrieval_candidates(MEANING_TOOLS, tiny.encode, 3, 0.1))
+    default = prune_candidates(MEANING_TOOLS, strategy="retrieval", known_edges=[MEANING_EDGE],
+                               retrieved=retrieval_candidates(MEANING_TOOLS, SentenceEncoder().encode, 3))
+    summary = out["datasets"]["meaning"]["pruning"]
+    assert summary == expected.as_row("meaning") and summary["ordered_pairs_kept"] == 2  # floor(0.1 x 20)
+    assert default.ordered_pairs_kept > 2  # without the budget the rule keeps more
+    stored = rows_of(connect(target), "SELECT ordered_pairs_kept FROM candidate_pruning")
+    assert stored == [{"ordered_pairs_kept": 2}]
+
+
+# ---------------------------------------------------------------------------------------------
+# The parameter head over the retriever
+
+
+def _by_words(texts):
+    """A fake encoder: one axis per word that matters, so every cosine is known by hand."""
+    axes = ("user", "orders", "account", "city", "limit")
+    out = np.zeros((len(texts), len(axes) + 1), dtype=np.float32)
+    for n, t in enumerate(texts):
+        for a, word in enumerate(axes):
+            out[n, a] += t.lower().count(word)
+        out[n, -1] = 0.0 if out[n].any() else 1.0  # a text with none of the words: its own axis
+    return out
+
+
+def test_unit_features_by_hand():
+    from tasks.training.param_head import FEATURES, unit_features
+
+    shop = TOYSET.only_groups({"shop"}).tools  # get_user, list_orders, open_account, ping
+    units, x = unit_features(shop, _by_words)
+    assert len(units) == len(x) == 4 * 3  # 4 inputs (email, user_id, limit, customer) x 3 other tools
+    f = {u: dict(zip(FEATURES, row)) for u, row in zip(units, x)}
+    user_id = f[(0, 1, "user_id")]  # get_user -> list_orders.user_id
+    assert user_id["inverse_rank"] == 1.0 and user_id["margin"] > 0 and user_id["best_input"] == 1.0
+    assert (user_id["exact"], user_id["partial"], user_id["token_overlap"], user_id["type_match"]) == (1, 0, 1, 1)
+    limit = f[(0, 1, "limit")]  # the consumer's other input: not its closest to get_user
+    assert limit["best_input"] == 0.0 and limit["exact"] == 0 and limit["token_overlap"] == 0
+    assert limit["cosine"] < user_id["cosine"]
+    customer = f[(0, 2, "customer")]  # meaning without the name: "the user who opens it"
+    assert customer["inverse_rank"] == 1.0 and customer["exact"] == 0
+    # for get_user, the group's inputs by cosine: customer (0.707: user, account), user_id (0.447: user, orders x2)
+    assert customer["inverse_column_rank"] == 1.0 and user_id["inverse_column_rank"] == 0.5
+    assert customer["cosine"] == pytest.approx(2 ** -0.5) and user_id["cosine"] == pytest.approx(5 ** -0.5)
+    only = unit_features(shop, _by_words, pairs={(0, 1)})[0]
+    assert sorted(only) == [(0, 1, "limit"), (0, 1, "user_id")]  # only the ordered pairs asked for
+
+
+def test_head_fits_chooses_its_cut_on_held_out_groups_and_round_trips(tmp_path):
+    from tasks.training.param_head import FEATURES, ParamHead, best_cut, fit_param_head
+
+    p, y = np.array([0.9, 0.8, 0.7, 0.2]), np.array([True, False, True, False])
+    assert best_cut(p, y) == (0.7, pytest.approx(0.8))  # top 3: TP 2 -> F1 4/5
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(400, len(FEATURES)))
+    gold = x[:, 0] + 0.5 * x[:, 6] > 1.2
+    head = fit_param_head(x, gold, [f"g{i % 8}" for i in range(400)], "toy")
+    assert head.cut_f1 > 0.8 and head.n_gold == int(gold.sum()) and head.fitted_on == "toy"
+    pred = head.predict(x) >= head.threshold
+    assert (pred == gold).mean() > 0.9
+    head.save(tmp_path)
+    assert np.allclose(ParamHead.load(tmp_path).predict(x), head.predict(x))
+    data = json.loads((tmp_path / "param_head.json").read_text())
+    (tmp_path / "param_head.json").write_text(json.dumps(data | {"features": ["cosine"]}))
+    with pytest.raises(ValueError, match="features"):
+        ParamHead.load(tmp_path)
+    with pytest.raises(ValueError, match="gold and non-gold"):
+        fit_param_head(x, np.zeros(400, dtype=bool), ["g"] * 400)
+
+
+def test_build_graph_scores_parameters_with_a_retriever_head(tiny_encoder, tmp_path):
+    import shutil
+
+    from tasks.graph.param_scoring import param_threshold, score_parameters
+    from tasks.training.param_head import FEATURES, ParamHead
+
+    folder = tmp_path / "retriever"
+    shutil.copytree(tiny_encoder, folder)
+    coef = [0.0] * len(FEATURES)
+    coef[FEATURES.index("exact")] = 10.0  # a head that follows the exact name rule
+    ParamHead(coef, -5.0, [0.0] * len(FEATURES), [1.0] * len(FEATURES), 0.5).save(folder)
+    shop = TOYSET.only_groups({"shop"}).tools
+    scores = score_parameters(folder, shop, [(0, 1), (0, 2)])
+    assert {(s.producer, s.consumer, s.param) for s in scores} == {
+        (0, 1, "user_id"), (0, 1, "limit"), (1, 0, "email"), (0, 2, "customer"), (2, 0, "email")}
+    kept = {(s.producer, s.consumer, s.param) for s in scores if s.prob >= param_threshold(folder)}
+    assert kept == {(0, 1, "user_id")}
