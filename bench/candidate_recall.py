@@ -33,8 +33,8 @@ NOTE = ('The untrained encoder misses every target (the "Against the target" lin
         'declare inputs (API-Bank, NesTools) one producer per parameter already keeps most gold edges at a small '
         "share; UltraTool and TMDB declare none, so `retrieval` asks with the consumer's name and description and "
         "finds its siblings (GetMovieCredit: GetMovieDetail), not the tool the gold runs call before it "
-        "(GetCollectionDetail). Next step, not done "
-        "here: a bi-encoder trained contrastively on mined (parameter -> producer) pairs, measured with this table.")
+        "(GetCollectionDetail). The trained bi-encoder (train-retriever) is measured in "
+        "'Dependency retriever' below.")
 
 
 def sample_groups(toolset: ToolSet, n: int, seed: int) -> ToolSet:

@@ -40,6 +40,7 @@ from models.encoder_path import OFFLINE_DEFAULT
 from schemas.toolset import ToolSet
 from tasks.toolnet.evaluator import EMBEDDED, EVALUATORS, endpoint_problem, evaluator_llm_config, toolnet_evaluator
 from tasks.common.cli import Flag, Help, checking_inputs, parse_config
+from tasks.common.embedding_cache import DEFAULT_CACHE_DIR
 from tasks.graph.candidates import DEFAULT_RETRIEVAL_K, retrieval_candidates
 from tasks.graph.edges import dataset_tables, fuse_edges
 from tasks.graph.pruning import (DEFAULT_PRUNING, PRUNING_STRATEGIES, PruningResult, log_pruning, prune_candidates,
@@ -105,6 +106,10 @@ class GraphConfig:
         default=True, metadata={"cli": Flag("single-order", "score <a,b> only, not also <b,a> (half the cost)",
                                             invert=True)})
     batch_size: Annotated[int, Help("pairs per scoring step and texts per encoder step")] = 64
+    embedding_cache: Annotated[str | None, Help(
+        "folder of the content-addressed embedding cache (sha256 of encoder, max length and text -> vector): a "
+        "rerun encodes no text again")] = field(
+        default=DEFAULT_CACHE_DIR, metadata={"cli": Flag(none_flag="encode every text, no cache")})
     max_length: Annotated[int | None, Help(
         "word pieces per scored pair; none: the checkpoint's training max_length (calibration.json), else 256")] = None
     scoring_precision: Annotated[str, Help(
@@ -225,7 +230,7 @@ class GraphConfig:
         """Every tool set and trajectory file this run reads is there, and the warehouse can be written: a
         ``ValueError`` naming each problem (a missing benchmark says how to get it). The command line calls this
         before Prefect starts, the flow first thing, so a Python call and a deployment are refused alike."""
-        from tasks.common.paths import check_writable, writable_file_problem
+        from tasks.common.paths import check_writable, writable_file_problem, writable_folder_problem
         from tasks.toolsets.availability import check_toolsets
 
         check_toolsets(self.toolsets, self.data_root, "--toolset", root_flag="--data-root")
@@ -237,7 +242,8 @@ class GraphConfig:
             prefix, sep, rest = value.partition("=")
             if not Path(value).is_file() and not (sep and prefix and Path(rest).is_file()):
                 raise ValueError(f"--trajectories {value}: no such file")
-        check_writable(writable_file_problem(self.warehouse, "--warehouse"))
+        check_writable(writable_file_problem(self.warehouse, "--warehouse"),
+                       writable_folder_problem(self.embedding_cache, "--embedding-cache") if self.embedding_cache else None)
 
 
 def toolset_folder(spec: str, data_root: str) -> Path | None:
@@ -274,11 +280,17 @@ CLI = FlowCLI.start(__name__, checking_inputs(parse_args, PROG), PROG)  # check_
 
 from prefect import flow, get_run_logger, task  # noqa: E402
 from prefect.cache_policies import NO_CACHE  # noqa: E402
+# quote(x): Prefect passes x to the task without walking it for futures (10^5 tools' docs took 30 s a walk)
+from prefect.utilities.annotations import quote  # noqa: E402
 
 
 @task(cache_policy=NO_CACHE)
 def load_toolset(spec: str, data_root: str) -> ToolSet:
-    return load_toolset_spec(spec, Path(data_root))
+    log = get_run_logger()
+    log.info(f"loading tool set {spec}")
+    toolset = load_toolset_spec(spec, Path(data_root))
+    log.info(f"{toolset.name}: {len(toolset.tools)} tools, {len(toolset.edges)} edges, {len(toolset.queries)} queries")
+    return toolset
 
 
 @functools.lru_cache(maxsize=2)
@@ -290,20 +302,31 @@ def sentence_encoder(encoder: str, batch_size: int, device: str | None) -> Any:
 
 
 @task(cache_policy=NO_CACHE)
-def encode_texts(texts: list[str], encoder: str, batch_size: int, device: str | None) -> np.ndarray:
+def encode_texts(texts: list[str], encoder: str, batch_size: int, device: str | None, cache_dir: str | None = None,
+                 what: str = "texts") -> np.ndarray:
+    """Embeddings of ``texts``: the cache's where it has them, the rest encoded in chunks (a progress line
+    each) and added to it; the encoder is loaded only when a text is missing."""
+    from models.encoder_path import default_max_length
+    from tasks.common.embedding_cache import EmbeddingCache, encode_cached, encoder_identity
+
     if not texts:
         return np.zeros((0, 0), dtype=np.float32)
-    return sentence_encoder(encoder, batch_size, device).encode(texts)
+    cache = EmbeddingCache(cache_dir, encoder_identity(encoder), default_max_length(encoder)) if cache_dir else None
+    return encode_cached(texts, lambda part: sentence_encoder(encoder, batch_size, device).encode(part), cache, what,
+                         progress=get_run_logger().info)
 
 
 @task(cache_policy=NO_CACHE)
 def prune(toolset: ToolSet, embeddings: np.ndarray, cfg: GraphConfig) -> PruningResult:
     retrieved = None
     if "retrieval" in pruning_rules(cfg.pruning):  # per-parameter queries against producer docs
+        get_run_logger().info(f"{toolset.name}: retrieval rule: texts of {len(toolset.tools)} tools' producers and "
+                              "parameters")
         retrieved = retrieval_candidates(toolset.tools, lambda texts: encode_texts.fn(
-            texts, cfg.retrieval_encoder or cfg.encoder, cfg.batch_size, cfg.device), cfg.retrieval_k,
-            cfg.retrieval_share)
-    return prune_candidates(toolset.tools, embeddings, cfg.pruning, cfg.neighbours, toolset.edges, retrieved)
+            texts, cfg.retrieval_encoder or cfg.encoder, cfg.batch_size, cfg.device, cfg.embedding_cache,
+            "retrieval-rule texts"), cfg.retrieval_k, cfg.retrieval_share)
+    return prune_candidates(toolset.tools, embeddings, cfg.pruning, cfg.neighbours, toolset.edges, retrieved,
+                            progress=get_run_logger().info)
 
 
 @task(cache_policy=NO_CACHE)
@@ -432,7 +455,7 @@ def lineage_rows(toolset: ToolSet, folder: Path | None, sources: set[str], cfg: 
 
 @task(cache_policy=NO_CACHE)
 def write_warehouse(target: str, tables: list[DatasetTables], dim: int) -> dict:
-    return build_warehouse(target, tables, dim)
+    return build_warehouse(target, tables, dim, progress=get_run_logger().info)
 
 
 @flow(name="build-graph", log_prints=True)
@@ -457,8 +480,9 @@ def build_graph(cfg: GraphConfig | None = None) -> dict:
         folder = toolset_folder(spec, cfg.data_root)
         style = cfg.embed_style or embed_style_for(toolset.name)
         texts = [embed_text(t.doc, style) for t in toolset.tools]
-        base = encode_texts(texts, cfg.encoder, cfg.batch_size, cfg.device)
-        queries = encode_texts([q.text for q in toolset.queries], cfg.encoder, cfg.batch_size, cfg.device)
+        base = encode_texts(quote(texts), cfg.encoder, cfg.batch_size, cfg.device, cfg.embedding_cache, "tool texts")
+        queries = encode_texts(quote([q.text for q in toolset.queries]), cfg.encoder, cfg.batch_size, cfg.device,
+                               cfg.embedding_cache, "queries")
         queries = queries if len(toolset.queries) else np.zeros((0, base.shape[1]), dtype=np.float32)
         dim = base.shape[1]
         index = {t.tool_id: i for i, t in enumerate(toolset.tools)}
@@ -468,19 +492,20 @@ def build_graph(cfg: GraphConfig | None = None) -> dict:
             embeddings["tgr_manual"] = gcn_propagate(base, gold, cfg.gcn_direction)
 
         # Pruning stats are cheap, so they are recorded even when nothing is scored.
-        pruning = prune(toolset, base, cfg)
+        pruning = prune(quote(toolset), base, cfg)
         log_pruning(toolset.name, pruning, log)
 
         def graph(edges) -> np.ndarray:
             return gcn_propagate(base, [(index[e.dependent], index[e.prerequisite]) for e in edges], cfg.gcn_direction)
 
         schema = schema_edges(toolset.tools, max_producers=cfg.max_producers) if cfg.schema_edges else []
+        log.info(f"{toolset.name}: {len(schema)} schema edges" if cfg.schema_edges else f"{toolset.name}: no schema edges")
         if schema:
             embeddings["tgr_schema"] = graph(s.edge for s in schema)
         pairs, probs, predicted, fused = [], np.zeros((0, 3)), [], []
         if cfg.discriminator:
             pairs = pruning.candidates
-            probs = score(cfg.discriminator, toolset, pairs, cfg)
+            probs = score(cfg.discriminator, quote(toolset), quote(pairs), cfg)
             predicted = edges_from_probabilities(toolset.tools, pairs, probs, cfg.min_prob, decision.threshold)
             embeddings["tgr_discriminator"] = graph(p.edge for p in predicted)
             if cfg.schema_edges:
@@ -501,8 +526,8 @@ def build_graph(cfg: GraphConfig | None = None) -> dict:
             if cfg.schema_edges:
                 fused = fuse_edges(predicted, schema)
                 embeddings["tgr_fused"] = graph(f.edge for f in fused)
-        runs = read_runs(toolset, folder, user_runs.get(toolset.name, []), cfg.transitions)
-        built = toolnet(toolset, runs, base, queries, cfg) if runs.runs else None
+        runs = read_runs(quote(toolset), folder, user_runs.get(toolset.name, []), cfg.transitions)
+        built = toolnet(quote(toolset), quote(runs), base, queries, cfg) if runs.runs else None
         if built is not None:
             w, n = built.graph.weights, built.graph.n_tools
             at = [index[t] for t in built.graph.tool_ids]  # graph node -> row of base
@@ -513,6 +538,7 @@ def build_graph(cfg: GraphConfig | None = None) -> dict:
                  + (f"transition {int(built.graph.mask.sum())} from {built.runs_in('train')} training runs "
                     f"(alpha {built.alpha}, beta {built.beta}: {built.chosen_on})" if built else "no trajectories"))
 
+        log.info(f"{toolset.name}: warehouse rows ({len(embeddings)} embedding kinds x {len(toolset.tools)} tools)")
         table = dataset_tables(toolset, style, texts, cfg.encoder, cfg.discriminator, embeddings, queries,
                                pruning, pairs, probs, predicted, built_at, schema, fused, decision,
                                scored_parameters)
@@ -524,6 +550,7 @@ def build_graph(cfg: GraphConfig | None = None) -> dict:
         table.rows["edge_lineage"] = lineage_rows(toolset, folder, sources, cfg,
                                                   decision, checkpoint, runs, built, built_at)
         tables.append(table)
+        del embeddings, table  # the warehouse rows hold what is kept (column-wise)
         summary[toolset.name] = {
             "tools": len(toolset.tools), "queries": len(toolset.queries), "manual_edges": len(toolset.edges),
             "schema_edges": len(schema), "scored_pairs": len(pairs), "discriminator_edges": len(predicted),
@@ -538,7 +565,7 @@ def build_graph(cfg: GraphConfig | None = None) -> dict:
                 "rule": decision.rule, "threshold": decision.threshold, "criterion": decision.criterion,
                 "threshold_source": decision.threshold_source, "both_orders": decision.both_orders},
         }
-    result = write_warehouse(cfg.warehouse, tables, dim)
+    result = write_warehouse(cfg.warehouse, quote(tables), dim)
     log.info(f"warehouse {result['warehouse']}: {result['rows']}")
     return {"warehouse": result, "datasets": summary, "config": asdict(cfg)}
 

@@ -29,13 +29,16 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from tasks.common.locks import exclusive_lock
 from warehouse import tables as _tables
 from warehouse.spec import EMBEDDING, Table
 
+BUILD_MEMORY_LIMIT = os.environ.get("TGR_WAREHOUSE_MEMORY_LIMIT", "512MB")  # DuckDB's, while a build assembles
 SCHEMA_VERSION = 3  # 2: schema/fused edges, edge_calibration, pruning recall; 3: ToolNet transitions, lineage
 
 
@@ -79,10 +82,13 @@ def core_sql() -> str:
 
 @dataclass
 class DatasetTables:
-    """Rows of every core table for one dataset (each row a dict keyed by column name)."""
+    """Rows of every core table for one dataset: each row a dict keyed by column name (``rows``) and, for
+    large tables, column-wise Arrow tables of the declared schema (``arrow``, made by ``arrow_columns``: no
+    Python object per value, e.g. the embeddings); a table may have both, the build writes the two."""
 
     dataset: str
     rows: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    arrow: dict[str, pa.Table] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.validate()
@@ -99,6 +105,17 @@ class DatasetTables:
             if bad:
                 raise WarehouseError(f"{table}: {len(bad)} rows belong to another dataset than {self.dataset!r}")
             check_rows(table, rows)
+        unknown = set(self.arrow) - set(names)
+        if unknown:
+            raise WarehouseError(f"unknown warehouse tables {sorted(unknown)}; known: {list(names)}")
+        for table, data in self.arrow.items():
+            check_arrow(table, data)
+            other = len(data) - pc.sum(pc.equal(data.column("dataset"), self.dataset)).as_py() if len(data) else 0
+            if other:
+                raise WarehouseError(f"{table}: {other} rows belong to another dataset than {self.dataset!r}")
+
+    def row_count(self, table: str) -> int:
+        return len(self.rows.get(table, [])) + (len(self.arrow[table]) if table in self.arrow else 0)
 
 
 def check_rows(table: str, rows: Sequence[Mapping[str, Any]]) -> None:
@@ -125,6 +142,52 @@ def arrow_rows(table: Table, rows: Sequence[Mapping[str, Any]]) -> pa.Table:
                 raise WarehouseError(f"{table.name}.{field.name}: a value does not fit the declared type "
                                      f"{table.column(field.name).type}: {col_exc}") from exc
         raise WarehouseError(f"{table.name}: rows do not fit the declared columns: {exc}") from exc
+
+
+def arrow_columns(table: str, columns: Mapping[str, Any]) -> pa.Table:
+    """Rows of a core table given column-wise (lists or 1-D arrays; a 2-D float array for a FLOAT[{dim}]
+    column, one row each), as an Arrow table of the declared schema, checked like ``check_arrow``: the bulk
+    path for large tables, with no dict per row and no Python float per embedding value. A left-out column
+    is NULL (so it must be nullable)."""
+    spec = core_table(table)
+    schema = spec.arrow_schema()
+    unknown = sorted(set(columns) - set(schema.names))
+    if unknown:
+        raise WarehouseError(f"{table}: unknown columns {unknown} (columns of {table} in warehouse/tables.py: "
+                             f"{', '.join(spec.names)})")
+    lengths = {name: len(value) for name, value in columns.items()}
+    if len(set(lengths.values())) > 1:
+        raise WarehouseError(f"{table}: columns of different lengths {lengths}")
+    n = next(iter(lengths.values()), 0)
+    arrays = []
+    for f in schema:
+        value = columns.get(f.name)
+        try:
+            if value is None:
+                arrays.append(pa.nulls(n, f.type))
+            elif isinstance(value, np.ndarray) and value.ndim == 2:
+                flat = pa.array(np.ascontiguousarray(value, dtype=np.float32).reshape(-1))
+                offsets = pa.array(np.arange(n + 1, dtype=np.int64) * value.shape[1])
+                arrays.append(pa.LargeListArray.from_arrays(offsets, flat).cast(f.type))
+            else:
+                arrays.append(pa.array(value, type=f.type))
+        except _CONVERSION_ERRORS as exc:
+            raise WarehouseError(f"{table}.{f.name}: a value does not fit the declared type "
+                                 f"{spec.column(f.name).type}: {exc}") from exc
+    data = pa.Table.from_arrays(arrays, schema=schema)
+    check_arrow(table, data)
+    return data
+
+
+def check_arrow(table: str, data: pa.Table) -> None:
+    """Raise WarehouseError unless ``data`` has the declared Arrow schema of ``table`` and no NULL in a
+    NOT NULL column without a default."""
+    spec = core_table(table)
+    if not data.schema.equals(spec.arrow_schema()):
+        raise WarehouseError(f"{table}: Arrow schema {data.schema} is not the declared {spec.arrow_schema()}")
+    nulls = [c.name for c in spec.columns if c.required and data.column(c.name).null_count]
+    if nulls:
+        raise WarehouseError(f"{table}: NULL in the NOT NULL column{'s' * (len(nulls) > 1)} {', '.join(nulls)}")
 
 
 def insert_rows(con: duckdb.DuckDBPyConnection, table: str, rows: Sequence[Mapping[str, Any]]) -> None:
@@ -188,19 +251,26 @@ def schema_version_of(con: duckdb.DuckDBPyConnection) -> int:
     return int(row[0])
 
 
-def _write_inputs(inputs: Path, datasets: Sequence[DatasetTables], dim: int) -> None:
+def _write_inputs(inputs: Path, datasets: Sequence[DatasetTables], dim: int, say: Callable[[str], None]) -> None:
     for dataset in datasets:
         dataset.validate()  # rows may have been added since the DatasetTables was made
     for table in core_tables():
         folder = inputs / table.name
         folder.mkdir(parents=True, exist_ok=True)
         rows = [r for d in datasets for r in d.rows.get(table.name, [])]
+        parts = [arrow_rows(table, rows)] + [d.arrow[table.name] for d in datasets if table.name in d.arrow]
+        data = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
         for column in (c.name for c in table.columns if c.type == EMBEDDING):
-            wrong = {len(v) for r in rows if (v := r.get(column)) is not None} - {dim}
+            sizes = pc.list_value_length(data.column(column)).unique().drop_null().to_pylist()
+            wrong = set(sizes) - {dim}
             if wrong:
                 raise WarehouseError(f"{table.name}: embeddings of size {sorted(wrong)}, expected {dim}")
         # An empty file with the schema still gives the insert every column, typed.
-        pq.write_table(arrow_rows(table, rows), folder / "built.parquet")
+        pq.write_table(data, folder / "built.parquet")
+        del data, parts
+        pa.default_memory_pool().release_unused()  # the staged copy is on disk now: give its memory back
+        if len(rows) or any(table.name in d.arrow for d in datasets):
+            say(f"warehouse: staged {table.name} ({sum(d.row_count(table.name) for d in datasets)} rows)")
 
 
 def _layout_differences(con: duckdb.DuckDBPyConnection, dim: int) -> list[str]:
@@ -322,9 +392,12 @@ def check_integrity(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def build_warehouse(
-    target: str | Path, datasets: Sequence[DatasetTables], dim: int, carry_over: bool = True
+    target: str | Path, datasets: Sequence[DatasetTables], dim: int, carry_over: bool = True,
+    progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
-    """Build ``target`` from ``datasets`` atomically; returns row counts per table and carried datasets."""
+    """Build ``target`` from ``datasets`` atomically; returns row counts per table and carried datasets.
+    ``progress``: called with a line per staged table and per SQL step."""
+    say = progress or (lambda _line: None)
     target = Path(target)
     _check_db_path(target)
     names = [d.dataset for d in datasets]
@@ -333,9 +406,11 @@ def build_warehouse(
     target.parent.mkdir(parents=True, exist_ok=True)
     with _build_folder(target) as workdir:
         inputs = workdir / "inputs"
-        _write_inputs(inputs, datasets, dim)
+        _write_inputs(inputs, datasets, dim, say)
         carried = _carry_over(target, inputs, set(names), dim) if carry_over and target.exists() else []
-        counts = _assemble(target, workdir, inputs, dim)
+        if carried:
+            say(f"warehouse: carried over {carried} from {target}")
+        counts = _assemble(target, workdir, inputs, dim, say)
     return {"warehouse": str(target), "datasets": names, "carried_over": carried, "rows": counts}
 
 
@@ -353,22 +428,28 @@ def _build_folder(target: Path) -> Iterator[Path]:
             shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _assemble(target: Path, workdir: Path, inputs: Path, dim: int) -> dict[str, int]:
+def _assemble(target: Path, workdir: Path, inputs: Path, dim: int,
+              say: Callable[[str], None] = lambda _line: None) -> dict[str, int]:
     """Run the SQL steps over the staged ``inputs`` into a new file in ``workdir``, check integrity,
     and move it over ``target``; row counts per table."""
     db = workdir / target.name
     con = duckdb.connect(str(db))
     try:
+        # the build's buffers are evicted to the new file beyond this (DuckDB's default: 80% of the RAM)
+        con.execute(f"SET memory_limit = '{BUILD_MEMORY_LIMIT}'")
         for name, text in sql_files():
+            say(f"warehouse: SQL step {name}")
             con.execute(render_sql(text, inputs, dim))
             con.execute("INSERT INTO schema_version (version, sql_file, sha256) VALUES (?, ?, ?)",
                         [SCHEMA_VERSION, name, hashlib.sha256(text.encode()).hexdigest()])
+        say("warehouse: integrity checks")
         check_integrity(con)
         counts = {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in table_names()}
         con.execute("CHECKPOINT")
     finally:
         con.close()
     os.replace(db, target)
+    say(f"warehouse: {target} replaced")
     return counts
 
 

@@ -15,7 +15,7 @@ from schemas.toolset import DependencyEdge, ParameterEdge, ToolSet
 from tasks.graph.pruning import PruningResult
 from tasks.graph.schema_rule import SchemaEdge, schema_parameter_edges
 from tasks.graph.scoring import EdgeDecision, PredictedEdge
-from warehouse.build import DatasetTables
+from warehouse.build import DatasetTables, arrow_columns
 
 
 # ---------------------------------------------------------------------------------------------
@@ -135,9 +135,18 @@ def dataset_tables(
             "min_prob": decision.min_prob,
             "calibration_json": json.dumps(decision.calibration, sort_keys=True) if decision.calibration else None,
             "pairs_scored": len(pairs), "edges_kept": len(predicted_edges)}],
-        "tool_embeddings": [{"dataset": ds, "tool_id": t.tool_id, "kind": kind, "embedding": emb[n].tolist()}
-                            for kind, emb in tool_embeddings.items() for n, t in enumerate(tools)],
-        "query_embeddings": [{"dataset": ds, "query_id": q.query_id, "embedding": query_embeddings[n].tolist()}
-                             for n, q in enumerate(toolset.queries)],
     }
-    return DatasetTables(ds, rows)
+    # the embeddings column-wise, straight from the arrays (no Python float per value): warehouse/build.py
+    ids, kinds = [t.tool_id for t in tools], list(tool_embeddings)
+    arrow = {
+        "tool_embeddings": arrow_columns("tool_embeddings", {
+            "dataset": [ds] * (len(ids) * len(kinds)), "tool_id": ids * len(kinds),
+            "kind": [kind for kind in kinds for _ in ids],
+            "embedding": np.concatenate([np.asarray(tool_embeddings[k], dtype=np.float32) for k in kinds])
+            if kinds else np.zeros((0, 0), dtype=np.float32)}),
+        "query_embeddings": arrow_columns("query_embeddings", {
+            "dataset": [ds] * len(toolset.queries), "query_id": [q.query_id for q in toolset.queries],
+            "embedding": np.asarray(query_embeddings, dtype=np.float32).reshape(len(toolset.queries), -1)
+            if len(toolset.queries) else np.zeros((0, 0), dtype=np.float32)}),
+    }
+    return DatasetTables(ds, rows, arrow)

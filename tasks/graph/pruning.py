@@ -30,8 +30,9 @@ NesTools (bench/RESULTS.md "Candidate recall"; docs/warehouse.md has the older f
 from __future__ import annotations
 
 import logging
+import time
 from collections import defaultdict
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import combinations
 from typing import Any
@@ -55,12 +56,22 @@ RECALL_WARNING = 0.90  # gold-edge recall of pruning below this is logged as a W
 GATEKEEPER_WORDS = frozenset({"login", "logon", "signin", "auth", "authenticate", "authentication", "authorize",
                               "authorization", "verify", "verification", "token", "credential", "credentials"})
 
-def same_group_pairs(tools: Sequence[Tool]) -> list[tuple[int, int]]:
-    """All unordered pairs (i < j) of tools in one group, as indices into ``tools``."""
+def groups_of(tools: Sequence[Tool]) -> list[list[int]]:
+    """Indices into ``tools`` per group, groups in order of first appearance."""
     by_group: dict[str, list[int]] = defaultdict(list)
     for i, t in enumerate(tools):
         by_group[t.group].append(i)
-    return [p for idx in by_group.values() for p in combinations(idx, 2)]
+    return list(by_group.values())
+
+
+def iter_same_group_pairs(tools: Sequence[Tool]) -> Iterator[tuple[int, int]]:
+    """All unordered pairs (i < j) of tools in one group, as indices into ``tools``, one at a time."""
+    return (p for idx in groups_of(tools) for p in combinations(idx, 2))
+
+
+def same_group_pairs(tools: Sequence[Tool]) -> list[tuple[int, int]]:
+    """All unordered pairs (i < j) of tools in one group, as indices into ``tools``."""
+    return list(iter_same_group_pairs(tools))
 
 
 def param_compatible(a: Tool, b: Tool) -> bool:
@@ -134,10 +145,39 @@ def embedding_neighbour_pairs(
     return pairs
 
 
+class PairArray(Sequence):
+    """Index pairs (i, j) held as two int32 arrays (5M pairs: 40 MB, not 600 MB of tuples); reads as a
+    sequence of ``(int, int)`` tuples and equals a list of the same tuples."""
+
+    def __init__(self, first: np.ndarray, second: np.ndarray) -> None:
+        self.first, self.second = np.asarray(first, dtype=np.int32), np.asarray(second, dtype=np.int32)
+
+    def __len__(self) -> int:
+        return len(self.first)
+
+    def __getitem__(self, at):
+        if isinstance(at, slice):
+            return PairArray(self.first[at], self.second[at])
+        return int(self.first[at]), int(self.second[at])
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        return zip(self.first.tolist(), self.second.tolist())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, PairArray):
+            return bool(np.array_equal(self.first, other.first) and np.array_equal(self.second, other.second))
+        return isinstance(other, (list, tuple)) and list(self) == list(other)
+
+    __hash__ = None  # mutable arrays inside
+
+    def __repr__(self) -> str:
+        return f"PairArray({list(self)[:5]}{'...' if len(self) > 5 else ''}, {len(self)} pairs)"
+
+
 @dataclass(frozen=True)
 class PruningResult:
     strategy: str
-    candidates: list[tuple[int, int]]  # sorted unordered index pairs (i < j): what the scorer scores
+    candidates: Sequence[tuple[int, int]]  # sorted unordered index pairs (i < j): what the scorer scores
     pairs_in_groups: int
     known_edges: int
     known_edges_in_groups: int
@@ -201,26 +241,56 @@ def prune_candidates(
     neighbours: int = 5,
     known_edges: Sequence[DependencyEdge] = (),
     retrieved: Collection[tuple[int, int]] | None = None,
+    progress: Callable[[str], None] | None = None,
+    every_s: float = 5.0,
 ) -> PruningResult:
     """Candidate pairs to score, plus how many same-group pairs (unordered and ordered) and known edges
     survive. ``retrieved``: the ``retrieval`` rule's ordered (producer, consumer) index pairs
-    (``tasks.graph.candidates.retrieval_candidates``), needed when the strategy has that rule."""
+    (``tasks.graph.candidates.retrieval_candidates``), needed when the strategy has that rule.
+    The pairs are walked group by group, never all held at once (only the kept ones are); ``progress`` gets
+    a line about every ``every_s`` seconds (pairs checked, kept) and one at the end."""
     rules = pruning_rules(strategy)
-    all_pairs = same_group_pairs(tools)
-    keep: set[tuple[int, int]] = set(all_pairs) if not rules else set()
-    if "params" in rules:
+    groups = groups_of(tools)
+    n = len(tools)
+    pairs_in_groups = sum(len(idx) * (len(idx) - 1) // 2 for idx in groups)
+    parts: list[np.ndarray] = []  # kept pairs as codes i * n + j (i < j), one array per group
+    params, text = "params" in rules, "text" in rules
+    if params:
         outs = [output_names(t.doc, derive=True) for t in tools]
         ins = [input_names(t.doc) for t in tools]
-        keep |= {(i, j) for i, j in all_pairs if outs[i] & ins[j] or outs[j] & ins[i]}
-    if "text" in rules:
+    if text:
         prof = [_text_profile(t.doc) for t in tools]
-        keep |= {(i, j) for i, j in all_pairs if (i, j) not in keep
-                 and (_text_links(prof[i], prof[j]) or _text_links(prof[j], prof[i]))}
+    say = progress or (lambda _line: None)
+    checked, kept_so_far, last = 0, 0, time.monotonic()
+    for idx in groups:
+        if not rules:
+            codes = [i * n + j for i, j in combinations(idx, 2)]
+        elif params or text:
+            codes = [i * n + j for i, j in combinations(idx, 2)
+                     if (params and (outs[i] & ins[j] or outs[j] & ins[i])) or (
+                         text and (_text_links(prof[i], prof[j]) or _text_links(prof[j], prof[i])))]
+        else:
+            codes = []
+        if codes:
+            parts.append(np.asarray(codes, dtype=np.int64))
+            kept_so_far += len(codes)
+        checked += len(idx) * (len(idx) - 1) // 2
+        if time.monotonic() - last >= every_s:
+            last = time.monotonic()
+            say(f"pruning: {checked}/{pairs_in_groups} same-group pairs checked, {kept_so_far} kept")
     if "neighbours" in rules:
         if embeddings is None:
             raise ValueError(f"pruning strategy {strategy!r} needs tool embeddings")
-        keep |= embedding_neighbour_pairs(tools, embeddings, neighbours)
-    directed: set[tuple[int, int]] = set()  # (producer, consumer) kept in this order only
+        parts.append(np.fromiter((i * n + j for i, j in embedding_neighbour_pairs(tools, embeddings, neighbours)),
+                                 dtype=np.int64))
+    keep = np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)  # sorted
+
+    def kept(codes: np.ndarray) -> np.ndarray:
+        at = np.searchsorted(keep, codes)
+        return (at < len(keep)) & (keep[np.minimum(at, len(keep) - 1)] == codes) if len(keep) else \
+            np.zeros(len(codes), dtype=bool)
+
+    directed = np.zeros(0, dtype=np.int64)  # (producer, consumer) kept in this order only, as p * n + c
     if "retrieval" in rules:
         if retrieved is None:
             raise ValueError(f"pruning strategy {strategy!r} needs the retrieval rule's pairs "
@@ -228,19 +298,24 @@ def prune_candidates(
         for p, c in retrieved:
             if p == c or tools[p].group != tools[c].group:
                 raise ValueError(f"retrieved pair ({p}, {c}) is not two tools of one group")
-            if (min(p, c), max(p, c)) not in keep:
-                directed.add((p, c))
+        pc = np.array(sorted(retrieved), dtype=np.int64).reshape(-1, 2)
+        pc = pc[~kept(pc.min(axis=1) * n + pc.max(axis=1))]
+        directed = np.unique(pc[:, 0] * n + pc[:, 1])
     index = {t.tool_id: i for i, t in enumerate(tools)}
-    in_groups = kept = 0
+    in_groups = known_kept = 0
     for e in known_edges:
         i, j = index.get(e.dependent), index.get(e.prerequisite)
         if i is None or j is None or tools[i].group != tools[j].group:
             continue
         in_groups += 1
-        kept += (min(i, j), max(i, j)) in keep or (j, i) in directed  # both orders, or producer -> consumer
+        # both orders, or producer (j) -> consumer (i)
+        known_kept += bool(kept(np.array([min(i, j) * n + max(i, j)]))[0]) or bool(np.isin(j * n + i, directed))
     ordered_kept = 2 * len(keep) + len(directed)
-    keep |= {(min(p, c), max(p, c)) for p, c in directed}
-    return PruningResult(strategy, sorted(keep), len(all_pairs), len(known_edges), in_groups, kept, ordered_kept)
+    if len(directed):
+        keep = np.union1d(keep, np.minimum(directed // n, directed % n) * n + np.maximum(directed // n, directed % n))
+    say(f"pruning: {pairs_in_groups}/{pairs_in_groups} same-group pairs checked, {len(keep)} kept ({strategy})")
+    return PruningResult(strategy, PairArray(keep // max(n, 1), keep % max(n, 1)), pairs_in_groups,
+                         len(known_edges), in_groups, known_kept, ordered_kept)
 
 
 def log_pruning(dataset: str, pruning: PruningResult, logger: Any = log) -> None:

@@ -16,7 +16,7 @@ from schemas.name_rule import (
 )
 from schemas.tdi import LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A
 from schemas.toolset import DependencyEdge, ParameterEdge, Tool
-from tasks.graph.pruning import same_group_pairs
+from tasks.graph.pruning import iter_same_group_pairs
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ def schema_edges(tools: Sequence[Tool], pairs: Sequence[tuple[int, int]] | None 
     outs = [output_names(t.doc, derive=True, ignore=common[t.group]) for t in tools]
     ins = [input_names(t.doc) for t in tools]
     found = []
-    for i, j in same_group_pairs(tools) if pairs is None else pairs:
+    for i, j in iter_same_group_pairs(tools) if pairs is None else pairs:
         a_needs_b, b_needs_a = outs[j] & ins[i], outs[i] & ins[j]
         if len(a_needs_b) == len(b_needs_a):
             continue

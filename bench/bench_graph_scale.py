@@ -1,0 +1,151 @@
+"""Scale of build-graph ``--no-discriminator`` (issue 21 item 6): time and peak RSS per step on a synthetic catalog.
+
+    python -m bench.bench_graph_scale --tools 10000 [--encoder offline-minilm] [--keep-cache]
+
+The catalog (``synthetic_catalog``): ToolBench stable's 2,479 tools replicated with renamed ids, names and
+groups (replica r: tool ``<name>~r<r>``, group ``<category> r<r>``, description suffixed with the replica
+number so that no two texts are the same and the embedding cache cannot short-cut the first run), cut to
+``--tools``; so each group has a ToolBench category's size and the pair counts grow linearly with the tools.
+The build runs in this process (the flow function, Prefect's temporary server); each step (a Prefect task or
+helper of flows.build_graph) is timed, and RSS is sampled every 0.1 s for its peak per step; ``ru_maxrss``
+is the process's peak. Prints one JSON object.
+"""
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import resource
+import shutil
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+DATA_ROOT = Path("../shared/data/benchmarks")
+NAME_MAX, DESC_MAX = 120, 1200  # schemas/api_doc.schema.json: name and description maxLength
+STEPS = ("load_toolset", "encode_texts", "prune", "schema_edges", "gcn_propagate", "read_runs", "dataset_tables",
+         "write_warehouse")
+
+
+def synthetic_catalog(n_tools: int, folder: Path, data_root: Path = DATA_ROOT) -> Path:
+    """``n_tools`` tools in the tool set folder format (docs/toolsets.md) made from ToolBench stable by
+    replication with renamed ids (see the module docstring); deterministic, no randomness."""
+    from schemas.toolset import Tool, ToolSet
+    from tasks.toolsets.readers import load_benchmark, write_toolset_dir
+
+    base = load_benchmark("toolbench_stable", data_root).tools
+    tools: list[Tool] = []
+    replica = 0
+    while len(tools) < n_tools:
+        for t in base:
+            if len(tools) == n_tools:
+                break
+            doc = dict(t.doc, name=f"{t.doc['name'][:NAME_MAX - 8]}~r{replica}",
+                       description=f"{(t.doc.get('description') or '')[:DESC_MAX - 16]} (replica {replica})".strip())
+            tools.append(Tool(f"{t.tool_id}~r{replica}", f"{t.group} r{replica}", doc))
+        replica += 1
+    return write_toolset_dir(ToolSet(name=f"synthetic{n_tools}", tools=tools), folder)
+
+
+class _Rss:
+    """Peak RSS between marks, sampled from /proc/self/status every 0.1 s."""
+
+    def __init__(self) -> None:
+        self.peak, self._stop = 0, False
+        threading.Thread(target=self._run, daemon=True).start()
+
+    @staticmethod
+    def now() -> int:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        return 0
+
+    def _run(self) -> None:
+        while not self._stop:
+            self.peak = max(self.peak, self.now())
+            time.sleep(0.1)
+
+    def reset(self) -> int:
+        peak, self.peak = self.peak, self.now()
+        return max(peak, self.peak)
+
+
+class _StubEncoder:
+    """``encode(texts)``: a seeded random unit vector per text (no model)."""
+
+    def encode(self, texts):
+        import hashlib
+
+        import numpy as np
+
+        out = np.stack([np.random.default_rng(int.from_bytes(hashlib.sha256(t.encode()).digest()[:8], "little"))
+                        .standard_normal(384, dtype=np.float32) for t in texts])
+        return out / np.linalg.norm(out, axis=1, keepdims=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tools", type=int, default=10_000)
+    ap.add_argument("--encoder", default="offline-minilm")
+    ap.add_argument("--workdir", default=None, help="catalog, warehouse and cache go here (default: a temp folder)")
+    ap.add_argument("--rerun", action="store_true", help="build twice; the second run's figures are reported too")
+    ap.add_argument("--stub-encoder", action="store_true",
+                    help="replace the sentence encoder by a hash of each text to a random unit vector (384 dims): "
+                         "times every step but the model's forward passes, whose cost the encoding rate of a real "
+                         "run gives; the vectors mean nothing")
+    args = ap.parse_args()
+
+    import flows.build_graph as bg
+
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="graph-scale-"))
+    work.mkdir(parents=True, exist_ok=True)
+    catalog = work / f"synthetic{args.tools}"
+    if not (catalog / "tools.jsonl").exists():
+        synthetic_catalog(args.tools, catalog)
+    rss = _Rss()
+    steps: dict[str, dict] = {}
+
+    def timed(name, fn):
+        @functools.wraps(fn)
+        def wrapper(*a, **k):
+            rss.reset()
+            start = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                s = steps.setdefault(name, {"s": 0.0, "calls": 0, "peak_rss_gb": 0.0})
+                s["s"] = round(s["s"] + time.perf_counter() - start, 2)
+                s["calls"] += 1
+                s["peak_rss_gb"] = max(s["peak_rss_gb"], round(rss.reset() / 1e9, 3))
+        return wrapper
+
+    if args.stub_encoder:
+        bg.sentence_encoder = lambda *_a: _StubEncoder()
+    for name in STEPS:
+        if hasattr(bg, name):
+            setattr(bg, name, timed(name, getattr(bg, name)))
+    fields = {f for f in bg.GraphConfig.__dataclass_fields__}
+    # the stub's vectors go to their own cache folder, never mixed with a real encoder's
+    extra = {"embedding_cache": str(work / ("cache-stub" if args.stub_encoder else "cache"))} \
+        if "embedding_cache" in fields else {}
+    runs = []
+    for _ in range(2 if args.rerun else 1):
+        steps = {}
+        cfg = bg.GraphConfig(toolsets=(str(catalog),), warehouse=str(work / "tgr.duckdb"), discriminator=None,
+                             encoder=args.encoder, **extra)
+        start = time.perf_counter()
+        bg.build_graph(cfg)
+        runs.append({"total_s": round(time.perf_counter() - start, 1), "steps": steps})
+    out = {"tools": args.tools, "encoder": "stub (no model)" if args.stub_encoder else args.encoder, "runs": runs,
+           "ru_maxrss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9, 3),
+           "cores": os.cpu_count(), "workdir": str(work)}
+    print(json.dumps(out, indent=1))
+    if not args.workdir:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
