@@ -83,12 +83,25 @@ def interactive(con: duckdb.DuckDBPyConnection, path: str) -> int:
             continue
         texts, buffer = list(statements(buffer)), []
         for text in texts:
-            try:
-                run_one(con, text)
-            except EOFError:
+            if run_statement(con, text) == "quit":
                 return 0
-            except duckdb.Error as exc:
-                print(f"Error: {' '.join(str(exc).split())}", file=sys.stderr)
+
+
+def say_error(exc: Exception) -> None:
+    """DuckDB's message on one line, as its own shell prints it."""
+    print(f"Error: {' '.join(str(exc).split())}", file=sys.stderr)
+
+
+def run_statement(con: duckdb.DuckDBPyConnection, text: str) -> str:
+    """Run one statement or dot command: 'ok', 'quit' (.quit, .exit) or 'error' (said on stderr)."""
+    try:
+        run_one(con, text)
+    except EOFError:
+        return "quit"
+    except duckdb.Error as exc:
+        say_error(exc)
+        return "error"
+    return "ok"
 
 
 def _read_only(con: duckdb.DuckDBPyConnection) -> bool:
@@ -117,13 +130,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command or not sys.stdin.isatty():
             source = args.command if args.command else statements(sys.stdin)
             for text in (s for c in source for s in (statements([c]) if args.command else [c])):
-                try:
-                    run_one(con, text)
-                except EOFError:
-                    return 0
-                except duckdb.Error as exc:
-                    print(f"Error: {' '.join(str(exc).split())}", file=sys.stderr)
-                    return 1
+                outcome = run_statement(con, text)
+                if outcome != "ok":
+                    return 0 if outcome == "quit" else 1
             return 0
         return interactive(con, str(path))
     finally:

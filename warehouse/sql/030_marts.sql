@@ -24,6 +24,17 @@ WITH RECURSIVE closure(dataset, source, tool_id, prerequisite) AS (
 )
 SELECT * FROM closure;
 
+-- The errors the table macros below raise for a dataset the warehouse does not hold, or a tool embedding
+-- kind it has no rows of (fn: the macro's name); each names what the warehouse has instead.
+CREATE MACRO unknown_dataset_error(fn, ds) AS
+error(fn || ': no dataset ' || coalesce(ds, 'NULL') || ' in the warehouse (it has: '
+      || coalesce((SELECT string_agg(dataset, ', ' ORDER BY dataset) FROM datasets), 'none') || ')');
+
+CREATE MACRO unknown_kind_error(fn, ds, emb_kind) AS
+error(fn || ': ' || ds || ' has no tool embeddings of kind ' || coalesce(emb_kind, 'NULL')
+      || ' (it has: ' || coalesce((SELECT string_agg(x, ', ' ORDER BY x) FROM (SELECT DISTINCT kind AS x
+         FROM tool_embeddings WHERE dataset = ds)), 'none') || ')');
+
 -- One tool's prerequisites with the shortest depth and one shortest call path (prerequisite
 -- first). Breadth-first with a visited set (USING KEY: one row per prerequisite, a tool already
 -- reached is never expanded again), so the work is bounded by the edges, not by the number of
@@ -36,8 +47,7 @@ CREATE MACRO prerequisites_of(ds, src, tool) AS TABLE
 WITH RECURSIVE check_args AS (
     SELECT CASE
         WHEN ds IS NULL OR NOT EXISTS (SELECT 1 FROM datasets d WHERE d.dataset = ds)
-          THEN error('prerequisites_of: no dataset ' || coalesce(ds, 'NULL') || ' in the warehouse (it has: '
-                     || coalesce((SELECT string_agg(dataset, ', ' ORDER BY dataset) FROM datasets), 'none') || ')')
+          THEN unknown_dataset_error('prerequisites_of', ds)
         WHEN src IS NULL OR NOT (EXISTS (SELECT 1 FROM edges e WHERE e.dataset = ds AND e.source = src)
                                  OR EXISTS (SELECT 1 FROM edge_lineage l WHERE l.dataset = ds AND l.source = src)
                                  OR EXISTS (SELECT 1 FROM tool_embeddings t WHERE t.dataset = ds AND t.kind = 'tgr_' || src))
@@ -79,8 +89,7 @@ WITH found AS (
            CASE pe.source WHEN 'manual' THEN 0 WHEN 'schema' THEN 1 ELSE 2 END AS source_rank
     FROM (SELECT CASE
             WHEN ds IS NULL OR NOT EXISTS (SELECT 1 FROM datasets d WHERE d.dataset = ds)
-              THEN error('producers_of: no dataset ' || coalesce(ds, 'NULL') || ' in the warehouse (it has: '
-                         || coalesce((SELECT string_agg(dataset, ', ' ORDER BY dataset) FROM datasets), 'none') || ')')
+              THEN unknown_dataset_error('producers_of', ds)
             WHEN tool IS NULL OR NOT EXISTS (SELECT 1 FROM tools d WHERE d.dataset = ds AND d.tool_id = tool)
               THEN error('producers_of: ' || coalesce(ds, 'NULL') || ' has no tool ' || coalesce(tool, 'NULL'))
             WHEN param IS NULL OR NOT EXISTS (SELECT 1 FROM tools d WHERE d.dataset = ds AND d.tool_id = tool
@@ -141,12 +150,9 @@ FROM (SELECT CASE
         WHEN k IS NULL OR k <= 0
           THEN error('tool_top_k: k must be a positive integer, got ' || coalesce(CAST(k AS VARCHAR), 'NULL'))
         WHEN ds IS NULL OR NOT EXISTS (SELECT 1 FROM datasets d WHERE d.dataset = ds)
-          THEN error('tool_top_k: no dataset ' || coalesce(ds, 'NULL') || ' in the warehouse (it has: '
-                     || coalesce((SELECT string_agg(dataset, ', ' ORDER BY dataset) FROM datasets), 'none') || ')')
+          THEN unknown_dataset_error('tool_top_k', ds)
         WHEN emb_kind IS NULL OR NOT EXISTS (SELECT 1 FROM tool_embeddings t WHERE t.dataset = ds AND t.kind = emb_kind)
-          THEN error('tool_top_k: ' || ds || ' has no tool embeddings of kind ' || coalesce(emb_kind, 'NULL')
-                     || ' (it has: ' || coalesce((SELECT string_agg(x, ', ' ORDER BY x) FROM (SELECT DISTINCT kind AS x
-                        FROM tool_embeddings WHERE dataset = ds)), 'none') || ')')
+          THEN unknown_kind_error('tool_top_k', ds, emb_kind)
         WHEN NOT coalesce(len(list_filter(CAST(query_vec AS FLOAT[]), lambda x: x IS NULL OR isnan(x))) = 0
                           AND list_sum(list_transform(CAST(query_vec AS FLOAT[]), lambda x: x * x)) > 0, false)
           THEN error('tool_top_k: the query vector is NULL, all zeros or holds NULL/NaN values; its cosine similarity is undefined')
@@ -166,12 +172,9 @@ FROM (SELECT CASE
         WHEN k IS NULL OR k <= 0
           THEN error('query_top_k: k must be a positive integer, got ' || coalesce(CAST(k AS VARCHAR), 'NULL'))
         WHEN ds IS NULL OR NOT EXISTS (SELECT 1 FROM datasets d WHERE d.dataset = ds)
-          THEN error('query_top_k: no dataset ' || coalesce(ds, 'NULL') || ' in the warehouse (it has: '
-                     || coalesce((SELECT string_agg(dataset, ', ' ORDER BY dataset) FROM datasets), 'none') || ')')
+          THEN unknown_dataset_error('query_top_k', ds)
         WHEN emb_kind IS NULL OR NOT EXISTS (SELECT 1 FROM tool_embeddings e WHERE e.dataset = ds AND e.kind = emb_kind)
-          THEN error('query_top_k: ' || ds || ' has no tool embeddings of kind ' || coalesce(emb_kind, 'NULL')
-                     || ' (it has: ' || coalesce((SELECT string_agg(x, ', ' ORDER BY x) FROM (SELECT DISTINCT kind AS x
-                        FROM tool_embeddings WHERE dataset = ds)), 'none') || ')')
+          THEN unknown_kind_error('query_top_k', ds, emb_kind)
         ELSE true END AS ok) check_args
 JOIN query_embeddings q ON check_args.ok
 JOIN tool_embeddings t ON t.dataset = q.dataset
@@ -213,8 +216,7 @@ FROM (SELECT CASE
         WHEN k IS NULL OR k <= 0
           THEN error('next_tools: k must be a positive integer, got ' || coalesce(CAST(k AS VARCHAR), 'NULL'))
         WHEN ds IS NULL OR NOT EXISTS (SELECT 1 FROM datasets d WHERE d.dataset = ds)
-          THEN error('next_tools: no dataset ' || coalesce(ds, 'NULL') || ' in the warehouse (it has: '
-                     || coalesce((SELECT string_agg(dataset, ', ' ORDER BY dataset) FROM datasets), 'none') || ')')
+          THEN unknown_dataset_error('next_tools', ds)
         WHEN tool IS NULL OR NOT (tool = '<start>' OR EXISTS (SELECT 1 FROM tools t WHERE t.dataset = ds AND t.tool_id = tool))
           THEN error('next_tools: ' || coalesce(ds, 'NULL') || ' has no tool ' || coalesce(tool, 'NULL'))
         ELSE true END AS ok) check_args
@@ -233,8 +235,7 @@ FROM (SELECT CASE
           THEN error('transition_weights_at: n is an iteration >= 0 (0: the static graph), got '
                      || coalesce(CAST(n AS VARCHAR), 'NULL'))
         WHEN ds IS NULL OR NOT EXISTS (SELECT 1 FROM datasets d WHERE d.dataset = ds)
-          THEN error('transition_weights_at: no dataset ' || coalesce(ds, 'NULL') || ' in the warehouse (it has: '
-                     || coalesce((SELECT string_agg(dataset, ', ' ORDER BY dataset) FROM datasets), 'none') || ')')
+          THEN unknown_dataset_error('transition_weights_at', ds)
         ELSE true END AS ok) check_args
 JOIN transition_weight_versions ON check_args.ok
 WHERE dataset = coalesce(ds, '') AND iteration <= coalesce(n, -1)  -- coalesce: NULLs reach check_args
@@ -248,8 +249,7 @@ FROM (SELECT CASE
         WHEN k IS NULL OR k <= 0
           THEN error('next_tools_at: k must be a positive integer, got ' || coalesce(CAST(k AS VARCHAR), 'NULL'))
         WHEN ds IS NULL OR NOT EXISTS (SELECT 1 FROM datasets d WHERE d.dataset = ds)
-          THEN error('next_tools_at: no dataset ' || coalesce(ds, 'NULL') || ' in the warehouse (it has: '
-                     || coalesce((SELECT string_agg(dataset, ', ' ORDER BY dataset) FROM datasets), 'none') || ')')
+          THEN unknown_dataset_error('next_tools_at', ds)
         WHEN tool IS NULL OR NOT (tool = '<start>' OR EXISTS (SELECT 1 FROM tools t WHERE t.dataset = ds AND t.tool_id = tool))
           THEN error('next_tools_at: ' || ds || ' has no tool ' || coalesce(tool, 'NULL'))
         ELSE true END AS ok) check_args
