@@ -179,23 +179,15 @@ def mean_recall(table: dict[str, list[dict]], k: int = VALIDATION_K) -> float:
 def parameter_head(sets: SplitToolSets, encode, folder: Path) -> dict | None:
     """Fit the parameter-level head (tasks/training/param_head.py) on the validation groups of the sets with
     parameter edges, save it beside the retriever, and measure it on their test groups, the name rules beside."""
-    import numpy as np
-
     from tasks.training.param_examples import ParamExample
-    from tasks.training.param_head import fit_param_head, unit_features, unit_gold
+    from tasks.training.param_head import fit_on_toolsets, unit_features, unit_gold
     from tasks.training.param_scorer import param_metrics
 
     fit_sets = [ts for ts in sets.validation if ts.parameter_edges]
     if not fit_sets:
         return None
-    xs, ys, groups = [], [], []
-    for ts in fit_sets:
-        units, x = unit_features(ts.tools, encode)
-        xs.append(x)
-        ys.append(unit_gold(ts, ts.tools, units))
-        groups += [f"{ts.name}/{ts.tools[c].group}" for _, c, _ in units]
-    head = fit_param_head(np.vstack(xs), np.concatenate(ys), groups,
-                          fitted_on=", ".join(f"{ts.name} validation groups" for ts in fit_sets))
+    head = fit_on_toolsets(fit_sets, encode)
+    head.fitted_on = f"validation groups of {head.fitted_on}"
     head.save(folder)
     test = {}
     for ts in sets.test:

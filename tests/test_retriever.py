@@ -231,7 +231,8 @@ def test_flow_trains_reports_held_out_recall_and_build_graph_uses_the_retriever(
     assert row["gold_edges"] == 2 and row["ordered_pairs"] == 12 and 0.0 <= row["recall"] <= 1.0
     head = metrics["parameter_head"]  # fitted on the validation groups, measured on the test group and set
     assert {name: m["gold"] for name, m in head["test"].items()} == {"shopset": 2, "other": 2}
-    assert head["head"]["n_gold"] == 2 * 2  # 6 groups split 3 / 2 / 1: two validation groups, 2 gold inputs each
+    # 6 groups split 3 / 2 / 1: two validation groups, 2 gold inputs each, fitted as given and with outputs dropped
+    assert head["head"]["n_gold"] == 2 * 2 * 2 and "outputs removed" in head["head"]["fitted_on"]
     best = tmp_path / "run" / "best"
     assert (best / "param_head.json").is_file() and (best / "config.json").is_file() and "| other | retrieval | 1 |" in (tmp_path / "run" / "report.md").read_text()
     # measure-only with the checkpoint: the same trained figures, nothing trained
@@ -349,6 +350,23 @@ def test_head_fits_chooses_its_cut_on_held_out_groups_and_round_trips(tmp_path):
         ParamHead.load(tmp_path)
     with pytest.raises(ValueError, match="gold and non-gold"):
         fit_param_head(x, np.zeros(400, dtype=bool), ["g"] * 400)
+
+
+def test_output_dropout_copy_removes_outputs_of_a_seeded_share_and_nothing_else():
+    from tasks.training.param_head import FEATURES, unit_features, without_outputs
+
+    assert all("output_params" not in t.doc for t in without_outputs(TOYSET, 1.0).tools)
+    assert without_outputs(TOYSET, 0.0).tools == TOYSET.tools
+    some = without_outputs(TOYSET, 0.5, seed=3)
+    assert some.tools == without_outputs(TOYSET, 0.5, seed=3).tools and some.edges == TOYSET.edges
+    kept = [t.tool_id for t in some.tools if "output_params" in t.doc]
+    assert 0 < len(kept) < len(TOOLS)
+    for t, before in zip(some.tools, TOOLS):
+        assert {k: v for k, v in t.doc.items() if k != "output_params"} == \
+               {k: v for k, v in before.doc.items() if k != "output_params"}
+    shop = without_outputs(TOYSET.only_groups({"shop"}), 1.0)
+    _, x = unit_features(shop.tools, _by_words)
+    assert (x[:, FEATURES.index("declares_outputs")] == 0).all()
 
 
 def test_build_graph_scores_parameters_with_a_retriever_head(tiny_encoder, tmp_path):

@@ -38,7 +38,9 @@ from tasks.common.locks import exclusive_lock
 from warehouse import tables as _tables
 from warehouse.spec import EMBEDDING, Table
 
-BUILD_MEMORY_LIMIT = os.environ.get("TGR_WAREHOUSE_MEMORY_LIMIT", "512MB")  # DuckDB's, while a build assembles
+# DuckDB's memory limit while a build assembles (its default is 80% of the RAM, kept, not evicted to the file)
+BUILD_MEMORY_LIMIT = os.environ.get("TGR_WAREHOUSE_MEMORY_LIMIT", "512MB")
+STAGED_ROW_GROUP = 32_768  # rows per row group of the staged Parquet
 SCHEMA_VERSION = 3  # 2: schema/fused edges, edge_calibration, pruning recall; 3: ToolNet transitions, lineage
 
 
@@ -266,7 +268,8 @@ def _write_inputs(inputs: Path, datasets: Sequence[DatasetTables], dim: int, say
             if wrong:
                 raise WarehouseError(f"{table.name}: embeddings of size {sorted(wrong)}, expected {dim}")
         # An empty file with the schema still gives the insert every column, typed.
-        pq.write_table(data, folder / "built.parquet")
+        # small row groups: DuckDB reads them block by block within its memory limit
+        pq.write_table(data, folder / "built.parquet", row_group_size=STAGED_ROW_GROUP)
         del data, parts
         pa.default_memory_pool().release_unused()  # the staged copy is on disk now: give its memory back
         if len(rows) or any(table.name in d.arrow for d in datasets):

@@ -5,8 +5,10 @@ match. A bi-encoder encodes each tool and each input once, so a group costs tool
 transformer pass per pair; the head is fitted on groups the retriever did not train on."""
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
+import random
 from collections import defaultdict
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import asdict, dataclass
@@ -22,7 +24,8 @@ from schemas.name_rule import output_names, partial_match, raw_output_names
 from tasks.training.param_examples import rule_over_outputs
 
 FEATURES = ("cosine", "inverse_rank", "margin", "best_input", "inverse_column_rank", "tool_cosine", "exact", "partial",
-            "token_overlap", "type_match")
+            "token_overlap", "type_match", "declares_outputs")
+OUTPUT_DROPOUT = 0.3  # share of producers shown without their declared outputs when the head is fitted
 HEAD_FILE = "param_head.json"  # beside the retriever's weights: build-graph --param-discriminator takes the folder
 
 Unit = tuple[int, int, str]  # (producer, consumer, consumer input) as tool indices
@@ -48,7 +51,7 @@ def unit_features(tools: Sequence[Tool], encode: Callable[[list[str]], np.ndarra
     - cosine of the consumer as a whole (its name and description) and the producer;
     - the exact and partial name rule; the share of the input's name tokens found in the producer's name
       and output names; whether the input's declared type is one of the producer's output types (0.5 when
-      either side declares none)."""
+      either side declares none); whether the producer declares outputs at all."""
     queries, owner, names = [], [], []
     for c, t in enumerate(tools):
         for p in dict((q["name"], q) for q in t.doc.get("input_params") or []).values():
@@ -109,8 +112,33 @@ def unit_features(tools: Sequence[Tool], encode: Callable[[list[str]], np.ndarra
                 units.append((p, c, names[r]))
                 rows.append((cos, 1.0 / rank, margin, best_input, 1.0 / column_rank[i, col[p]],
                              float(tool_sims[col[c], col[p]]), float(rule == "exact"), float(rule == "partial"),
-                             overlap, type_match))
+                             overlap, type_match, float(bool(tools[p].doc.get("output_params")))))
     return units, np.asarray(rows, dtype=np.float32).reshape(-1, len(FEATURES))
+
+
+def without_outputs(toolset: ToolSet, share: float, seed: int = 0) -> ToolSet:
+    """``toolset`` with a seeded ``share`` of its tools shown without declared outputs (as many real tool
+    sets document them: not at all), so a head fitted on both copies does not lean on output names alone."""
+    rng = random.Random(seed)
+    tools = [Tool(t.tool_id, t.group, {k: v for k, v in t.doc.items() if k != "output_params"})
+             if rng.random() < share else t for t in toolset.tools]
+    return dataclasses.replace(toolset, tools=tools)
+
+
+def fit_on_toolsets(toolsets: Sequence[ToolSet], encode: Callable[[list[str]], np.ndarray],
+                    output_dropout: float = OUTPUT_DROPOUT, seed: int = 0) -> ParamHead:
+    """The head fitted on every unit of ``toolsets`` (with parameter edges) and of a copy of each with
+    ``output_dropout`` of its producers' outputs removed; folds by group."""
+    xs, ys, groups = [], [], []
+    for ts in toolsets:
+        for copy in (ts, without_outputs(ts, output_dropout, seed)) if output_dropout else (ts,):
+            units, x = unit_features(copy.tools, encode)
+            xs.append(x)
+            ys.append(unit_gold(copy, copy.tools, units))
+            groups += [f"{ts.name}/{copy.tools[c].group}" for _, c, _ in units]
+    return fit_param_head(np.vstack(xs), np.concatenate(ys), groups,
+                          fitted_on=", ".join(ts.name for ts in toolsets) + f" (and a copy with {output_dropout:.0%} "
+                          "of the producers' outputs removed)" * bool(output_dropout), seed=seed)
 
 
 def unit_gold(toolset: ToolSet, tools: Sequence[Tool], units: Sequence[Unit]) -> np.ndarray:
