@@ -331,3 +331,22 @@ def test_sparse_propagation_equals_the_dense_reference(direction):
     weighted = [(a, b, float(w)) for (a, b), w in zip(edges, rng.uniform(0.1, 2, size=len(edges)))]
     dense_w = (normalized_adjacency(weighted_adjacency(40, weighted, direction)) @ x.astype(np.float64)).astype(np.float32)
     np.testing.assert_allclose(gcn_propagate_weighted(x, weighted, direction), dense_w, rtol=1e-5, atol=1e-6)
+
+
+def test_prefect_server_runs_in_its_own_session_so_ctrl_c_reaches_the_flow_only():
+    """A terminal's Ctrl-C goes to the foreground process group: the temporary server, started in its own
+    session, stays up for the interrupted flow's last reports (in its group, each report was retried for minutes)."""
+    from tasks.common.prefect_guard import _GuardedSubprocess
+
+    calls = []
+
+    class Real:
+        def Popen(self, args, *rest, **kwargs):  # noqa: N802
+            calls.append((args, kwargs))
+
+    guarded = _GuardedSubprocess(Real())
+    guarded.Popen([sys.executable, "-m", "uvicorn", "--port", "1"])
+    guarded.Popen([sys.executable, "-m", "other"])
+    assert calls[0][0][1:4] == ["-m", "tasks.common.prefect_guard", str(os.getpid())]
+    assert calls[0][1] == {"start_new_session": True}
+    assert calls[1][1] == {}

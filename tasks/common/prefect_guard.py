@@ -32,6 +32,9 @@ class _GuardedSubprocess:
     def Popen(self, args: Any, *rest: Any, **kwargs: Any) -> Any:  # noqa: N802 (subprocess's name)
         if isinstance(args, (list, tuple)) and list(args[1:3]) == ["-m", "uvicorn"]:
             args = [args[0], "-m", __name__, str(os.getpid()), *args[3:]]
+            # its own session: a terminal's Ctrl-C (SIGINT to the foreground process group) stops the flow, not
+            # the server the flow then reports its end to (else each report retried for minutes, issue 21 item 6)
+            kwargs.setdefault("start_new_session", True)
         return self._real.Popen(args, *rest, **kwargs)
 
 
