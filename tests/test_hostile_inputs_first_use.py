@@ -183,7 +183,32 @@ def test_a_flow_failure_is_said_once_last_with_the_traceback_in_the_log_file(tmp
     assert vlines[-2] == lines[-2] and re.match(r"\s*traceback: \S+$", vlines[-1]), vlines[-3:]
 
 
-def test_flow_cli_says_a_failure_once_and_keeps_the_traceback(tmp_path, monkeypatch, capsys):
+@pytest.fixture
+def logging_restored():
+    """FlowCLI.run in process leaves what a command line's process keeps until it exits (its console filter on
+    every stream handler, pytest's capture handlers included, and its log file handler): undo it after the test,
+    so later tests in this worker still capture log records."""
+    import logging
+
+    loggers = [logging.getLogger()] + [logging.getLogger(n) for n in list(logging.Logger.manager.loggerDict)]
+    before = {id(lg): (lg, list(lg.handlers), {id(h): list(h.filters) for h in lg.handlers}) for lg in loggers}
+    levels = {name: logging.getLogger(name).level for name in ("tasks", "flows", "models", "warehouse")}
+    yield
+    for lg in [logging.getLogger()] + [logging.getLogger(n) for n in list(logging.Logger.manager.loggerDict)]:
+        _, handlers, filters = before.get(id(lg), (lg, [], {}))
+        for h in list(lg.handlers):
+            if h not in handlers:
+                lg.removeHandler(h)
+                h.close()
+        for h in lg.handlers:
+            h.filters[:] = filters.get(id(h), h.filters)
+    for h in logging.getLogger().handlers:  # pytest's own capture handlers, attached per test phase
+        h.filters[:] = [f for f in h.filters if type(f).__name__ != "_Console"]
+    for name, level in levels.items():
+        logging.getLogger(name).setLevel(level)
+
+
+def test_flow_cli_says_a_failure_once_and_keeps_the_traceback(tmp_path, monkeypatch, capsys, logging_restored):
     """The runner itself, in process: one line, last, the log file has the traceback; ``--verbose`` prints it."""
     from tasks.common import flow_cli
 
@@ -206,7 +231,7 @@ def test_flow_cli_says_a_failure_once_and_keeps_the_traceback(tmp_path, monkeypa
     assert logs and all("Traceback (most recent call last)" in p.read_text() for p in logs)
 
 
-def test_ctrl_c_is_one_line_and_exit_130(tmp_path, monkeypatch, capsys):
+def test_ctrl_c_is_one_line_and_exit_130(tmp_path, monkeypatch, capsys, logging_restored):
     from tasks.common import flow_cli
 
     monkeypatch.setattr(flow_cli, "LOG_DIR", tmp_path / "logs")
