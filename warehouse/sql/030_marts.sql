@@ -35,6 +35,17 @@ error(fn || ': ' || ds || ' has no tool embeddings of kind ' || coalesce(emb_kin
       || ' (it has: ' || coalesce((SELECT string_agg(x, ', ' ORDER BY x) FROM (SELECT DISTINCT kind AS x
          FROM tool_embeddings WHERE dataset = ds)), 'none') || ')');
 
+-- The arguments of the embedding top-k macros: true, or the error for a k that is not positive, an unknown
+-- dataset, or a kind the dataset has no tool embeddings of.
+CREATE MACRO top_k_arguments_checked(fn, ds, emb_kind, k) AS CASE
+    WHEN k IS NULL OR k <= 0
+      THEN error(fn || ': k must be a positive integer, got ' || coalesce(CAST(k AS VARCHAR), 'NULL'))
+    WHEN ds IS NULL OR NOT EXISTS (SELECT 1 FROM datasets d WHERE d.dataset = ds)
+      THEN unknown_dataset_error(fn, ds)
+    WHEN emb_kind IS NULL OR NOT EXISTS (SELECT 1 FROM tool_embeddings t WHERE t.dataset = ds AND t.kind = emb_kind)
+      THEN unknown_kind_error(fn, ds, emb_kind)
+    ELSE true END;
+
 -- One tool's prerequisites with the shortest depth and one shortest call path (prerequisite
 -- first). Breadth-first with a visited set (USING KEY: one row per prerequisite, a tool already
 -- reached is never expanded again), so the work is bounded by the edges, not by the number of
@@ -147,12 +158,7 @@ SELECT e.tool_id,
        array_cosine_similarity(e.embedding, CAST(query_vec AS FLOAT[{dim}])) AS score,
        row_number() OVER (ORDER BY score DESC, e.tool_id) AS rank
 FROM (SELECT CASE
-        WHEN k IS NULL OR k <= 0
-          THEN error('tool_top_k: k must be a positive integer, got ' || coalesce(CAST(k AS VARCHAR), 'NULL'))
-        WHEN ds IS NULL OR NOT EXISTS (SELECT 1 FROM datasets d WHERE d.dataset = ds)
-          THEN unknown_dataset_error('tool_top_k', ds)
-        WHEN emb_kind IS NULL OR NOT EXISTS (SELECT 1 FROM tool_embeddings t WHERE t.dataset = ds AND t.kind = emb_kind)
-          THEN unknown_kind_error('tool_top_k', ds, emb_kind)
+        WHEN NOT top_k_arguments_checked('tool_top_k', ds, emb_kind, k) THEN false
         WHEN NOT coalesce(len(list_filter(CAST(query_vec AS FLOAT[]), lambda x: x IS NULL OR isnan(x))) = 0
                           AND list_sum(list_transform(CAST(query_vec AS FLOAT[]), lambda x: x * x)) > 0, false)
           THEN error('tool_top_k: the query vector is NULL, all zeros or holds NULL/NaN values; its cosine similarity is undefined')
@@ -168,14 +174,7 @@ CREATE MACRO query_top_k(ds, emb_kind, k) AS TABLE
 SELECT q.query_id, t.tool_id,
        array_cosine_similarity(t.embedding, q.embedding) AS score,
        row_number() OVER (PARTITION BY q.query_id ORDER BY score DESC, t.tool_id) AS rank
-FROM (SELECT CASE
-        WHEN k IS NULL OR k <= 0
-          THEN error('query_top_k: k must be a positive integer, got ' || coalesce(CAST(k AS VARCHAR), 'NULL'))
-        WHEN ds IS NULL OR NOT EXISTS (SELECT 1 FROM datasets d WHERE d.dataset = ds)
-          THEN unknown_dataset_error('query_top_k', ds)
-        WHEN emb_kind IS NULL OR NOT EXISTS (SELECT 1 FROM tool_embeddings e WHERE e.dataset = ds AND e.kind = emb_kind)
-          THEN unknown_kind_error('query_top_k', ds, emb_kind)
-        ELSE true END AS ok) check_args
+FROM (SELECT top_k_arguments_checked('query_top_k', ds, emb_kind, k) AS ok) check_args
 JOIN query_embeddings q ON check_args.ok
 JOIN tool_embeddings t ON t.dataset = q.dataset
 WHERE q.dataset = coalesce(ds, '') AND t.kind = coalesce(emb_kind, '')  -- coalesce: NULLs reach check_args
@@ -203,6 +202,17 @@ CREATE VIEW trajectory_steps AS
 SELECT dataset, origin, run_id, split, success, generate_subscripts(tools, 1) AS step, unnest(tools) AS tool_id
 FROM trajectories;
 
+-- The arguments of the successor macros: true, or the error for a k that is not positive, an unknown
+-- dataset, or a tool the dataset does not have ('<start>' is every dataset's).
+CREATE MACRO next_tool_arguments_checked(fn, ds, tool, k) AS CASE
+    WHEN k IS NULL OR k <= 0
+      THEN error(fn || ': k must be a positive integer, got ' || coalesce(CAST(k AS VARCHAR), 'NULL'))
+    WHEN ds IS NULL OR NOT EXISTS (SELECT 1 FROM datasets d WHERE d.dataset = ds)
+      THEN unknown_dataset_error(fn, ds)
+    WHEN tool IS NULL OR NOT (tool = '<start>' OR EXISTS (SELECT 1 FROM tools t WHERE t.dataset = ds AND t.tool_id = tool))
+      THEN error(fn || ': ' || coalesce(ds, 'NULL') || ' has no tool ' || coalesce(tool, 'NULL'))
+    ELSE true END;
+
 -- The k most likely tools after `tool` (ToolNet's successor lookup, Eq. 5 weights; '<start>' for
 -- the first call): SELECT * FROM next_tools('tmdb', 'SearchMovie', 3). '<end>' (stop) and the
 -- tool itself are candidates like any other; edges of weight 0 are not listed. Ties go to the
@@ -212,14 +222,7 @@ FROM trajectories;
 CREATE MACRO next_tools(ds, tool, k) AS TABLE
 SELECT e.dependent AS next_tool, e.weight, e.n_transitions,
        row_number() OVER (ORDER BY e.weight DESC, e.n_transitions DESC, e.dependent) AS rank
-FROM (SELECT CASE
-        WHEN k IS NULL OR k <= 0
-          THEN error('next_tools: k must be a positive integer, got ' || coalesce(CAST(k AS VARCHAR), 'NULL'))
-        WHEN ds IS NULL OR NOT EXISTS (SELECT 1 FROM datasets d WHERE d.dataset = ds)
-          THEN unknown_dataset_error('next_tools', ds)
-        WHEN tool IS NULL OR NOT (tool = '<start>' OR EXISTS (SELECT 1 FROM tools t WHERE t.dataset = ds AND t.tool_id = tool))
-          THEN error('next_tools: ' || coalesce(ds, 'NULL') || ' has no tool ' || coalesce(tool, 'NULL'))
-        ELSE true END AS ok) check_args
+FROM (SELECT next_tool_arguments_checked('next_tools', ds, tool, k) AS ok) check_args
 JOIN edges e ON check_args.ok
 WHERE e.dataset = coalesce(ds, '') AND e.source = 'transition' AND e.prerequisite = coalesce(tool, '') AND e.weight > 0
 QUALIFY rank <= coalesce(k, 0)  -- coalesce: a NULL argument reaches check_args instead of folding the plan away
@@ -245,14 +248,7 @@ GROUP BY prerequisite, dependent;
 CREATE MACRO next_tools_at(ds, tool, k, n) AS TABLE
 SELECT w.dependent AS next_tool, w.weight,
        row_number() OVER (ORDER BY w.weight DESC, w.dependent) AS rank
-FROM (SELECT CASE
-        WHEN k IS NULL OR k <= 0
-          THEN error('next_tools_at: k must be a positive integer, got ' || coalesce(CAST(k AS VARCHAR), 'NULL'))
-        WHEN ds IS NULL OR NOT EXISTS (SELECT 1 FROM datasets d WHERE d.dataset = ds)
-          THEN unknown_dataset_error('next_tools_at', ds)
-        WHEN tool IS NULL OR NOT (tool = '<start>' OR EXISTS (SELECT 1 FROM tools t WHERE t.dataset = ds AND t.tool_id = tool))
-          THEN error('next_tools_at: ' || ds || ' has no tool ' || coalesce(tool, 'NULL'))
-        ELSE true END AS ok) check_args
+FROM (SELECT next_tool_arguments_checked('next_tools_at', ds, tool, k) AS ok) check_args
 JOIN transition_weights_at(ds, n) w ON check_args.ok
 WHERE w.prerequisite = coalesce(tool, '') AND w.weight > 0
 QUALIFY rank <= coalesce(k, 0)  -- coalesce: NULLs reach check_args
