@@ -162,10 +162,11 @@ def training_examples(cfg: RetrieverConfig, sets: SplitToolSets) -> tuple[list[R
     return examples, counts
 
 
-def recall_table(sets: list[ToolSet], encode, settings=REPORT_SETTINGS) -> dict[str, list[dict]]:
+def recall_table(sets: list[ToolSet], encode, settings=REPORT_SETTINGS,
+                 strategies=("retrieval", "params+retrieval")) -> dict[str, list[dict]]:
     from tasks.graph.candidates import retrieval_recall
 
-    return {ts.name: retrieval_recall(ts, encode, settings) for ts in sets}
+    return {ts.name: retrieval_recall(ts, encode, settings, strategies) for ts in sets}
 
 
 def mean_recall(table: dict[str, list[dict]], k: int = VALIDATION_K) -> float:
@@ -278,7 +279,7 @@ def train_retriever_flow(cfg: RetrieverConfig | None = None) -> dict:
              f"{', '.join(f'{t.name} {len(t.tools)} tools' for t in sets.validation)}")
     # Step 2: train, keeping the best validation recall
     def validate(encoder) -> float:
-        table = recall_table(sets.validation, encoder.encode, [(VALIDATION_K, None)])
+        table = recall_table(sets.validation, encoder.encode, [(VALIDATION_K, None)], ("retrieval",))
         log.info("validation recall@%d: %s", VALIDATION_K, ", ".join(
             f"{name} {rows[0]['recall']:.3f}" for name, rows in table.items() if rows[0]["recall"] is not None))
         return mean_recall(table)

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from transformers import AutoModelForSequenceClassification, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from models.discriminator_defaults import DEFAULT_MAX_LENGTH  # noqa: F401 - re-exported; its torch-free home
-from models.encoder_path import resolve_model_name_or_path
+from models.encoder_path import layer_cut, resolve_model_name_or_path
 from schemas.tdi import ID2LABEL, LABEL2ID, LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A, LABEL_NO_DEPENDENCY, NUM_LABELS
 
 
@@ -140,18 +140,13 @@ def load_model(base_model: str | None, num_layers: int | None = None) -> PreTrai
     loaded): about N/L of the compute, for training on CPU within minutes. A model with N layers
     or fewer is loaded whole.
     """
-    from transformers import AutoConfig
-
     path = resolve_model_name_or_path(base_model)
-    depth = getattr(AutoConfig.from_pretrained(path), "num_hidden_layers", None)
-    # only ever cut: asking a shallower model for more layers would add random ones
-    extra = {"num_hidden_layers": num_layers} if num_layers and depth and num_layers < depth else {}
     return AutoModelForSequenceClassification.from_pretrained(
         path,
         num_labels=NUM_LABELS,
         id2label=dict(ID2LABEL),
         label2id=dict(LABEL2ID),
-        **extra,
+        **layer_cut(path, num_layers),
     )
 
 

@@ -86,3 +86,16 @@ def resolve_model_name_or_path(name: str | None) -> str:
         raise ValueError(f"{name!r} is an ONNX, inference-only sentence encoder (models.sentence_encoder); "
                          f"for a transformers model use the hub id {PARAPHRASE_L3_HUB_ID!r} or {OFFLINE_DEFAULT!r}")
     return name
+
+
+def layer_cut(path: str, num_layers: int | None) -> dict:
+    """``from_pretrained`` keyword arguments that keep only the first ``num_layers`` transformer layers of the
+    model at ``path`` (the rest of the weights are not loaded: about N/L of the compute, for CPU training); {}
+    when no cut is asked or the model has that many layers or fewer (only ever cut: asking a shallower model
+    for more layers would add random ones)."""
+    if not num_layers:
+        return {}
+    from transformers import AutoConfig
+
+    depth = getattr(AutoConfig.from_pretrained(path), "num_hidden_layers", None)
+    return {"num_hidden_layers": num_layers} if depth and num_layers < depth else {}

@@ -69,6 +69,15 @@ def direction_accuracy(y_true: Sequence[int], probs: np.ndarray) -> dict[str, An
 CALIBRATION_CRITERIA = ("max_f1", "precision")
 
 
+def choose_probability_cut(gold: Sequence[bool], p: np.ndarray, criterion: str = "max_f1",
+                           target_precision: float = 0.9, weights: np.ndarray | None = None) -> dict[str, Any]:
+    """``choose_threshold`` for a one-probability scorer (p that a unit is a dependency; ``gold`` True where it
+    is): the same cut rules on the 3-class view [p, 1 - p, 0]."""
+    y = np.where(np.asarray(gold, dtype=bool), LABEL_A_DEPENDS_ON_B, LABEL_NO_DEPENDENCY)
+    p = np.asarray(p, dtype=np.float64)
+    return choose_threshold(y, np.stack([p, 1 - p, np.zeros_like(p)], axis=1), criterion, target_precision, weights)
+
+
 def choose_threshold(y_true: Sequence[int], probs: np.ndarray, criterion: str = "max_f1",
                      target_precision: float = 0.9, weights: np.ndarray | None = None) -> dict[str, Any]:
     """The cut on p(dependency) = p0 + p2 for ``models.discriminator.decide``, chosen on validation.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,7 +38,8 @@ def _short(text: str | None, words: int = DESCRIPTION_WORDS) -> str:
     return " ".join((text or "").split()[:words])
 
 
-def _param(doc: dict[str, Any], name: str) -> dict[str, Any]:
+def input_param(doc: dict[str, Any], name: str) -> dict[str, Any]:
+    """``doc``'s declared input ``name`` (its type and description), or just the name when it declares none."""
     return next((p for p in doc.get("input_params") or [] if p.get("name") == name), {"name": name})
 
 
@@ -47,7 +48,7 @@ def param_text(consumer: dict[str, Any], param: str, drop_name: bool = False) ->
 
     ``drop_name``: the parameter's name is left out when it has a description (only what it means
     is shown), else shown as words (``tmp_dir`` -> ``tmp dir``): identifier dropout."""
-    p = _param(consumer, param)
+    p = input_param(consumer, param)
     desc = _short(p.get("description"))
     name = p["name"]
     if drop_name:
@@ -125,6 +126,19 @@ def _shared_tokens(producer: dict[str, Any], param: str) -> bool:
     return bool(outs & set(identifier_tokens(param)))
 
 
+def v2_shard_rows(tdi_dir: Path, split: str, columns: Sequence[str]) -> Iterator[tuple]:
+    """The ``columns`` of every row of a TDI dataset's ``split`` shards, in shard order; a version-1 shard (no
+    ``consumer_param``) is an error that says to mine or build the dataset again."""
+    files = sorted((Path(tdi_dir) / "shards").glob(f"{split}-*.parquet"))
+    if not files:
+        raise FileNotFoundError(f"no {split} shards under {Path(tdi_dir) / 'shards'}")
+    for file in files:
+        if "consumer_param" not in pq.read_schema(file).names:
+            raise ValueError(f"{file}: a version-1 shard has no consumer_param; mine or build the dataset again")
+        cols = pq.read_table(file, columns=list(columns)).to_pydict()
+        yield from zip(*(cols[c] for c in columns))
+
+
 def load_tdi_param_examples(tdi_dir: Path, split: str, max_positives: int | None = None,
                             negatives_per_positive: int = 2, seed: int = 0) -> list[ParamExample]:
     """Parameter-level examples of a TDI dataset's ``split`` (schema version 2 shards).
@@ -134,37 +148,30 @@ def load_tdi_param_examples(tdi_dir: Path, split: str, max_positives: int | None
     consumer (it does not take that output), and, from the 'no dependency' rows, a consumer's input
     paired with the other tool, preferring inputs that share a name token with it (overlap, no flow).
     ``negatives_per_positive`` caps each kind against the positives kept (seeded sample)."""
-    files = sorted((Path(tdi_dir) / "shards").glob(f"{split}-*.parquet"))
-    if not files:
-        raise FileNotFoundError(f"no {split} shards under {Path(tdi_dir) / 'shards'}")
     rng = random.Random(seed)
     positives, other_inputs, no_flow, seen = [], [], [], set()
-    for file in files:
-        if "consumer_param" not in pq.read_schema(file).names:
-            raise ValueError(f"{file}: a version-1 shard has no consumer_param; mine or build the dataset again")
-        cols = pq.read_table(file, columns=["doc_a", "doc_b", "label", "tool_a_id", "tool_b_id", "consumer_param",
-                                            "origin"]).to_pydict()
-        for doc_a, doc_b, label, ta, tb, param, origin in zip(*cols.values()):
-            a, b = json.loads(doc_a), json.loads(doc_b)
-            if label == LABEL_NO_DEPENDENCY:
-                for producer, consumer, pid, cid in ((a, b, ta, tb), (b, a, tb, ta)):
-                    names = [p["name"] for p in consumer.get("input_params") or []]
-                    if names:
-                        overlap = [n for n in names if _shared_tokens(producer, n)]
-                        pick = rng.choice(overlap or names)
-                        no_flow.append((bool(overlap), ParamExample(producer, consumer, pick, TAKES_NOT, "tdi", pid, cid)))
-                continue
-            if not param:
-                continue
-            consumer, producer, cid, pid = (a, b, ta, tb) if label == LABEL_A_DEPENDS_ON_B else (b, a, tb, ta)
-            key = (pid, cid, param, doc_a if label == LABEL_A_DEPENDS_ON_B else doc_b)
-            if key in seen:
-                continue
-            seen.add(key)
-            positives.append(ParamExample(producer, consumer, param, TAKES, "tdi", pid, cid))
-            for other in dict.fromkeys(p["name"] for p in consumer.get("input_params") or []):
-                if other != param:
-                    other_inputs.append(ParamExample(producer, consumer, other, TAKES_NOT, "tdi", pid, cid))
+    for doc_a, doc_b, label, ta, tb, param in v2_shard_rows(
+            tdi_dir, split, ["doc_a", "doc_b", "label", "tool_a_id", "tool_b_id", "consumer_param"]):
+        a, b = json.loads(doc_a), json.loads(doc_b)
+        if label == LABEL_NO_DEPENDENCY:
+            for producer, consumer, pid, cid in ((a, b, ta, tb), (b, a, tb, ta)):
+                names = [p["name"] for p in consumer.get("input_params") or []]
+                if names:
+                    overlap = [n for n in names if _shared_tokens(producer, n)]
+                    pick = rng.choice(overlap or names)
+                    no_flow.append((bool(overlap), ParamExample(producer, consumer, pick, TAKES_NOT, "tdi", pid, cid)))
+            continue
+        if not param:
+            continue
+        consumer, producer, cid, pid = (a, b, ta, tb) if label == LABEL_A_DEPENDS_ON_B else (b, a, tb, ta)
+        key = (pid, cid, param, doc_a if label == LABEL_A_DEPENDS_ON_B else doc_b)
+        if key in seen:
+            continue
+        seen.add(key)
+        positives.append(ParamExample(producer, consumer, param, TAKES, "tdi", pid, cid))
+        for other in dict.fromkeys(p["name"] for p in consumer.get("input_params") or []):
+            if other != param:
+                other_inputs.append(ParamExample(producer, consumer, other, TAKES_NOT, "tdi", pid, cid))
     rng.shuffle(positives)
     positives = positives[:max_positives] if max_positives else positives
     kept = {(e.producer_id, e.consumer_id) for e in positives}

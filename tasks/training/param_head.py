@@ -21,6 +21,7 @@ from schemas.name_rule import identifier_tokens
 from schemas.parameters import output_param_names
 from schemas.toolset import Tool, ToolSet
 from schemas.name_rule import output_names, partial_match, raw_output_names
+from tasks.training.metrics import choose_probability_cut
 from tasks.training.param_examples import rule_over_outputs
 
 FEATURES = ("cosine", "inverse_rank", "margin", "best_input", "inverse_column_rank", "tool_cosine", "exact", "partial",
@@ -91,11 +92,14 @@ def unit_features(tools: Sequence[Tool], encode: Callable[[list[str]], np.ndarra
         tool_sims = whole[idx] @ prod[idx].T
         # column rank: per producer, inputs ranked by cosine (inputs of the producer itself excluded: -inf)
         column_rank = np.argsort(np.argsort(-sims, axis=0, kind="stable"), axis=0, kind="stable") + 1
+        inputs_of: dict[int, list[int]] = defaultdict(list)  # consumer -> its rows of sims
+        for i, r in enumerate(qrows):
+            inputs_of[owner[r]].append(i)
+        closest = {c: sims[rows].max(axis=0) for c, rows in inputs_of.items()}  # per producer, c's best input
         for i, r in enumerate(qrows):
             c = owner[r]
             row = sims[i]
             finite = np.sort(row[np.isfinite(row)])[::-1]
-            mine = [j for j, rr in enumerate(qrows) if owner[rr] == c]
             for p in idx:
                 if p == c or (wanted is not None and (p, c) not in wanted):
                     continue
@@ -103,7 +107,7 @@ def unit_features(tools: Sequence[Tool], encode: Callable[[list[str]], np.ndarra
                 rank = 1 + int((row > cos).sum())
                 other = finite[1] if len(finite) > 1 and finite[0] == cos else finite[0]
                 margin = cos - float(other) if len(finite) > 1 else 0.0
-                best_input = float(cos >= sims[mine, col[p]].max())
+                best_input = float(cos >= closest[c][col[p]])
                 rule = rule_over_outputs(exact_keys[p], raw_outputs[p], names[r], partial)
                 want = query_tokens[r]
                 overlap = len(want & offered[p]) / len(want) if want else 0.0
@@ -207,12 +211,6 @@ def fit_param_head(x: np.ndarray, y: np.ndarray, groups: Sequence[str], fitted_o
 
 
 def best_cut(p: np.ndarray, y: np.ndarray) -> tuple[float, float]:
-    """The probability cut with the highest F1 (ties: the higher cut) and that F1."""
-    order = np.argsort(-p, kind="stable")
-    tp = np.cumsum(y[order])
-    k = np.arange(1, len(p) + 1)
-    f1 = 2 * tp / (k + y.sum())
-    distinct = np.r_[p[order][1:] != p[order][:-1], True]  # a cut sits between different scores
-    f1 = np.where(distinct, f1, -1)
-    i = int(np.argmax(f1))
-    return float(p[order][i]), float(f1[i])
+    """The probability cut with the highest F1 (ties: the higher cut) and that F1 (``choose_probability_cut``)."""
+    chosen = choose_probability_cut(y, p)
+    return chosen["threshold"], chosen["f1"]

@@ -12,7 +12,7 @@ import numpy as np
 from models.discriminator import CALIBRATION_FILE
 from schemas.tdi import LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A
 from tasks.training.examples import PairExample
-from tasks.training.metrics import choose_threshold
+from tasks.training.metrics import choose_probability_cut
 from tasks.training.param_examples import ParamExample, pair_examples, param_rule
 from tasks.training.trainer import StageArguments, TrainResult, predict_examples, train_classifier
 
@@ -37,10 +37,8 @@ def calibrate(labels: Sequence[int], probs: np.ndarray, criterion: str = "max_f1
               target_precision: float = 0.9, weights: np.ndarray | None = None) -> dict[str, Any]:
     """The cut on p(takes) chosen on validation (``choose_threshold`` on the 3-class view); ``weights``:
     per unit, how many units a negative stands for (a sample of the negatives)."""
-    y = np.where(np.asarray(labels) == 1, LABEL_A_DEPENDS_ON_B, 1)
-    p = np.asarray(probs, dtype=np.float64)
-    three = np.stack([p, 1 - p, np.zeros_like(p)], axis=1)
-    return choose_threshold(y, three, criterion, target_precision, weights) | {"level": "parameter"}
+    return choose_probability_cut(np.asarray(labels) == 1, probs, criterion, target_precision, weights) | {
+        "level": "parameter"}
 
 
 def train_param_scorer(model, tokenizer, train: Sequence[ParamExample], valid: Sequence[ParamExample],

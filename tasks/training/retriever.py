@@ -14,15 +14,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
-import pyarrow.parquet as pq
 import torch
 
-from models.encoder_path import SENTENCE_BERT_CONFIG, resolve_model_name_or_path
+from models.encoder_path import SENTENCE_BERT_CONFIG, layer_cut, resolve_model_name_or_path
 from models.sentence_encoder import SentenceEncoder, mean_pool
 from schemas.dependency_text import parameter_query, producer_text, tool_query
 from schemas.tdi import LABEL_A_DEPENDS_ON_B, LABEL_NO_DEPENDENCY
 from schemas.toolset import ToolSet
 from tasks.common.atomic import hidden_sibling, replace_dir
+from tasks.training.param_examples import input_param, v2_shard_rows
 
 log = logging.getLogger(__name__)
 
@@ -41,14 +41,10 @@ class RetrieverExample:
     key: str  # the positive producer's id: two queries with the same producer are no negatives of each other
 
 
-def _param(doc: dict, name: str) -> dict:
-    return next((p for p in doc.get("input_params") or [] if p.get("name") == name), {"name": name})
-
-
 def _query(consumer: dict, param: str | None, rng: random.Random, name_dropout: float) -> str:
     if param is None:
         return tool_query(consumer)
-    return parameter_query(consumer, _param(consumer, param), show_name=rng.random() >= name_dropout)
+    return parameter_query(consumer, input_param(consumer, param), show_name=rng.random() >= name_dropout)
 
 
 def _package(source: str | None) -> str:
@@ -60,25 +56,18 @@ def tdi_retriever_examples(tdi_dir: Path, split: str, seed: int = 0, name_dropou
     """One example per dependent row of a TDI v2 dataset's ``split`` with a ``consumer_param`` (a row and its
     swap are one): the consumer's input as the query, the producer as the positive, and as the negative a
     tool of the same package (top-level module) that the row's tools never feed."""
-    files = sorted((Path(tdi_dir) / "shards").glob(f"{split}-*.parquet"))
-    if not files:
-        raise FileNotFoundError(f"no {split} shards under {Path(tdi_dir) / 'shards'}")
     rng = random.Random(seed)
     rows, tools_by_package, fed = [], defaultdict(dict), defaultdict(set)
-    for file in files:
-        if "consumer_param" not in pq.read_schema(file).names:
-            raise ValueError(f"{file}: a version-1 shard has no consumer_param; mine or build the dataset again")
-        cols = pq.read_table(file, columns=["doc_a", "doc_b", "label", "tool_a_id", "tool_b_id", "source_a",
-                                            "source_b", "consumer_param"]).to_pydict()
-        for doc_a, doc_b, label, ta, tb, sa, sb, param in zip(*cols.values()):
-            tools_by_package[_package(sa)].setdefault(ta, doc_a)
-            tools_by_package[_package(sb)].setdefault(tb, doc_b)
-            if label == LABEL_NO_DEPENDENCY or not param:
-                continue
-            consumer, producer, cid, pid, source = (
-                (doc_a, doc_b, ta, tb, sb) if label == LABEL_A_DEPENDS_ON_B else (doc_b, doc_a, tb, ta, sa))
-            fed[(cid, param)].add(pid)
-            rows.append((consumer, producer, cid, pid, param, _package(source)))
+    for doc_a, doc_b, label, ta, tb, sa, sb, param in v2_shard_rows(
+            tdi_dir, split, ["doc_a", "doc_b", "label", "tool_a_id", "tool_b_id", "source_a", "source_b", "consumer_param"]):
+        tools_by_package[_package(sa)].setdefault(ta, doc_a)
+        tools_by_package[_package(sb)].setdefault(tb, doc_b)
+        if label == LABEL_NO_DEPENDENCY or not param:
+            continue
+        consumer, producer, cid, pid, source = (
+            (doc_a, doc_b, ta, tb, sb) if label == LABEL_A_DEPENDS_ON_B else (doc_b, doc_a, tb, ta, sa))
+        fed[(cid, param)].add(pid)
+        rows.append((consumer, producer, cid, pid, param, _package(source)))
     out, seen = [], set()
     ids_by_package = {pkg: sorted(tools) for pkg, tools in tools_by_package.items()}
     for consumer, producer, cid, pid, param, pkg in rows:
@@ -185,12 +174,10 @@ class RetrieverResult:
 
 def load_encoder(base_model: str | None, num_layers: int | None = None):
     """Tokenizer and bare encoder (``AutoModel``) of ``base_model``, cut to ``num_layers``."""
-    from transformers import AutoConfig, AutoModel, AutoTokenizer
+    from transformers import AutoModel, AutoTokenizer
 
     path = resolve_model_name_or_path(base_model)
-    depth = getattr(AutoConfig.from_pretrained(path), "num_hidden_layers", None)
-    extra = {"num_hidden_layers": num_layers} if num_layers and depth and num_layers < depth else {}
-    return AutoTokenizer.from_pretrained(path), AutoModel.from_pretrained(path, **extra)
+    return AutoTokenizer.from_pretrained(path), AutoModel.from_pretrained(path, **layer_cut(path, num_layers))
 
 
 def _embed(model, tokenizer, texts: Sequence[str], max_length: int) -> torch.Tensor:
