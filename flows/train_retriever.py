@@ -199,7 +199,7 @@ def parameter_head(sets: SplitToolSets, encode, folder: Path) -> dict | None:
         examples = [ParamExample(ts.tools[p].doc, ts.tools[c].doc, q, int(g), ts.tools[c].group)
                     for (p, c, q), g in zip(units, gold)]
         test[ts.name] = param_metrics(examples, head.predict(x), head.threshold)
-    return {"head": {k: v for k, v in vars(head).items()}, "test": test}
+    return {"head": asdict(head), "test": test}
 
 
 def _fmt(x: float | None) -> str:
