@@ -43,6 +43,7 @@ from tasks.common.cli import Flag, Help, checking_inputs, parse_config
 from tasks.common.embedding_cache import DEFAULT_CACHE_DIR
 from tasks.graph.candidates import DEFAULT_RETRIEVAL_K, retrieval_candidates
 from tasks.graph.edges import dataset_tables, fuse_edges
+from tasks.graph.metrics import describe as describe_edge_metrics, edge_metrics
 from tasks.graph.pruning import (DEFAULT_PRUNING, PRUNING_STRATEGIES, PruningResult, log_pruning, prune_candidates,
                                   pruning_rules)
 from tasks.graph.schema_rule import schema_edges
@@ -538,6 +539,16 @@ def build_graph(cfg: GraphConfig | None = None) -> dict:
                  + (f"transition {int(built.graph.mask.sum())} from {built.runs_in('train')} training runs "
                     f"(alpha {built.alpha}, beta {built.beta}: {built.chosen_on})" if built else "no trajectories"))
 
+        # predicted edges against the gold ones, with recall per gold dependency kind (tasks/graph/metrics.py)
+        scored = bool(cfg.discriminator or cfg.param_discriminator)
+        predicted_sources = {"schema": ([s.edge for s in schema], cfg.schema_edges),  # (edges, made in this run)
+                             "discriminator": ([p.edge for p in predicted], scored),
+                             "fused": ([f.edge for f in fused], scored and cfg.schema_edges)}
+        metrics = {source: edge_metrics(toolset.edges, edges) for source, (edges, made) in predicted_sources.items()
+                   if made and toolset.edges}
+        for source, m in metrics.items():
+            log.info(describe_edge_metrics(toolset.name, source, m))
+
         log.info(f"{toolset.name}: warehouse rows ({len(embeddings)} embedding kinds x {len(toolset.tools)} tools)")
         table = dataset_tables(toolset, style, texts, cfg.encoder, cfg.discriminator, embeddings, queries,
                                pruning, pairs, probs, predicted, built_at, schema, fused, decision,
@@ -554,7 +565,7 @@ def build_graph(cfg: GraphConfig | None = None) -> dict:
         summary[toolset.name] = {
             "tools": len(toolset.tools), "queries": len(toolset.queries), "manual_edges": len(toolset.edges),
             "schema_edges": len(schema), "scored_pairs": len(pairs), "discriminator_edges": len(predicted),
-            "fused_edges": len(fused), "pruning": pruning.as_row(toolset.name),
+            "fused_edges": len(fused), "pruning": pruning.as_row(toolset.name), "edge_metrics": metrics,
             "transitions": None if built is None else {
                 "edges": int(built.graph.mask.sum()), "runs": {sp: built.runs_in(sp) for sp in
                                                                ("train", "validation", "test")},

@@ -103,6 +103,11 @@ class BuildTDIConfig:
     limit: Annotated[int | None, Help("function records to accept (-1 or none: all)")] = field(
         default=12, metadata={"cli": Flag(none_if_negative=True)})
     max_code_chars: Annotated[int, Help("characters of a function agent 1 sees (prompt budget of small models)")] = 1800
+    # About half of the dependencies in real tool sets carry no data (docs/build-tdi.md, "Two kinds of pair").
+    precondition_share: Annotated[float, Help(
+        "share of records whose agent 2 writes a precondition partner (an API that must be called before or after "
+        "the given one, no parameter passed) instead of a data-flow partner, and whose agent 3 judges whether that "
+        "order is required; chosen per record by a seeded hash of its id (stable across reruns); 0: data flow only")] = 0.5
     llm: LLMConfig = field(default_factory=lambda: LLMConfig(model=DEFAULT_MODEL), metadata={"cli": LLM_FLAGS})
     embedded_model: Annotated[str, Help("packaged GGUF model the embedded server runs (--base-url embedded)")] = DEFAULT_MODEL
     balance: BalanceConfig = field(default_factory=BalanceConfig, metadata={"cli": BALANCE_FLAGS})
@@ -148,6 +153,8 @@ class BuildTDIConfig:
                                    ("--max-tokens", self.llm.max_tokens, 1), ("--concurrency", self.llm.concurrency, 1)):
             if value is not None and value < least:
                 raise ValueError(f"{flag} {value}: must be at least {least}")
+        if not 0.0 <= self.precondition_share <= 1.0:
+            raise ValueError(f"--precondition-share {self.precondition_share}: must lie in [0, 1] (0: data-flow pairs only)")
         if not 0.0 <= self.balance.validation_fraction < 1.0:
             raise ValueError(f"--validation-fraction {self.balance.validation_fraction}: must lie in [0, 1) (0: no "
                              "validation split)")
@@ -316,7 +323,9 @@ def run_chunks(cfg: BuildTDIConfig, llm_cfg: LLMConfig, root: Path, ensure_alive
     """Read the source chunk by chunk and run every chunk that is not finished yet; returns the
     chunks' markers in chunk order, the items read and the chunks reused from an earlier run."""
     logger = get_run_logger()
-    work = work_fingerprint(llm_cfg, cfg.max_code_chars)
+    # the precondition share decides which prompts a record gets: a chunk made under another share is redone
+    work = hashlib.sha256(f"{work_fingerprint(llm_cfg, cfg.max_code_chars)}:precondition_share={cfg.precondition_share!r}"
+                          .encode()).hexdigest()
     markers: dict[int, dict[str, Any]] = {}
     n_read = reused = 0
     with chunk_runner(cfg) as (submit, slots):
@@ -343,7 +352,7 @@ def run_chunks(cfg: BuildTDIConfig, llm_cfg: LLMConfig, root: Path, ensure_alive
                 markers[chunk.index] = marker
                 reused += 1
                 continue
-            pending.append((chunk.index, submit(ChunkJob(chunk, str(folder), llm_cfg, cfg.max_code_chars, fingerprint))))
+            pending.append((chunk.index, submit(ChunkJob(chunk, str(folder), llm_cfg, cfg.max_code_chars, fingerprint, cfg.precondition_share))))
             while len(pending) >= window:
                 collect()
         while pending:

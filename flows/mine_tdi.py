@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import random
@@ -28,6 +29,7 @@ import pyarrow.parquet as pq
 from tasks.common.flow_cli import FlowCLI  # first: Prefect analytics off before Prefect loads
 from models.embedded_llm.catalog import DEFAULT_MODEL
 from schemas.docs import schema_errors
+from schemas.tdi import KIND_DATA, KIND_PRECONDITION
 from tasks.dataset.accounting import OUTCOME_SCHEMA, AccountingSummary, write_records_db
 from tasks.common.cli import Help, checking_inputs, parse_config
 from tasks.llm.config import EMBEDDED, EMBEDDED_CONCURRENCY, ENDPOINT_CONCURRENCY, LLMConfig, split_userinfo
@@ -58,7 +60,8 @@ from tasks.mining.pin import describe_sources, file_records, manifest_summary, p
 from tasks.mining.sources import FileItem, default_roots, top_package, tree_files
 from tasks.agents.prompts import EXTRACT, VALIDATE
 from tasks.dataset.publish import dataset_lock, fresh_staging
-from tasks.dataset.shards import PARAMETER_COLUMNS_CARD, ShardConfig, ShardInfo, build_manifest, write_card, write_shards
+from tasks.dataset.shards import (KIND_COLUMNS_CARD, PARAMETER_COLUMNS_CARD, ShardConfig, ShardInfo, build_manifest, kind_card_lines,
+                                  write_card, write_shards)
 
 SOURCES = ("stdlib", "site-packages", "tree", "codesearchnet")
 EMBEDDED_MODEL = DEFAULT_MODEL  # the packaged model --base-url embedded serves
@@ -101,6 +104,12 @@ class MineTDIConfig:
         "help": "reject flows into a parameter that more than this many distinct producers reach (generic sinks such "
                 "as assert_equal(actual) or dumps(obj)); none: keep them"})
     rows_per_shard: int = field(default=50_000, metadata={"help": "rows per Parquet shard"})
+    preconditions: bool = field(default=True, metadata={
+        "help": "also mine precondition pairs: call order without data flow (a guard, a setup call on the same object, "
+                "a validation before use: tasks/mining/order.py), kind 'precondition' in the dataset"})
+    min_order_support: int = field(default=2, metadata={
+        "help": "a precondition pair needs at least this many functions showing the order (fewer: rejected as "
+                "rare_order); 1 keeps every one, 4x as many (read by hand: 25 of 50 right at 1, 27 of 50 at 2: bench/precondition_sample.md)"})
     pin: Annotated[str | None, Help(
         "a mined dataset's sources.json (or its folder): mine exactly its files, in its order, each found again under "
         "its root (stdlib and site-packages under this interpreter's); refused when one is missing or its sha256 "
@@ -154,6 +163,7 @@ class MineTDIConfig:
         for flag, value, least in (("--limit-files", self.limit_files, 1), ("--per-class", self.per_class, 1),
                                    ("--workers", self.workers, 1), ("--rows-per-shard", self.rows_per_shard, 1),
                                    ("--max-producers-per-param", self.max_producers_per_param, 1),
+                                   ("--min-order-support", self.min_order_support, 1),
                                    ("--concurrency", self.concurrency, 1)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < least):
                 raise ValueError(f"{flag} {value}: a whole number >= {least}" + (" (or none)" if flag not in (
@@ -285,10 +295,10 @@ def mine(items: list[FileItem], cfg: MineTDIConfig) -> MineResult:
     chunks = [items[i: i + 64] for i in range(0, len(items), 64)]
     parsed: list[ModuleFacts | FileRejection] = []
     if cfg.workers <= 1 or len(chunks) <= 1:
-        parsed = [parse_file(i) for i in items]
+        parsed = [parse_file(i, cfg.preconditions) for i in items]
     else:
         with ProcessPoolExecutor(max_workers=cfg.workers) as pool:
-            for out in pool.map(parse_chunk, chunks):
+            for out in pool.map(functools.partial(parse_chunk, orders=cfg.preconditions), chunks):
                 parsed += out
     n_read = len(items)
     if "codesearchnet" in cfg.source:
@@ -303,6 +313,11 @@ def mine(items: list[FileItem], cfg: MineTDIConfig) -> MineResult:
         result.files_read, result.files_parsed, time.perf_counter() - t0, result.candidates, len(result.flows),
         result.reason_counts(), result.file_reason_counts(),
     )
+    if cfg.preconditions:
+        get_run_logger().info("precondition candidates %d: %d accepted pairs (%d with support >= %d); rejected %s",
+                              result.order_candidates, len(result.orders),
+                              sum(o.support >= cfg.min_order_support for o in result.orders), cfg.min_order_support,
+                              result.order_reason_counts())
     return result
 
 
@@ -318,14 +333,17 @@ def load_llm_pairs(folder: str) -> tuple[list[DependencyPair], dict[str, dict[st
         dep, pre = f"tdi:{row['tool_a_id']}", f"tdi:{row['tool_b_id']}"
         docs[dep], docs[pre] = json.loads(row["doc_a"]), json.loads(row["doc_b"])
         pairs.append(DependencyPair(f"tdi:{row['pair_id']}", dep, pre, ORIGIN_LLM, "tdi",
-                                    row.get("consumer_param"), row.get("producer_output")))  # v1 shards: None
+                                    row.get("consumer_param"), row.get("producer_output"),  # v1 shards: None
+                                    row.get("kind") or KIND_DATA, row.get("support")))  # v1/v2 shards: data pairs only
     get_run_logger().info("%d LLM-validated pairs from %s", len(pairs), folder)
     return pairs, docs
 
 
 @task(name="build-docs", cache_policy=NO_CACHE)
 def docs_for(result: MineResult, workers: int) -> dict[str, dict[str, Any]]:
-    docs = build_docs(sorted(result.targets.values(), key=lambda t: t.key), workers=workers,
+    """The API doc of every function a data-flow pair or a precondition pair touches."""
+    targets = {**result.order_targets, **result.targets}
+    docs = build_docs(sorted(targets.values(), key=lambda t: t.key), workers=workers,
                       output_names=result.output_names)
     get_run_logger().info("built %d API docs from signatures and docstrings", len(docs))
     return docs
@@ -345,10 +363,28 @@ def stage_shards(rows: list[dict], staging: Path, cfg: ShardConfig) -> list[Shar
     return write_shards(rows, staging, cfg)
 
 
+RARE_ORDER = "rare_order"  # a precondition pair seen in fewer functions than --min-order-support
+
+
+def precondition_pairs(result: MineResult, min_support: int) -> tuple[list[DependencyPair], list[tuple[str, str, str]]]:
+    """Accepted precondition pairs (``MinedOrder``) as dependency pairs of kind precondition with their support;
+    those seen in fewer than ``min_support`` functions as (record id, reason, detail) rejections."""
+    pairs, rare = [], []
+    for o in result.orders:
+        if o.support < min_support:
+            rare.append((o.record_id, RARE_ORDER, f"{o.producer} before {o.consumer} in {o.support} function(s), "
+                                                  f"fewer than --min-order-support {min_support}"))
+        else:
+            pairs.append(DependencyPair(o.record_id, o.consumer, o.producer, "mined", top_package(o.consumer),
+                                        kind=KIND_PRECONDITION, support=o.support))
+    return pairs, rare
+
+
 def outcome_table(result: MineResult, balanced: MinedBalanced, llm_pairs: list[DependencyPair],
-                  judged_out: dict[str, str] | None = None) -> pa.Table:
-    """One final outcome per file, record, candidate and LLM pair read (columns, not dicts: millions).
-    ``judged_out``: record id -> detail of the mined pairs agent 3 rejected (``--judge-action drop``)."""
+                  judged_out: dict[str, str] | None = None, rare_orders: list[tuple[str, str, str]] = ()) -> pa.Table:
+    """One final outcome per file, record, candidate (data flow and call order) and LLM pair read (columns,
+    not dicts: millions). ``judged_out``: record id -> detail of the mined pairs agent 3 rejected
+    (``--judge-action drop``); ``rare_orders``: accepted precondition pairs below --min-order-support."""
     cols: dict[str, list] = {f.name: [] for f in OUTCOME_SCHEMA}
 
     def add(record_id: str, status: str, stage: str, reason: str, detail: str = "") -> None:
@@ -363,11 +399,15 @@ def outcome_table(result: MineResult, balanced: MinedBalanced, llm_pairs: list[D
         add(rid, "accepted", "parse", "parsed")
     for r in result.file_rejections:
         add(r.record_id, "rejected", "parse", r.reason, r.detail)
-    for r in result.rejections:
+    for r in (*result.rejections, *result.order_rejections):
         add(r.record_id, "rejected", r.stage, r.reason, r.detail)
+    for rid, reason, detail in rare_orders:
+        add(rid, "rejected", "resolve", reason, detail)
     unused = {rid: (reason, detail) for rid, reason, detail in balanced.rejections}
     judged_out = judged_out or {}
-    for rid in [f.record_id for f in result.flows] + [p.record_id for p in llm_pairs]:
+    rare = {rid for rid, _, _ in rare_orders}
+    for rid in ([f.record_id for f in result.flows] + [o.record_id for o in result.orders if o.record_id not in rare]
+                + [p.record_id for p in llm_pairs]):
         if rid in judged_out:
             add(rid, "rejected", "judge", JUDGE_REJECTION, judged_out[rid])
         elif rid in unused:
@@ -529,7 +569,10 @@ def write_mined_card(out_dir: Path, manifest: dict[str, Any], folder: Path | Non
         f"Pairs of tool API documents labelled for the Tool Graph Retriever dependency discriminator, "
         f"{how} by the `mine-tdi` flow of tgr-pipeline: inside a function body, the value "
         "returned by a documented function that reaches an argument of another documented function makes "
-        "the pair <consumer, producer> (class 0). Docs are built from signatures and docstrings.",
+        "the pair <consumer, producer> (class 0, kind `data`). Call order without data flow (a guard whose result "
+        "decides whether the later call runs, a setup call on the same object, a validation before use) makes a "
+        "precondition pair (class 0, kind `precondition`, `support` = functions showing the order). Docs are built "
+        "from signatures and docstrings.",
         "",
         "## Labels and origins",
         "| id | name | origins |",
@@ -545,15 +588,22 @@ def write_mined_card(out_dir: Path, manifest: dict[str, Any], folder: Path | Non
         *([f"- dependent pairs {p['dependent_pairs']}: with consumer_param {p['consumer_param']}, with producer_output "
            f"{p['producer_output']}"] if (p := mining.get("parameters")) else []),
         "",
+        *KIND_COLUMNS_CARD,
+        "",
         "## Counts",
         "| split | a_depends_on_b | no_dependency | b_depends_on_a |",
         "|---|---|---|---|",
         *(f"| {s} | {c['a_depends_on_b']} | {c['no_dependency']} | {c['b_depends_on_a']} |" for s, c in counts.items()),
+        *kind_card_lines(manifest),
         "",
         "## Provenance",
         f"- sources: {', '.join(manifest['config']['source'])}; files read {mining['files_read']}, parsed {mining['files_parsed']}",
         f"- candidates {mining['candidates']}, accepted distinct pairs {mining['accepted_pairs']}; rejected by reason "
         f"`{json.dumps(mining['rejected_by_reason'])}`",
+        *([f"- precondition candidates {mining['precondition_candidates']}, accepted distinct pairs "
+           f"{mining['accepted_precondition_pairs']}, kept with support >= {manifest['config']['min_order_support']}: "
+           f"{mining['precondition_pairs_kept']}; rejected by reason `{json.dumps(mining['precondition_rejected_by_reason'])}`"]
+          if mining.get("precondition_candidates") else []),
         f"- LLM pairs mixed in: {mining['llm_pairs']}; negatives by origin `{json.dumps(mining['negatives'])}`",
         f"- output dropout: declared outputs removed from {mining['docs_outputs_dropped']} of {mining['docs']} docs "
         f"(fraction {manifest['config']['output_dropout']})",
@@ -565,7 +615,8 @@ def write_mined_card(out_dir: Path, manifest: dict[str, Any], folder: Path | Non
                       limits="A flow is syntactic: the producer's value reaches the consumer's argument, which is a "
                              "real data dependency in that code, but the docs come from docstrings of uneven "
                              "quality, and call targets reached only through objects of unknown type are not seen "
-                             "(rejected as `unresolved_target`).")
+                             "(rejected as `unresolved_target`). Precondition pairs are noisier: call order is often "
+                             "mere sequence (about half of a sample read right at support 1; filter on `support`).")
 
 
 # -- the flow -----------------------------------------------------------------------------------
@@ -590,6 +641,7 @@ def _mine_tdi(cfg: MineTDIConfig) -> dict[str, Any]:
     docs = docs_for(result, cfg.workers)
     pairs = [DependencyPair(f.record_id, f.consumer, f.producer, "mined", top_package(f.consumer), f.param,
                             single_output(docs.get(f.producer))) for f in result.flows]
+    orders, rare_orders = precondition_pairs(result, cfg.min_order_support)
     llm_pairs: list[DependencyPair] = []
     if cfg.mix_tdi:
         llm_pairs, llm_docs = load_llm_pairs(cfg.mix_tdi)
@@ -615,7 +667,7 @@ def _mine_tdi(cfg: MineTDIConfig) -> dict[str, Any]:
             rewrite_report, judge_report = RewriteReport(), JudgeReport(action=cfg.judge_action)
             if cfg.rewrite_docs:  # before judging: the judge sees the docs the dataset gets
                 docs, rewrite_report = rewrite_mined_docs(cfg, result, pairs, docs, run)
-            if cfg.judge_sample:
+            if cfg.judge_sample:  # agent 3's prompt judges data flow: precondition pairs are not sent
                 judged_out, judge_report = judge_mined_pairs(cfg, pairs, docs, run)
         dropped = [p for p in pairs if p.record_id in judged_out]
         pairs = [p for p in pairs if p.record_id not in judged_out]
@@ -629,9 +681,9 @@ def _mine_tdi(cfg: MineTDIConfig) -> dict[str, Any]:
     if bad:  # make_doc and agent 1's interpreter validate, so this is a bug, not data
         raise ValueError(f"{len(bad)} docs break the API doc schema, e.g. {sorted(bad)[:3]}")
     balance_cfg = MinedBalanceConfig(cfg.per_class, cfg.validation_fraction, cfg.seed, cfg.output_dropout, cfg.hard_negative_share)
-    balanced = balance(pairs + llm_pairs, docs, balance_cfg, dropped)
-    n_read = result.files_read + result.candidates + len(llm_pairs)
-    summary = account(out_dir, outcome_table(result, balanced, llm_pairs, judged_out), n_read, ledger, reviews)
+    balanced = balance(pairs + orders + llm_pairs, docs, balance_cfg, dropped)
+    n_read = result.files_read + result.candidates + result.order_candidates + len(llm_pairs)
+    summary = account(out_dir, outcome_table(result, balanced, llm_pairs, judged_out, rare_orders), n_read, ledger, reviews)
     if not balanced.rows:
         raise RuntimeError(f"no usable pairs: nothing to write (rejections by reason: {summary.by_reason}); see {out_dir / 'records.duckdb'}")
 
@@ -646,6 +698,11 @@ def _mine_tdi(cfg: MineTDIConfig) -> dict[str, Any]:
         "candidates": result.candidates,
         "accepted_pairs": len(result.flows),
         "rejected_by_reason": result.reason_counts(),
+        # call order without data flow (tasks/mining/order.py); accepted: one per distinct pair, support counted
+        "precondition_candidates": result.order_candidates,
+        "accepted_precondition_pairs": len(result.orders),
+        "precondition_pairs_kept": len(orders),  # support >= --min-order-support
+        "precondition_rejected_by_reason": {**result.order_reason_counts(), **({RARE_ORDER: len(rare_orders)} if rare_orders else {})},
         "llm_pairs": len(llm_pairs),
         "docs": len(docs),
         "docs_outputs_dropped": balanced.dropped_outputs,

@@ -2,7 +2,9 @@
 
 On disk a tool set is a folder of JSON Lines files (see docs/toolsets.md):
   tools.jsonl    {"tool_id", "group", "doc": <api_doc>}
-  edges.jsonl    {"group", "dependent", "prerequisite", "source"}   dependent depends on prerequisite
+  edges.jsonl    {"group", "dependent", "prerequisite", "source", "kind"?}   dependent depends on prerequisite;
+                 kind "data" (an output of the prerequisite feeds an input of the dependent), "precondition"
+                 (the prerequisite must run first, no value passed) or absent/null (the source does not say)
   queries.jsonl  {"query_id", "text", "gold_tools": [tool_id, ...]} (optional)
   param_edges.jsonl {"producer", "consumer", "consumer_param", "producer_field"?, ...} (optional):
                  which argument of the consumer the producer's output feeds
@@ -13,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from schemas.kinds import DEPENDENCY_KINDS  # an edge's kind; None: the source does not say (gold links that follow call order)
+
 
 @dataclass(frozen=True)
 class Tool:
@@ -21,12 +25,27 @@ class Tool:
     doc: dict[str, Any]  # validates against schemas/api_doc.schema.json
 
 
+
+
+def dependency_kind_problem(kind: object) -> str | None:
+    """Why ``kind`` is no dependency kind (None when it is one, or None itself: unknown)."""
+    if kind is None or (isinstance(kind, str) and kind in DEPENDENCY_KINDS):
+        return None
+    return f"dependency kind {kind!r} is not one of {', '.join(DEPENDENCY_KINDS)} (or null: not known)"
+
+
 @dataclass(frozen=True)
 class DependencyEdge:
     group: str
     dependent: str  # tool_id of t_a: it depends on ...
     prerequisite: str  # ... t_b (paper label t_a -> t_b)
     source: str = "manual"
+    kind: str | None = None  # one of DEPENDENCY_KINDS; None: not known
+
+    def __post_init__(self) -> None:
+        problem = dependency_kind_problem(self.kind)
+        if problem:
+            raise ValueError(f"edge {self.dependent!r} -> {self.prerequisite!r}: {problem}")
 
 
 @dataclass(frozen=True)

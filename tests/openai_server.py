@@ -1,7 +1,7 @@
 """A small local HTTP server speaking the OpenAI chat-completions protocol, for tests and benches.
 
-It answers the three agents with canned, schema-valid JSON derived from the request (so answers
-are deterministic), after an optional fixed delay, and injects faults on request: 429 with
+It answers the three agents (agents 2 and 3 in both modes, data flow and precondition) with canned,
+schema-valid JSON derived from the request (so answers are deterministic), after an optional fixed delay, and injects faults on request: 429 with
 Retry-After, 500, a stall past the client's timeout, a truncated answer (finish_reason "length"),
 invalid JSON, a connection dropped mid-response and one closed with no response at all. Every
 request is counted, so tests can prove a resume makes no calls.
@@ -74,10 +74,23 @@ def canned_answer(agent: str, user_text: str) -> dict[str, Any]:
         return {"satisfied": 2, "name": f"prepare_{doc['name']}", "description": f"Produces the inputs of {doc['name']}.",
                 "input_params": [_param("request")], "output_params": outputs,
                 "consumer_param": doc["input_params"][0]["name"], "producer_output": outputs[0]["name"]}
+    if agent == "precondition_api_doc":
+        doc = json.loads(user_text[user_text.index("{") : user_text.index("\n\nInvent")])
+        # no value passes: the new API's parameters are named apart from the given API's
+        if _h(doc["name"]) % 3:  # a check called before the given API
+            return {"called_first": "new", "name": f"check_{doc['name']}_allowed", "description": f"Checks that {doc['name']} may run now.",
+                    "input_params": [_param("caller")], "output_params": [_param("allowed", "boolean")],
+                    "reason": f"{doc['name']} fails for a caller that was not checked."}
+        return {"called_first": "given", "name": f"confirm_{doc['name']}", "description": f"Confirms what {doc['name']} did.",
+                "input_params": [_param("confirmation_code")], "output_params": [_param("confirmed", "boolean")],
+                "reason": f"There is nothing to confirm before {doc['name']} ran."}
     if agent == "dependency_verdict":
         # Reject a deterministic share of pairs so tests see judge rejections.
         rejected = _h(user_text) % 5 == 0
         return {"result": 0 if rejected else 1, "reason": "no shared parameter" if rejected else "output feeds input"}
+    if agent == "precondition_verdict":
+        rejected = _h(user_text) % 5 == 0
+        return {"result": 0 if rejected else 1, "reason": "the order is usual, not required" if rejected else "B needs what A sets up"}
     raise ValueError(f"unknown schema name {agent!r}")
 
 

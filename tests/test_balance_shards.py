@@ -10,9 +10,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from schemas.docs import canonical_doc_json, doc_id, schema_errors
-from schemas.tdi import TDI_PAIR_SCHEMA, swap_label
+from schemas.tdi import KIND_DATA, KIND_PRECONDITION, TDI_PAIR_SCHEMA, swap_label
 from schemas.tdi import DependentPair
-from tasks.dataset.balance import BalanceConfig, balance_pairs
+from tasks.dataset.balance import BalanceConfig, _Doc, _row, balance_pairs
 from tasks.dataset.quality import validate_shards
 from tasks.dataset.shards import ShardConfig, write_dataset_card, write_manifest, write_shards
 
@@ -22,7 +22,9 @@ def _doc(name: str, inputs: list[str], outputs: list[str]) -> dict:
     return {"name": name, "description": f"{name} does work", "input_params": [p(i) for i in inputs], "output_params": [p(o) for o in outputs]}
 
 
-def _pairs(n: int, shared_every: int = 0) -> list[DependentPair]:
+def _pairs(n: int, shared_every: int = 0, precondition_every: int = 0) -> list[DependentPair]:
+    """``n`` data pairs; with ``precondition_every`` every such pair (i % k == 0) is a precondition pair
+    instead (no parameters)."""
     pairs = []
     for i in range(n):
         given = _doc(f"api_{i}", [f"in_{i}"], [f"out_{i}"])
@@ -31,7 +33,10 @@ def _pairs(n: int, shared_every: int = 0) -> list[DependentPair]:
         generated = _doc(f"gen_{i}", [f"out_{i}"], ["report"])
         satisfied = 1 + i % 2  # 1: generated takes the given's output; 2: the given takes the generated's report
         consumer_param, producer_output = (f"out_{i}", f"out_{i}") if satisfied == 1 else (given["input_params"][0]["name"], "report")
-        pairs.append(DependentPair(f"rec-{i:04d}", given, generated, satisfied, consumer_param, producer_output))
+        if precondition_every and i % precondition_every == 0:
+            pairs.append(DependentPair(f"rec-{i:04d}", given, generated, satisfied, kind=KIND_PRECONDITION))
+        else:
+            pairs.append(DependentPair(f"rec-{i:04d}", given, generated, satisfied, consumer_param, producer_output))
     return pairs
 
 
@@ -294,3 +299,103 @@ def test_quality_gate_reports_a_missing_doc_as_a_failed_check_not_a_crash(tmp_pa
     pq.write_table(table, tmp_path / "bad" / "train-00000-of-00001.parquet")
     failed = {(c["frame"], c["expectation"], c["kwargs"].get("column")) for c in validate_shards(tmp_path / "bad").failures()}
     assert failed == {("pairs", "expect_column_values_to_not_be_null", "doc_b")}
+
+
+# -- dependency kind (schema version 3) -------------------------------------------------------------
+def test_rows_carry_the_dependency_kind_on_both_dependent_rows_and_none_on_class_1(tmp_path):
+    pairs = _pairs(60, precondition_every=3)
+    kind_of = {p.record_id: p.kind for p in pairs}
+    out = balance_pairs(pairs, BalanceConfig(per_class=60, validation_fraction=0.2, seed=2))
+    assert not out.rejections
+    by_docs: dict[frozenset, list[str]] = {}
+    for r in out.rows:
+        if r["label"] == 1:
+            assert (r["kind"], r["support"]) == (None, None)
+            continue
+        assert r["kind"] == kind_of[r["source_a"].split("#")[0]] and r["support"] is None  # LLM pairs: not counted
+        if r["kind"] == KIND_PRECONDITION:
+            assert (r["consumer_param"], r["producer_output"]) == (None, None)
+        else:
+            assert r["consumer_param"] is not None
+        by_docs.setdefault(frozenset((r["tool_a_id"], r["tool_b_id"])), []).append(r["kind"])
+    assert all(len(k) == 2 and k[0] == k[1] for k in by_docs.values())  # a pair and its swap: one kind
+    kinds = Counter(r["kind"] for r in out.rows if r["label"] == 0)
+    assert kinds == {KIND_DATA: 40, KIND_PRECONDITION: 20}
+    # written, gated, counted per split in the manifest and on the card
+    infos = write_shards(out.rows, tmp_path, ShardConfig(rows_per_shard=50, seed=2))
+    assert pq.read_schema(next((tmp_path / "shards").glob("*.parquet"))).metadata[b"tgr.schema_version"] == b"3"
+    report = validate_shards(tmp_path / "shards")
+    assert report.success, report.failures()
+    manifest = write_manifest(tmp_path, infos, {})
+    expected = {s: dict(Counter(r["kind"] for r in out.rows if r["label"] == 0 and r["split"] == s)) for s in out.per_split}
+    assert manifest["dependent_pairs_by_kind"] == expected
+    assert {s: sum(per.values()) for s, per in manifest["dependent_pairs_by_kind"].items()} == out.per_split
+    card = write_dataset_card(tmp_path, manifest).read_text()
+    assert "## Dependent pairs by kind" in card
+    for split, per in expected.items():
+        assert f"| {split} | {per[KIND_DATA]} | {per[KIND_PRECONDITION]} |" in card
+
+
+def test_a_precondition_pair_of_the_same_docs_as_a_data_pair_is_rejected_for_the_data_pair():
+    pairs = _pairs(8)
+    data = pairs[5]
+    # the same docs as a precondition pair, with a record id that sorts before the data pair's
+    shadow = DependentPair("rec-0000-pre", data.given, data.generated, data.satisfied, kind=KIND_PRECONDITION)
+    out = balance_pairs([*pairs, shadow], BalanceConfig(per_class=10, validation_fraction=0.0))
+    assert [(r.record_id, r.reason) for r in out.rejections] == [("rec-0000-pre", "balance_kind_conflict")]
+    assert "data pair" in out.rejections[0].detail
+    kept = [r for r in out.rows if r["origin"] == "validated" and r["source_a"].startswith("rec-0005")]
+    assert len(kept) == 1 and kept[0]["kind"] == KIND_DATA and kept[0]["consumer_param"] == data.consumer_param
+    assert {r["kind"] for r in out.rows if r["label"] != 1} == {KIND_DATA}
+    assert out.per_class + len(out.rejections) == len(pairs) + 1  # every pair accounted for
+
+
+def test_kind_rules_are_enforced_where_pairs_and_rows_are_made():
+    with pytest.raises(ValueError, match="none of"):
+        DependentPair("r", {}, {}, 1, kind="ordering")
+    with pytest.raises(ValueError, match="precondition passes no value"):
+        DependentPair("r", {}, {}, 1, "token", kind=KIND_PRECONDITION)
+    a, b = _Doc("a" * 16, "{}", "r#given"), _Doc("b" * 16, "{}", "r#generated")
+    assert _row(a, b, 0, "train", "validated", "x", None, KIND_DATA, 3)["support"] == 3
+    for args, message in [((0, "train", "validated", None, None, None), "none of"),  # a dependent row needs its kind
+                          ((2, "train", "swapped", "x", None, KIND_PRECONDITION), "precondition passes no value"),
+                          ((1, "train", "shuffled", None, None, KIND_DATA), "no dependency kind"),
+                          ((1, "train", "shuffled", None, None, None, 2), "no dependency kind"),
+                          ((0, "train", "validated", "x", None, KIND_DATA, 0), "support")]:
+        with pytest.raises(ValueError, match=message):
+            _row(a, b, *args)
+
+
+@pytest.mark.parametrize("defect,frames", [
+    ("dependent_row_without_kind", {"bad_kind"}),
+    ("unknown_kind", {"bad_kind"}),
+    ("kind_on_a_none_row", {"kind_on_none"}),
+    ("support_on_a_none_row", {"kind_on_none"}),
+    ("precondition_with_parameters", {"parameters_on_precondition"}),
+    ("support_below_one", {"bad_support"}),
+])
+def test_quality_gate_fails_on_each_kind_defect(tmp_path, defect, frames):
+    out = balance_pairs(_pairs(30, precondition_every=4), BalanceConfig(per_class=30, validation_fraction=0.2, seed=4))
+    rows = [dict(r) for r in out.rows]
+    data = next(r for r in rows if r["label"] == 2 and r["kind"] == KIND_DATA)
+    none = next(r for r in rows if r["label"] == 1)
+    {"dependent_row_without_kind": lambda: data.update(kind=None),
+     "unknown_kind": lambda: data.update(kind="ordering"),
+     "kind_on_a_none_row": lambda: none.update(kind=KIND_DATA),
+     "support_on_a_none_row": lambda: none.update(support=2),
+     "precondition_with_parameters": lambda: data.update(kind=KIND_PRECONDITION),  # keeps its (valid) parameters
+     "support_below_one": lambda: data.update(support=0)}[defect]()
+    write_shards(rows, tmp_path, ShardConfig(rows_per_shard=1000))
+    failures = validate_shards(tmp_path / "shards").failures()
+    assert {c["frame"] for c in failures} == frames
+    assert failures[0]["observed_value"] == 1
+    assert failures[0]["examples"][0]["pair_id"] == (none if "none" in defect else data)["pair_id"]
+
+
+def test_a_version_2_shard_without_the_kind_columns_fails_the_gate(tmp_path):
+    out, _ = _write(tmp_path / "clean", rows_per_shard=1000)
+    table = pa.Table.from_pylist(out.rows, schema=TDI_PAIR_SCHEMA).drop_columns(["kind", "support"])
+    (tmp_path / "v2").mkdir()
+    pq.write_table(table.replace_schema_metadata({"tgr.schema_version": "2"}), tmp_path / "v2" / "train-00000-of-00001.parquet")
+    failed = {(c["frame"], c["expectation"]) for c in validate_shards(tmp_path / "v2").failures()}
+    assert failed == {("pairs", "expect_table_columns_to_match_set")}

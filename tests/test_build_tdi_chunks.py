@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import tests.openai_server as openai_server
-from schemas.tdi import DependentPair
+from schemas.tdi import KIND_PRECONDITION, DependentPair
 from tasks.dataset.balance import BalanceConfig, balance_pairs, plan_balance, plan_rows
 from tasks.agents.chunks import (
     CHUNKS,
@@ -124,6 +124,17 @@ def _with_defects(n: int) -> list[DependentPair]:
     return [*p, DependentPair("rec-dup", p[0].given, p[0].generated, p[0].satisfied), DependentPair("rec-self", p[1].given, p[1].given, 1)]
 
 
+def _with_kinds(n: int) -> list[DependentPair]:
+    """Data and precondition pairs, with precondition pairs of the same docs as a data pair (sorting before
+    and after it: the data pair is kept either way) and a duplicate precondition pair."""
+    p = _pairs(n, precondition_every=3)
+    data = [q for q in p if q.kind != KIND_PRECONDITION]
+    pre = next(q for q in p if q.kind == KIND_PRECONDITION)
+    return [*p, DependentPair("rec-0000-a", data[1].given, data[1].generated, data[1].satisfied, kind=KIND_PRECONDITION),
+            DependentPair("rec-zzzz", data[2].given, data[2].generated, data[2].satisfied, kind=KIND_PRECONDITION),
+            DependentPair("rec-pre-dup", pre.given, pre.generated, pre.satisfied, kind=KIND_PRECONDITION)]
+
+
 @pytest.mark.parametrize("pairs,cfg", [
     (_with_defects(4), BalanceConfig(per_class=10, validation_fraction=0)),
     (_pairs(200, shared_every=7), BalanceConfig(per_class=150, validation_fraction=0.2, seed=3)),
@@ -132,6 +143,7 @@ def _with_defects(n: int) -> list[DependentPair]:
     (_pairs(3), BalanceConfig(per_class=3, validation_fraction=0.1, seed=13)),
     (_pairs(5), BalanceConfig(per_class=5, validation_fraction=0.1, seed=13)),
     (_with_defects(3000), BalanceConfig(per_class=2000, validation_fraction=0.1, seed=4)),
+    (_with_kinds(60), BalanceConfig(per_class=50, validation_fraction=0.2, seed=6)),
 ])
 def test_columnar_balance_makes_the_rows_and_rejections_of_balance_pairs(tmp_path, pairs, cfg):
     plan = plan_balance(_validated_files(tmp_path, pairs, parts=3), cfg)
@@ -144,10 +156,15 @@ def test_columnar_balance_makes_the_rows_and_rejections_of_balance_pairs(tmp_pat
         {r.record_id: (r.reason, r.detail) for r in old.rejections}
     assert len(outcomes) == len({o["record_id"] for o in outcomes}) == len(pairs)
     assert {o["reason"] for o in outcomes if o["status"] == "accepted"} <= {"in_dataset"}
+    if any(p.kind == KIND_PRECONDITION for p in pairs):
+        reasons = {o["record_id"]: o["reason"] for o in outcomes}
+        assert (reasons["rec-0000-a"], reasons["rec-zzzz"], reasons["rec-pre-dup"]) == \
+            ("balance_kind_conflict", "balance_kind_conflict", "balance_duplicate_pair")
+        assert {r["kind"] for r in plan_rows(plan, plan.rows) if r["label"] != 1} == {"data", KIND_PRECONDITION}
 
 
 def test_planned_shards_are_the_rows_of_write_shards_and_depend_only_on_rows_and_seed(tmp_path):
-    pairs = _pairs(700, shared_every=4)
+    pairs = _pairs(700, shared_every=4, precondition_every=5)
     cfg, shards = BalanceConfig(per_class=600, validation_fraction=0.2, seed=5), ShardConfig(rows_per_shard=500, seed=5)
     a = plan_balance(_validated_files(tmp_path / "a", pairs, parts=3), cfg)
     b = plan_balance(_validated_files(tmp_path / "b", list(reversed(pairs)), parts=7), cfg)  # other chunking and order
@@ -159,7 +176,9 @@ def test_planned_shards_are_the_rows_of_write_shards_and_depend_only_on_rows_and
     assert pq.read_metadata(tmp_path / "a" / infos_a[0].file).num_row_groups == -(-infos_a[0].rows // 128)
     # the same rows, in the same order, as the in-memory path
     old = write_shards(balance_pairs(pairs, cfg).rows, tmp_path / "old", shards)
-    assert [(i.file, i.rows, i.label_counts) for i in old] == [(i.file, i.rows, i.label_counts) for i in infos_a]
+    assert [(i.file, i.rows, i.label_counts, i.kind_counts) for i in old] == \
+        [(i.file, i.rows, i.label_counts, i.kind_counts) for i in infos_a]
+    assert sum(i.kind_counts[KIND_PRECONDITION] for i in infos_a) > 0
     for info in infos_a:
         assert pq.read_table(tmp_path / "a" / info.file).equals(pq.read_table(tmp_path / "old" / info.file))
     report = validate_shards(tmp_path / "a" / "shards")

@@ -48,6 +48,7 @@ from tasks.training.metrics import (  # noqa: E402
     classification_metrics,
     direction_accuracy,
     evaluate_with_rules,
+    recall_by_kind,
     format_comparison,
     rule_labels,
     schema_rule_metrics,
@@ -472,6 +473,28 @@ def test_evaluate_with_rules_reports_beyond_rule_recall_per_decision():
     assert "beyond-rule R" in lines[1]
     assert lines[2].split()[-2:] == ["1.000", "0.500"] and lines[3].split()[-2:] == ["-", "-"]
     assert "the 1 gold dependencies neither name rule" in lines[-1]
+
+
+def test_recall_by_kind_splits_gold_dependencies_by_kind():
+    login, mail = _doc("GetUserToken", ["user"], ["token"]), _doc("SendMail", ["token", "to"], ["status"])
+    check, pay = _doc("CheckBalance", ["account"], ["ok"]), _doc("Transfer", ["account", "amount"], ["receipt"])
+    weather = _doc("GetWeather", ["city"], ["forecast"])
+    pairs = [PairExample(canonical_doc_json(a), canonical_doc_json(b), label, "g", kind=kind)
+             for a, b, label, kind in ((mail, login, 0, "data"), (login, mail, 2, "data"),
+                                       (pay, check, 0, "precondition"), (check, pay, 2, "precondition"),
+                                       (mail, weather, 1, None))]
+    # the model finds both data rows and one precondition row; the name rule finds only the data rows
+    probs = np.array([[0.9, 0.1, 0.0], [0.1, 0.1, 0.8], [0.7, 0.3, 0.0], [0.1, 0.8, 0.1], [0.1, 0.9, 0.0]])
+    out = evaluate_with_rules(pairs, probs, threshold=None)
+    assert out["argmax"]["by_kind"] == {"data": {"n_gold": 2, "true_positives": 2, "recall": 1.0},
+                                        "precondition": {"n_gold": 2, "true_positives": 1, "recall": 0.5}}
+    assert out["schema_rule"]["by_kind"]["precondition"]["recall"] == 0.0
+    assert out["schema_rule"]["by_kind"]["data"]["recall"] == 1.0
+    # tool-set pairs carry no kind: left out, not counted as data
+    assert recall_by_kind([PairExample("{}", "{}", 0, "g")], [0]) == {}
+    table = format_comparison({"model": out["argmax"], "rule": out["schema_rule"]}, "t").splitlines()
+    assert table[1].split()[-4:] == ["R", "data", "R", "precondition"]
+    assert table[2].split()[-2:] == ["1.000", "0.500"] and table[3].split()[-2:] == ["1.000", "0.000"]
 
 
 def test_metrics_json_is_strict(tmp_path):

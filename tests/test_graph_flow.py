@@ -304,6 +304,78 @@ def test_fused_graph_is_the_union_with_schema_direction_on_conflicts():
     assert all(f.edge.source == "fused" for f in fused)
 
 
+def test_predicted_edges_carry_their_dependency_kind():
+    from tasks.graph.kinds import dependency_kind
+
+    assert dependency_kind(through_parameter=True) == "data"
+    assert dependency_kind(through_parameter=False) is None
+    assert dependency_kind(through_parameter=False, precondition=True) == "precondition"
+    assert dependency_kind(through_parameter=False, precondition=False) is None
+    assert dependency_kind(through_parameter=True, precondition=True) == "data"  # a value passed wins
+    # schema edges are found through parameters; a discriminator pair score names none
+    assert {s.edge.kind for s in schema_edges(TOOLS)} == {"data"}
+    pairs, probs = [(0, 1), (1, 2)], np.array([[0.6, 0.3, 0.1], [0.1, 0.2, 0.7]])
+    predicted = edges_from_probabilities(TOOLS, pairs, probs)
+    assert [p.edge.kind for p in predicted] == [None, None]
+    fused = {(f.edge.dependent, f.edge.prerequisite): (f.fused_from, f.edge.kind)
+             for f in fuse_edges(predicted, schema_edges(TOOLS))}
+    # found by the schema rule (alone or with the discriminator): its data edge is kept; discriminator only: None
+    assert fused == {("update_email", "login"): (("discriminator", "schema"), "data"),
+                     ("delete_account", "login"): (("schema",), "data"), ("clothes", "weather"): (("schema",), "data"),
+                     ("delete_account", "update_email"): (("discriminator",), None)}
+
+
+def test_warehouse_edge_rows_carry_the_kind():
+    from datetime import datetime
+
+    from tasks.graph.edges import dataset_tables
+
+    gold = [DependencyEdge("account", "update_email", "login", kind="data"),
+            DependencyEdge("account", "delete_account", "login", kind="precondition"),
+            DependencyEdge("weather", "clothes", "weather")]
+    toolset = ToolSet("toy", TOOLS, gold, TOYSET.queries)
+    predicted = edges_from_probabilities(TOOLS, [(1, 2)], np.array([[0.1, 0.2, 0.7]]))
+    schema = schema_edges(TOOLS)
+    rows = dataset_tables(toolset, "structured", ["t"] * len(TOOLS), "enc", None,
+                          {"base": np.eye(len(TOOLS), 4, dtype=np.float32)}, np.zeros((2, 4), dtype=np.float32), None,
+                          [], np.zeros((0, 3)), predicted, datetime(2024, 1, 1), schema,
+                          fuse_edges(predicted, schema)).rows["edges"]
+    kinds = {(r["source"], r["dependent"], r["prerequisite"]): r["kind"] for r in rows}
+    assert kinds == {("manual", "update_email", "login"): "data", ("manual", "delete_account", "login"): "precondition",
+                     ("manual", "clothes", "weather"): None,
+                     ("discriminator", "delete_account", "update_email"): None,
+                     **{(src, d, p): "data" for src in ("schema", "fused") for d, p in
+                        (("update_email", "login"), ("delete_account", "login"), ("clothes", "weather"))},
+                     ("fused", "delete_account", "update_email"): None}
+
+
+def test_edge_metrics_by_hand_with_recall_per_gold_kind():
+    from tasks.graph.metrics import describe, edge_metrics
+
+    gold = [DependencyEdge("g", "b", "a", kind="data"), DependencyEdge("g", "c", "a", kind="data"),
+            DependencyEdge("g", "c", "b", kind="precondition"), DependencyEdge("g", "d", "c")]
+    predicted = [DependencyEdge("g", "b", "a", "schema", "data"),  # data gold found
+                 DependencyEdge("g", "b", "c", "schema", "data"),  # c -> b reversed: direction counts, a miss
+                 DependencyEdge("g", "c", "b", "discriminator"),  # precondition gold found
+                 DependencyEdge("g", "d", "c", "discriminator"),  # unlabelled gold found
+                 DependencyEdge("g", "e", "d", "discriminator")]  # no gold
+    m = edge_metrics(gold, predicted)
+    assert (m["true_positives"], m["predicted"], m["gold"]) == (3, 5, 4)
+    assert m["precision"] == pytest.approx(3 / 5) and m["recall"] == pytest.approx(3 / 4)
+    assert m["f1"] == pytest.approx(2 * 0.6 * 0.75 / 1.35)
+    assert m["recall_by_gold_kind"] == {"data": {"gold": 2, "found": 1, "recall": 0.5},
+                                        "precondition": {"gold": 1, "found": 1, "recall": 1.0},
+                                        "unlabelled": {"gold": 1, "found": 1, "recall": 1.0}}
+    assert m["predicted_kinds"] == {"data": 2, "precondition": 0, "unlabelled": 3}
+    # a kind without gold edges has no recall (None, not 0); nothing predicted: P = R = F1 = 0
+    empty = edge_metrics(gold[:2], [])
+    assert empty["recall_by_gold_kind"]["precondition"] == {"gold": 0, "found": 0, "recall": None}
+    assert (empty["precision"], empty["recall"], empty["f1"]) == (0.0, 0.0, 0.0)
+    assert describe("toy", "schema", m) == (
+        "toy: schema edges vs gold: P 0.600 R 0.750 F1 0.667 (3 of 5 predicted, 4 gold); recall by gold kind: "
+        "data 0.500 (1/2), precondition 1.000 (1/1), unlabelled 1.000 (1/1)")
+
+
 def test_edges_from_probabilities_by_hand():
     pairs = [(0, 1), (0, 2), (3, 4)]
     probs = np.array([[0.1, 0.2, 0.7],   # class 2 on <login, update_email>: update_email depends on login
@@ -501,6 +573,18 @@ def test_build_and_eval_flows_end_to_end(tiny_checkpoint, tmp_path, prefect_harn
     assert n_fused == summary["fused_edges"] >= 3
     params = json.loads(con.execute("SELECT params_json FROM edge_lineage WHERE source = 'discriminator'").fetchone()[0])
     assert params["scoring_precision"] == "fp32"  # which arithmetic made the edges is on record
+    # kinds: schema edges data, the discriminator's pair scores none; each source measured against the 3 gold
+    # edges (TOYSET's say no kind: all 'unlabelled'), its true positives recounted in SQL
+    assert {k for (k,) in con.execute("SELECT DISTINCT kind FROM edges WHERE source = 'schema'").fetchall()} == {"data"}
+    assert con.execute("SELECT count(*) FROM edges WHERE source = 'discriminator' AND kind IS NOT NULL").fetchone() == (0,)
+    metrics = summary["edge_metrics"]
+    assert set(metrics) == {"schema", "discriminator", "fused"}
+    for source, m in metrics.items():
+        hits = con.execute("SELECT count(*) FROM edges p JOIN edges g USING (dataset, dependent, prerequisite) "
+                           "WHERE p.source = ? AND g.source = 'manual'", [source]).fetchone()[0]
+        assert m["true_positives"] == hits and m["recall"] == pytest.approx(hits / 3)
+        assert m["recall_by_gold_kind"]["unlabelled"] == {"gold": 3, "found": hits, "recall": pytest.approx(hits / 3)}
+        assert m["recall_by_gold_kind"]["data"]["gold"] == m["recall_by_gold_kind"]["precondition"]["gold"] == 0
     con.close()
 
     result = eval_retrieval(EvalConfig(warehouse=str(target), out_dir=str(tmp_path / "eval")))
@@ -681,6 +765,22 @@ def test_build_graph_on_real_apibank_manual_edges(shared_data, tmp_path, prefect
     assert style == "description"  # API-Bank is embedded from descriptions, as in the paper
     prereq = con.execute("SELECT list(prerequisite) FROM prerequisites_of('apibank', 'manual', 'AddAgenda')")
     assert prereq.fetchone()[0] == ["GetUserToken"]
+    # API-Bank's gold edges are data flow (values reused), and so are the schema edges
+    n_schema = out["datasets"]["apibank"]["schema_edges"]
+    assert con.execute("SELECT source, kind, count(*) FROM edges WHERE source <> 'transition' "
+                       "GROUP BY ALL ORDER BY ALL").fetchall() == [("manual", "data", 26), ("schema", "data", n_schema)]
+    assert con.execute("SELECT DISTINCT kind FROM edges WHERE source = 'transition'").fetchall() == [(None,)]  # call order
+    assert con.execute("SELECT list(prerequisite) FROM prerequisites_of('apibank', 'manual', 'AddAgenda', "
+                       "kind := 'data')").fetchone()[0] == ["GetUserToken"]
+    # the schema edges against the gold ones, recounted in SQL: every gold edge is a data edge
+    metrics = out["datasets"]["apibank"]["edge_metrics"]
+    assert set(metrics) == {"schema"}  # no discriminator: no discriminator or fused edges to measure
+    hits = con.execute("SELECT count(*) FROM edges s JOIN edges g USING (dataset, dependent, prerequisite) "
+                       "WHERE s.source = 'schema' AND g.source = 'manual'").fetchone()[0]
+    assert metrics["schema"]["true_positives"] == hits > 0
+    assert metrics["schema"]["recall_by_gold_kind"] == {
+        "data": {"gold": 26, "found": hits, "recall": hits / 26},
+        "precondition": {"gold": 0, "found": 0, "recall": None}, "unlabelled": {"gold": 0, "found": 0, "recall": None}}
 
 
 def test_same_ranking_accepts_only_tie_swaps():

@@ -376,6 +376,51 @@ def test_mined_pairs_keep_the_parameter_and_the_producers_single_output() -> Non
     assert 0 < dropped < 80
     assert all(r["consumer_param"] is None and r["producer_output"] is None for r in balanced.rows if r["label"] == 1)
     assert balanced.parameters["dependent_pairs"] == 42 and balanced.parameters["consumer_param"] == 41
+    assert balanced.parameters["by_kind"] == {"data": 42, "precondition": 0}
+    assert {r["kind"] for r in dependent} == {"data"} and all(r["kind"] is None for r in balanced.rows if r["label"] == 1)
+
+
+def test_balance_mined_mixes_data_and_precondition_pairs_and_a_data_pair_wins_its_docs() -> None:
+    def doc(name: str, inputs: list[str], outputs: list[str]) -> dict:
+        p = lambda n: {"name": n, "type": "any", "description": ""}  # noqa: E731
+        return {"name": name, "description": f"{name} tool", "input_params": [p(i) for i in inputs], "output_params": [p(o) for o in outputs]}
+
+    docs = {f"p.m.use{i}": doc(f"use{i}", ["path"], ["status"]) for i in range(20)}
+    docs |= {f"p.m.tmp{i}": doc(f"tmp{i}", ["prefix"], ["tmp_dir"]) for i in range(20)}
+    docs |= {f"p.m.check{i}": doc(f"check{i}", ["user"], ["ok"]) for i in range(10)}
+    data = [DependencyPair(f"d{i:02d}", f"p.m.use{i}", f"p.m.tmp{i}", "mined", "p", "path", "tmp_dir", support=1 + i % 3)
+            for i in range(20)]
+    # use_i may run only after check_i (no value passed): precondition pairs of their own docs
+    pre = [DependencyPair(f"c{i:02d}", f"p.m.use{i}", f"p.m.check{i}", "mined", "p", kind="precondition", support=2)
+           for i in range(10)]
+    # precondition pairs of docs a data pair links: same direction (record id sorting first), and reversed
+    shadows = [DependencyPair("a-shadow", "p.m.use3", "p.m.tmp3", "mined", "p", kind="precondition", support=5),
+               DependencyPair("z-shadow", "p.m.tmp4", "p.m.use4", "mined", "p", kind="precondition")]
+    balanced = balance_mined([*data, *pre, *shadows], docs, MinedBalanceConfig(validation_fraction=0.2, output_dropout=0.0, seed=2))
+    assert sorted((r, reason) for r, reason, _ in balanced.rejections) == [("a-shadow", "balance_kind_conflict"),
+                                                                           ("z-shadow", "balance_kind_conflict")]
+    assert all("precondition pair" in detail and "data pair of the same docs is kept" in detail for _, _, detail in balanced.rejections)
+    assert balanced.per_class == 30 and balanced.parameters["by_kind"] == {"data": 20, "precondition": 10}
+    assert balanced.per_class + len(balanced.rejections) == len(data) + len(pre) + len(shadows)
+    support = {p.record_id: p.support for p in [*data, *pre]}
+    for r in balanced.rows:
+        if r["label"] == 1:
+            assert (r["kind"], r["support"], r["consumer_param"]) == (None, None, None)
+            continue
+        consumer = json.loads(r["doc_a"] if r["label"] == 0 else r["doc_b"])
+        producer = json.loads(r["doc_b"] if r["label"] == 0 else r["doc_a"])
+        if producer["name"].startswith("check"):
+            assert (r["kind"], r["consumer_param"], r["producer_output"], r["support"]) == ("precondition", None, None, 2)
+        else:
+            assert (r["kind"], r["consumer_param"], r["producer_output"]) == ("data", "path", "tmp_dir")
+            assert r["support"] == support[f"d{int(consumer['name'][3:]):02d}"]
+    # a precondition pair is never also a negative: its docs are known to depend
+    known = {frozenset((r["tool_a_id"], r["tool_b_id"])) for r in balanced.rows if r["label"] != 1}
+    assert all(frozenset((r["tool_a_id"], r["tool_b_id"])) not in known for r in balanced.rows if r["label"] == 1)
+    with pytest.raises(ValueError, match="precondition passes no value"):
+        DependencyPair("bad", "p.m.use0", "p.m.check0", "mined", "p", "path", kind="precondition")
+    with pytest.raises(ValueError, match="support"):
+        DependencyPair("bad", "p.m.use0", "p.m.tmp0", "mined", "p", "path", support=0)
 
 
 def test_output_dropout_is_seeded_and_keyed() -> None:
@@ -441,6 +486,83 @@ def pipeline_modules(n_modules: int, n_funcs: int) -> dict[str, str]:
     return files
 
 
+def test_mine_tdi_writes_precondition_pairs_with_support(tmp_path: Path, prefect_harness) -> None:
+    """Call order without data flow becomes kind-precondition rows carrying their support; an order seen in
+    fewer functions than --min-order-support is rejected as rare_order, and the books still add up."""
+    from flows.mine_tdi import _parse_args, mine_tdi
+
+    files = pipeline_modules(4, 4)
+    files["lib/files.py"] = textwrap.dedent('''
+        def path_exists(path):
+            """Tell whether a file is at path."""
+            return True
+
+
+        def delete_file(path):
+            """Delete the file at path."""
+            pass
+
+
+        def check_record(record):
+            """Raise ValueError when the record is malformed."""
+            pass
+
+
+        def store_record(record):
+            """Write the record to the store."""
+            pass
+
+
+        def clean(path):
+            """Remove path if it is there."""
+            if path_exists(path):
+                delete_file(path)
+
+
+        def clean_twice(path):
+            """Remove path, twice over."""
+            if path_exists(path):
+                delete_file(path)
+
+
+        def save(record):
+            """Check, then store, a record."""
+            check_record(record)
+            store_record(record)
+    ''')
+    src = write_package(tmp_path / "src", files)
+    args = ["--source", "tree", "--tree-paths", str(src), "--output-root", str(tmp_path / "out"), "--workers", "1",
+            "--validation-fraction", "0.2"]
+    manifest = mine_tdi(_parse_args([*args, "--dataset", "pre"]))
+    mining = manifest["mining"]
+    assert mining["accepted_precondition_pairs"] == 2  # path_exists -> delete_file (2 functions), check -> store (1)
+    assert mining["precondition_pairs_kept"] == 1 and mining["precondition_rejected_by_reason"]["rare_order"] == 1
+    rows = pq.read_table(tmp_path / "out" / "pre" / "shards").to_pylist()
+    pre = [r for r in rows if r["kind"] == "precondition"]
+    assert len(pre) == 2  # the pair and its swap
+    for r in pre:
+        consumer, producer = (r["doc_a"], r["doc_b"]) if r["label"] == 0 else (r["doc_b"], r["doc_a"])
+        assert (json.loads(consumer)["name"], json.loads(producer)["name"]) == ("delete_file", "path_exists")
+        assert r["support"] == 2 and r["consumer_param"] is None and r["producer_output"] is None
+    assert all(r["support"] is None for r in rows if r["kind"] == "data")
+    assert mining["parameters"]["by_kind"]["precondition"] == 1
+    card = (tmp_path / "out" / "pre" / "README.md").read_text()
+    assert "precondition candidates" in card and "kept with support >= 2: 1" in card
+    con = duckdb.connect(str(tmp_path / "out" / "pre" / "records.duckdb"), read_only=True)
+    read, accepted, rejected = con.execute(
+        "SELECT (SELECT records_read FROM run_info), count(*) FILTER (WHERE status='accepted'), "
+        "count(*) FILTER (WHERE status='rejected') FROM record_outcomes").fetchone()
+    assert read == accepted + rejected == manifest["accounting"]["read"]
+    assert con.execute("SELECT count(*) FROM record_outcomes WHERE reason = 'rare_order'").fetchone()[0] == 1
+    con.close()
+    # support 1 keeps both; --no-preconditions mines none and reads no order candidates
+    assert mine_tdi(_parse_args([*args, "--dataset", "all", "--min-order-support", "1"]))["mining"]["precondition_pairs_kept"] == 2
+    off = mine_tdi(_parse_args([*args, "--dataset", "off", "--no-preconditions"]))["mining"]
+    assert off["precondition_candidates"] == 0 and off["parameters"]["by_kind"]["precondition"] == 0
+    with pytest.raises(SystemExit):
+        _parse_args([*args, "--min-order-support", "0"])
+
+
 def test_mine_tdi_flow_end_to_end(tmp_path: Path, prefect_harness) -> None:
     from flows.mine_tdi import MineTDIConfig, _parse_args, mine_tdi
 
@@ -469,8 +591,14 @@ def test_mine_tdi_flow_end_to_end(tmp_path: Path, prefect_harness) -> None:
         assert json.loads(consumer)["name"].startswith("consume_") and r["consumer_param"] == "value"
         assert r["producer_output"] == json.loads(producer)["name"]  # produce_m_i: no producer verb, its name
     assert manifest["mining"]["parameters"] == {"dependent_pairs": manifest["per_class"], "consumer_param": manifest["per_class"],
-                                                "producer_output": manifest["per_class"]}
-    assert "`consumer_param`" in (out / "README.md").read_text()
+                                                "producer_output": manifest["per_class"],
+                                                "by_kind": {"data": manifest["per_class"], "precondition": 0}}
+    assert {r["kind"] for r in rows if r["label"] != 1} == {"data"}
+    per_split = {s: sum(r["label"] == 0 for r in rows if r["split"] == s) for s in ("train", "validation")}
+    assert manifest["dependent_pairs_by_kind"] == {s: {"data": n, "precondition": 0} for s, n in per_split.items()}
+    card = (out / "README.md").read_text()
+    assert "`consumer_param`" in card and "`kind`" in card
+    assert all(f"| {s} | {n} | 0 |" in card for s, n in per_split.items())
     con = duckdb.connect(str(out / "records.duckdb"), read_only=True)
     read, accepted, rejected = con.execute(
         "SELECT (SELECT records_read FROM run_info), count(*) FILTER (WHERE status='accepted'), count(*) FILTER (WHERE status='rejected') FROM record_outcomes"
@@ -487,7 +615,7 @@ def test_mine_tdi_flow_end_to_end(tmp_path: Path, prefect_harness) -> None:
     assert capped["accounting"]["by_reason"]["balance_surplus"] == 72 - 10
 
 
-@pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize("version", [1, 2, 3])
 def test_mixed_llm_pairs_carry_what_their_source_has(tmp_path: Path, prefect_harness, version: int) -> None:
     import pyarrow as pa
 
@@ -496,8 +624,10 @@ def test_mixed_llm_pairs_carry_what_their_source_has(tmp_path: Path, prefect_har
     from tasks.dataset.balance import BalanceConfig, balance_pairs
     from tests.test_balance_shards import _pairs
 
-    llm = balance_pairs(_pairs(12), BalanceConfig(per_class=12, validation_fraction=0.0)).rows
+    llm = balance_pairs(_pairs(12, precondition_every=3 if version == 3 else 0), BalanceConfig(per_class=12, validation_fraction=0.0)).rows
     table = pa.Table.from_pylist(llm, schema=TDI_PAIR_SCHEMA)
+    if version < 3:  # a published dataset from before the kind columns (data pairs only)
+        table = table.drop_columns(["kind", "support"]).replace_schema_metadata({"tgr.schema_version": "2"})
     if version == 1:  # a published dataset from before the parameter columns
         table = table.drop_columns(["consumer_param", "producer_output"]).replace_schema_metadata({"tgr.schema_version": "1"})
     (tmp_path / "llm" / "shards").mkdir(parents=True)
@@ -506,12 +636,14 @@ def test_mixed_llm_pairs_carry_what_their_source_has(tmp_path: Path, prefect_har
     mine_tdi(_parse_args(["--source", "tree", "--tree-paths", str(src), "--output-root", str(tmp_path / "out"), "--dataset", "mix",
                           "--workers", "1", "--mix-tdi", str(tmp_path / "llm"), "--output-dropout", "0"]))
     rows = pq.read_table(tmp_path / "out" / "mix" / "shards").to_pylist()
-    source = {(r["tool_a_id"], r["tool_b_id"]): (r["consumer_param"], r["producer_output"]) for r in llm if r["label"] == 0}
+    source = {(r["tool_a_id"], r["tool_b_id"]): (r["consumer_param"], r["producer_output"], r["kind"]) for r in llm if r["label"] == 0}
     mixed = [r for r in rows if r["origin"] in ("validated", "swapped")]
     assert len(mixed) == 2 * len(source)
     for r in mixed:
         key = (r["tool_a_id"], r["tool_b_id"]) if r["label"] == 0 else (r["tool_b_id"], r["tool_a_id"])
-        assert (r["consumer_param"], r["producer_output"]) == (source[key] if version == 2 else (None, None))
+        assert (r["consumer_param"], r["producer_output"], r["kind"]) == (source[key] if version > 1 else (None, None, "data"))
+        assert r["support"] is None  # LLM pairs: not counted
+    assert (version == 3) == any(r["kind"] == "precondition" for r in mixed)
     assert all(r["consumer_param"] is not None for r in rows if r["origin"] in ("mined", "mined_swapped"))
 
 

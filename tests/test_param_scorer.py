@@ -158,6 +158,8 @@ def test_tool_edge_is_the_max_over_inputs_with_a_fallback_only_without_inputs():
     # tool-level edge does not override the parameter scores
     assert got == [("list_orders", "get_user", "user_id", 0.9), ("ping", "get_user", None, 0.8)]
     assert edges[0].predicted.predicted_class == 2  # the scored pair is <get_user, list_orders>: b depends on a
+    # through an input: data; the tool-level fallback names no parameter: its own kind (not known)
+    assert [e.predicted.edge.kind for e in edges] == ["data", None]
     kept = parameter_edges(tools, scores, 0.5)
     assert [(e.dependent, e.prerequisite, e.consumer_param, e.source, p) for e, p in kept] == [
         ("list_orders", "get_user", "user_id", "discriminator", 0.9), ("get_user", "list_orders", "email", "discriminator", 0.6)]
@@ -220,6 +222,7 @@ def test_tiny_scorer_trains_calibrates_and_writes_discriminator_parameter_rows(t
     assert len(rows) == 3 and all(0.0 <= r["probability"] <= 1.0 and r["producer_output"] is None for r in rows)
     assert {r["consumer_param"] for r in rows} == {"user_id", "customer", "temperature"}
     assert sum(r["source"] == "discriminator" for r in table.rows["edges"]) == 3
+    assert {r["kind"] for r in table.rows["edges"] if r["source"] == "discriminator"} == {"data"}
 
 
 def test_build_graph_writes_parameter_edges_and_tool_edges_from_the_scorer(trained, tmp_path, prefect_harness):

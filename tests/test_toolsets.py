@@ -370,7 +370,7 @@ def _param_toolset() -> ToolSet:
         tools=[Tool("login", "g", _param_doc("login", ["user"], ["token"])),
                Tool("update", "g", _param_doc("update", ["auth", "email"], ["status"])),
                Tool("other", "h", _param_doc("other", ["token"]))],
-        edges=[DependencyEdge("g", "update", "login")],
+        edges=[DependencyEdge("g", "update", "login", kind="data")],  # as read back: a parameter edge makes it data
         parameter_edges=(ParameterEdge("update", "login", "auth", "token"), ParameterEdge("update", "login", "email")),
     )
 
@@ -439,3 +439,92 @@ def test_malformed_parameter_edge_lines_name_file_and_line(tmp_path, row, messag
     with pytest.raises(ToolSetFormatError, match=message) as err:
         read_toolset_dir(folder)
     assert "param_edges.jsonl:3" in str(err.value)
+
+
+# ---------------------------------------------------------------------------------------------
+# Dependency kinds: "data", "precondition", or not known (None)
+
+
+def test_edge_kind_is_read_written_and_checked(tmp_path):
+    toolset = _toy_toolset()
+    toolset.edges = [DependencyEdge("g", "update", "login", kind="precondition")]
+    folder = write_toolset_dir(toolset, tmp_path / "toy")
+    assert json.loads((folder / "edges.jsonl").read_text())["kind"] == "precondition"
+    assert read_toolset_dir(folder) == toolset
+    # no kind: the line has none (files written before kinds read the same) and the edge reads back None
+    plain = write_toolset_dir(_toy_toolset(), tmp_path / "plain")
+    assert "kind" not in json.loads((plain / "edges.jsonl").read_text())
+    assert read_toolset_dir(plain).edges[0].kind is None
+    # an explicit null is "not known" too
+    (plain / "edges.jsonl").write_text(json.dumps({"group": "g", "dependent": "update", "prerequisite": "login",
+                                                   "kind": None}) + "\n")
+    assert read_toolset_dir(plain).edges[0].kind is None
+    with pytest.raises(ValueError, match="dependency kind 'order' is not one of data, precondition"):
+        DependencyEdge("g", "update", "login", kind="order")
+
+
+@pytest.mark.parametrize("kind", ["order", "Data", "", 1, ["data"]])
+def test_a_bad_edge_kind_is_a_format_error_naming_file_and_line(tmp_path, kind):
+    folder = write_toolset_dir(_toy_toolset(), tmp_path / "toy")
+    (folder / "edges.jsonl").write_text("\n" + json.dumps({"group": "g", "dependent": "update", "prerequisite": "login",
+                                                            "kind": kind}) + "\n")
+    with pytest.raises(ToolSetFormatError, match="field 'kind': dependency kind .* is not one of data, precondition") as err:
+        read_toolset_dir(folder)
+    assert f"{folder / 'edges.jsonl'}:2:" in str(err.value)
+
+
+def test_a_parameter_edge_makes_an_edge_of_unknown_kind_data(tmp_path):
+    from tasks.toolsets.readers import read_toolset_dir_with_report
+
+    toolset = _param_toolset()
+    toolset.edges = [DependencyEdge("g", "update", "login")]  # no kind on the line
+    folder = write_toolset_dir(toolset, tmp_path / "params")
+    assert "kind" not in (folder / "edges.jsonl").read_text()
+    back, report = read_toolset_dir_with_report(folder)
+    assert [e.kind for e in back.edges] == ["data"] and report.fixes == []
+    # without the parameter edges the kind stays unknown
+    (folder / "param_edges.jsonl").unlink()
+    assert [e.kind for e in read_toolset_dir(folder).edges] == [None]
+    # a line that says precondition keeps its kind; the disagreement is noted, not hidden
+    toolset.edges = [DependencyEdge("g", "update", "login", kind="precondition")]
+    folder = write_toolset_dir(toolset, tmp_path / "said")
+    back, report = read_toolset_dir_with_report(folder)
+    assert [e.kind for e in back.edges] == ["precondition"]
+    assert len(report.fixes) == 1 and "kind 'precondition' as its line says" in report.fixes[0]
+
+
+def test_generic_importer_reads_edge_kinds_and_refuses_bad_or_contradicting_ones(tmp_path):
+    tools = [{"name": n, "description": n} for n in "ABC"]
+    folder = _layout_folder(tmp_path, tools, [{"producer": "A", "consumer": "B", "kind": "precondition"},
+                                              {"producer": "A", "consumer": "B"}, {"producer": "B", "consumer": "C"}])
+    kinds = {(e.prerequisite, e.dependent): e.kind for e in load_benchmark(folder).edges}
+    assert kinds == {("A", "B"): "precondition", ("B", "C"): None}
+    folder = _layout_folder(tmp_path, tools, [{"producer": "A", "consumer": "B", "kind": "value"}])
+    with pytest.raises(ToolSetFormatError, match=r"my_edges.jsonl:1: field 'kind'"):
+        load_benchmark(folder)
+    folder = _layout_folder(tmp_path, tools, [{"producer": "A", "consumer": "B", "kind": "data"},
+                                              {"producer": "B", "consumer": "C"},
+                                              {"producer": "A", "consumer": "B", "kind": "precondition"}])
+    with pytest.raises(ToolSetFormatError, match=r"my_edges.jsonl:3: edge A->B has kind 'precondition' here, "
+                                                 r"'data' on line 1"):
+        load_benchmark(folder)
+
+
+@needs_shared
+def test_gold_kinds_on_the_shared_benchmarks():
+    """API-Bank's pairs are values reused (data), NesTools' tool edges all have parameter-level gold (data),
+    UltraTool's and TMDB's follow call order (not known)."""
+    assert {e["evidence"] for e in _raw_lines("apibank", "dependency_edges.jsonl")} == {
+        "value of producer output reused as consumer input in gold dialogue"}
+    apibank = load_benchmark("apibank", BENCHMARKS)
+    assert len(apibank.edges) == 26 and {e.kind for e in apibank.edges} == {"data"}
+    assert {e.kind for e in load_benchmark("apibank", BENCHMARKS, grouping="dataset").edges} == {"data"}
+    nestools = load_benchmark("nestools", BENCHMARKS)
+    assert "kind" not in (BENCHMARKS / "nestools" / "edges.jsonl").read_text()  # derived, not read
+    fed = {(e.dependent, e.prerequisite) for e in nestools.parameter_edges}
+    assert all((e.dependent, e.prerequisite) in fed for e in nestools.edges)
+    assert len(nestools.edges) == 1638 and {e.kind for e in nestools.edges} == {"data"}
+    assert {e.kind for e in load_benchmark("nestools", BENCHMARKS, grouping="dataset").edges} == {"data"}
+    for name, n_edges in (("ultratool", 330), ("tmdb", 69)):
+        edges = load_benchmark(name, BENCHMARKS).edges
+        assert len(edges) == n_edges and {e.kind for e in edges} == {None}, name

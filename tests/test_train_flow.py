@@ -35,7 +35,8 @@ def write_tiny_tdi(folder: Path, n_per_class: int = 8) -> Path:
                 ja, jb = canonical_doc_json(a), canonical_doc_json(b)
                 rows.append({"pair_id": doc_id(ja + jb), "doc_a": ja, "doc_b": jb, "tool_a_id": doc_id(ja),
                              "tool_b_id": doc_id(jb), "label": label, "label_name": ID2LABEL[label], "split": split,
-                             "origin": origin, "source_a": f"rec{i}", "source_b": f"rec{i}"})
+                             "origin": origin, "source_a": f"rec{i}", "source_b": f"rec{i}",
+                             "kind": None if label == 1 else "data"})
     shards = folder / "shards"
     shards.mkdir(parents=True)
     for split in ("train", "validation"):
@@ -44,24 +45,36 @@ def write_tiny_tdi(folder: Path, n_per_class: int = 8) -> Path:
     return folder
 
 
-def test_training_reads_shards_of_schema_versions_1_and_2_and_refuses_others(tmp_path):
+def test_training_reads_shards_of_schema_versions_1_to_3_and_refuses_others(tmp_path):
     from tasks.training.examples import load_tdi_examples
 
-    v2 = write_tiny_tdi(tmp_path / "v2")
-    assert pq.read_schema(next((v2 / "shards").glob("*.parquet"))).metadata[b"tgr.schema_version"] == b"2"
-    for version, keep_columns in (("1", False), ("3", True)):
+    v3 = write_tiny_tdi(tmp_path / "v3")
+    assert pq.read_schema(next((v3 / "shards").glob("*.parquet"))).metadata[b"tgr.schema_version"] == b"3"
+    # older datasets: version 2 before the kind columns, version 1 also before the parameter columns
+    for version, drop in (("2", ["kind", "support"]), ("1", ["kind", "support", "consumer_param", "producer_output"]),
+                          ("4", [])):
         (tmp_path / f"v{version}" / "shards").mkdir(parents=True)
-        for f in (v2 / "shards").glob("*.parquet"):
-            table = pq.read_table(f)
-            if not keep_columns:  # a dataset published before the parameter columns
-                table = table.drop_columns(["consumer_param", "producer_output"])
+        for f in (v3 / "shards").glob("*.parquet"):
+            table = pq.read_table(f).drop_columns(drop)
             pq.write_table(table.replace_schema_metadata({"tgr.schema_version": version}), tmp_path / f"v{version}" / "shards" / f.name)
-    train2, valid2 = load_tdi_examples(v2)
-    train1, valid1 = load_tdi_examples(tmp_path / "v1")
-    assert len(train2) == 24 and len(valid2) == 9
-    assert (sorted(map(repr, train1)), sorted(map(repr, valid1))) == (sorted(map(repr, train2)), sorted(map(repr, valid2)))
-    with pytest.raises(ValueError, match="schema version '3'"):
-        load_tdi_examples(tmp_path / "v3")
+    train3, valid3 = load_tdi_examples(v3)
+    assert len(train3) == 24 and len(valid3) == 9
+    assert {(e.label, e.kind) for e in train3 + valid3} == {(0, "data"), (2, "data"), (1, None)}
+    for version in ("1", "2"):  # their dependent rows are data pairs
+        train, valid = load_tdi_examples(tmp_path / f"v{version}")
+        assert (sorted(map(repr, train)), sorted(map(repr, valid))) == (sorted(map(repr, train3)), sorted(map(repr, valid3)))
+    with pytest.raises(ValueError, match="schema version '4'"):
+        load_tdi_examples(tmp_path / "v4")
+    # a version-3 precondition row keeps its kind, and its swap made for training too
+    f = next((v3 / "shards").glob("train-*.parquet"))
+    table = pq.read_table(f)
+    kinds = ["precondition" if k == "data" else k for k in table["kind"].to_pylist()]
+    pq.write_table(table.set_column(table.schema.get_field_index("kind"), "kind", pa.array(kinds, pa.string())), f)
+    train, _ = load_tdi_examples(v3)
+    assert {(e.label, e.kind) for e in train} == {(0, "precondition"), (2, "precondition"), (1, None)}
+    from tasks.training.examples import with_both_orders
+    one_way = [e for e in train if e.label != 2]
+    assert {(e.label, e.kind) for e in with_both_orders(one_way)} == {(0, "precondition"), (2, "precondition"), (1, None)}
 
 
 def second_toolset() -> ToolSet:

@@ -77,7 +77,7 @@ def test_schema_version_records_every_sql_file(warehouse):
     # No staging view is left: the finished file holds no view that reads the build's Parquet.
     views = {v for (v,) in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
     assert views == {"edge_list", "prerequisite_closure", "graph_density", "retrieval_table", "trajectory_steps",
-                     "next_tool_table"}
+                     "next_tool_table", "call_order_pairs"}
 
 
 def test_prerequisite_closure_terminates_on_a_cycle(warehouse):
@@ -205,6 +205,19 @@ def readme_dataset(name: str, kinds: tuple[str, ...]) -> DatasetTables:
                     row[column] = "AddAgenda"
     base = [r for r in data.rows["tool_embeddings"] if r["kind"] == "base"]
     data.rows["tool_embeddings"] += [r | {"kind": kind} for kind in kinds for r in base]
+    with_dependency_kinds(data)
+    return data
+
+
+# Dependency kinds of tiny_dataset's manual edges (d renamed AddAgenda in readme_dataset): data but for b -> c.
+MANUAL_KINDS = {("a", "b"): "data", ("b", "c"): "precondition", ("c", "a"): "data", ("d", "a"): "data",
+                ("AddAgenda", "a"): "data"}
+
+
+def with_dependency_kinds(data: DatasetTables) -> DatasetTables:
+    for row in data.rows["edges"]:
+        if row["source"] == "manual":
+            row["kind"] = MANUAL_KINDS[row["dependent"], row["prerequisite"]]
     return data
 
 
@@ -225,6 +238,9 @@ def test_every_sql_example_in_the_readme_runs(tmp_path):
     con = connect(warehouse)
     assert con.execute(next(s for s in statements if "prerequisites_of(" in s)).fetchall() == [
         ("a", 1, ["a", "AddAgenda"]), ("b", 2, ["b", "a", "AddAgenda"]), ("c", 3, ["c", "b", "a", "AddAgenda"])]
+    # the kind-filtered example: only data edges are followed, so c (behind the precondition b -> c) drops out
+    assert con.execute(next(s for s in statements if "kind := 'data'" in s)).fetchall() == [
+        ("a", 1, ["a", "AddAgenda"]), ("b", 2, ["b", "a", "AddAgenda"])]
     for sql in statements:
         sql = sql.replace("'apibank_edges.csv'", f"'{tmp_path / 'edges.csv'}'")
         params = [np.ones(DIM, dtype=np.float32).tolist()] if "$query_vec" in sql else None  # a zero vector is refused
@@ -270,9 +286,9 @@ def test_schema_and_fused_edges_calibration_and_pruning_recall_round_trip(tmp_pa
 
 
 def test_an_old_schema_version_is_not_carried_over(warehouse):
-    assert SCHEMA_VERSION == 3
-    update_warehouse(warehouse, lambda con: con.execute("UPDATE schema_version SET version = 2"))
-    with pytest.raises(WarehouseError, match="schema version 2, this code writes 3"):
+    assert SCHEMA_VERSION == 4  # 4: edges.kind
+    update_warehouse(warehouse, lambda con: con.execute("UPDATE schema_version SET version = 3"))
+    with pytest.raises(WarehouseError, match="schema version 3, this code writes 4"):
         build_warehouse(warehouse, [tiny_dataset("new")], DIM)
 
 
@@ -490,3 +506,99 @@ def test_parameter_edges_are_checked_by_the_build(tmp_path):
         with pytest.raises(duckdb.ConstraintException):  # unknown source, probability out of range, key repeated
             build_warehouse(tmp_path / "c.duckdb", [_with_parameter_edges(bad)], DIM)
     assert not any(p.suffix == ".duckdb" for p in tmp_path.iterdir())
+
+
+# ---------------------------------------------------------------------------------------------
+# Dependency kinds: edges.kind, prerequisites_of(..., kind), edge_list and prerequisite_closure
+
+
+@pytest.fixture()
+def kinds_warehouse(tmp_path):
+    """tiny_dataset with kinds: d -> a, a -> b, c -> a data; b -> c precondition; the discriminator edge
+    e -> d of unknown kind."""
+    path = tmp_path / "wh" / "tgr.duckdb"
+    build_warehouse(path, [with_dependency_kinds(tiny_dataset())], DIM)
+    return path
+
+
+def test_edges_kind_column_is_declared_and_checked(kinds_warehouse, tmp_path):
+    con = connect(kinds_warehouse)
+    assert con.execute("SELECT data_type, is_nullable FROM information_schema.columns "
+                       "WHERE table_name = 'edges' AND column_name = 'kind'").fetchone() == ("VARCHAR", "YES")
+    assert dict(con.execute("SELECT kind, count(*) FROM edges GROUP BY 1").fetchall()) == {
+        "data": 3, "precondition": 1, None: 1}
+    con.close()
+    bad = tiny_dataset()
+    bad.rows["edges"][0]["kind"] = "order"
+    with pytest.raises(duckdb.ConstraintException, match="kind IN"):
+        build_warehouse(tmp_path / "bad.duckdb", [bad], DIM)
+
+
+@pytest.mark.parametrize("call, expected", [
+    ("prerequisites_of('tiny', 'manual', 'd')", [("a", 1), ("b", 2), ("c", 3)]),  # the 3-argument call
+    ("prerequisites_of('tiny', 'manual', 'd', kind := NULL)", [("a", 1), ("b", 2), ("c", 3)]),
+    ("prerequisites_of('tiny', 'manual', 'd', kind := 'data')", [("a", 1), ("b", 2)]),  # b -> c is no data edge
+    ("prerequisites_of('tiny', 'manual', 'd', kind := 'precondition')", []),  # d's one edge is data
+    ("prerequisites_of('tiny', 'manual', 'b', kind := 'precondition')", [("c", 1)]),  # c -> a is data: stop
+    ("prerequisites_of('tiny', 'discriminator', 'e', kind := 'data')", []),  # e -> d is of unknown kind
+    ("prerequisites_of('tiny', 'discriminator', 'e')", [("d", 1)]),
+])
+def test_prerequisites_of_follows_only_edges_of_the_kind_asked(kinds_warehouse, call, expected):
+    con = connect(kinds_warehouse)
+    assert con.execute(f"SELECT prerequisite, depth FROM {call} ORDER BY depth").fetchall() == expected
+
+
+@pytest.mark.parametrize("kind", ["'order'", "'Data'", "''"])
+def test_prerequisites_of_refuses_a_kind_that_is_no_dependency_kind(kinds_warehouse, kind):
+    con = connect(kinds_warehouse)
+    with pytest.raises(duckdb.Error, match=f"prerequisites_of: dependency kind {kind.strip(chr(39))} is not one of "
+                                           "data, precondition"):
+        con.execute(f"SELECT * FROM prerequisites_of('tiny', 'manual', 'd', kind := {kind})").fetchall()
+    # bound as a value too
+    with pytest.raises(duckdb.Error, match="is not one of data, precondition"):
+        con.execute("SELECT * FROM prerequisites_of('tiny', 'manual', 'd', kind := ?)", ["order"]).fetchall()
+
+
+def test_edge_list_and_the_closure_show_the_kind(kinds_warehouse):
+    con = connect(kinds_warehouse)
+    assert con.execute("SELECT source, dependent, prerequisite, kind FROM edge_list ORDER BY 1, 2").fetchall() == [
+        ("discriminator", "e", "d", None), ("manual", "a", "b", "data"), ("manual", "b", "c", "precondition"),
+        ("manual", "c", "a", "data"), ("manual", "d", "a", "data")]
+    closure = con.execute("SELECT prerequisite, kind FROM prerequisite_closure WHERE source = 'manual' "
+                          "AND tool_id = 'd' ORDER BY 1").fetchall()
+    # one row per prerequisite (as before kinds); d -> a -> b all data (a is also reached round the cycle
+    # through b -> c, a mixed chain: data wins); c only behind the precondition b -> c: NULL
+    assert closure == [("a", "data"), ("b", "data"), ("c", None)]
+    for tool in "abcd":
+        data_only = {p for (p,) in con.execute("SELECT prerequisite FROM prerequisite_closure WHERE source = 'manual' "
+                                               "AND tool_id = ? AND kind = 'data'", [tool]).fetchall()}
+        assert data_only == {p for (p,) in con.execute(
+            "SELECT prerequisite FROM prerequisites_of('tiny', 'manual', ?, kind := 'data')", [tool]).fetchall()}
+    assert con.execute("SELECT tool_id, list(prerequisite ORDER BY prerequisite) FROM prerequisite_closure "
+                       "WHERE source = 'manual' GROUP BY 1 ORDER BY 1").fetchall() == [
+        ("a", ["a", "b", "c"]), ("b", ["a", "b", "c"]), ("c", ["a", "b", "c"]), ("d", ["a", "b", "c"])]
+    # b: c through the precondition alone; a and b itself only through chains that mix kinds
+    assert con.execute("SELECT prerequisite, kind FROM prerequisite_closure WHERE source = 'manual' "
+                       "AND tool_id = 'b' ORDER BY 1").fetchall() == [("a", None), ("b", None), ("c", "precondition")]
+
+
+def test_the_kind_examples_in_docs_warehouse_md_run_and_answer(tmp_path):
+    """docs/warehouse.md's dependency-kind examples, verbatim, on the README warehouse (AddAgenda -> a data,
+    a -> b data, b -> c precondition)."""
+    import re
+
+    from tests.conftest import REPO_ROOT
+
+    warehouse = tmp_path / "wh" / "tgr.duckdb"
+    build_warehouse(warehouse, [readme_dataset("apibank", ("tgr_manual",))], DIM)
+    text = (REPO_ROOT / "docs" / "warehouse.md").read_text()
+    block = re.search(r"-- By dependency kind[^\n]*\n(.*?)(?:\n\n|```)", text, re.S).group(1)
+    statements = [s.strip() for s in "\n".join(l for l in block.splitlines() if not l.startswith("--")).split(";")
+                  if s.strip()]
+    con = connect(warehouse)
+    answers = [con.execute(sql).fetchall() for sql in statements]
+    assert answers == [
+        [("a", 1, ["a", "AddAgenda"]), ("b", 2, ["b", "a", "AddAgenda"])],  # kind := 'data'
+        [],  # kind := 'precondition': AddAgenda's own edge is data, so nothing is reached
+        [("discriminator", None, 1), ("manual", "data", 3), ("manual", "precondition", 1)],
+    ]

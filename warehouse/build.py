@@ -41,7 +41,9 @@ from warehouse.spec import EMBEDDING, Table
 # DuckDB's memory limit while a build assembles (its default is 80% of the RAM, kept, not evicted to the file)
 BUILD_MEMORY_LIMIT = os.environ.get("TGR_WAREHOUSE_MEMORY_LIMIT", "512MB")
 STAGED_ROW_GROUP = 32_768  # rows per row group of the staged Parquet
-SCHEMA_VERSION = 3  # 2: schema/fused edges, edge_calibration, pruning recall; 3: ToolNet transitions, lineage
+# 2: schema/fused edges, edge_calibration, pruning recall; 3: ToolNet transitions, lineage; 4: edges.kind (an old
+# file would read every gold edge as of unknown kind, and its prerequisites_of takes no kind)
+SCHEMA_VERSION = 4
 
 
 class WarehouseError(RuntimeError):

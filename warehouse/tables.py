@@ -58,7 +58,10 @@ CORE_TABLES: tuple[Table, ...] = (
           "self-loop on every tool; tool_group '*' when the two ends are not tools of one group), 'predicted' "
           "(GTool's missing-dependency predictor, flows/gtool.py: edges the completed graph adds to its base "
           "graph, prob = the predictor's p(dependent depends on prerequisite), each >= the threshold validated "
-          "in edge_lineage; one direction per tool pair, none where the base graph has the pair).", (
+          "in edge_lineage; one direction per tool pair, none where the base graph has the pair). kind: what the "
+          "dependency is, 'data' (an output of the prerequisite feeds an input of the dependent) or 'precondition' "
+          "(the prerequisite must run first, no value passed); NULL when the source does not say (gold links that "
+          "follow call order, a tool-level discriminator edge, transition and predicted edges).", (
         Column("dataset", "VARCHAR"),
         Column("tool_group", "VARCHAR"),
         Column("dependent", "VARCHAR"),
@@ -67,6 +70,8 @@ CORE_TABLES: tuple[Table, ...] = (
         Column("predicted_class", "TINYINT", check="predicted_class IN (0, 2)", comment="class on the pair <a, b>"),
         Column("source", "VARCHAR", check="source IN ('discriminator', 'manual', 'schema', 'fused', 'transition', "
                                             "'predicted')"),
+        Column("kind", "VARCHAR", null=True, check="kind IN ('data', 'precondition')",
+               comment="dependency kind (schemas.toolset.DEPENDENCY_KINDS); NULL: not known"),
         Column("p_direction", "DOUBLE", null=True, check="p_direction BETWEEN 0 AND 1"),
         Column("matched_params", "VARCHAR[]", null=True),
         Column("fused_from", "VARCHAR[]", null=True),

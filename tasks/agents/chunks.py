@@ -54,7 +54,7 @@ from tasks.sources.spec import SourceConfigError, SourceSpec
 
 CHUNKS = ".chunks"  # <dataset>/.chunks/chunk-NNNNNN/: the staging area of the chunk outputs
 MARKER = "done.json"
-CHUNK_FORMAT = "tgr-tdi-chunk-v2"  # bump when a chunk's outputs change meaning: old markers then mismatch
+CHUNK_FORMAT = "tgr-tdi-chunk-v3"  # bump when a chunk's outputs change meaning: old markers then mismatch (v3: ``kind``)
 # A chunk closes at chunk_size accepted records, or at this many items read (a run of rejects).
 MAX_ITEMS_PER_ACCEPTED = 4
 # Request failures that a later run may not repeat (the endpoint was down or overloaded): a chunk
@@ -71,6 +71,7 @@ VALIDATED_SCHEMA = pa.schema(
         pa.field("pre_json", pa.string(), nullable=False),
         pa.field("consumer_param", pa.string(), nullable=True),  # the dependent doc's input fed by the prerequisite
         pa.field("producer_output", pa.string(), nullable=True),  # the prerequisite doc's output that feeds it, where known
+        pa.field("kind", pa.string(), nullable=False),  # schemas.tdi.DEPENDENCY_KINDS: DependentPair.kind
     ]
 )
 
@@ -189,6 +190,7 @@ class ChunkJob:
     llm: LLMConfig
     max_code_chars: int
     fingerprint: str
+    precondition_share: float = 0.0  # records sent to agent 2's precondition mode (tasks.agents.requests.pair_kind)
 
 
 @dataclass
@@ -207,7 +209,7 @@ class StageCounts:
 
 # -- the agents, pipelined per record -------------------------------------------------------------
 async def _pipelined(llm: StructuredLLM, records: Sequence[ChunkRecord], max_code_chars: int,
-                     counts: dict[str, StageCounts]) -> list[DependentPair | Outcome]:
+                     counts: dict[str, StageCounts], precondition_share: float = 0.0) -> list[DependentPair | Outcome]:
     """extract -> generate -> validate per record, ``concurrency`` records at a time: a record's
     next call goes out as soon as its previous one answered."""
     out: list[DependentPair | Outcome] = []
@@ -220,7 +222,8 @@ async def _pipelined(llm: StructuredLLM, records: Sequence[ChunkRecord], max_cod
 
     async def worker() -> None:
         for rec in todo:
-            extracted = interpret_extract(await call("extract", extract_request(rec.record_id, rec.code, rec.language, max_code_chars)))
+            extracted = interpret_extract(await call("extract", extract_request(rec.record_id, rec.code, rec.language, max_code_chars)),
+                                          precondition_share)
             if isinstance(extracted, Outcome):
                 out.append(extracted)
                 continue
@@ -238,7 +241,7 @@ async def _pipelined(llm: StructuredLLM, records: Sequence[ChunkRecord], max_cod
 
 
 async def _stagewise(llm: StructuredLLM, records: Sequence[ChunkRecord], max_code_chars: int,
-                     counts: dict[str, StageCounts]) -> list[DependentPair | Outcome]:
+                     counts: dict[str, StageCounts], precondition_share: float = 0.0) -> list[DependentPair | Outcome]:
     """Batch API mode: one batch per agent and chunk (a batch needs all its requests up front)."""
     out: list[DependentPair | Outcome] = []
 
@@ -249,7 +252,8 @@ async def _stagewise(llm: StructuredLLM, records: Sequence[ChunkRecord], max_cod
         return results
 
     extracted = []
-    for e in map(interpret_extract, await stage("extract", [extract_request(r.record_id, r.code, r.language, max_code_chars) for r in records])):
+    answers = await stage("extract", [extract_request(r.record_id, r.code, r.language, max_code_chars) for r in records])
+    for e in (interpret_extract(a, precondition_share) for a in answers):
         (out if isinstance(e, Outcome) else extracted).append(e)
     generated = []
     for p in map(interpret_generate, extracted, await stage("generate", [generate_request(e) for e in extracted])):
@@ -268,7 +272,7 @@ def validated_row(p: DependentPair) -> dict[str, Any]:
     dep_json, pre_json = canonical_doc_json(p.dependent), canonical_doc_json(p.prerequisite)
     return {"record_id": p.record_id, "satisfied": p.satisfied, "dep_id": doc_id(dep_json), "dep_json": dep_json,
             "pre_id": doc_id(pre_json), "pre_json": pre_json, "consumer_param": p.consumer_param,
-            "producer_output": p.producer_output}
+            "producer_output": p.producer_output, "kind": p.kind}
 
 
 def write_chunk_outputs(folder: Path, validated: Sequence[dict], outcomes: Sequence[dict], ledger: Sequence[dict],
@@ -293,7 +297,7 @@ def run_chunk(job: ChunkJob) -> dict[str, Any]:
     counts = {stage: StageCounts() for stage in ("extract", "generate", "validate")}
     runner = _stagewise if job.llm.batch else _pipelined
     try:
-        results = asyncio.run(runner(llm, chunk.records, job.max_code_chars, counts)) if chunk.records else []
+        results = asyncio.run(runner(llm, chunk.records, job.max_code_chars, counts, job.precondition_share)) if chunk.records else []
         ledger = ledger_rows(llm.ledger)
     finally:
         llm.cache.close()

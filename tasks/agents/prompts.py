@@ -1,7 +1,11 @@
-"""The three agents' prompts (content of the paper's Figures 6-8, in this project's words).
+"""The three agents' prompts (content of the paper's Figures 6-8, in this project's words), and the
+precondition mode of agents 2 and 3: a pair whose order is required although no parameter passes
+between the two APIs (a check, a lookup of state, an authentication, a confirmation first).
 
 Each prompt carries a version that goes into the LLM cache key and the dataset manifest: bump it
-whenever the wording changes, so cached answers to the old wording are never reused.
+whenever the wording changes, so cached answers to the old wording are never reused. The data-flow
+prompts (GENERATE_DEPENDENT, VALIDATE) are unchanged by the precondition mode, so their cached
+answers stay valid.
 """
 from __future__ import annotations
 
@@ -65,6 +69,24 @@ VALIDATE_SCHEMA: dict[str, Any] = {
     },
 }
 
+# Precondition mode: no consumer_param / producer_output (nothing passes between the two APIs); which
+# API is called first, and why the later one needs it (one sentence).
+CALLED_FIRST = ("new", "given")
+GENERATE_PRECONDITION_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["called_first", "name", "description", "input_params", "output_params", "reason"],
+    "additionalProperties": False,
+    "properties": {
+        "called_first": {"type": "string", "enum": list(CALLED_FIRST)},
+        **_inline_params(_DOC_PROPERTIES),
+        "reason": {"type": "string"},
+    },
+}
+
+# The precondition judge answers as the data-flow judge does (result, short reason); its own name
+# tells the two verdicts apart in a request and on the fake server.
+VALIDATE_PRECONDITION_SCHEMA: dict[str, Any] = VALIDATE_SCHEMA
+
 EXTRACT = Prompt(
     version="extract-v3",
     system=(
@@ -123,4 +145,36 @@ VALIDATE = Prompt(
     ),
 )
 
-PROMPT_VERSIONS = {p.version.rsplit("-v", 1)[0]: p.version for p in (EXTRACT, GENERATE_DEPENDENT, VALIDATE)}
+# Kept short: on the embedded default (a small model on 2 CPU cores) prompt tokens are the main cost.
+GENERATE_PRECONDITION = Prompt(
+    version="generate-precondition-v1",
+    system=GENERATE_DEPENDENT.system,
+    user_template=(
+        "Here is the documentation of an API:\n\n{doc}\n\n"
+        "Invent a DIFFERENT API (its own name and purpose, not a variant of the given one) that must be "
+        "called in a fixed order with it although no parameter passes between them: no input of one "
+        "API is taken from an output of the other. Either the new API must be called first (it checks, "
+        "looks up state, authenticates, confirms or prepares something the given API needs), or the "
+        "given API must be called first and the new API needs the state it leaves.\n"
+        "Set `called_first` to \"new\" or \"given\", describe the new API with name, description, "
+        "input_params and output_params (each parameter with name, type and description; short type "
+        "names, one-sentence descriptions), and say in `reason`, in one sentence, why the later call "
+        "fails or goes wrong without the earlier one.\n"
+        "JSON schema of the answer: {schema}"
+    ),
+)
+
+VALIDATE_PRECONDITION = Prompt(
+    version="validate-precondition-v1",
+    system=VALIDATE.system,
+    user_template=(
+        "API A:\n{doc_a}\n\nAPI B:\n{doc_b}\n\n"
+        "A is called before B. Is this order required, that is, does B fail or give a wrong result "
+        "when A was not called first? An order that is only usual or convenient is not required. "
+        "Answer with `result` 1 if it is required and 0 if it is not, and give a short `reason`.\n"
+        "JSON schema of the answer: {schema}"
+    ),
+)
+
+PROMPT_VERSIONS = {p.version.rsplit("-v", 1)[0]: p.version
+                   for p in (EXTRACT, GENERATE_DEPENDENT, VALIDATE, GENERATE_PRECONDITION, VALIDATE_PRECONDITION)}

@@ -1,7 +1,13 @@
 """The three agents: build each agent's requests and turn its answers into docs, pairs or rejections
-(:class:`tasks.common.outcome.Outcome`, stage extract, generate or validate)."""
+(:class:`tasks.common.outcome.Outcome`, stage extract, generate or validate).
+
+Agents 2 and 3 work in one of two modes per record (``ExtractedDoc.kind``, chosen by
+:func:`pair_kind`): data flow (an output of one API feeds an input of the other) or precondition (one
+API must be called before the other and nothing passes between them)."""
 from __future__ import annotations
 
+import difflib
+import hashlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -9,17 +15,42 @@ from schemas.docs import canonical_doc_json, doc_id, schema_errors
 from tasks.llm.structured import StructuredRequest, StructuredResult
 from tasks.common.outcome import Outcome
 from schemas.parameters import input_param_names, match_param, output_param_names
-from schemas.tdi import DependentPair
-from tasks.agents.prompts import EXTRACT, EXTRACT_SCHEMA, GENERATE_DEPENDENT, GENERATE_SCHEMA, VALIDATE, VALIDATE_SCHEMA
+from schemas.tdi import KIND_DATA, KIND_PRECONDITION, DependentPair
+from tasks.agents.prompts import (
+    EXTRACT,
+    EXTRACT_SCHEMA,
+    GENERATE_DEPENDENT,
+    GENERATE_PRECONDITION,
+    GENERATE_PRECONDITION_SCHEMA,
+    GENERATE_SCHEMA,
+    VALIDATE,
+    VALIDATE_PRECONDITION,
+    VALIDATE_PRECONDITION_SCHEMA,
+    VALIDATE_SCHEMA,
+)
 from tasks.llm.prompt import schema_text
 
 DOC_KEYS = ("name", "description", "input_params", "output_params")
+# Salt of the hash that sends a record to the precondition mode: fixed, so a rerun (and a resume) sends
+# every record to the same mode.
+KIND_SEED = "tgr-precondition-mode-v1"
+
+
+def pair_kind(record_id: str, precondition_share: float) -> str:
+    """The mode agents 2 and 3 work in for this record: KIND_PRECONDITION for a ``precondition_share``
+    of the records, by a seeded hash of the id (stable across reruns, and monotone: raising the share
+    only moves records from data to precondition), else KIND_DATA. A share of 0 sends none."""
+    if precondition_share <= 0:
+        return KIND_DATA
+    u = int.from_bytes(hashlib.sha256(f"{KIND_SEED}:{record_id}".encode()).digest()[:8], "big") / 2**64
+    return KIND_PRECONDITION if u < precondition_share else KIND_DATA
 
 
 @dataclass(frozen=True)
 class ExtractedDoc:
     record_id: str
     doc: dict[str, Any]
+    kind: str = KIND_DATA  # the pair agent 2 is asked for: schemas.tdi KIND_DATA or KIND_PRECONDITION
 
 
 def _doc_of(value: dict[str, Any]) -> dict[str, Any]:
@@ -42,25 +73,31 @@ def extract_request(record_id: str, code: str, language: str, max_code_chars: in
     )
 
 
-def interpret_extract(result: StructuredResult) -> ExtractedDoc | Outcome:
+def interpret_extract(result: StructuredResult, precondition_share: float = 0.0) -> ExtractedDoc | Outcome:
+    """The doc agent 1 wrote, with the mode agents 2 and 3 work on it in (:func:`pair_kind`)."""
     if not result.ok or result.value is None:
         return _failed("extract", result)
     doc = _doc_of(result.value)
     errors = schema_errors(doc, "api_doc")
     if errors:
         return Outcome(result.item_id, "extract", "extract_schema_invalid", "; ".join(errors), None)
-    return ExtractedDoc(result.item_id, doc)
+    return ExtractedDoc(result.item_id, doc, pair_kind(result.item_id, precondition_share))
 
 
 # -- agent 2: generate a dependent API ----------------------------------------------------------
 def generate_request(extracted: ExtractedDoc) -> StructuredRequest:
+    """Agent 2's request in the record's mode: a data-flow partner, or a precondition partner."""
+    if extracted.kind == KIND_PRECONDITION:
+        prompt, schema, schema_name = GENERATE_PRECONDITION, GENERATE_PRECONDITION_SCHEMA, "precondition_api_doc"
+    else:
+        prompt, schema, schema_name = GENERATE_DEPENDENT, GENERATE_SCHEMA, "dependent_api_doc"
     return StructuredRequest(
         agent="generate",
         item_id=extracted.record_id,
-        messages=GENERATE_DEPENDENT.messages(doc=canonical_doc_json(extracted.doc), schema=schema_text(GENERATE_SCHEMA)),
-        schema_name="dependent_api_doc",
-        schema=GENERATE_SCHEMA,
-        prompt_version=GENERATE_DEPENDENT.version,
+        messages=prompt.messages(doc=canonical_doc_json(extracted.doc), schema=schema_text(schema)),
+        schema_name=schema_name,
+        schema=schema,
+        prompt_version=prompt.version,
     )
 
 
@@ -68,27 +105,51 @@ def _param_names(doc: dict[str, Any], side: str) -> frozenset[str]:
     return frozenset(p["name"].strip().lower() for p in doc[side])
 
 
-def echo_reason(given: dict[str, Any], generated: dict[str, Any]) -> str | None:
-    """Why ``generated`` is the given API again rather than another tool (small models echo)."""
+def _near_same_text(a: str, b: str) -> bool:
+    return difflib.SequenceMatcher(None, " ".join(a.lower().split()), " ".join(b.lower().split())).ratio() >= 0.9
+
+
+def echo_reason(given: dict[str, Any], generated: dict[str, Any], kind: str = KIND_DATA) -> str | None:
+    """Why ``generated`` is the given API again rather than another tool (small models echo). In
+    precondition mode the same parameters are common (a check and the call it guards act on one
+    resource), so there they make an echo only with a near-identical description."""
     if doc_id(generated) == doc_id(given):
         return "identical document"
     if generated["name"].strip().lower() == given["name"].strip().lower():
         return f"same name {generated['name']!r}"
     if all(_param_names(generated, side) == _param_names(given, side) for side in ("input_params", "output_params")):
-        return f"{generated['name']!r} has exactly the given API's input and output parameters"
+        if kind != KIND_PRECONDITION:
+            return f"{generated['name']!r} has exactly the given API's input and output parameters"
+        if _near_same_text(generated["description"], given["description"]):
+            return f"{generated['name']!r} has the given API's parameters and nearly its description"
+    return None
+
+
+def passed_value(prerequisite: dict[str, Any], dependent: dict[str, Any]) -> str | None:
+    """How a value passes from ``prerequisite`` to ``dependent`` (an output of the first is, by name, an
+    input of the second), or None: a precondition pair must pass none, else it is a data-flow pair."""
+    inputs = input_param_names(dependent)
+    for output in output_param_names(prerequisite):
+        fed = match_param(output, inputs)
+        if fed is not None:
+            return (f"output {output!r} of {prerequisite['name']!r} (called first) is input {fed!r} of "
+                    f"{dependent['name']!r}")
     return None
 
 
 def interpret_generate(extracted: ExtractedDoc, result: StructuredResult) -> DependentPair | Outcome:
+    """Agent 2's answer as a pair oriented by which API depends on which, or a generate rejection."""
     if not result.ok or result.value is None:
         return _failed("generate", result)
     generated = _doc_of(result.value)
     errors = schema_errors(generated, "api_doc")
     if errors:
         return Outcome(result.item_id, "generate", "generate_schema_invalid", "; ".join(errors), canonical_doc_json(generated))
-    echo = echo_reason(extracted.doc, generated)
+    echo = echo_reason(extracted.doc, generated, extracted.kind)
     if echo:
         return Outcome(result.item_id, "generate", "generate_echoed_input", echo, canonical_doc_json(generated))
+    if extracted.kind == KIND_PRECONDITION:
+        return _precondition_pair(extracted, generated, result)
     satisfied = int(result.value["satisfied"])
     dependent, prerequisite = (generated, extracted.doc) if satisfied == 1 else (extracted.doc, generated)
     asked = str(result.value.get("consumer_param") or "")
@@ -104,8 +165,34 @@ def interpret_generate(extracted: ExtractedDoc, result: StructuredResult) -> Dep
     return DependentPair(result.item_id, extracted.doc, generated, satisfied, consumer_param, producer_output)
 
 
+def _precondition_pair(extracted: ExtractedDoc, generated: dict[str, Any], result: StructuredResult) -> DependentPair | Outcome:
+    # satisfied as in data-flow mode: 1, the generated API depends on (is called after) the given one
+    satisfied = 1 if result.value["called_first"] == "given" else 2
+    pair = DependentPair(result.item_id, extracted.doc, generated, satisfied, kind=KIND_PRECONDITION)
+    passed = passed_value(pair.prerequisite, pair.dependent)
+    if passed:
+        return Outcome(result.item_id, "generate", "generate_precondition_passes_value",
+                       f"{passed}: a data-flow pair, not a precondition", canonical_doc_json(generated))
+    return pair
+
+
 # -- agent 3: validate ------------------------------------------------------------------------
 def validate_request(pair: DependentPair) -> StructuredRequest:
+    """Agent 3's request: is there a parameter dependency (data pair), or is the order required
+    (precondition pair; API A is the one called first)?"""
+    if pair.kind == KIND_PRECONDITION:
+        return StructuredRequest(
+            agent="validate",
+            item_id=pair.record_id,
+            messages=VALIDATE_PRECONDITION.messages(
+                doc_a=canonical_doc_json(pair.prerequisite),
+                doc_b=canonical_doc_json(pair.dependent),
+                schema=schema_text(VALIDATE_PRECONDITION_SCHEMA),
+            ),
+            schema_name="precondition_verdict",
+            schema=VALIDATE_PRECONDITION_SCHEMA,
+            prompt_version=VALIDATE_PRECONDITION.version,
+        )
     return StructuredRequest(
         agent="validate",
         item_id=pair.record_id,
@@ -124,5 +211,6 @@ def interpret_validate(pair: DependentPair, result: StructuredResult) -> Depende
     if not result.ok or result.value is None:
         return _failed("validate", result)
     if int(result.value["result"]) != 1:
-        return Outcome(pair.record_id, "validate", "validate_no_dependency", str(result.value.get("reason", "")), None)
+        reason = "validate_order_not_required" if pair.kind == KIND_PRECONDITION else "validate_no_dependency"
+        return Outcome(pair.record_id, "validate", reason, str(result.value.get("reason", "")), None)
     return pair

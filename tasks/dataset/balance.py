@@ -3,7 +3,10 @@
 Class 0 (a depends on b) is each validated pair as <dependent, prerequisite>; class 2 is its swap;
 class 1 (no dependency) pairs docs of the same split at random, never a known dependent pair
 (in either order) and never a doc with itself. Classes 0 and 2 carry the pair's ``consumer_param``
-and ``producer_output`` (the dependent side's fed input); class 1 rows have neither.
+and ``producer_output`` (the dependent side's fed input) and its dependency ``kind`` ("data" or
+"precondition", schemas/tdi.py) and ``support``; class 1 rows have none of them. Two pairs of the same
+docs (in the same direction) are one: the first by record id is kept, a data pair before a precondition
+pair (it says more: which value flows), the other is rejected.
 """
 from __future__ import annotations
 
@@ -16,9 +19,13 @@ import numpy as np
 import polars as pl
 
 from schemas.docs import canonical_doc_json, doc_id
-from schemas.tdi import ID2LABEL, LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A, LABEL_NO_DEPENDENCY
-from schemas.tdi import DependentPair
+from schemas.tdi import ID2LABEL, KIND_DATA, LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A, LABEL_NO_DEPENDENCY
+from schemas.tdi import DependentPair, check_kind
 from tasks.common.outcome import Outcome
+
+# why a pair of the same docs as a kept pair of the other kind is rejected (balance_kind_conflict)
+KIND_CONFLICT_DETAIL = ("a data pair of the same docs is kept instead: one label per doc pair, and the data pair "
+                        "also says which value flows")
 
 
 @dataclass(frozen=True)
@@ -42,6 +49,8 @@ class _Pair:
     prerequisite: _Doc
     consumer_param: str | None = None  # the dependent doc's input that the prerequisite feeds
     producer_output: str | None = None  # the prerequisite doc's output that feeds it
+    kind: str = KIND_DATA  # schemas.tdi.DEPENDENCY_KINDS
+    support: int | None = None  # distinct functions/runs that show the dependency; None: not counted
 
 
 @dataclass
@@ -61,15 +70,24 @@ def _as_pair(p: DependentPair) -> _Pair:
         _Doc(doc_id(pre_json), pre_json, f"{p.record_id}#{tag_pre}"),
         p.consumer_param,
         p.producer_output,
+        p.kind,
     )
 
 
 def _row(a: _Doc, b: _Doc, label: int, split: str, origin: str, consumer_param: str | None = None,
-         producer_output: str | None = None) -> dict:
+         producer_output: str | None = None, kind: str | None = None, support: int | None = None) -> dict:
     """A TDI_PAIR_SCHEMA row; ``consumer_param``/``producer_output`` belong to the dependent side
-    (doc_a for label 0, doc_b for label 2) and are null for label 1."""
-    if label == LABEL_NO_DEPENDENCY and (consumer_param is not None or producer_output is not None):
-        raise ValueError("a 'no dependency' row has no consumer parameter")
+    (doc_a for label 0, doc_b for label 2); ``kind`` is required on labels 0 and 2 (a precondition
+    with neither parameter); all four are null for label 1."""
+    if label == LABEL_NO_DEPENDENCY:
+        if consumer_param is not None or producer_output is not None:
+            raise ValueError("a 'no dependency' row has no consumer parameter")
+        if kind is not None or support is not None:
+            raise ValueError(f"a 'no dependency' row has no dependency kind or support (got {kind!r}, {support!r})")
+    else:
+        check_kind(kind, consumer_param, producer_output)
+        if support is not None and support < 1:
+            raise ValueError(f"support counts the functions or runs that show a dependency: >= 1 or null, got {support!r}")
     return {
         "pair_id": hashlib.sha256(f"{a.doc_id}>{b.doc_id}".encode()).hexdigest()[:20],
         "doc_a": a.json,
@@ -84,6 +102,8 @@ def _row(a: _Doc, b: _Doc, label: int, split: str, origin: str, consumer_param: 
         "source_b": b.source,
         "consumer_param": consumer_param,
         "producer_output": producer_output,
+        "kind": kind,
+        "support": support,
     }
 
 
@@ -183,15 +203,20 @@ def balance_pairs(validated: Sequence[DependentPair], cfg: BalanceConfig) -> Bal
     known: set[frozenset[str]] = set()
     unique: list[_Pair] = []
     seen: set[tuple[str, str]] = set()
-    for p in sorted((_as_pair(v) for v in validated), key=lambda p: p.record_id):
+    kind_of: dict[tuple[str, str], str] = {}
+    # data pairs first (by record id), then precondition pairs: of two pairs of the same docs the data one is kept
+    for p in sorted((_as_pair(v) for v in validated), key=lambda p: (p.kind != KIND_DATA, p.record_id)):
         key = (p.dependent.doc_id, p.prerequisite.doc_id)
         known.add(frozenset(key))
         if p.dependent.doc_id == p.prerequisite.doc_id:
             rejections.append(Outcome(p.record_id, "balance", "balance_self_pair", "dependent and prerequisite docs are identical"))
+        elif key in seen and kind_of[key] != p.kind:
+            rejections.append(Outcome(p.record_id, "balance", "balance_kind_conflict", KIND_CONFLICT_DETAIL))
         elif key in seen:
             rejections.append(Outcome(p.record_id, "balance", "balance_duplicate_pair", f"same docs as an earlier pair {key}"))
         else:
             seen.add(key)
+            kind_of[key] = p.kind
             unique.append(p)
 
     order = rng.permutation(len(unique))
@@ -214,8 +239,10 @@ def balance_pairs(validated: Sequence[DependentPair], cfg: BalanceConfig) -> Bal
         per_split[split] = len(in_split)
         docs: dict[str, _Doc] = {}
         for p in in_split:
-            rows.append(_row(p.dependent, p.prerequisite, LABEL_A_DEPENDS_ON_B, split, "validated", p.consumer_param, p.producer_output))
-            rows.append(_row(p.prerequisite, p.dependent, LABEL_B_DEPENDS_ON_A, split, "swapped", p.consumer_param, p.producer_output))
+            rows.append(_row(p.dependent, p.prerequisite, LABEL_A_DEPENDS_ON_B, split, "validated", p.consumer_param, p.producer_output,
+                             p.kind, p.support))
+            rows.append(_row(p.prerequisite, p.dependent, LABEL_B_DEPENDS_ON_A, split, "swapped", p.consumer_param, p.producer_output,
+                             p.kind, p.support))
             docs.setdefault(p.dependent.doc_id, p.dependent)
             docs.setdefault(p.prerequisite.doc_id, p.prerequisite)
         pool = [docs[k] for k in sorted(docs)]
@@ -240,8 +267,9 @@ class BalancePlan:
 
     A *source* is one side of a selected pair: source ``2*i`` is the dependent doc of selected pair
     ``i``, ``2*i + 1`` its prerequisite. ``rows`` holds ``split``, ``label``, ``origin``, ``a_src``,
-    ``b_src`` (source numbers), ``consumer_param``, ``producer_output`` (null on class 1) and ``pair_id``; ``selected`` holds per selected pair ``record_id``,
-    ``satisfied``, ``dep_id``, ``pre_id`` (hex doc ids) in selection order. What became of every
+    ``b_src`` (source numbers), ``consumer_param``, ``producer_output``, ``kind``, ``support`` (null on class 1) and
+    ``pair_id``; ``selected`` holds per selected pair ``record_id``, ``satisfied``, ``dep_id``, ``pre_id`` (hex doc
+    ids), its parameters and ``kind`` in selection order. What became of every
     validated pair is one byte a pair (``reason_codes``, in the files' row order); its rows for the
     books are read back file by file (:meth:`outcome_frames`), so the plan's memory does not grow
     with the input's text."""
@@ -433,7 +461,8 @@ def _pair_ids(a_hex: Sequence[str], b_hex: Sequence[str]) -> list[str]:
 
 
 # What became of a validated pair (BalancePlan.reason_codes): in the dataset, or a balance rejection.
-OUTCOME_REASONS = ("", "balance_self_pair", "balance_duplicate_pair", "balance_surplus", "balance_too_few_pairs")
+OUTCOME_REASONS = ("", "balance_self_pair", "balance_duplicate_pair", "balance_surplus", "balance_too_few_pairs",
+                   "balance_kind_conflict")
 
 
 def _outcome_frame(pairs: pl.DataFrame, codes: np.ndarray, target: int) -> pl.DataFrame:
@@ -449,6 +478,7 @@ def _outcome_frame(pairs: pl.DataFrame, codes: np.ndarray, target: int) -> pl.Da
         .when(pl.col("reason") == "balance_duplicate_pair").then(pl.format("same docs as an earlier pair ('{}', '{}')", "dep_id", "pre_id"))
         .when(pl.col("reason") == "balance_surplus").then(pl.lit(f"class target {target} reached"))
         .when(pl.col("reason") == "balance_too_few_pairs").then(pl.lit("a balanced set needs at least 2 validated pairs"))
+        .when(pl.col("reason") == "balance_kind_conflict").then(pl.lit(KIND_CONFLICT_DETAIL))
         .otherwise(pl.lit("")),
         raw_text=pl.lit(None, dtype=pl.String),
     )
@@ -456,21 +486,25 @@ def _outcome_frame(pairs: pl.DataFrame, codes: np.ndarray, target: int) -> pl.Da
 
 def plan_balance(validated_files: Sequence[str | Path], cfg: BalanceConfig) -> BalancePlan:
     """Balance the validated pairs in ``validated_files`` (``tasks.agents.chunks.VALIDATED_SCHEMA``). The
-    pairs are taken in record-id order, so the plan does not depend on where chunks end."""
+    pairs are taken in record-id order (data pairs before precondition pairs, as ``balance_pairs``), so the plan
+    does not depend on where chunks end."""
     files = [str(f) for f in validated_files]
-    cols = ["record_id", "satisfied", "dep_id", "pre_id", "consumer_param", "producer_output"]
+    cols = ["record_id", "satisfied", "dep_id", "pre_id", "consumer_param", "producer_output", "kind"]
     if files:
         ids = pl.scan_parquet(files).select(cols).collect()  # the files' row order
     else:
         ids = pl.DataFrame(schema={"record_id": pl.String, "satisfied": pl.Int8, "dep_id": pl.String, "pre_id": pl.String,
-                                   "consumer_param": pl.String, "producer_output": pl.String})
-    by_record = ids.select(pl.arg_sort_by("record_id", maintain_order=True))["record_id"].to_numpy()
+                                   "consumer_param": pl.String, "producer_output": pl.String, "kind": pl.String})
+    by_record = ids.select(order=pl.arg_sort_by(pl.col("kind") != KIND_DATA, "record_id", maintain_order=True))["order"].to_numpy()
     rng = np.random.default_rng(cfg.seed)
     dep, pre = _u64(ids["dep_id"])[by_record], _u64(ids["pre_id"])[by_record]
     known = _KnownPairs(dep, pre)
     self_pair = dep == pre
     first = np.zeros(len(dep), bool)  # the first pair of its (dependent, prerequisite) docs, by sorting
-    first[np.unique(_pair_keys(dep, pre), return_index=True)[1]] = True
+    _, first_at, key_of = np.unique(_pair_keys(dep, pre), return_index=True, return_inverse=True)
+    first[first_at] = True
+    is_data = (ids["kind"] == KIND_DATA).to_numpy()[by_record]  # one bool a pair, not a string
+    other_kind = is_data != is_data[first_at[key_of.ravel()]]  # differs from the kept pair of its docs (a data pair)
     unique = np.flatnonzero(~self_pair & first)
     order = rng.permutation(len(unique))
     per_class = min(cfg.per_class, len(unique))
@@ -482,6 +516,7 @@ def plan_balance(validated_files: Sequence[str | Path], cfg: BalanceConfig) -> B
     code = np.zeros(len(dep), np.uint8)  # record-id order
     code[self_pair] = OUTCOME_REASONS.index("balance_self_pair")
     code[~self_pair & ~first] = OUTCOME_REASONS.index("balance_duplicate_pair")
+    code[~self_pair & ~first & other_kind] = OUTCOME_REASONS.index("balance_kind_conflict")
     code[surplus] = OUTCOME_REASONS.index("balance_surplus")
     code[too_few] = OUTCOME_REASONS.index("balance_too_few_pairs")
     reason_codes = np.empty_like(code)
@@ -507,9 +542,10 @@ def plan_balance(validated_files: Sequence[str | Path], cfg: BalanceConfig) -> B
         a_src = np.concatenate([dep_src, pre_src, pool_src[ia]])
         b_src = np.concatenate([pre_src, dep_src, pool_src[ib]])
         n = len(members)
-        # the dependent pair's parameter on its class 0 and class 2 rows, none on class 1
+        # the dependent pair's parameter and kind on its class 0 and class 2 rows, none on class 1; build-tdi's
+        # LLM pairs are not counted (support null)
         params = {c: pl.concat([sel[c].gather(members), sel[c].gather(members), pl.Series(c, [None] * n, dtype=pl.String)])
-                  for c in ("consumer_param", "producer_output")}
+                  for c in ("consumer_param", "producer_output", "kind")}
         parts.append(pl.DataFrame({
             "split": [split] * (3 * n),
             "label": np.concatenate([np.full(n, LABEL_A_DEPENDS_ON_B), np.full(n, LABEL_B_DEPENDS_ON_A), np.full(n, LABEL_NO_DEPENDENCY)]).astype(np.int8),
@@ -517,9 +553,11 @@ def plan_balance(validated_files: Sequence[str | Path], cfg: BalanceConfig) -> B
             "a_src": a_src.astype(np.uint32),
             "b_src": b_src.astype(np.uint32),
             **params,
+            "support": pl.Series("support", [None] * (3 * n), dtype=pl.Int32),
         }))
     rows = pl.concat(parts) if parts else pl.DataFrame(schema={"split": pl.String, "label": pl.Int8, "origin": pl.String, "a_src": pl.UInt32, "b_src": pl.UInt32,
-                                                               "consumer_param": pl.String, "producer_output": pl.String})
+                                                               "consumer_param": pl.String, "producer_output": pl.String, "kind": pl.String,
+                                                               "support": pl.Int32})
     plan = BalancePlan(per_class, per_split, rows, sel, reason_codes, files, cfg.per_class)
     a_hex, b_hex = plan.source_doc_ids(rows["a_src"].to_numpy()), plan.source_doc_ids(rows["b_src"].to_numpy())
     plan.rows = rows.with_columns(pair_id=pl.Series(_pair_ids(a_hex, b_hex), dtype=pl.String))
@@ -538,10 +576,11 @@ def plan_rows(plan: BalancePlan, rows: pl.DataFrame, doc_json: dict[str, str] | 
     return [
         {"pair_id": pid, "doc_a": docs[a], "doc_b": docs[b], "tool_a_id": a, "tool_b_id": b, "label": label,
          "label_name": ID2LABEL[label], "split": split, "origin": origin, "source_a": sa, "source_b": sb,
-         "consumer_param": cp, "producer_output": po}
-        for pid, a, b, label, split, origin, sa, sb, cp, po in zip(
+         "consumer_param": cp, "producer_output": po, "kind": kind, "support": support}
+        for pid, a, b, label, split, origin, sa, sb, cp, po, kind, support in zip(
             rows["pair_id"].to_list(), a_id, b_id, rows["label"].to_list(), rows["split"].to_list(), rows["origin"].to_list(),
-            a_name, b_name, rows["consumer_param"].to_list(), rows["producer_output"].to_list())
+            a_name, b_name, rows["consumer_param"].to_list(), rows["producer_output"].to_list(), rows["kind"].to_list(),
+            rows["support"].to_list())
     ]
 
 

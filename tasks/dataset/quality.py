@@ -12,7 +12,7 @@ import pandas as pd
 
 from schemas.docs import schema_errors
 from schemas.parameters import input_param_names, output_param_names
-from schemas.tdi import ID2LABEL, TDI_PAIR_SCHEMA
+from schemas.tdi import DEPENDENCY_KINDS, ID2LABEL, KIND_PRECONDITION, TDI_PAIR_SCHEMA
 from tasks.dataset.accounting import sql_string
 
 logger = logging.getLogger(__name__)
@@ -78,9 +78,10 @@ def _check_frames(shard_glob: str) -> dict[str, pd.DataFrame]:
     invalid = [(d, error) for d in docs if (error := doc_error(d))]
     invalid_docs = pd.DataFrame(invalid, columns=["doc", "error"])
     parameter_frames = _parameter_frames(con)
+    kind_frames = _kind_frames(con)
     con.close()
     return {"pairs": pairs, "self_pairs": self_pairs, "mislabelled": mislabelled, "invalid_docs": invalid_docs, "balance": balance, "leaked_tools": leaked,
-            "none_but_dependent": none_but_dependent, **parameter_frames}
+            "none_but_dependent": none_but_dependent, **parameter_frames, **kind_frames}
 
 
 def _parameter_frames(con: duckdb.DuckDBPyConnection) -> dict[str, pd.DataFrame]:
@@ -120,6 +121,30 @@ def _parameter_frames(con: duckdb.DuckDBPyConnection) -> dict[str, pd.DataFrame]
             "bad_producer_output": pd.DataFrame(found["producer_output"], columns=["pair_id", "producer_output", "producer_outputs"])}
 
 
+def _kind_frames(con: duckdb.DuckDBPyConnection) -> dict[str, pd.DataFrame]:
+    """The rows whose dependency kind columns break the schema's rules (schemas/tdi.py, version 3): a
+    dependent row (label 0 or 2) whose ``kind`` is not one of DEPENDENCY_KINDS (null included); a 'no
+    dependency' row with a ``kind`` or ``support``; a precondition row that names a ``consumer_param`` or
+    ``producer_output`` (it passes no value); a ``support`` below 1. Shards without these columns get
+    empty frames here: the column-set check reports them."""
+    present = {d[0] for d in con.execute("SELECT * FROM pairs LIMIT 0").description}
+    if not {"kind", "support", "consumer_param", "producer_output"} <= present:
+        return {"bad_kind": pd.DataFrame(columns=["pair_id", "label", "kind"]),
+                "kind_on_none": pd.DataFrame(columns=["pair_id", "kind", "support"]),
+                "parameters_on_precondition": pd.DataFrame(columns=["pair_id", "consumer_param", "producer_output"]),
+                "bad_support": pd.DataFrame(columns=["pair_id", "support"])}
+    kinds = ", ".join(sql_string(k) for k in DEPENDENCY_KINDS)
+    return {
+        "bad_kind": con.execute(f"""SELECT pair_id, label, kind FROM pairs
+                                    WHERE label <> 1 AND (kind IS NULL OR kind NOT IN ({kinds}))""").df(),
+        "kind_on_none": con.execute("""SELECT pair_id, kind, support FROM pairs
+                                       WHERE label = 1 AND (kind IS NOT NULL OR support IS NOT NULL)""").df(),
+        "parameters_on_precondition": con.execute(f"""SELECT pair_id, consumer_param, producer_output FROM pairs
+            WHERE kind = {sql_string(KIND_PRECONDITION)} AND (consumer_param IS NOT NULL OR producer_output IS NOT NULL)""").df(),
+        "bad_support": con.execute("SELECT pair_id, support FROM pairs WHERE support < 1").df(),
+    }
+
+
 def doc_error(doc_json: str) -> str | None:
     """The first reason a shard's doc text is no valid API doc, or None."""
     try:
@@ -133,7 +158,8 @@ def doc_error(doc_json: str) -> str | None:
 def _suites(gx: Any) -> dict[str, list[Any]]:
     E = gx.expectations
     columns = ["pair_id", "doc_a", "doc_b", "tool_a_id", "tool_b_id", "label", "label_name", "split", "origin", "source_a", "source_b"]
-    nullable = ["consumer_param", "producer_output"]  # parameter level (schema version 2): null where unknown
+    # parameter level (schema version 2): null where unknown; kind and support (version 3): null on label 1
+    nullable = ["consumer_param", "producer_output", "kind", "support"]
     assert columns + nullable == TDI_PAIR_SCHEMA.names, "the gate's columns follow schemas/tdi.py"
     return {
         "pairs": [
@@ -157,6 +183,10 @@ def _suites(gx: Any) -> dict[str, list[Any]]:
         "parameters_on_none": [E.ExpectTableRowCountToEqual(value=0)],  # class 1 has no consumer parameter
         "bad_consumer_param": [E.ExpectTableRowCountToEqual(value=0)],  # an input of the consumer doc
         "bad_producer_output": [E.ExpectTableRowCountToEqual(value=0)],  # an output of the producer doc
+        "bad_kind": [E.ExpectTableRowCountToEqual(value=0)],  # labels 0 and 2: data or precondition
+        "kind_on_none": [E.ExpectTableRowCountToEqual(value=0)],  # label 1: no kind, no support
+        "parameters_on_precondition": [E.ExpectTableRowCountToEqual(value=0)],  # a precondition passes no value
+        "bad_support": [E.ExpectTableRowCountToEqual(value=0)],  # >= 1 where counted
     }
 
 

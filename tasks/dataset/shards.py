@@ -7,7 +7,7 @@ import os
 import shutil
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from schemas.tdi import ID2LABEL, TDI_PAIR_SCHEMA
+from schemas.tdi import DEPENDENCY_KINDS, ID2LABEL, LABEL_A_DEPENDS_ON_B, TDI_PAIR_SCHEMA
 from tasks.common.atomic import replace_dir
 from tasks.common.checksums import sha256_file
 
@@ -37,6 +37,14 @@ class ShardInfo:
     rows: int
     sha256: str
     label_counts: dict[str, int]
+    # dependent pairs per kind: the shard's class-0 rows by ``kind`` (each pair is one class-0 row; its
+    # class-2 swap has the same kind and may sit in another shard of the split)
+    kind_counts: dict[str, int] = field(default_factory=dict)
+
+
+def _kind_counts(labels: Sequence[int], kinds: Sequence[str | None]) -> dict[str, int]:
+    found = Counter(k for label, k in zip(labels, kinds) if label == LABEL_A_DEPENDS_ON_B)
+    return {k: found.get(k, 0) for k in DEPENDENCY_KINDS}
 
 
 def write_shards(rows: Sequence[dict], out_dir: Path, cfg: ShardConfig) -> list[ShardInfo]:
@@ -75,6 +83,7 @@ def write_shards(rows: Sequence[dict], out_dir: Path, cfg: ShardConfig) -> list[
                     rows=part.num_rows,
                     sha256=sha256_file(tmp_dir / name),
                     label_counts={ID2LABEL[k]: labels.get(k, 0) for k in sorted(ID2LABEL)},
+                    kind_counts=_kind_counts(part.column("label").to_pylist(), part.column("kind").to_pylist()),
                 )
             )
     _swap_in(out_dir, tmp_dir)
@@ -120,6 +129,8 @@ def _plan_table(plan: Any, rows: Any, docs: _DocLookup) -> pa.Table:
         "source_b": pa.array(plan.source_names(b_src), pa.string()),
         "consumer_param": rows["consumer_param"].to_arrow(),
         "producer_output": rows["producer_output"].to_arrow(),
+        "kind": rows["kind"].to_arrow(),
+        "support": rows["support"].to_arrow(),
     }
     return pa.Table.from_arrays([columns[f.name].cast(f.type) for f in TDI_PAIR_SCHEMA], schema=TDI_PAIR_SCHEMA)
 
@@ -167,7 +178,8 @@ def write_planned_shards(plan: Any, out_dir: Path, cfg: ShardConfig, row_group_r
     for (split, name, piece), digest in zip(jobs, digests):
         labels = Counter(piece["label"].to_list())
         infos.append(ShardInfo(file=f"shards/{name}", split=split, rows=piece.height, sha256=digest,
-                               label_counts={ID2LABEL[lab]: labels.get(lab, 0) for lab in sorted(ID2LABEL)}))
+                               label_counts={ID2LABEL[lab]: labels.get(lab, 0) for lab in sorted(ID2LABEL)},
+                               kind_counts=_kind_counts(piece["label"].to_list(), piece["kind"].to_list())))
     _swap_in(out_dir, tmp_dir)
     return infos
 
@@ -182,6 +194,16 @@ def count_table(infos: Sequence[ShardInfo]) -> dict[str, dict[str, int]]:
     return out
 
 
+def kind_table(infos: Sequence[ShardInfo]) -> dict[str, dict[str, int]]:
+    """{split: {kind: dependent pairs}} summed over shards (schemas.tdi.DEPENDENCY_KINDS)."""
+    out: dict[str, dict[str, int]] = {}
+    for info in infos:
+        per = out.setdefault(info.split, {kind: 0 for kind in DEPENDENCY_KINDS})
+        for kind, n in info.kind_counts.items():
+            per[kind] += n
+    return out
+
+
 def build_manifest(dataset: str, infos: Sequence[ShardInfo], extra: dict[str, Any]) -> dict[str, Any]:
     """The manifest of a dataset made of ``infos`` (JSON types); ``tasks.dataset.publish`` writes it last."""
     manifest = {
@@ -189,6 +211,7 @@ def build_manifest(dataset: str, infos: Sequence[ShardInfo], extra: dict[str, An
         "schema": {"fields": [f.name for f in TDI_PAIR_SCHEMA], "arrow": TDI_PAIR_SCHEMA.to_string(show_schema_metadata=False)},
         "labels": ID2LABEL,
         "counts": count_table(infos),
+        "dependent_pairs_by_kind": kind_table(infos),  # {split: {"data": n, "precondition": n}}
         "total_rows": sum(i.rows for i in infos),
         "shards": [asdict(i) for i in infos],
         **extra,
@@ -226,6 +249,27 @@ PARAMETER_COLUMNS_CARD = [
     "- The quality gate checks that each names a parameter of the right doc. Version 1 shards lack both columns.",
 ]
 
+# The card's words on the dependency kind (schema version 3), shared by both flows' cards.
+KIND_COLUMNS_CARD = [
+    "## Dependency kind (schema version 3)",
+    "- `kind` on labels 0 and 2 (null on label 1): `data` when an output of the prerequisite feeds an input "
+    "parameter of the dependent; `precondition` when the prerequisite must be called first (a check, a lookup of "
+    "state, authentication, a confirmation) and passes no value: `consumer_param` and `producer_output` are then null.",
+    "- `support`: how many distinct functions or runs show the dependency (>= 1); null where not counted (LLM pairs) "
+    "and on label 1. Shards of versions 1 and 2 lack both columns and held only `data` pairs.",
+]
+
+
+def kind_card_lines(manifest: dict[str, Any]) -> list[str]:
+    """The card's table of dependent pairs per kind and split (empty for a manifest written before kinds)."""
+    table = manifest.get("dependent_pairs_by_kind")
+    if not table:
+        return []
+    return ["", "## Dependent pairs by kind",
+            "Each dependent pair is one label-0 row and its label-2 swap.", "",
+            "| split | " + " | ".join(DEPENDENCY_KINDS) + " |", "|---|" + "---|" * len(DEPENDENCY_KINDS),
+            *(f"| {split} | " + " | ".join(str(per.get(k, 0)) for k in DEPENDENCY_KINDS) + " |" for split, per in table.items())]
+
 
 def write_dataset_card(out_dir: Path, manifest: dict[str, Any], folder: Path | None = None) -> Path:
     """``README.md`` for the dataset at ``out_dir``, written into ``folder`` (default ``out_dir``;
@@ -250,12 +294,15 @@ def write_dataset_card(out_dir: Path, manifest: dict[str, Any], folder: Path | N
         "- Here agent 2 names both with the dependent API; a pair whose `consumer_param` is no input of the dependent "
         "doc is rejected (`generate_bad_consumer_param`), a `producer_output` that is no output of the prerequisite is null.",
         "",
+        *KIND_COLUMNS_CARD,
+        "",
         "## Counts",
         "| split | " + " | ".join(ID2LABEL.values()) + " |",
         "|---|" + "---|" * len(ID2LABEL),
     ]
     for split, per in counts.items():
         lines.append(f"| {split} | " + " | ".join(str(per[n]) for n in ID2LABEL.values()) + " |")
+    lines += kind_card_lines(manifest)
     acc = manifest.get("accounting", {})
     lines += [
         "",

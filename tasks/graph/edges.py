@@ -3,7 +3,7 @@ build-graph writes for one tool set."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -39,12 +39,12 @@ def fuse_edges(predicted: Sequence[PredictedEdge], schema: Sequence[SchemaEdge])
     step only adds neighbours, so recall matters more than precision here. A pair found by both
     keeps the schema rule's direction (a parameter match is direct evidence of data flow) and
     prob 1; a pair found by one source keeps that source's edge (schema prob 1, discriminator
-    p0 + p2). ``fused_from`` says which sources found it.
+    p0 + p2). ``fused_from`` says which sources found it. Kind: the kept edge's (a schema edge is "data").
     """
     by_pair: dict[frozenset[str], FusedEdge] = {}
     for s in schema:
         key = frozenset((s.edge.dependent, s.edge.prerequisite))
-        by_pair[key] = FusedEdge(DependencyEdge(s.edge.group, s.edge.dependent, s.edge.prerequisite, "fused"), 1.0,
+        by_pair[key] = FusedEdge(replace(s.edge, source="fused"), 1.0,
                                  s.predicted_class, s.matched_params, ("schema",))
     for d in predicted:
         key = frozenset((d.edge.dependent, d.edge.prerequisite))
@@ -52,8 +52,7 @@ def fuse_edges(predicted: Sequence[PredictedEdge], schema: Sequence[SchemaEdge])
             f = by_pair[key]
             by_pair[key] = FusedEdge(f.edge, 1.0, f.predicted_class, f.matched_params, ("discriminator", "schema"))
         else:
-            by_pair[key] = FusedEdge(DependencyEdge(d.edge.group, d.edge.dependent, d.edge.prerequisite, "fused"),
-                                     d.prob, d.predicted_class, None, ("discriminator",))
+            by_pair[key] = FusedEdge(replace(d.edge, source="fused"), d.prob, d.predicted_class, None, ("discriminator",))
     return sorted(by_pair.values(), key=lambda f: (f.edge.dependent, f.edge.prerequisite))
 
 
@@ -89,8 +88,8 @@ def dataset_tables(
 
     def edge_row(e: DependencyEdge, prob: float, cls: int, source: str, **extra: Any) -> dict:
         return {"dataset": ds, "tool_group": e.group, "dependent": e.dependent, "prerequisite": e.prerequisite,
-                "prob": prob, "predicted_class": cls, "source": source, "p_direction": None, "matched_params": None,
-                "fused_from": None} | extra
+                "prob": prob, "predicted_class": cls, "source": source, "kind": e.kind, "p_direction": None,
+                "matched_params": None, "fused_from": None} | extra
 
     def param_row(e: ParameterEdge, source: str, probability: float | None = 1.0) -> dict:
         return {"dataset": ds, "dependent": e.dependent, "prerequisite": e.prerequisite,

@@ -10,6 +10,7 @@ import numpy as np
 
 from schemas.tdi import LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A
 from schemas.toolset import DependencyEdge, ParameterEdge, Tool
+from tasks.graph.kinds import dependency_kind
 from tasks.graph.scoring import PredictedEdge
 from tasks.training.param_examples import ParamExample, parameter_units
 from tasks.training.param_head import HEAD_FILE, ParamHead, unit_features
@@ -87,7 +88,8 @@ def param_tool_edges(tools: Sequence[Tool], pairs: Sequence[tuple[int, int]], sc
     ``threshold`` (prob = that input's p; it is kept as ``best_param``). Between two tools one edge at
     most: the direction with the higher p. A pair whose tools declare no inputs on either side keeps the
     tool-level edge of ``fallback`` (today's discriminator), if any; so does a direction whose
-    consumer has no inputs when the other direction was not kept."""
+    consumer has no inputs when the other direction was not kept. Kind: "data" for an edge through an
+    input, the fallback's own kind otherwise (``tasks.graph.kinds.dependency_kind``)."""
     best: dict[tuple[int, int], ParamScore] = {}
     for s in scores:
         key = (s.producer, s.consumer)
@@ -102,7 +104,8 @@ def param_tool_edges(tools: Sequence[Tool], pairs: Sequence[tuple[int, int]], sc
         if options:
             s = max(options, key=lambda x: x.prob)
             cls = LABEL_A_DEPENDS_ON_B if s.consumer == i else LABEL_B_DEPENDS_ON_A
-            edge = DependencyEdge(tools[i].group, tools[s.consumer].tool_id, tools[s.producer].tool_id, "discriminator")
+            edge = DependencyEdge(tools[i].group, tools[s.consumer].tool_id, tools[s.producer].tool_id, "discriminator",
+                                  dependency_kind(through_parameter=True))
             out.append(ParamToolEdge(PredictedEdge(edge, s.prob, cls, s.prob), s.param))
             continue
         f = by_pair.get(frozenset((i, j)))

@@ -16,6 +16,7 @@ from schemas.name_rule import (
 )
 from schemas.tdi import LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A
 from schemas.toolset import DependencyEdge, ParameterEdge, Tool
+from tasks.graph.kinds import dependency_kind
 from tasks.graph.pruning import iter_same_group_pairs
 
 
@@ -51,6 +52,7 @@ def schema_edges(tools: Sequence[Tool], pairs: Sequence[tuple[int, int]] | None 
     both directions match, the one with more matching names wins, a tie is no edge (same rule as
     ``schema_rule_label``, computed from per-tool name sets so ToolBench's 161k pairs take a second).
     Names that more than ``max_producers`` tools of the group output are no evidence (None: all are).
+    Every edge is found through a parameter, so its kind is "data" (``tasks.graph.kinds``).
     """
     common = group_common_names(tools, max_producers)
     outs = [output_names(t.doc, derive=True, ignore=common[t.group]) for t in tools]
@@ -64,7 +66,8 @@ def schema_edges(tools: Sequence[Tool], pairs: Sequence[tuple[int, int]] | None 
             dep, pre, cls, names = i, j, LABEL_A_DEPENDS_ON_B, a_needs_b
         else:
             dep, pre, cls, names = j, i, LABEL_B_DEPENDS_ON_A, b_needs_a
-        edge = DependencyEdge(tools[i].group, tools[dep].tool_id, tools[pre].tool_id, "schema")
+        edge = DependencyEdge(tools[i].group, tools[dep].tool_id, tools[pre].tool_id, "schema",
+                              dependency_kind(through_parameter=True))
         found.append(SchemaEdge(edge, cls, tuple(sorted(names))))
     return found
 

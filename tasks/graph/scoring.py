@@ -19,6 +19,7 @@ from schemas.docs import canonical_doc_json
 from schemas.name_rule import DEFAULT_MAX_PRODUCERS
 from schemas.tdi import ID2LABEL, LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A, LABEL_NO_DEPENDENCY
 from schemas.toolset import DependencyEdge, Tool
+from tasks.graph.kinds import dependency_kind
 from tasks.graph.schema_rule import group_common_names, group_common_partial_inputs
 
 log = logging.getLogger(__name__)
@@ -161,7 +162,8 @@ def edges_from_probabilities(
 
     threshold None: the argmax class must be 0 or 2; else p0 + p2 >= threshold, direction the larger
     of p0 and p2. Class 0 on <a, b>: a depends on b; class 2: b depends on a. The edge's ``prob`` is
-    p0 + p2 (so every kept edge has prob >= threshold); ``min_prob`` is a further cut on it.
+    p0 + p2 (so every kept edge has prob >= threshold); ``min_prob`` is a further cut on it. The pair
+    score names no parameter, so the edge's kind is not known (``tasks.graph.kinds.dependency_kind``).
     """
     from models.discriminator import decide
 
@@ -175,6 +177,7 @@ def edges_from_probabilities(
             continue
         assert cls in (LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A)
         dependent, prerequisite = (tools[i], tools[j]) if cls == LABEL_A_DEPENDS_ON_B else (tools[j], tools[i])
-        edge = DependencyEdge(tools[i].group, dependent.tool_id, prerequisite.tool_id, "discriminator")
+        edge = DependencyEdge(tools[i].group, dependent.tool_id, prerequisite.tool_id, "discriminator",
+                              dependency_kind(through_parameter=False))
         out.append(PredictedEdge(edge, min(p_dep, 1.0), cls, float(p[cls])))
     return out

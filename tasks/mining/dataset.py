@@ -6,7 +6,10 @@ Class 0 is each mined flow as <consumer, producer> (origin ``mined``; LLM pairs 
 flow links, in either direction) and the rest *reshuffles* across packages (``shuffled``). Splits
 are whole doc-connected components (tasks/dataset/balance.py), so no doc is in two splits.
 Classes 0 and 2 keep the flow's consumer parameter and, where the producer doc names its single
-output, that output (``consumer_param``, ``producer_output``); class 1 rows have neither.
+output, that output (``consumer_param``, ``producer_output``), and the pair's dependency ``kind``
+("data", or "precondition": called first, no value passed, no parameters) and ``support``; class 1 rows
+have none of them. Two pairs of the same docs (either direction) are one: data pairs come first, so a
+precondition pair of docs a data pair already links is rejected (``balance_kind_conflict``).
 """
 from __future__ import annotations
 
@@ -19,8 +22,9 @@ import numpy as np
 
 from schemas.docs import canonical_doc_json, doc_id
 from schemas.parameters import input_param_names, match_param, output_param_names
-from schemas.tdi import LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A, LABEL_NO_DEPENDENCY
-from tasks.dataset.balance import _assign_splits, _Doc, _Pair, _row  # the shared split/row logic of build-tdi
+from schemas.tdi import (DEPENDENCY_KINDS, KIND_DATA, LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A, LABEL_NO_DEPENDENCY,
+                         check_kind)
+from tasks.dataset.balance import KIND_CONFLICT_DETAIL, _assign_splits, _Doc, _Pair, _row  # the shared split/row logic of build-tdi
 
 ORIGIN_MINED, ORIGIN_MINED_SWAPPED = "mined", "mined_swapped"
 ORIGIN_HARD_NEGATIVE, ORIGIN_SHUFFLED = "hard_negative", "shuffled"
@@ -47,6 +51,13 @@ class DependencyPair:
     package: str = ""  # top-level package of the two functions ("" for LLM pairs)
     consumer_param: str | None = None  # the dependent's input parameter the prerequisite's output reaches
     producer_output: str | None = None  # the prerequisite's output that reaches it, where its doc names one
+    kind: str = KIND_DATA  # schemas.tdi.DEPENDENCY_KINDS; a precondition names neither parameter
+    support: int | None = None  # distinct functions/runs that show it (>= 1); None: not counted (LLM pairs)
+
+    def __post_init__(self) -> None:
+        check_kind(self.kind, self.consumer_param, self.producer_output)
+        if self.support is not None and self.support < 1:
+            raise ValueError(f"{self.record_id}: support {self.support!r} must be >= 1 or None (not counted)")
 
 
 def single_output(doc: dict[str, Any] | None) -> str | None:
@@ -64,7 +75,8 @@ class MinedBalanced:
     per_split: dict[str, int]
     negatives: dict[str, int] = field(default_factory=dict)  # origin -> rows
     dropped_outputs: int = 0  # docs whose outputs were removed
-    parameters: dict[str, int] = field(default_factory=dict)  # dependent pairs in the rows, and with each column set
+    # dependent pairs in the rows, with each parameter column set, and per kind (``by_kind``)
+    parameters: dict[str, Any] = field(default_factory=dict)
 
 
 def drop_outputs(docs: dict[str, dict[str, Any]], fraction: float, seed: int) -> tuple[dict[str, dict[str, Any]], int]:
@@ -146,9 +158,10 @@ def balance_mined(pairs: Sequence[DependencyPair], docs: dict[str, dict[str, Any
     rejections: list[tuple[str, str, str]] = []
     known: set[frozenset[str]] = set()
     unique: list[tuple[_Pair, str]] = []
-    seen: set[frozenset[str]] = set()
+    seen: dict[frozenset[str], str] = {}  # kept pair's docs -> its kind
     kept_out = {p.record_id for p in excluded}
-    for p in sorted([*pairs, *excluded], key=lambda p: p.record_id):
+    # data pairs first (by record id), then precondition pairs: of two pairs of the same docs the data one is kept
+    for p in sorted([*pairs, *excluded], key=lambda p: (p.kind != KIND_DATA, p.record_id)):
         if p.dependent_key not in docs or p.prerequisite_key not in docs:
             if p.record_id not in kept_out:
                 rejections.append((p.record_id, "balance_missing_doc", "no doc could be built for a side of the pair"))
@@ -158,17 +171,20 @@ def balance_mined(pairs: Sequence[DependencyPair], docs: dict[str, dict[str, Any
         consumer_param = match_param(p.consumer_param, input_param_names(docs[p.dependent_key]))
         producer_output = match_param(p.producer_output, output_param_names(docs[p.prerequisite_key]))
         pair = _Pair(p.record_id, as_doc(p.dependent_key, p.package), as_doc(p.prerequisite_key, p.package),
-                     consumer_param, producer_output)
+                     consumer_param, producer_output, p.kind, p.support)
         key = frozenset((pair.dependent.doc_id, pair.prerequisite.doc_id))
         known.add(key)
         if p.record_id in kept_out:
             continue
         if pair.dependent.doc_id == pair.prerequisite.doc_id:
             rejections.append((p.record_id, "balance_self_pair", "dependent and prerequisite docs are identical"))
+        elif key in seen and seen[key] != p.kind:
+            rejections.append((p.record_id, "balance_kind_conflict", f"{p.kind} pair {p.dependent_key} / {p.prerequisite_key}: "
+                                                                      f"{KIND_CONFLICT_DETAIL}"))
         elif key in seen:  # same docs again, or the reverse direction (its label would contradict)
             rejections.append((p.record_id, "balance_duplicate_pair", f"docs already paired: {p.dependent_key} / {p.prerequisite_key}"))
         else:
-            seen.add(key)
+            seen[key] = p.kind
             unique.append((pair, p.origin))
 
     order = rng.permutation(len(unique))
@@ -192,9 +208,9 @@ def balance_mined(pairs: Sequence[DependencyPair], docs: dict[str, dict[str, Any
         for p, origin in in_split:
             llm = origin == ORIGIN_LLM
             rows.append(_row(p.dependent, p.prerequisite, LABEL_A_DEPENDS_ON_B, split, ORIGIN_LLM if llm else ORIGIN_MINED,
-                             p.consumer_param, p.producer_output))
+                             p.consumer_param, p.producer_output, p.kind, p.support))
             rows.append(_row(p.prerequisite, p.dependent, LABEL_B_DEPENDS_ON_A, split, ORIGIN_LLM_SWAPPED if llm else ORIGIN_MINED_SWAPPED,
-                             p.consumer_param, p.producer_output))
+                             p.consumer_param, p.producer_output, p.kind, p.support))
             pool.setdefault(p.dependent.doc_id, p.dependent)
             pool.setdefault(p.prerequisite.doc_id, p.prerequisite)
         docs_in_split = [pool[k] for k in sorted(pool)]
@@ -203,5 +219,6 @@ def balance_mined(pairs: Sequence[DependencyPair], docs: dict[str, dict[str, Any
             negatives[origin] = negatives.get(origin, 0) + 1
     used = [p for p, _ in selected]
     parameters = {"dependent_pairs": len(used), "consumer_param": sum(p.consumer_param is not None for p in used),
-                  "producer_output": sum(p.producer_output is not None for p in used)}
+                  "producer_output": sum(p.producer_output is not None for p in used),
+                  "by_kind": {kind: sum(p.kind == kind for p in used) for kind in DEPENDENCY_KINDS}}
     return MinedBalanced(rows, rejections, per_class, per_split, negatives, dropped, parameters)

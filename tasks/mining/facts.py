@@ -1,5 +1,5 @@
 """What parsing records per source file: a module's facts (:class:`ModuleFacts`) with its candidate flows
-(:class:`RawFlow`), or why the file could not be read (:class:`FileRejection`)."""
+(:class:`RawFlow`) and precondition pairs (:class:`RawOrder`), or why the file could not be read (:class:`FileRejection`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -25,6 +25,21 @@ class RawFlow(NamedTuple):
     unpack: int = 0  # ``a, b = f(x); g(a)``: the number of names unpacked; -1: ``for a in f(x)``; 0: the whole value flows
 
 
+class RawOrder(NamedTuple):
+    """A candidate precondition pair (tasks/mining/order.py): ``consumer`` was called after ``producer``,
+    sharing an operand, with no value of the producer reaching it; targets are qualified names or None."""
+
+    record_id: str  # module:function:line:col:after:line:col (the consumer's call, then the producer's)
+    consumer: str | None
+    producer: str | None
+    pattern: str  # guard | same_receiver | validate_first
+    consumer_bound: bool  # called through self./cls. or a typed receiver (as RawFlow.bound)
+    producer_bound: bool
+    reason: str | None  # a rejection known at parse time
+    detail: str
+    on_self: bool = False  # same_receiver on the method's own ``self``: a step of the class's own implementation
+
+
 @dataclass
 class ModuleFacts:
     module: str
@@ -39,6 +54,7 @@ class ModuleFacts:
     imports: dict[str, str] = field(default_factory=dict)  # local name -> qualified target
     star_imports: list[str] = field(default_factory=list)  # modules of ``from m import *``, in order
     flows: list[RawFlow] = field(default_factory=list)
+    orders: list[RawOrder] = field(default_factory=list)  # candidate precondition pairs (call order, no data)
     flows_only: bool = False  # test code (FileItem.flows_only): not a module that names resolve to
     assigned: list[tuple[str, str]] = field(default_factory=list)  # (callee, variable) of ``variable = callee(...)``
     # names bound once at module level: ``log = Logger(...)`` / ``log: Logger`` (type string) and

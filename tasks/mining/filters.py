@@ -1,12 +1,14 @@
 """The rules that accept or reject a candidate once its targets are resolved (:func:`judge_candidate`,
-:func:`reject_generic_sinks`): an accepted :class:`MinedFlow` or a :class:`CandidateRejection` with its reason."""
+:func:`reject_generic_sinks`, :func:`judge_order` for precondition pairs): an accepted :class:`MinedFlow` (or
+:class:`MinedOrder`) or a :class:`CandidateRejection` with its reason."""
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass
 
 from tasks.mining.docs import FunctionFacts
-from tasks.mining.facts import RawFlow
+from tasks.mining.facts import RawFlow, RawOrder
 from tasks.mining.reasons import MineReason
 from tasks.mining.resolve import SymbolTable, Target
 
@@ -119,3 +121,86 @@ def reject_generic_sinks(flows: list[MinedFlow], max_producers: int | None) -> t
         else:
             kept.append(f)
     return kept, rejected
+
+
+# -- precondition pairs (call order without data flow) ----------------------------------------------
+# A producer that precedes more than this many distinct consumers (or a consumer preceded by more than this
+# many distinct producers) is paired by habit, not need: ``log.debug(x)`` before anything, ``assertEqual``
+# after anything. Flows allow 8 per parameter; a setup call (``connect``) legitimately precedes many actions.
+DEFAULT_MAX_ORDER_PARTNERS = 16
+# The reverse order seen in at least this share of the functions showing the pair: the order is not a rule.
+CONFLICT_SHARE = 1 / 3
+
+
+# Calls that only report (``log.debug(x); save(x)``, ``self._dbg(..); self.add(..)``) precede anything and are needed
+# by nothing; test assertions check, they need no setup of their own beyond what the test does.
+_REPORTING_PRODUCER = re.compile(r"^_*(log(?!_?in)|debug|dbg|print|pprint|warn|trace|announce|report)", re.IGNORECASE)
+_ASSERTION = re.compile(r"^_*(assert|fail)", re.IGNORECASE)
+# A teardown follows whatever was done with the object (``zf.writestr(..); zf.close()``): its prerequisite is
+# the matching setup (``open``/``connect``/``start``/``acquire``), not the last action before it.
+_TEARDOWN = re.compile(r"^_*(close|quit|destroy|shutdown|stop|cleanup|clean_up|teardown|tear_down|dispose|release|"
+                       r"terminate|disconnect|kill|join|logout|log_out|exit|finish|unlock|unregister|unsubscribe)", re.IGNORECASE)
+_SETTER = re.compile(r"^_*set(_|[A-Z])")
+_SETUP = re.compile(r"^_*(open|connect|start|acquire|begin|login|log_in|init|create|enter|bind|listen|lock|mount|spawn|"
+                    r"launch|register|setup|set_up|subscribe|run)", re.IGNORECASE)
+
+
+def _logging(key: str) -> bool:
+    """A logging call (``log.error(..)``, ``logger.debug(..)``): needs nothing, and nothing needs it."""
+    return key.startswith("logging.") and key.rsplit(".", 1)[-1] in _LOG_METHODS
+
+
+_LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "exception", "critical", "fatal", "log"})
+
+
+def _special(key: str) -> bool:
+    name = key.rsplit(".", 1)[-1]
+    return name.startswith("__") and name.endswith("__")
+
+
+@dataclass(frozen=True)
+class MinedOrder:
+    """An accepted precondition pair: ``consumer`` is called after ``producer`` (the prerequisite) with no
+    value of the producer reaching it, in ``support`` distinct functions, by ``patterns``
+    (guard | same_receiver | validate_first); ``record_id`` is its first candidate's."""
+
+    record_id: str
+    consumer: str
+    producer: str
+    support: int
+    patterns: tuple[str, ...]
+
+
+def judge_order(raw: RawOrder, table: SymbolTable) -> tuple[tuple[Target, Target] | None, CandidateRejection | None]:
+    """The resolved (consumer, producer) of a precondition candidate, or its rejection: the flows' rules
+    of resolution and documentation, and a function is no prerequisite of itself."""
+    def reject(reason: str, detail: str, stage: str = "resolve") -> tuple[None, CandidateRejection]:
+        return None, CandidateRejection(raw.record_id, stage, reason, detail)
+
+    if raw.reason:
+        return reject(raw.reason, raw.detail, "parse")
+    consumer, why_c, detail_c = table.resolve(raw.consumer)  # type: ignore[arg-type]
+    if consumer is None:
+        return reject(why_c, f"consumer: {detail_c}")
+    producer, why_p, detail_p = table.resolve(raw.producer)  # type: ignore[arg-type]
+    if producer is None:
+        return reject(why_p, f"producer: {detail_p}")
+    c_name, p_name = consumer.key.rsplit(".", 1)[-1], producer.key.rsplit(".", 1)[-1]
+    if consumer.key == producer.key or (c_name == p_name and consumer.facts.binding == producer.facts.binding == "instance"):
+        return reject(MineReason.SELF_ORDER, f"{producer.key} -> {consumer.key}")  # ``for p in plugins: p.feed(x)``: one step
+    if not consumer.facts.documented:
+        return reject(MineReason.UNDOCUMENTED_CONSUMER, consumer.key)
+    if not producer.facts.documented:
+        return reject(MineReason.UNDOCUMENTED_PRODUCER, producer.key)
+    if raw.pattern == "validate_first" and producer.facts.returns_value:  # ``est.fit(X); other.score(X)``: X shared, no setup
+        return reject(MineReason.DROPPED_VALUE, f"{producer.key} returns a value; dropped before {consumer.key}")
+    if _special(consumer.key) or _special(producer.key):
+        return reject(MineReason.SPECIAL_METHOD, f"{producer.key} -> {consumer.key}")
+    if (_REPORTING_PRODUCER.match(p_name) or _ASSERTION.match(p_name) or _ASSERTION.match(c_name)
+            or _logging(producer.key) or _logging(consumer.key)):
+        return reject(MineReason.REPORTING_CALL, f"{producer.key} -> {consumer.key}")
+    if _SETTER.match(c_name) and _SETTER.match(p_name):
+        return reject(MineReason.INDEPENDENT_SETTERS, f"{producer.key} -> {consumer.key}")
+    if _TEARDOWN.match(c_name) and not _SETUP.match(p_name):
+        return reject(MineReason.TEARDOWN_AFTER_ACTION, f"{producer.key} -> {consumer.key}")
+    return (consumer, producer), None

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from tasks.mining.docs import BodyIndex, child_nodes, index_body
 from tasks.mining.facts import MODULE_BODY, ModuleFacts, RawFlow
+from tasks.mining.order import OrderScanner
 from tasks.mining.reasons import MineReason
 from tasks.mining.resolve import bind_import, type_of_call
 from tasks.mining.syntax import annotated_class, bound_names, dotted_name, store_names, top_level_statements, unwrap
@@ -104,6 +105,8 @@ class BodyScanner:
         self.types: dict[str, str] = {}
         # name -> (qualified target, bound): ``fn = self.method`` / ``fn = mod.func`` makes ``fn()`` that call
         self.aliases: dict[str, tuple[str, bool]] = {}
+        # call order without data flow (tasks/mining/order.py); parse.py turns it on; a nested def has its own
+        self.order: OrderScanner | None = OrderScanner(self) if enclosing is not None and enclosing.order is not None else None
         for p in [*positional, *a.kwonlyargs]:
             if p.arg == self.self_name:
                 continue
@@ -213,8 +216,17 @@ class BodyScanner:
 
     # scanning --------------------------------------------------------------------------------
     def scan(self, body: list[ast.stmt]) -> None:
+        order = self.order
+        if order is None:
+            for stmt in body:
+                self._stmt(stmt)
+            return
+        order.enter(body)
         for stmt in body:
+            order.before(stmt)
             self._stmt(stmt)
+            order.after(stmt)
+        order.exit(body)
 
     def _kill(self, names: Iterable[str]) -> None:
         for n in names:

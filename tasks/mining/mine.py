@@ -1,8 +1,9 @@
 """Mining in two phases, so the costly one runs in parallel: parse files in worker processes, then resolve and
-judge every candidate in the parent (:class:`MineResult`); every candidate ends accepted or rejected with a
+judge every candidate in the parent (:class:`MineResult`), data flows and precondition pairs (call order); every candidate ends accepted or rejected with a
 reason (:class:`MineReason`), the counts add up. Also the API docs of the functions a dataset needs."""
 from __future__ import annotations
 
+import functools
 import sys
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -12,10 +13,14 @@ from typing import Any
 from tasks.mining.docs import FunctionFacts, doc_from_facts
 from tasks.mining.facts import FileRejection, ModuleFacts
 from tasks.mining.filters import (
+    CONFLICT_SHARE,
+    DEFAULT_MAX_ORDER_PARTNERS,
     DEFAULT_MAX_PRODUCERS_PER_PARAM,
     CandidateRejection,
     MinedFlow,
+    MinedOrder,
     judge_candidate,
+    judge_order,
     reject_generic_sinks,
 )
 from tasks.mining.parse import parse_chunk
@@ -31,7 +36,9 @@ class MineResult:
 
     def __init__(self, flows: list[MinedFlow], rejections: list[CandidateRejection], file_rejections: list[FileRejection],
                  targets: dict[str, Target], documented: dict[str, Target], files_read: int, files_parsed: int,
-                 candidates: int, parsed_ids: list[str] | None = None, output_names: dict[str, str] | None = None):
+                 candidates: int, parsed_ids: list[str] | None = None, output_names: dict[str, str] | None = None,
+                 orders: list[MinedOrder] | None = None, order_rejections: list[CandidateRejection] | None = None,
+                 order_candidates: int = 0, order_targets: dict[str, Target] | None = None):
         self.flows = flows
         self.rejections = rejections
         self.file_rejections = file_rejections
@@ -42,13 +49,22 @@ class MineResult:
         self.candidates = candidates
         self.parsed_ids = parsed_ids if parsed_ids is not None else []
         self.output_names = output_names if output_names is not None else {}  # target key -> what callers name its result
+        # precondition pairs (call order, no data; tasks/mining/order.py), in books of their own:
+        # len(orders) + len(order_rejections) == order_candidates
+        self.orders = orders if orders is not None else []
+        self.order_rejections = order_rejections if order_rejections is not None else []
+        self.order_candidates = order_candidates
+        self.order_targets = order_targets if order_targets is not None else {}  # every function an accepted order touches
 
     def __repr__(self) -> str:
         return (f"MineResult(files_read={self.files_read}, candidates={self.candidates}, flows={len(self.flows)}, "
-                f"rejections={len(self.rejections)})")
+                f"rejections={len(self.rejections)}, order_candidates={self.order_candidates}, orders={len(self.orders)})")
 
     def reason_counts(self) -> dict[str, int]:
         return dict(sorted(Counter(r.reason for r in self.rejections).items()))
+
+    def order_reason_counts(self) -> dict[str, int]:
+        return dict(sorted(Counter(r.reason for r in self.order_rejections).items()))
 
     def file_reason_counts(self) -> dict[str, int]:
         return dict(sorted(Counter(r.reason for r in self.file_rejections).items()))
@@ -79,20 +95,24 @@ def _merge(modules: Iterable[ModuleFacts | FileRejection], file_rejections: list
                 prev.functions[q] = f
             prev.classes |= m.classes
             prev.flows += m.flows
+            prev.orders += m.orders
         else:
             ambiguous.add(m.module)
             prev.flows += m.flows  # keep every candidate in the books
+            prev.orders += m.orders
     return list(by_name.values()) + flows_only, ambiguous
 
 
 def resolve_flows(parsed: Iterable[ModuleFacts | FileRejection], files_read: int,
-                  max_producers_per_param: int | None = DEFAULT_MAX_PRODUCERS_PER_PARAM) -> MineResult:
+                  max_producers_per_param: int | None = DEFAULT_MAX_PRODUCERS_PER_PARAM,
+                  max_order_partners: int | None = DEFAULT_MAX_ORDER_PARTNERS) -> MineResult:
     with no_gc():
-        return _resolve_flows(parsed, files_read, max_producers_per_param)
+        return _resolve_flows(parsed, files_read, max_producers_per_param, max_order_partners)
 
 
 def _resolve_flows(parsed: Iterable[ModuleFacts | FileRejection], files_read: int,
-                   max_producers_per_param: int | None = DEFAULT_MAX_PRODUCERS_PER_PARAM) -> MineResult:
+                   max_producers_per_param: int | None = DEFAULT_MAX_PRODUCERS_PER_PARAM,
+                   max_order_partners: int | None = DEFAULT_MAX_ORDER_PARTNERS) -> MineResult:
     file_rejections: list[FileRejection] = []
     parsed_ids: list[str] = []
     modules, ambiguous = _merge(parsed, file_rejections, parsed_ids)
@@ -128,8 +148,87 @@ def _resolve_flows(parsed: Iterable[ModuleFacts | FileRejection], files_read: in
         for q, f in m.functions.items() if f.documented and q not in m.duplicated
     }
     assert len(parsed_ids) + len(file_rejections) == files_read, "every file ends parsed or rejected"
+    orders, order_rejections, order_candidates, order_targets = resolve_orders(
+        modules, table, {(f.consumer, f.producer) for f in flows}, max_order_partners)
     return MineResult(flows, rejections, file_rejections, targets, documented, files_read,
-                      len(parsed_ids), candidates, parsed_ids, caller_output_names(modules, table, set(targets)))
+                      len(parsed_ids), candidates, parsed_ids, caller_output_names(modules, table, set(targets)),
+                      orders, order_rejections, order_candidates, order_targets)
+
+
+def _function_of(record_id: str) -> str:
+    """``module:function`` of an order's record id (module:function:line:col:after:line:col)."""
+    return record_id.rsplit(":", 5)[0]
+
+
+def resolve_orders(modules: Sequence[ModuleFacts], table: SymbolTable, flow_pairs: set[tuple[str, str]],
+                   max_partners: int | None = DEFAULT_MAX_ORDER_PARTNERS
+                   ) -> tuple[list[MinedOrder], list[CandidateRejection], int, dict[str, Target]]:
+    """Precondition candidates -> accepted :class:`MinedOrder` (one per distinct (consumer, producer), its
+    support the distinct functions showing it) and rejections; ``flow_pairs``: the accepted data flows'
+    (consumer, producer), which are no bare preconditions. Returns (orders, rejections, candidates, targets)."""
+    rejections: list[CandidateRejection] = []
+    first: dict[tuple[str, str], str] = {}  # pair -> record id of its first accepted candidate
+    functions: dict[tuple[str, str], set[str]] = {}
+    patterns: dict[tuple[str, str], set[str]] = {}
+    beyond_self: set[tuple[str, str]] = set()  # pairs seen other than as ``self.a(); self.b()``
+    targets: dict[str, Target] = {}
+    candidates = 0
+    for mod in modules:
+        for raw in mod.orders:
+            candidates += 1
+            resolved, rejection = judge_order(raw, table)
+            if rejection is not None:
+                rejections.append(rejection)
+                continue
+            consumer, producer = resolved  # type: ignore[misc]
+            pair = (consumer.key, producer.key)
+            if pair in flow_pairs:
+                rejections.append(CandidateRejection(raw.record_id, "resolve", MineReason.DATA_FLOW_PAIR,
+                                                     f"{consumer.key} takes a value of {producer.key} elsewhere"))
+                continue
+            functions.setdefault(pair, set()).add(_function_of(raw.record_id))
+            patterns.setdefault(pair, set()).add(raw.pattern)
+            if not raw.on_self:
+                beyond_self.add(pair)
+            if pair in first:
+                rejections.append(CandidateRejection(raw.record_id, "resolve", MineReason.DUPLICATE_ORDER, f"same pair as {first[pair]}"))
+                continue
+            first[pair] = raw.record_id
+            targets[consumer.key], targets[producer.key] = consumer, producer
+    kept = set(first)
+    if max_partners is not None:  # a side paired with too many distinct others is paired by habit
+        consumers_of: dict[str, set[str]] = {}
+        producers_of: dict[str, set[str]] = {}
+        for c, p in first:
+            consumers_of.setdefault(p, set()).add(c)
+            producers_of.setdefault(c, set()).add(p)
+        for pair in first:
+            c, p = pair
+            n_c, n_p = len(consumers_of[p]), len(producers_of[c])
+            if n_c > max_partners or n_p > max_partners:
+                side = f"{p} precedes {n_c} consumers" if n_c > max_partners else f"{c} follows {n_p} producers"
+                rejections.append(CandidateRejection(first[pair], "resolve", MineReason.GENERIC_PRECONDITION,
+                                                     f"{side} (> {max_partners})"))
+                kept.discard(pair)
+    support = {pair: len(functions[pair]) for pair in first}
+    orders: list[MinedOrder] = []
+    for pair in first:
+        if pair not in kept:
+            continue
+        c, p = pair
+        if pair not in beyond_self and support[pair] < 2:  # a class's own steps, in one method: no rule shown
+            rejections.append(CandidateRejection(first[pair], "resolve", MineReason.SELF_SEQUENCE,
+                                                 f"self.{p.rsplit('.', 1)[-1]}() then self.{c.rsplit('.', 1)[-1]}() in one method only"))
+            continue
+        reverse = support[(p, c)] if (p, c) in kept else 0
+        if reverse and reverse >= CONFLICT_SHARE * (reverse + support[pair]):
+            rejections.append(CandidateRejection(first[pair], "resolve", MineReason.CONFLICTING_ORDER,
+                                                 f"{p} after {c} in {reverse} functions, before it in {support[pair]}"))
+            continue
+        orders.append(MinedOrder(first[pair], c, p, support[pair], tuple(sorted(patterns[pair]))))
+    assert len(orders) + len(rejections) == candidates, "every precondition candidate ends accepted or rejected"
+    used = {k for o in orders for k in (o.consumer, o.producer)}
+    return orders, rejections, candidates, {k: t for k, t in targets.items() if k in used}
 
 
 # Variable names that say nothing about what a value is.
@@ -159,9 +258,12 @@ def caller_output_names(modules: Sequence[ModuleFacts], table: SymbolTable, keys
 
 
 def mine_files(items: Sequence[FileItem], workers: int = 2, chunk_files: int = 64,
-               max_producers_per_param: int | None = DEFAULT_MAX_PRODUCERS_PER_PARAM) -> MineResult:
-    """Parse ``items`` in ``workers`` processes (in-process when workers <= 1), then resolve."""
-    return resolve_flows(map_chunks(parse_chunk, items, workers, chunk_files), len(items), max_producers_per_param)
+               max_producers_per_param: int | None = DEFAULT_MAX_PRODUCERS_PER_PARAM, orders: bool = True,
+               max_order_partners: int | None = DEFAULT_MAX_ORDER_PARTNERS) -> MineResult:
+    """Parse ``items`` in ``workers`` processes (in-process when workers <= 1), then resolve; ``orders``:
+    also precondition pairs."""
+    parse = parse_chunk if orders else functools.partial(parse_chunk, orders=False)
+    return resolve_flows(map_chunks(parse, items, workers, chunk_files), len(items), max_producers_per_param, max_order_partners)
 
 
 # -- docs for the functions a dataset needs -------------------------------------------------------

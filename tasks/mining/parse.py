@@ -15,6 +15,7 @@ from pathlib import Path
 from tasks.mining.docs import BodyIndex, FunctionFacts, ParamFacts, function_facts, index_body
 from tasks.mining.facts import MODULE_BODY, FileRejection, ModuleFacts
 from tasks.mining.flow import BodyScanner, ClassFlows, attr_binding_counts
+from tasks.mining.order import OrderScanner
 from tasks.mining.reasons import MineReason
 from tasks.mining.resolve import bind_import, import_base, type_of_call
 from tasks.mining.sources import FileItem
@@ -213,7 +214,8 @@ def _module_bindings(mod: ModuleFacts, tree: ast.Module, module_defs: set[str], 
                     mod.imports[f"{cls.name}.{name}"] = target
 
 
-def facts_from_tree(tree: ast.Module, mod: ModuleFacts, guess_same_module: bool = False) -> ModuleFacts:
+def facts_from_tree(tree: ast.Module, mod: ModuleFacts, guess_same_module: bool = False, orders: bool = True) -> ModuleFacts:
+    """``orders``: also collect precondition candidates (``mod.orders``, tasks/mining/order.py)."""
     defs = _functions_and_classes(mod, tree)
     if mod.origin == "stdlib" and mod.module in _PLATFORM_IMPORTS:  # os: ``import posixpath as path`` or ntpath, by platform
         mod.imports.update(_PLATFORM_IMPORTS[mod.module])
@@ -244,18 +246,24 @@ def facts_from_tree(tree: ast.Module, mod: ModuleFacts, guess_same_module: bool 
         types = attr_types.get(class_name or "", {})
         scanner = BodyScanner(mod, node, qualname, class_name, module_defs, guess_same_module, types,  # type: ignore[arg-type]
                                class_flows=class_flows.get(class_name or ""), index=indexes[id(node)])
+        if orders:
+            scanner.order = OrderScanner(scanner)
         scanner.scan(node.body)  # type: ignore[attr-defined]
     for flows in class_flows.values():
         mod.flows.extend(flows.flows())
     body = [s for s in tree.body if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
     if body:  # statements at module level (scripts, ``if __name__ == "__main__":``, module setup) are a body too
         node = ast.FunctionDef(name=MODULE_BODY, args=ast.arguments([], [], None, [], [], None, []), body=body, decorator_list=[])
-        BodyScanner(mod, node, MODULE_BODY, None, module_defs, guess_same_module).scan(body)
+        scanner = BodyScanner(mod, node, MODULE_BODY, None, module_defs, guess_same_module)
+        if orders:
+            scanner.order = OrderScanner(scanner)
+        scanner.scan(body)
     return mod
 
 
-def parse_file(item: FileItem) -> ModuleFacts | FileRejection:
-    """One source file's facts, or why it could not be read (never raises on bad files)."""
+def parse_file(item: FileItem, orders: bool = True) -> ModuleFacts | FileRejection:
+    """One source file's facts, or why it could not be read (never raises on bad files); ``orders``:
+    with precondition candidates."""
     rid = f"file:{item.origin}:{item.path}"
     try:
         size = os.path.getsize(item.path)
@@ -274,14 +282,15 @@ def parse_file(item: FileItem) -> ModuleFacts | FileRejection:
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         return FileRejection(rid, MineReason.SYNTAX_ERROR, f"{type(exc).__name__}: {exc}"[:300])
     try:
-        return facts_from_tree(tree, ModuleFacts(item.module, item.origin, item.path, item.is_package, rid, flows_only=item.flows_only))
+        return facts_from_tree(tree, ModuleFacts(item.module, item.origin, item.path, item.is_package, rid, flows_only=item.flows_only),
+                               orders=orders)
     except RecursionError as exc:  # pathologically nested generated code
         return FileRejection(rid, MineReason.SYNTAX_ERROR, f"RecursionError while scanning: {exc}"[:300])
 
 
-def parse_chunk(items: Sequence[FileItem]) -> list[ModuleFacts | FileRejection]:
+def parse_chunk(items: Sequence[FileItem], orders: bool = True) -> list[ModuleFacts | FileRejection]:
     with no_gc():
-        return [parse_file(i) for i in items]
+        return [parse_file(i, orders) for i in items]
 
 
 # -- CodeSearchNet-style records --------------------------------------------------------------------
@@ -311,5 +320,6 @@ def parse_record(repo: str, path: str, func_name: str, code: str) -> ModuleFacts
         mod.classes.add(class_name)
     mod.functions[qualname] = function_facts(node, qualname, in_class=class_name is not None)
     scanner = BodyScanner(mod, node, qualname, class_name, set(), guess_same_module=True)
+    scanner.order = OrderScanner(scanner)
     scanner.scan(node.body)
     return mod

@@ -25,3 +25,15 @@ class MineReason:
     UNDOCUMENTED_PARAMETER = "undocumented_parameter"  # reaches *args/**kwargs the doc does not list
     DUPLICATE_FLOW = "duplicate_flow"  # same (consumer, producer) as an accepted candidate
     GENERIC_SINK = "generic_sink"  # the parameter takes values from too many producers (assert_equal, dumps, latex)
+    # precondition candidates (call order without data flow, tasks/mining/order.py)
+    SELF_ORDER = "self_order"  # both calls resolve to the same function
+    DATA_FLOW_PAIR = "data_flow_pair"  # the same (consumer, producer) is an accepted data flow: not a bare precondition
+    DUPLICATE_ORDER = "duplicate_order"  # merged into the accepted order of the same (consumer, producer): its support
+    GENERIC_PRECONDITION = "generic_precondition"  # one side is paired with too many distinct others (log, assertEqual)
+    CONFLICTING_ORDER = "conflicting_order"  # the reverse order is seen too: comparable support, or more of it
+    SPECIAL_METHOD = "special_method"  # Base.__init__(self) before anything: object protocol, not an API order
+    REPORTING_CALL = "reporting_call"  # a logging/debug producer, or a test assertion on either side: it changes nothing the other needs
+    TEARDOWN_AFTER_ACTION = "teardown_after_action"  # close/quit/join after an action: its prerequisite is the setup (open, start)
+    SELF_SEQUENCE = "self_sequence"  # self.a(); self.b() in one method only: an implementation step, not a rule
+    INDEPENDENT_SETTERS = "independent_setters"  # set_color(..); set_size(..): setters of different things need no order
+    DROPPED_VALUE = "dropped_value"  # validate_first: the producer returns a value that was dropped (called for it, as tests do), not to prepare the operand

@@ -11,12 +11,12 @@ import json
 import logging
 import re
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from schemas.docs import load_schema, schema_errors
-from schemas.toolset import DependencyEdge, ParameterEdge, Query, Tool, ToolSet
+from schemas.toolset import DependencyEdge, ParameterEdge, Query, Tool, ToolSet, dependency_kind_problem
 
 log = logging.getLogger(__name__)
 
@@ -128,7 +128,7 @@ def _type_of_example(value: Any) -> str:
 #                      "group" | "category" | "category_name" | "domain"?}   (parameters: a dict
 #                      name -> {"type", "description"} or name -> type, or a list of
 #                      {"name", "type"?, "description"?} objects or of names)
-#   *edges*.jsonl     {"producer", "consumer", "count"?}   consumer depends on producer (optional;
+#   *edges*.jsonl     {"producer", "consumer", "count"?, "kind"?}   consumer depends on producer (optional;
 #                     not param_edges.jsonl, which both folder formats read: read_parameter_edges)
 #   queries.jsonl     {"qid" | "query_id", "query" | "text", "gold_tools": [name, ...]} (optional)
 #
@@ -236,11 +236,15 @@ class BenchmarkLayout:
     tool_reader: Callable[[Any, str, ImportReport], tuple[str, list[str], dict]] = generic_tool
     edge_file: str | None = None  # None: the one ``*edges*.jsonl`` file of the folder, if any
     default_group: str | None = None  # group of tools without one; None: the dataset name
+    # the dependency kind of every edge of the edge file whose line names none (None: not known)
+    edge_kind: str | None = None
 
 
 LAYOUTS: dict[str, BenchmarkLayout] = {
-    "apibank": BenchmarkLayout(edge_file="dependency_edges.jsonl"),
+    # every API-Bank pair is "value of producer output reused as consumer input in gold dialogue": data flow
+    "apibank": BenchmarkLayout(edge_file="dependency_edges.jsonl", edge_kind="data"),
     "toolbench_stable": BenchmarkLayout(tool_reader=toolbench_tool),
+    # UltraTool/TMDB links follow the gold call order: data flow and preconditions mixed, so no kind
     "ultratool": BenchmarkLayout(edge_file="dependency_edges_from_gold_links.jsonl", default_group="Other"),
     "tmdb": BenchmarkLayout(edge_file="dependency_edges_from_gold_links.jsonl"),
 }
@@ -273,9 +277,11 @@ def choose_groups(candidates: dict[str, list[str]], edges: list[tuple[str, str, 
 
 
 def resolve_edges(
-    raw: list[tuple[str, str, int]], group_of: dict[str, str], report: ImportReport
+    raw: list[tuple[str, str, int]], group_of: dict[str, str], report: ImportReport,
+    kinds: dict[tuple[str, str], str] | None = None,
 ) -> list[DependencyEdge]:
-    """producer -> consumer records to DependencyEdge(dependent=consumer, prerequisite=producer).
+    """producer -> consumer records to DependencyEdge(dependent=consumer, prerequisite=producer), with the
+    dependency kind ``kinds`` gives the (producer, consumer) pair (absent: None, not known).
 
     Rejected with a reason: unknown tools, self loops, edges across groups (pairs are built per
     group), and opposite-direction pairs with equal evidence counts. When both directions occur
@@ -304,12 +310,43 @@ def resolve_edges(
         if reverse == n:
             report.rejected.append(f"edge {producer}->{consumer} (count {n}): reverse seen equally often, direction unknown")
             continue
-        edges.append(DependencyEdge(group=group_of[consumer], dependent=consumer, prerequisite=producer, source="manual"))
+        edges.append(DependencyEdge(group=group_of[consumer], dependent=consumer, prerequisite=producer, source="manual",
+                                    kind=(kinds or {}).get((producer, consumer))))
     return edges
 
 
-def _raw_edges(file: Path) -> list[tuple[str, str, int]]:
-    raw = []
+def _edge_kind(row: dict, where: str) -> str | None:
+    """The optional ``kind`` of an edge line: "data", "precondition", or absent / null (not known)."""
+    kind = row.get("kind")
+    problem = dependency_kind_problem(kind)
+    if problem:
+        raise ToolSetFormatError(f"{where}: field 'kind': {problem}")
+    return kind
+
+
+def with_parameter_kinds(edges: Sequence[DependencyEdge], parameter_edges: Sequence[ParameterEdge],
+                         report: ImportReport) -> list[DependencyEdge]:
+    """Edges of unknown kind whose two tools have a parameter-level gold edge become "data" (the producer's
+    output feeds an argument of the consumer). A kind the edge line names stays; one that says
+    "precondition" although a parameter edge says data flows is kept and noted in ``report.fixes``."""
+    fed = {(e.dependent, e.prerequisite) for e in parameter_edges}
+    out = []
+    for e in edges:
+        if (e.dependent, e.prerequisite) in fed:
+            if e.kind is None:
+                e = replace(e, kind="data")
+            elif e.kind != "data":
+                report.fixes.append(f"edge {e.prerequisite}->{e.dependent}: kind {e.kind!r} as its line says, "
+                                    f"though {PARAM_EDGES_FILE} has a parameter edge between them")
+        out.append(e)
+    return out
+
+
+def _raw_edges(file: Path, default_kind: str | None = None) -> tuple[list[tuple[str, str, int]],
+                                                                     dict[tuple[str, str], str]]:
+    """(producer, consumer, count) per line, and (producer, consumer) -> dependency kind: the line's
+    ``kind``, else ``default_kind`` (the layout's); lines of one pair that name different kinds stop the read."""
+    raw, kinds, kind_line = [], {}, {}
     for lineno, rec in _numbered_rows(file):
         where = _where(file, lineno)
         if not isinstance(rec, dict):
@@ -319,8 +356,17 @@ def _raw_edges(file: Path) -> list[tuple[str, str, int]]:
         count = rec.get("count", 1)
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise ToolSetFormatError(f"{where}: field 'count' must be a positive integer, got {count!r}")
+        kind = _edge_kind(rec, where)
+        if kind is not None and kinds.get((producer, consumer), kind) != kind:
+            raise ToolSetFormatError(f"{where}: edge {producer}->{consumer} has kind {kind!r} here, "
+                                     f"{kinds[producer, consumer]!r} on line {kind_line[producer, consumer]}; "
+                                     "one pair has one kind")
+        if kind is not None:
+            kinds[(producer, consumer)], kind_line[(producer, consumer)] = kind, lineno
         raw.append((producer, consumer, count))
-    return raw
+    if default_kind is not None:
+        kinds = {(p, c): kinds.get((p, c), default_kind) for p, c, _ in raw}
+    return raw, kinds
 
 
 def _queries(file: Path, known: set[str], report: ImportReport) -> list[Query]:
@@ -397,7 +443,7 @@ def load_benchmark_with_report(
         toolset, report = read_toolset_dir_with_report(folder, name)
         if grouping == "dataset":
             toolset.tools = [Tool(t.tool_id, name, t.doc) for t in toolset.tools]
-            toolset.edges = [DependencyEdge(name, e.dependent, e.prerequisite, e.source) for e in toolset.edges]
+            toolset.edges = [replace(e, group=name) for e in toolset.edges]
         return toolset, report
     layout = layout or default_layout
     tools_file = folder / "tools.jsonl"
@@ -405,7 +451,7 @@ def load_benchmark_with_report(
         raise FileNotFoundError(f"{tools_file} not found (expected the shared benchmark layout)")
     report = ImportReport(dataset=name)
     edge_file = _edge_file(folder, layout)
-    raw_edges = _raw_edges(edge_file) if edge_file else []
+    raw_edges, edge_kinds = _raw_edges(edge_file, layout.edge_kind) if edge_file else ([], {})
 
     docs: dict[str, dict] = {}
     candidates: dict[str, list[str]] = {}
@@ -425,11 +471,12 @@ def load_benchmark_with_report(
     else:
         group_of = {t: gs[0] for t, gs in candidates.items()}
     tools = [Tool(tool_id=t, group=group_of[t], doc=doc) for t, doc in docs.items()]
-    edges = resolve_edges(raw_edges, group_of, report)
+    edges = resolve_edges(raw_edges, group_of, report, edge_kinds)
     queries_file = folder / "queries.jsonl"
     queries = _queries(queries_file, set(group_of), report) if queries_file.exists() else []
     param_file = folder / PARAM_EDGES_FILE
     param_edges = read_parameter_edges(param_file, tools, report) if param_file.exists() else ()
+    edges = with_parameter_kinds(edges, param_edges, report)
     return ToolSet(name=name, tools=tools, edges=edges, queries=queries, parameter_edges=param_edges), report
 
 
@@ -555,7 +602,8 @@ def read_toolset_dir_with_report(path: Path, name: str | None = None) -> tuple[T
                     f"{pre!r} depends on {dep!r}; one ordered pair holds one direction (label 0 or 2), keep one"
                 )
             edge_line[(dep, pre)] = lineno
-            edges.append(DependencyEdge(row["group"], dep, pre, str(row.get("source", "manual"))))
+            edges.append(DependencyEdge(row["group"], dep, pre, str(row.get("source", "manual")),
+                                        _edge_kind(row, where)))
 
     queries: list[Query] = []
     query_line: dict[str, int] = {}
@@ -579,6 +627,7 @@ def read_toolset_dir_with_report(path: Path, name: str | None = None) -> tuple[T
     report = ImportReport(dataset=name or path.name)
     param_file = path / PARAM_EDGES_FILE
     param_edges = read_parameter_edges(param_file, tools, report) if param_file.exists() else ()
+    edges = with_parameter_kinds(edges, param_edges, report)
     return ToolSet(name=name or path.name, tools=tools, edges=edges, queries=queries,
                    parameter_edges=param_edges), report
 
@@ -675,7 +724,8 @@ def write_toolset_dir(toolset: ToolSet, path: Path) -> Path:
 
     dump("tools.jsonl", ({"tool_id": t.tool_id, "group": t.group, "doc": t.doc} for t in toolset.tools))
     dump("edges.jsonl", ({"group": e.group, "dependent": e.dependent, "prerequisite": e.prerequisite,
-                          "source": e.source} for e in toolset.edges))
+                          "source": e.source} | ({"kind": e.kind} if e.kind is not None else {})
+                         for e in toolset.edges))
     if toolset.queries:
         dump("queries.jsonl", ({"query_id": q.query_id, "text": q.text, "gold_tools": list(q.gold_tools)}
                                for q in toolset.queries))

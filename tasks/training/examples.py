@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 
 from schemas.docs import canonical_doc_json
 from schemas.tdi import (ID2LABEL, LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A, LABEL_NO_DEPENDENCY, NUM_LABELS,
-                         READABLE_SCHEMA_VERSIONS, TDI_V1_COLUMNS, swap_label)
+                         READABLE_SCHEMA_VERSIONS, TDI_V1_COLUMNS, kind_of_row, swap_label)
 from schemas.toolset import ToolSet
 
 
@@ -25,6 +25,9 @@ class PairExample:
     group: str  # split unit: "<dataset>/<tool set group>" (or "tdi")
     tool_a: str = ""
     tool_b: str = ""
+    # the dependency kind of a TDI pair labelled 0 or 2 ("data" | "precondition", schemas/tdi.py); None on
+    # label 1 and where unknown (tool-set pairs). Not trained on yet: a kind head will read it.
+    kind: str | None = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -122,7 +125,8 @@ def grouped_split(
 def load_tdi_examples(tdi_dir: Path) -> tuple[list[PairExample], list[PairExample]]:
     """Train and validation pairs of a build-tdi dataset (``<tdi_dir>/shards/*.parquet``), of any schema
     version in ``READABLE_SCHEMA_VERSIONS`` (published version-1 datasets keep working); the
-    parameter-level columns of version 2 are not read yet."""
+    parameter-level columns of version 2 are not read yet. Each example carries its dependency ``kind``
+    (``schemas.tdi.kind_of_row``: "data" on the dependent rows of versions 1 and 2)."""
     files = sorted((Path(tdi_dir) / "shards").glob("*.parquet"))
     if not files:
         raise FileNotFoundError(f"no Parquet shards under {Path(tdi_dir) / 'shards'}; run make build-tdi first")
@@ -135,14 +139,19 @@ def load_tdi_examples(tdi_dir: Path) -> tuple[list[PairExample], list[PairExampl
         missing = set(TDI_V1_COLUMNS) - set(schema.names)
         if missing:
             raise ValueError(f"{file}: not a TDI shard, missing columns {sorted(missing)}")
-        table = pq.read_table(file, columns=["doc_a", "doc_b", "label", "split", "tool_a_id", "tool_b_id"])
-        cols = table.select(["doc_a", "doc_b", "label", "split", "tool_a_id", "tool_b_id"]).to_pydict()
-        for doc_a, doc_b, label, split, ta, tb in zip(*cols.values()):
+        names = ["doc_a", "doc_b", "label", "split", "tool_a_id", "tool_b_id"]
+        if version not in ("1", "2"):
+            if "kind" not in schema.names:
+                raise ValueError(f"{file}: a version-{version} TDI shard without the kind column")
+            names.append("kind")
+        cols = pq.read_table(file, columns=names).to_pydict()
+        kinds = cols.pop("kind", None) or [None] * len(cols["label"])
+        for doc_a, doc_b, label, split, ta, tb, kind in zip(*cols.values(), kinds):
             if label not in ID2LABEL:
                 raise ValueError(f"{file}: label {label!r} outside {sorted(ID2LABEL)}")
             if split not in out:
                 raise ValueError(f"{file}: split {split!r} is neither train nor validation")
-            out[split].append(PairExample(doc_a, doc_b, int(label), "tdi", ta, tb))
+            out[split].append(PairExample(doc_a, doc_b, int(label), "tdi", ta, tb, kind_of_row(label, kind, version)))
     return out["train"], out["validation"]
 
 
@@ -161,7 +170,7 @@ def with_both_orders(examples: Sequence[PairExample]) -> list[PairExample]:
     for e in examples:
         if (e.doc_b, e.doc_a) not in present:
             present.add((e.doc_b, e.doc_a))
-            out.append(PairExample(e.doc_b, e.doc_a, swap_label(e.label), e.group, e.tool_b, e.tool_a))
+            out.append(PairExample(e.doc_b, e.doc_a, swap_label(e.label), e.group, e.tool_b, e.tool_a, e.kind))
     return out
 
 

@@ -196,13 +196,36 @@ def evaluate_probs(y_true: Sequence[int], probs: np.ndarray, threshold: float | 
     return out
 
 
+def recall_by_kind(examples: Sequence[PairExample], y_pred: Sequence[int]) -> dict[str, dict[str, Any]]:
+    """Recall (direction included) on the gold dependencies of each kind ("data", "precondition"; examples
+    without a kind, such as tool-set pairs, are left out): a name rule can only find data dependencies, so
+    this shows what the model adds on preconditions. Kinds with no gold pair are absent."""
+    out: dict[str, dict[str, Any]] = {}
+    for e, pred in zip(examples, y_pred):
+        if e.label in DEPENDENCY_CLASSES and e.kind:
+            row = out.setdefault(e.kind, {"n_gold": 0, "true_positives": 0})
+            row["n_gold"] += 1
+            row["true_positives"] += int(pred == e.label)
+    for row in out.values():
+        row["recall"] = row["true_positives"] / row["n_gold"]
+    return dict(sorted(out.items()))
+
+
 def evaluate_with_rules(examples: Sequence[PairExample], probs: np.ndarray, threshold: float | None) -> dict[str, Any]:
-    """``evaluate_probs`` with beyond-rule figures, and both name rules on the same pairs."""
+    """``evaluate_probs`` with beyond-rule figures and recall per dependency kind, and both name rules on the
+    same pairs."""
+    from models.discriminator import decide
+
     y = [e.label for e in examples]
     exact, partial = rule_labels(examples), rule_labels(examples, partial=True)
-    return {**evaluate_probs(y, probs, threshold, (exact, partial)),
-            "schema_rule": schema_rule_metrics(examples, labels=exact),
-            "schema_rule_partial": schema_rule_metrics(examples, partial=True, labels=partial)}
+    out = {**evaluate_probs(y, probs, threshold, (exact, partial)),
+           "schema_rule": {**schema_rule_metrics(examples, labels=exact), "by_kind": recall_by_kind(examples, exact)},
+           "schema_rule_partial": {**schema_rule_metrics(examples, partial=True, labels=partial),
+                                   "by_kind": recall_by_kind(examples, partial)}}
+    out["argmax"]["by_kind"] = recall_by_kind(examples, decide(probs))
+    if threshold is not None:
+        out["calibrated"]["by_kind"] = recall_by_kind(examples, decide(probs, threshold))
+    return out
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:
@@ -261,14 +284,19 @@ def format_beyond_rule(b: dict[str, Any] | None) -> str:
 
 def format_comparison(rows: dict[str, dict[str, Any]], title: str) -> str:
     """One line per method: dependency P/R/F1 (direction must be right), and for the model's rows
-    beyond-rule recall and precision (``beyond_rule_metrics``; "-" for the rules and where undefined)."""
-    out = [title, f"{'method':<40}{'P':>8}{'R':>8}{'F1':>8}{'beyond-rule R':>15}{'P':>8}"]
+    beyond-rule recall and precision (``beyond_rule_metrics``; "-" for the rules and where undefined); where
+    the pairs carry dependency kinds, recall per kind (``recall_by_kind``)."""
+    kinds = sorted({k for m in rows.values() for k in m.get("by_kind") or {}})
+    out = [title, f"{'method':<40}{'P':>8}{'R':>8}{'F1':>8}{'beyond-rule R':>15}{'P':>8}"
+                  + "".join(f"{'R ' + k:>16}" for k in kinds)]
     beyond = None
     for name, m in rows.items():
         d, b = m["dependency"], m.get("beyond_rule")
         beyond = beyond or b
+        by_kind = m.get("by_kind") or {}
         out.append(f"{name:<40}{d['precision']:>8.3f}{d['recall']:>8.3f}{d['f1']:>8.3f}"
-                   f"{_figure(b and b['recall']):>15}{_figure(b and b['precision']):>8}")
+                   f"{_figure(b and b['recall']):>15}{_figure(b and b['precision']):>8}"
+                   + "".join(f"{_figure(by_kind[k]['recall'] if k in by_kind else None):>16}" for k in kinds))
     if beyond is not None:
         out.append(f"beyond-rule: R over the {beyond['n_gold']} gold dependencies neither name rule (exact, partial) "
                    f"finds; P over the model's dependency predictions on the {beyond['n_rule_silent']} pairs neither rule fires on")

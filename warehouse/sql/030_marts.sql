@@ -2,11 +2,12 @@
 
 -- Edge list for export, e.g. COPY (SELECT * FROM edge_list WHERE dataset = 'apibank') TO 'e.csv';
 -- Transition edges keep their '<start>' / '<end>' ends (named as themselves).
+-- kind: 'data', 'precondition' or NULL (the source does not say).
 CREATE VIEW edge_list AS
 SELECT e.dataset, e.source, e.tool_group,
        e.dependent, coalesce(d.name, e.dependent) AS dependent_name,
        e.prerequisite, coalesce(p.name, e.prerequisite) AS prerequisite_name,
-       e.prob, e.predicted_class, e.matched_params, e.fused_from, e.weight, e.n_transitions
+       e.kind, e.prob, e.predicted_class, e.matched_params, e.fused_from, e.weight, e.n_transitions
 FROM edges e
 LEFT JOIN tools d ON d.dataset = e.dataset AND d.tool_id = e.dependent
 LEFT JOIN tools p ON p.dataset = e.dataset AND p.tool_id = e.prerequisite;
@@ -14,15 +15,23 @@ LEFT JOIN tools p ON p.dataset = e.dataset AND p.tool_id = e.prerequisite;
 -- Transitive prerequisites of every tool, per edge source. UNION (not UNION ALL) compares each new
 -- row with all rows found so far, so the recursion stops on cycles; a tool on a cycle lists itself.
 -- Dependency sources only: call order (transition edges, self-loops and all) is no prerequisite.
+-- One row per tool and prerequisite. kind: 'data' when a chain of data edges alone reaches the
+-- prerequisite (WHERE kind = 'data' is the closure over data edges, as prerequisites_of(..., kind :=
+-- 'data')), else 'precondition' when a chain of precondition edges alone does, else NULL (only chains
+-- that mix kinds or pass an edge of unknown kind). The exact closure over one kind: prerequisites_of.
 CREATE VIEW prerequisite_closure AS
-WITH RECURSIVE closure(dataset, source, tool_id, prerequisite) AS (
-    SELECT dataset, source, dependent, prerequisite FROM edges WHERE source <> 'transition'
-    UNION
-    SELECT c.dataset, c.source, c.tool_id, e.prerequisite
+WITH RECURSIVE closure(dataset, source, tool_id, prerequisite, chain_kind) AS (
+    SELECT dataset, source, dependent, prerequisite, kind FROM edges WHERE source <> 'transition'
+    UNION  -- chain_kind: the kind every edge of the chain has, NULL when they differ or one is not known
+    SELECT c.dataset, c.source, c.tool_id, e.prerequisite, CASE WHEN c.chain_kind = e.kind THEN c.chain_kind END
     FROM closure c
     JOIN edges e ON e.dataset = c.dataset AND e.source = c.source AND e.dependent = c.prerequisite
 )
-SELECT * FROM closure;
+SELECT dataset, source, tool_id, prerequisite,
+       CASE WHEN bool_or(chain_kind = 'data') THEN 'data'
+            WHEN bool_or(chain_kind = 'precondition') THEN 'precondition' END AS kind
+FROM closure
+GROUP BY ALL;
 
 -- The errors the table macros below raise for a dataset the warehouse does not hold, or a tool embedding
 -- kind it has no rows of (fn: the macro's name); each names what the warehouse has instead.
@@ -30,10 +39,16 @@ CREATE MACRO unknown_dataset_error(fn, ds) AS
 error(fn || ': no dataset ' || coalesce(ds, 'NULL') || ' in the warehouse (it has: '
       || coalesce((SELECT string_agg(dataset, ', ' ORDER BY dataset) FROM datasets), 'none') || ')');
 
+-- (unknown_kind_error is about tool embedding kinds; unknown_dependency_kind_error about edges.kind.)
 CREATE MACRO unknown_kind_error(fn, ds, emb_kind) AS
 error(fn || ': ' || ds || ' has no tool embeddings of kind ' || coalesce(emb_kind, 'NULL')
       || ' (it has: ' || coalesce((SELECT string_agg(x, ', ' ORDER BY x) FROM (SELECT DISTINCT kind AS x
          FROM tool_embeddings WHERE dataset = ds)), 'none') || ')');
+
+-- The error for a dependency kind (edges.kind) that is neither 'data' nor 'precondition' (NULL: every edge).
+CREATE MACRO unknown_dependency_kind_error(fn, dep_kind) AS
+error(fn || ': dependency kind ' || dep_kind || ' is not one of data, precondition '
+      || '(or NULL: every edge, whatever its kind)');
 
 -- The arguments of the embedding top-k macros: true, or the error for a k that is not positive, an unknown
 -- dataset, or a kind the dataset has no tool embeddings of.
@@ -51,12 +66,16 @@ CREATE MACRO top_k_arguments_checked(fn, ds, emb_kind, k) AS CASE
 -- reached is never expanded again), so the work is bounded by the edges, not by the number of
 -- simple paths: a complete 15-tool graph takes milliseconds. Ties between equally short paths go
 -- to the smallest path in text order, so the answer is deterministic.
+-- kind (optional, named): NULL (default) follows every edge, 'data' or 'precondition' only edges of
+-- that kind: SELECT * FROM prerequisites_of('apibank', 'manual', 'AddAgenda', kind := 'data').
 -- A dataset the warehouse does not have, an edge source the dataset was not built with (its edges or
--- its tgr_<source> embeddings) or a tool it does not have is an error, not an empty answer; a known
--- tool without prerequisites has none.
-CREATE MACRO prerequisites_of(ds, src, tool) AS TABLE
+-- its tgr_<source> embeddings), a tool it does not have or another kind is an error, not an empty
+-- answer; a known tool without prerequisites (of that kind) has none.
+CREATE MACRO prerequisites_of(ds, src, tool, kind := NULL) AS TABLE
 WITH RECURSIVE check_args AS (
     SELECT CASE
+        WHEN kind IS NOT NULL AND kind NOT IN ('data', 'precondition')
+          THEN unknown_dependency_kind_error('prerequisites_of', kind)
         WHEN ds IS NULL OR NOT EXISTS (SELECT 1 FROM datasets d WHERE d.dataset = ds)
           THEN unknown_dataset_error('prerequisites_of', ds)
         WHEN src IS NULL OR NOT (EXISTS (SELECT 1 FROM edges e WHERE e.dataset = ds AND e.source = src)
@@ -70,15 +89,15 @@ WITH RECURSIVE check_args AS (
         ELSE true END AS ok
 ),
 walk(prerequisite, depth, path) USING KEY (prerequisite) AS (
-    SELECT prerequisite, 1, [tool, prerequisite]
-    FROM check_args JOIN edges ON check_args.ok  -- coalesce: a NULL argument must reach check_args, not fold the plan away
-    WHERE dataset = coalesce(ds, '') AND source = coalesce(src, '') AND dependent = coalesce(tool, '')
-      AND prerequisite <> coalesce(tool, '')
+    SELECT e.prerequisite, 1, [tool, e.prerequisite]
+    FROM check_args JOIN edges e ON check_args.ok  -- coalesce: a NULL argument must reach check_args, not fold the plan away
+    WHERE e.dataset = coalesce(ds, '') AND e.source = coalesce(src, '') AND e.dependent = coalesce(tool, '')
+      AND e.prerequisite <> coalesce(tool, '') AND (kind IS NULL OR e.kind = kind)
     UNION
     SELECT e.prerequisite, any_value(w.depth) + 1, arg_min(list_append(w.path, e.prerequisite), w.path::VARCHAR)
     FROM walk w
     JOIN edges e ON e.dataset = ds AND e.source = src AND e.dependent = w.prerequisite
-    WHERE e.prerequisite <> tool
+    WHERE e.prerequisite <> tool AND (kind IS NULL OR e.kind = kind)
       AND e.prerequisite NOT IN (SELECT prerequisite FROM recurring.walk)
     GROUP BY e.prerequisite
 )

@@ -1,0 +1,94 @@
+"""Precondition pairs (call order without data flow, tasks/mining/order.py) at corpus scale: mining the stdlib +
+this interpreter's site-packages, as mine-tdi lists them, without and then with precondition candidates, in one
+sitting, so the extra time is measured on the same box.
+
+    .venv/bin/python -m bench.bench_precondition_mining                      # both runs, the default corpus
+    .venv/bin/python -m bench.bench_precondition_mining --only with --sample 50 --seed 22   # + a hand-reading sample
+    .venv/bin/python -m bench.bench_precondition_mining --only with --sample 50 --sample-min-support 2  # of support >= 2
+
+Prints files, data-flow pairs, precondition candidates, accepted pairs (distinct (consumer, producer), both
+sides documented: that is what acceptance requires), how many have support >= 2, accepted pairs and candidates
+per pattern, rejections per reason, and the mining wall time of each run (parse in 2 processes + resolve).
+``--sample N`` draws N accepted pairs (seeded, from the pairs sorted by key) as a markdown table to fill in.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import time
+from collections import Counter
+
+from tasks.mining.mine import MineResult, mine_files
+from tasks.mining.sources import FileItem, default_roots, tree_files
+
+
+def corpus(sources: list[str]) -> list[FileItem]:
+    """The files mine-tdi mines for these sources (flows/mine_tdi.py ``list_files``, without Prefect)."""
+    items: list[FileItem] = []
+    for kind in sources:
+        for root in default_roots(kind):
+            items += tree_files(root, kind)
+    seen: set[str] = set()
+    return [i for i in items if not (i.path in seen or seen.add(i.path))]  # purelib == platlib
+
+
+def summary(res: MineResult, seconds: float) -> dict:
+    per_pattern_pairs: Counter[str] = Counter(p for o in res.orders for p in o.patterns)
+    return {
+        "mine_s": round(seconds, 1), "files_read": res.files_read, "files_parsed": res.files_parsed,
+        "flow_candidates": res.candidates, "flow_pairs": len(res.flows),
+        "order_candidates": res.order_candidates, "order_pairs": len(res.orders),
+        "order_pairs_support_ge_2": sum(1 for o in res.orders if o.support >= 2),
+        "order_pairs_by_pattern": dict(sorted(per_pattern_pairs.items())),
+        "order_pairs_by_pattern_set": dict(sorted(Counter("+".join(o.patterns) for o in res.orders).items())),
+        "order_rejected_by_reason": dict(sorted(res.order_reason_counts().items(), key=lambda kv: -kv[1])),
+    }
+
+
+
+def sample_table(res: MineResult, n: int, seed: int, min_support: int = 1) -> str:
+    pairs = sorted((o for o in res.orders if o.support >= min_support), key=lambda o: (o.consumer, o.producer))
+    drawn = random.Random(seed).sample(pairs, min(n, len(pairs)))
+    rows = ["| # | producer (first) | consumer (then) | pattern | support | record id | verdict | why |", "|---|---|---|---|---|---|---|---|"]
+    for i, o in enumerate(drawn, 1):
+        rows.append(f"| {i} | `{o.producer}` | `{o.consumer}` | {'+'.join(o.patterns)} | {o.support} | `{o.record_id}` |  |  |")
+    return "\n".join(rows)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--source", default="stdlib,site-packages")
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--only", choices=("with", "without"), help="one run only")
+    p.add_argument("--sample", type=int, default=0, help="draw this many accepted pairs for reading by hand")
+    p.add_argument("--seed", type=int, default=22)
+    p.add_argument("--sample-out", default=None, help="write the sample table here (markdown)")
+    p.add_argument("--sample-min-support", type=int, default=1, help="draw the sample from pairs with at least this support")
+    a = p.parse_args()
+    items = corpus(a.source.split(","))
+    out: dict = {"files": len(items), "load_1min_before": os.getloadavg()[0]}
+    for label, orders in (("without", False), ("with", True)):
+        if a.only and a.only != label:
+            continue
+        t0 = time.perf_counter()
+        res = mine_files(items, workers=a.workers, orders=orders)
+        out[label] = summary(res, time.perf_counter() - t0)
+        out[label]["load_1min_after"] = os.getloadavg()[0]
+        print(json.dumps({label: out[label]}, indent=2), flush=True)
+        if orders and a.sample:
+            table = sample_table(res, a.sample, a.seed, a.sample_min_support)
+            if a.sample_out:
+                with open(a.sample_out, "w") as fh:
+                    fh.write(table + "\n")
+            else:
+                print(table)
+        del res
+    if "with" in out and "without" in out:
+        out["extra_s"] = round(out["with"]["mine_s"] - out["without"]["mine_s"], 1)
+        print(json.dumps({"extra_s": out["extra_s"], "load_1min_before": out["load_1min_before"]}))
+
+
+if __name__ == "__main__":
+    main()
