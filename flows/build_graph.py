@@ -20,6 +20,13 @@ UltraTool, TMDB) and/or ``--trajectories [DATASET=]FILE`` gives runs, the runs a
 are chosen on the validation runs, and the test runs update the weights in a seeded order, every
 change a versioned row (tasks/toolsets/trajectories.py, tasks/toolnet/transitions.py, docs/warehouse.md).
 ``tgr_transition`` is Eq. 3 with A = the transition weights. Every edge source gets a lineage row.
+
+Precondition edges (source ``call_order``, kind ``precondition``; docs/preconditions.md, "In the graph"):
+from the same training runs only, every ordered tool pair consistently called in one order with enough
+support, no generic first step and no value passed (name rule, this build's data edges) is an edge
+(``--order-min-support`` ...; ``--no-call-order-edges`` turns it off). Each data graph the build made gets a
+second TGR embedding over it and these edges, ``tgr_<source>_call_order``; eval-retrieval scores those on the
+test queries only.
 """
 from __future__ import annotations
 
@@ -41,6 +48,7 @@ from schemas.toolset import ToolSet
 from tasks.toolnet.evaluator import EMBEDDED, EVALUATORS, endpoint_problem, evaluator_llm_config, toolnet_evaluator
 from tasks.common.cli import Flag, Help, checking_inputs, parse_config
 from tasks.common.embedding_cache import DEFAULT_CACHE_DIR
+from tasks.graph.call_order_edges import CallOrderEdges, call_order_edges, with_call_order
 from tasks.graph.candidates import DEFAULT_RETRIEVAL_K, retrieval_candidates
 from tasks.graph.edges import dataset_tables, fuse_edges
 from tasks.graph.metrics import describe as describe_edge_metrics, edge_metrics
@@ -55,6 +63,8 @@ from tasks.retrieval.gcn import Direction, gcn_propagate, gcn_propagate_weighted
 from tasks.retrieval.ranking import cosine_scores
 from tasks.retrieval.tool_text import EMBED_STYLES, embed_style_for, embed_text
 from schemas.name_rule import DEFAULT_MAX_PRODUCERS
+from tasks.toolsets.call_order import (DEFAULT_GENERIC_MIN_TOOLS, DEFAULT_GENERIC_SHARE, DEFAULT_MIN_CONSISTENCY,
+                                       DEFAULT_MIN_SUPPORT)
 from tasks.toolsets.readers import BENCHMARKS, load_toolset_spec
 from tasks.toolsets.trajectories import (DEFAULT_FRACTIONS, RESERVED, Trajectories, gold_trajectories, merge,
                                 read_trajectories)
@@ -157,6 +167,19 @@ class GraphConfig:
     rule_score: Annotated[int, Help(
         "the rule evaluator's score: +N for a gold tool the run called, -N for another")] = field(
         default=RULE_SCORE, metadata={"choices": RULE_SCORES})
+    # Precondition edges from the training runs' call order (tasks/graph/call_order_edges.py, docs/preconditions.md)
+    call_order_edges: Annotated[bool, Help(
+        "precondition edges (source 'call_order') from the call order of the training runs, and a TGR embedding "
+        "over each data graph plus them (tgr_<source>_call_order)")] = True
+    order_min_support: Annotated[int, Help(
+        "call-order edges: training runs with both tools at least this many (>= 1)")] = DEFAULT_MIN_SUPPORT
+    order_min_consistency: Annotated[float, Help(
+        "call-order edges: share of those runs with the prerequisite first, in (0.5, 1]")] = DEFAULT_MIN_CONSISTENCY
+    order_generic_share: Annotated[float, Help(
+        "call-order edges: a tool consistently first before more than this share of the other tools is a generic "
+        "first step (a router), no prerequisite, in (0, 1]")] = DEFAULT_GENERIC_SHARE
+    order_generic_min_tools: Annotated[int, Help(
+        "call-order edges: ... and before at least this many tools (>= 1)")] = DEFAULT_GENERIC_MIN_TOOLS
     # tasks/toolnet/evaluator.py: the rule scores a run whose answer stays invalid, and that is recorded
     evaluator: Annotated[str, Help(
         "who scores the runs of the dynamic update: the rule, or an LLM (ToolNet's Evaluate through tasks/llm/client.py; "
@@ -198,9 +221,16 @@ class GraphConfig:
         for flag, value in (("--neighbours", self.neighbours), ("--retrieval-k", self.retrieval_k),
                             ("--batch-size", self.batch_size),
                             ("--max-length", self.max_length), ("--max-producers", self.max_producers),
-                            ("--evaluator-concurrency", self.evaluator_concurrency)):
+                            ("--evaluator-concurrency", self.evaluator_concurrency),
+                            ("--order-min-support", self.order_min_support),
+                            ("--order-generic-min-tools", self.order_generic_min_tools)):
             if value is not None and value < 1:
                 raise ValueError(f"{flag} {value}: must be at least 1")
+        if not 0.5 < self.order_min_consistency <= 1.0:
+            raise ValueError(f"--order-min-consistency {self.order_min_consistency}: must lie in (0.5, 1] "
+                             "(a share of the joint runs with the prerequisite first)")
+        if not 0.0 < self.order_generic_share <= 1.0:
+            raise ValueError(f"--order-generic-share {self.order_generic_share}: must lie in (0, 1]")
         for flag, value in (("--min-prob", self.min_prob), ("--threshold", self.threshold), ("--beta", self.beta)):
             if value is not None and not 0.0 <= value <= 1.0:
                 raise ValueError(f"{flag} {value}: must lie in [0, 1]")
@@ -417,7 +447,8 @@ def toolnet_rows(toolset: ToolSet, runs: Trajectories, build: ToolNetBuild, cfg:
 
 def lineage_rows(toolset: ToolSet, folder: Path | None, sources: set[str], cfg: GraphConfig,
                  decision: EdgeDecision | None, checkpoint: dict | None, runs: Trajectories | None,
-                 build: ToolNetBuild | None, built_at: datetime) -> list[dict]:
+                 build: ToolNetBuild | None, built_at: datetime, order: CallOrderEdges | None = None,
+                 judged_by: Sequence[str] = ()) -> list[dict]:
     """One ``edge_lineage`` row per edge source the dataset has."""
     from prefect.runtime import flow_run
 
@@ -450,6 +481,13 @@ def lineage_rows(toolset: ToolSet, folder: Path | None, sources: set[str], cfg: 
                                 "alpha": build.alpha, "beta": build.beta, "chosen_on": build.chosen_on,
                                 "runs_train": build.runs_in("train"), "rule_score": cfg.rule_score,
                                 "evaluator": build.evaluator_record}),
+        "call_order": lambda: lineage_row(
+            toolset.name, "call_order", "precondition candidates from the training runs' call order "
+            "(tasks/graph/call_order_edges.py)", built_at, run_id, runs.files,
+            params={"split_seed": cfg.split_seed, "split_fractions": list(cfg.split_fractions),
+                    "min_support": cfg.order_min_support, "min_consistency": cfg.order_min_consistency,
+                    "generic_share": cfg.order_generic_share, "generic_min_tools": cfg.order_generic_min_tools,
+                    "value_passing_judged_by": ["name rule", *judged_by]} | order.counts()),
     }
     return [made[s]() for s in sorted(sources)]
 
@@ -534,8 +572,25 @@ def build_graph(cfg: GraphConfig | None = None) -> dict:
             at = [index[t] for t in built.graph.tool_ids]  # graph node -> row of base
             embeddings["tgr_transition"] = gcn_propagate_weighted(
                 base, [(at[j], at[i], w[i, j]) for i, j in zip(*np.nonzero(w[:n, :n])) if i != j], cfg.gcn_direction)
+        # precondition edges from the training runs only (the test runs' queries score the graph)
+        order: CallOrderEdges | None = None
+        data_sources = {"schema": [s.edge for s in schema] if cfg.schema_edges else None,
+                        "discriminator": [p.edge for p in predicted] if cfg.discriminator or cfg.param_discriminator
+                        else None}
+        data_sources["fused"] = [f.edge for f in fused] if data_sources["discriminator"] is not None \
+            and cfg.schema_edges else None
+        data_sources = {s: edges for s, edges in data_sources.items() if edges is not None}  # the graphs made
+        if built is not None and cfg.call_order_edges:
+            order = call_order_edges(toolset, runs.runs, built.splits,
+                                     [e for s in ("schema", "discriminator") for e in data_sources.get(s, [])],
+                                     cfg.order_min_support, cfg.order_min_consistency, cfg.order_generic_share,
+                                     cfg.order_generic_min_tools)
+            log.info(order.describe(toolset.name))
+            for source, edges in data_sources.items():  # each data graph, and it with the precondition edges
+                embeddings[f"tgr_{source}_call_order"] = graph(with_call_order(edges, order.edges))
         log.info(f"{toolset.name}: edges manual {len(toolset.edges)}, schema {len(schema)}, "
                  f"discriminator {len(predicted)} of {len(pairs)} scored pairs, fused {len(fused)}, "
+                 + (f"call_order {len(order.edges)}, " if order else "")
                  + (f"transition {int(built.graph.mask.sum())} from {built.runs_in('train')} training runs "
                     f"(alpha {built.alpha}, beta {built.beta}: {built.chosen_on})" if built else "no trajectories"))
 
@@ -543,7 +598,8 @@ def build_graph(cfg: GraphConfig | None = None) -> dict:
         scored = bool(cfg.discriminator or cfg.param_discriminator)
         predicted_sources = {"schema": ([s.edge for s in schema], cfg.schema_edges),  # (edges, made in this run)
                              "discriminator": ([p.edge for p in predicted], scored),
-                             "fused": ([f.edge for f in fused], scored and cfg.schema_edges)}
+                             "fused": ([f.edge for f in fused], scored and cfg.schema_edges),
+                             "call_order": ([e.edge for e in order.edges] if order else [], order is not None)}
         metrics = {source: edge_metrics(toolset.edges, edges) for source, (edges, made) in predicted_sources.items()
                    if made and toolset.edges}
         for source, m in metrics.items():
@@ -552,20 +608,23 @@ def build_graph(cfg: GraphConfig | None = None) -> dict:
         log.info(f"{toolset.name}: warehouse rows ({len(embeddings)} embedding kinds x {len(toolset.tools)} tools)")
         table = dataset_tables(toolset, style, texts, cfg.encoder, cfg.discriminator, embeddings, queries,
                                pruning, pairs, probs, predicted, built_at, schema, fused, decision,
-                               scored_parameters)
+                               scored_parameters, order.edges if order else ())
         if built is not None:
             extra = toolnet_rows(toolset, runs, built, cfg)
             table.rows["edges"] += extra.pop("edges")
             table.rows |= extra
         sources = {e["source"] for e in table.rows["edges"] + table.rows["parameter_edges"]}
-        table.rows["edge_lineage"] = lineage_rows(toolset, folder, sources, cfg,
-                                                  decision, checkpoint, runs, built, built_at)
+        table.rows["edge_lineage"] = lineage_rows(toolset, folder, sources, cfg, decision, checkpoint, runs, built,
+                                                  built_at, order, [s for s in ("schema", "discriminator")
+                                                                    if s in data_sources])
         tables.append(table)
         del embeddings, table  # the warehouse rows hold what is kept (column-wise)
         summary[toolset.name] = {
             "tools": len(toolset.tools), "queries": len(toolset.queries), "manual_edges": len(toolset.edges),
             "schema_edges": len(schema), "scored_pairs": len(pairs), "discriminator_edges": len(predicted),
             "fused_edges": len(fused), "pruning": pruning.as_row(toolset.name), "edge_metrics": metrics,
+            "call_order": None if order is None else {"edges": len(order.edges), **order.counts(),
+                                                      "embeddings": sorted(f"tgr_{s}_call_order" for s in data_sources)},
             "transitions": None if built is None else {
                 "edges": int(built.graph.mask.sum()), "runs": {sp: built.runs_in(sp) for sp in
                                                                ("train", "validation", "test")},

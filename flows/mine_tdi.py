@@ -60,8 +60,8 @@ from tasks.mining.pin import describe_sources, file_records, manifest_summary, p
 from tasks.mining.sources import FileItem, default_roots, top_package, tree_files
 from tasks.agents.prompts import EXTRACT, VALIDATE
 from tasks.dataset.publish import dataset_lock, fresh_staging
-from tasks.dataset.shards import (KIND_COLUMNS_CARD, PARAMETER_COLUMNS_CARD, ShardConfig, ShardInfo, build_manifest, kind_card_lines,
-                                  write_card, write_shards)
+from tasks.dataset.shards import (KIND_COLUMNS_CARD, MINED_LICENSE_NOTE, PARAMETER_COLUMNS_CARD, ShardConfig, ShardInfo, build_manifest,
+                                  kind_card_lines, write_card, write_shards)
 
 SOURCES = ("stdlib", "site-packages", "tree", "codesearchnet")
 EMBEDDED_MODEL = DEFAULT_MODEL  # the packaged model --base-url embedded serves
@@ -611,7 +611,7 @@ def write_mined_card(out_dir: Path, manifest: dict[str, Any], folder: Path | Non
         f"- seed {manifest['config']['seed']}; no tool doc appears in two splits",
         *_llm_card_lines(llm),
     ]
-    return write_card(out_dir, counts, lines, folder,
+    return write_card(out_dir, counts, lines, folder, manifest=manifest, license_note=MINED_LICENSE_NOTE,
                       limits="A flow is syntactic: the producer's value reaches the consumer's argument, which is a "
                              "real data dependency in that code, but the docs come from docstrings of uneven "
                              "quality, and call targets reached only through objects of unknown type are not seen "

@@ -58,7 +58,11 @@ CORE_TABLES: tuple[Table, ...] = (
           "self-loop on every tool; tool_group '*' when the two ends are not tools of one group), 'predicted' "
           "(GTool's missing-dependency predictor, flows/gtool.py: edges the completed graph adds to its base "
           "graph, prob = the predictor's p(dependent depends on prerequisite), each >= the threshold validated "
-          "in edge_lineage; one direction per tool pair, none where the base graph has the pair). kind: what the "
+          "in edge_lineage; one direction per tool pair, none where the base graph has the pair), 'call_order' "
+          "(build-graph: precondition candidates from the call order of the training runs only, "
+          "tasks/graph/call_order_edges.py: `prerequisite` came first in at least the min_consistency share of the "
+          "joint training runs, prob = that share, kind 'precondition'; thresholds and counts in edge_lineage, "
+          "support per pair in the view call_order_pairs, split 'train'). kind: what the "
           "dependency is, 'data' (an output of the prerequisite feeds an input of the dependent) or 'precondition' "
           "(the prerequisite must run first, no value passed); NULL when the source does not say (gold links that "
           "follow call order, a tool-level discriminator edge, transition and predicted edges).", (
@@ -69,7 +73,7 @@ CORE_TABLES: tuple[Table, ...] = (
         Column("prob", "DOUBLE", check="prob BETWEEN 0 AND 1"),
         Column("predicted_class", "TINYINT", check="predicted_class IN (0, 2)", comment="class on the pair <a, b>"),
         Column("source", "VARCHAR", check="source IN ('discriminator', 'manual', 'schema', 'fused', 'transition', "
-                                            "'predicted')"),
+                                            "'predicted', 'call_order')"),
         Column("kind", "VARCHAR", null=True, check="kind IN ('data', 'precondition')",
                comment="dependency kind (schemas.toolset.DEPENDENCY_KINDS); NULL: not known"),
         Column("p_direction", "DOUBLE", null=True, check="p_direction BETWEEN 0 AND 1"),
@@ -150,8 +154,11 @@ CORE_TABLES: tuple[Table, ...] = (
         Column("dataset", "VARCHAR"),
         Column("tool_id", "VARCHAR"),
         Column("kind", "VARCHAR", check="kind IN ('base', 'tgr_discriminator', 'tgr_manual', 'tgr_schema', "
-                                        "'tgr_fused', 'tgr_transition', 'tgr_completed')",
-               comment="tgr_completed: Eq. 3 over GTool's completed graph (base graph + 'predicted' edges)"),
+                                        "'tgr_fused', 'tgr_transition', 'tgr_completed', 'tgr_schema_call_order', "
+                                        "'tgr_discriminator_call_order', 'tgr_fused_call_order')",
+               comment="tgr_completed: Eq. 3 over GTool's completed graph (base graph + 'predicted' edges); "
+                       "tgr_<source>_call_order: over that data graph and the 'call_order' precondition edges "
+                       "(built from the training runs: scored on the test queries only)"),
         Column("embedding", EMBEDDING),
     ), primary_key=("dataset", "kind", "tool_id")),
 

@@ -181,29 +181,19 @@ def validate_request(pair: DependentPair) -> StructuredRequest:
     """Agent 3's request: is there a parameter dependency (data pair), or is the order required
     (precondition pair; API A is the one called first)?"""
     if pair.kind == KIND_PRECONDITION:
-        return StructuredRequest(
-            agent="validate",
-            item_id=pair.record_id,
-            messages=VALIDATE_PRECONDITION.messages(
-                doc_a=canonical_doc_json(pair.prerequisite),
-                doc_b=canonical_doc_json(pair.dependent),
-                schema=schema_text(VALIDATE_PRECONDITION_SCHEMA),
-            ),
-            schema_name="precondition_verdict",
-            schema=VALIDATE_PRECONDITION_SCHEMA,
-            prompt_version=VALIDATE_PRECONDITION.version,
-        )
+        prompt, schema, schema_name = VALIDATE_PRECONDITION, VALIDATE_PRECONDITION_SCHEMA, "precondition_verdict"
+        doc_a, doc_b = pair.prerequisite, pair.dependent
+    else:
+        prompt, schema, schema_name = VALIDATE, VALIDATE_SCHEMA, "dependency_verdict"
+        doc_a, doc_b = pair.given, pair.generated
     return StructuredRequest(
         agent="validate",
         item_id=pair.record_id,
-        messages=VALIDATE.messages(
-            doc_a=canonical_doc_json(pair.given),
-            doc_b=canonical_doc_json(pair.generated),
-            schema=schema_text(VALIDATE_SCHEMA),
-        ),
-        schema_name="dependency_verdict",
-        schema=VALIDATE_SCHEMA,
-        prompt_version=VALIDATE.version,
+        messages=prompt.messages(doc_a=canonical_doc_json(doc_a), doc_b=canonical_doc_json(doc_b),
+                                 schema=schema_text(schema)),
+        schema_name=schema_name,
+        schema=schema,
+        prompt_version=prompt.version,
     )
 
 

@@ -230,13 +230,67 @@ def write_manifest(out_dir: Path, infos: Sequence[ShardInfo], extra: dict[str, A
     return json.loads(text)
 
 
-def load_snippet(out_dir: Path, counts: dict[str, Any]) -> list[str]:
-    """The card's loading code, naming only the splits the dataset has (``datasets`` fails on a
-    split whose files match nothing)."""
-    files = ", ".join(f'"{split}": "{out_dir}/shards/{split}-*.parquet"' for split in counts)
+def load_snippet(out_dir: Path, manifest: dict[str, Any]) -> list[str]:
+    """The card's loading code: ``datasets.load_dataset(<folder>)`` (the card's YAML ``configs`` name the
+    splits' shards and its ``dataset_info`` the features, so both splits load with ``label`` a ClassLabel),
+    plus the hub repo when the run pushes there (``--push-to-hub``)."""
+    folder = json.dumps(str(out_dir))  # a string literal whatever the path holds (quotes, spaces)
+    repo = (manifest.get("config") or {}).get("push_to_hub")
     return ["```python", "import datasets, polars as pl",
-            f'ds = datasets.load_dataset("parquet", data_files={{{files}}})',
-            f'df = pl.read_parquet("{out_dir}/shards/*.parquet")', "```"]
+            f"ds = datasets.load_dataset({folder})  # splits {', '.join(manifest['counts'])}; label: ClassLabel{tuple(ID2LABEL.values())}",
+            *([f'# from the hub: datasets.load_dataset("{repo}")'] if repo else []),
+            f"df = pl.read_parquet({json.dumps(str(out_dir / 'shards'))} + \"/*.parquet\")", "```"]
+
+
+# Hugging Face hub card metadata (the YAML block a card starts with). The source data's licenses vary by
+# source, so the card says "other" and explains in its License section (LICENSE_NOTES).
+HUB_LICENSE_NAME = "mixed-source-licenses"
+HUB_TASK = "text-classification"
+_SIZE_CATEGORIES = ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M"),
+                    (10_000_000, "1M<n<10M"), (100_000_000, "10M<n<100M"), (1_000_000_000, "100M<n<1B"))
+MINED_LICENSE_NOTE = (
+    "No single license: every doc is built from the signature and docstring of a function in the files "
+    "`sources.json` lists (package, version, sha256), and those keep their own licenses: the Python standard "
+    "library's are under the PSF License Agreement (PSF-2.0), each site-packages package's under its own "
+    "(its dist-info metadata), a source tree's under its project's. The pairs and labels are derived by "
+    "tgr-pipeline. Check the sources' licenses before redistributing.")
+LLM_LICENSE_NOTE = (
+    "No single license: every doc is written by an LLM from a function of the source (Provenance), so it derives "
+    "from code under that code's license (the Python standard library: PSF-2.0; CodeSearchNet: each function's "
+    "repository license) and from a model's output under that model's terms of use. The pairs and labels are "
+    "derived by tgr-pipeline. Check both before redistributing.")
+
+
+def size_category(rows: int) -> str:
+    """The hub's ``size_categories`` bucket of ``rows``."""
+    return next((name for limit, name in _SIZE_CATEGORIES if rows < limit), "n>1T" if rows >= 10**12 else "1B<n<10B")
+
+
+def hub_features() -> list[dict[str, Any]]:
+    """The shard schema as the card's ``dataset_info.features`` (``datasets``' YAML form): ``label`` a
+    ClassLabel of schemas.tdi.ID2LABEL in id order, every other column its Arrow type."""
+    features: list[dict[str, Any]] = []
+    for f in TDI_PAIR_SCHEMA:
+        dtype: Any = ({"class_label": {"names": {str(k): ID2LABEL[k] for k in sorted(ID2LABEL)}}}
+                      if f.name == "label" else str(f.type))  # string, int8, int32: datasets' Value names
+        features.append({"name": f.name, "dtype": dtype})
+    return features
+
+
+def hub_card_data(manifest: dict[str, Any], pretty_name: str) -> Any:
+    """The card's hub metadata (a ``huggingface_hub.DatasetCardData``): license, task, size, pretty name,
+    one ``default`` config whose ``data_files`` are each split's shard glob (so ``load_dataset(<folder>)``
+    reads only the shards, not manifest.json or quality.json), and ``dataset_info`` with the typed features."""
+    from huggingface_hub import DatasetCardData
+
+    return DatasetCardData(
+        license="other", license_name=HUB_LICENSE_NAME, task_categories=[HUB_TASK],
+        size_categories=[size_category(manifest["total_rows"])], pretty_name=pretty_name,
+        configs=[{"config_name": "default",
+                  "data_files": [{"split": split, "path": f"shards/{split}-*.parquet"} for split in manifest["counts"]]}],
+        # no ``splits``: datasets wants their num_bytes (the Arrow size, unknown here) or ignores the entry
+        dataset_info={"config_name": "default", "features": hub_features()},
+    )
 
 
 # The card's words on the parameter-level columns (schema version 2), shared by both flows' cards.
@@ -314,16 +368,25 @@ def write_dataset_card(out_dir: Path, manifest: dict[str, Any], folder: Path | N
         "(reasons in `records.duckdb`, table `record_outcomes`)",
         f"- seed {manifest.get('config', {}).get('balance', {}).get('seed', '?')}; no tool doc appears in two splits",
     ]
-    return write_card(out_dir, counts, lines, folder,
+    return write_card(out_dir, counts, lines, folder, manifest=manifest, license_note=LLM_LICENSE_NOTE,
                       limits="Documents are written by an LLM from real functions; the dependency judgement is an "
                              "LLM's, so labels carry that model's errors. Quality checks (great-expectations) "
                              "guarantee the structure, not the semantics.")
 
 
-def write_card(out_dir: Path, counts: dict[str, Any], lines: list[str], folder: Path | None, limits: str) -> Path:
-    """A card's body ``lines`` plus the sections every card ends with (Load, Limits), written as
-    ``README.md`` into ``folder`` (default ``out_dir``)."""
-    lines = [*lines, "", "## Load", *load_snippet(out_dir, counts), "", "## Limits", limits]
+def write_card(out_dir: Path, counts: dict[str, Any], lines: list[str], folder: Path | None, limits: str,
+               manifest: dict[str, Any] | None = None, license_note: str = LLM_LICENSE_NOTE) -> Path:
+    """A card: the hub's YAML metadata (:func:`hub_card_data`), the body ``lines`` (its first line the
+    ``# title``, also the card's ``pretty_name``), then the sections every card ends with (License, Load,
+    Limits); written as ``README.md`` into ``folder`` (default ``out_dir``)."""
+    from huggingface_hub import DatasetCard
+
+    manifest = manifest if manifest is not None else {"counts": counts, "total_rows": sum(
+        n for per in counts.values() for n in per.values())}
+    lines = [*lines, "", "## License", license_note, "", "## Load", *load_snippet(out_dir, manifest), "",
+             "## Limits", limits]
+    card_data = hub_card_data(manifest, pretty_name=lines[0].lstrip("# "))
+    card = DatasetCard(f"---\n{card_data.to_yaml()}\n---\n\n" + "\n".join(lines) + "\n")
     path = (folder or out_dir) / "README.md"
-    path.write_text("\n".join(lines) + "\n")
+    path.write_text(str(card))  # DatasetCard parsed the YAML back: the metadata is valid for the hub
     return path

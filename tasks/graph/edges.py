@@ -12,6 +12,7 @@ import numpy as np
 from schemas.docs import canonical_doc_json
 from schemas.tdi import LABEL_A_DEPENDS_ON_B
 from schemas.toolset import DependencyEdge, ParameterEdge, ToolSet
+from tasks.graph.call_order_edges import CallOrderEdge
 from tasks.graph.pruning import PruningResult
 from tasks.graph.schema_rule import SchemaEdge, schema_parameter_edges
 from tasks.graph.scoring import EdgeDecision, PredictedEdge
@@ -77,11 +78,13 @@ def dataset_tables(
     fused: Sequence[FusedEdge] = (),
     decision: EdgeDecision | None = None,
     scored_parameters: Sequence[tuple[ParameterEdge, float]] = (),
+    call_order: Sequence[CallOrderEdge] = (),
 ) -> DatasetTables:
     """All warehouse rows of one tool set (the columns: warehouse/tables.py). ``parameter_edges``: the
     tool set's gold ones (source 'manual'), the schema edges' (``schema_parameter_edges``) and the
     parameter-level scorer's kept ones with their probability (``scored_parameters``, source
-    'discriminator': ``tasks.graph.param_scoring.parameter_edges``)."""
+    'discriminator': ``tasks.graph.param_scoring.parameter_edges``). ``call_order``: precondition edges from the
+    training runs' call order (source 'call_order', prob = the share of joint runs with the prerequisite first)."""
     import json
 
     ds, tools = toolset.name, toolset.tools
@@ -121,7 +124,8 @@ def dataset_tables(
         + [edge_row(s.edge, 1.0, s.predicted_class, "schema", matched_params=list(s.matched_params)) for s in schema]
         + [edge_row(f.edge, f.prob, f.predicted_class, "fused",
                     matched_params=list(f.matched_params) if f.matched_params is not None else None,
-                    fused_from=list(f.fused_from)) for f in fused],
+                    fused_from=list(f.fused_from)) for f in fused]
+        + [edge_row(c.edge, c.prob, LABEL_A_DEPENDS_ON_B, "call_order") for c in call_order],
         "scored_pairs": [{"dataset": ds, "tool_group": tools[i].group, "tool_a": tools[i].tool_id,
                           "tool_b": tools[j].tool_id, "p_a_depends_on_b": float(p[0]),
                           "p_no_dependency": float(p[1]), "p_b_depends_on_a": float(p[2]),

@@ -69,19 +69,29 @@ def _docstring_param_names(docstring: str) -> frozenset[str]:
         return frozenset()
 
 
+def resolve_sides(raw: RawFlow | RawOrder, table: SymbolTable) -> tuple[Target, Target] | CandidateRejection:
+    """The (consumer, producer) targets of a flow or order candidate, or the rejection of the first step that
+    fails: a reason known at parse time, then the consumer's resolution, then the producer's."""
+    if raw.reason:
+        return CandidateRejection(raw.record_id, "parse", raw.reason, raw.detail)
+    consumer, why_c, detail_c = table.resolve(raw.consumer)  # type: ignore[arg-type]
+    if consumer is None:
+        return CandidateRejection(raw.record_id, "resolve", why_c, f"consumer: {detail_c}")
+    producer, why_p, detail_p = table.resolve(raw.producer)  # type: ignore[arg-type]
+    if producer is None:
+        return CandidateRejection(raw.record_id, "resolve", why_p, f"producer: {detail_p}")
+    return consumer, producer
+
+
 def judge_candidate(raw: RawFlow, table: SymbolTable
                     ) -> tuple[MinedFlow | None, CandidateRejection | None, Target | None, Target | None]:
     def reject(reason: str, detail: str, stage: str = "resolve") -> tuple[None, CandidateRejection, None, None]:
         return None, CandidateRejection(raw.record_id, stage, reason, detail), None, None
 
-    if raw.reason:
-        return reject(raw.reason, raw.detail, "parse")
-    consumer, why_c, detail_c = table.resolve(raw.consumer)  # type: ignore[arg-type]
-    if consumer is None:
-        return reject(why_c, f"consumer: {detail_c}")
-    producer, why_p, detail_p = table.resolve(raw.producer)  # type: ignore[arg-type]
-    if producer is None:
-        return reject(why_p, f"producer: {detail_p}")
+    sides = resolve_sides(raw, table)
+    if isinstance(sides, CandidateRejection):
+        return None, sides, None, None
+    consumer, producer = sides
     if consumer.key == producer.key:
         return reject(MineReason.SELF_FLOW, consumer.key)
     if not consumer.facts.documented:
@@ -177,14 +187,10 @@ def judge_order(raw: RawOrder, table: SymbolTable) -> tuple[tuple[Target, Target
     def reject(reason: str, detail: str, stage: str = "resolve") -> tuple[None, CandidateRejection]:
         return None, CandidateRejection(raw.record_id, stage, reason, detail)
 
-    if raw.reason:
-        return reject(raw.reason, raw.detail, "parse")
-    consumer, why_c, detail_c = table.resolve(raw.consumer)  # type: ignore[arg-type]
-    if consumer is None:
-        return reject(why_c, f"consumer: {detail_c}")
-    producer, why_p, detail_p = table.resolve(raw.producer)  # type: ignore[arg-type]
-    if producer is None:
-        return reject(why_p, f"producer: {detail_p}")
+    sides = resolve_sides(raw, table)
+    if isinstance(sides, CandidateRejection):
+        return None, sides
+    consumer, producer = sides
     c_name, p_name = consumer.key.rsplit(".", 1)[-1], producer.key.rsplit(".", 1)[-1]
     if consumer.key == producer.key or (c_name == p_name and consumer.facts.binding == producer.facts.binding == "instance"):
         return reject(MineReason.SELF_ORDER, f"{producer.key} -> {consumer.key}")  # ``for p in plugins: p.feed(x)``: one step
