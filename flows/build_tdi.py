@@ -45,6 +45,7 @@ from tasks.llm.config import EMBEDDED, EMBEDDED_CONCURRENCY, ENDPOINT_CONCURRENC
 from tasks.llm.errors import LLMEndpointError, LLMStageFailed, LLMUnavailableError
 from tasks.llm.preflight import preflight
 from tasks.agents.prompts import PROMPT_VERSIONS
+from tasks.dataset.hub import check_push, check_repo_id, push_dataset
 from tasks.dataset.publish import dataset_lock, fresh_staging
 from tasks.dataset.shards import ShardConfig, ShardInfo, build_manifest, write_dataset_card, write_planned_shards
 from tasks.sources.filters import SourceFilter
@@ -132,8 +133,14 @@ class BuildTDIConfig:
     chunks_in_flight: Annotated[int | None, Help(
         "chunks submitted and not yet finished, at most (none: 2 per Dask worker thread, 1 sequential); bounds the "
         "flow's memory")] = None
+    # -- the Hugging Face hub (docs/build-tdi.md, tasks/dataset/hub.py) --
+    push_to_hub: Annotated[str | None, Help(
+        "after a successful publish, upload the published dataset (shards, card, manifest, quality.json; not "
+        "records.duckdb) to this hub dataset repo (namespace/name) as one commit; the token from HF_TOKEN only")] = None
+    private: Annotated[bool, Help("with --push-to-hub: create the repo private (an existing one keeps its visibility)")] = False
 
     def __post_init__(self) -> None:
+        check_repo_id(self.push_to_hub)
         if self.chunk_size < 1:
             raise ValueError(f"chunk_size must be >= 1, not {self.chunk_size}")
         if self.task_runner not in TASK_RUNNERS:
@@ -198,9 +205,10 @@ def chunk_journals(folder: Path, fingerprint: str) -> list[Path]:
 
 
 def _check(cfg: BuildTDIConfig) -> None:
-    """Before any work: the endpoint settings and the source (a wrong, missing or empty path)."""
+    """Before any work: the endpoint settings, the source (a wrong, missing or empty path) and a hub push's token."""
     cfg.resolved()
     check_source(cfg.source)
+    check_push(cfg.push_to_hub)
 
 
 def config_from_args(argv: Sequence[str] | None = None) -> BuildTDIConfig:
@@ -214,6 +222,8 @@ CLI = FlowCLI.start(__name__, config_from_args, "python -m flows.build_tdi")
 from prefect import flow, get_run_logger, task  # noqa: E402
 from prefect.cache_policies import NO_CACHE  # noqa: E402
 from tasks.dataset.gate import publish_with_card, quality_gate  # noqa: E402
+
+push_to_hub = task(name="push-to-hub", cache_policy=NO_CACHE)(push_dataset)  # no retries: a failure says how to retry
 
 
 @task(name="process-chunk", task_run_name="chunk-{job.chunk.index}", retries=2, retry_delay_seconds=10,
@@ -376,9 +386,13 @@ def _raise_if_every_call_failed(stages: dict[str, dict[str, Any]]) -> None:
 def build_tdi(cfg: BuildTDIConfig = BuildTDIConfig()) -> dict[str, Any]:
     """Build a TDI dataset; returns the manifest. One run per dataset folder at a time."""
     check_source(cfg.source)  # the input first (local, cheap), then the endpoint: both before a lock or folder exists
+    check_push(cfg.push_to_hub)
     endpoint_preflight(cfg)
     with dataset_lock(cfg.out_dir):
-        return _build_tdi(cfg)
+        manifest = _build_tdi(cfg)
+        if cfg.push_to_hub:  # under the lock: no other run replaces the version being uploaded
+            get_run_logger().info("pushed to the hub: %s", push_to_hub(cfg.out_dir, cfg.push_to_hub, cfg.private))
+        return manifest
 
 
 def endpoint_preflight(cfg: BuildTDIConfig) -> None:

@@ -16,10 +16,12 @@ The dense rankings are computed with numpy and checked against the SQL macro ``q
 
 ToolNet (docs/warehouse.md): where the warehouse has a transition graph, every method is also
 scored on the held-out queries (their gold run is in the trajectories' test split; rows with
-``query_split = 'test'``), beside two methods built from the training runs and scored there only:
-``embedding+TGR-t`` (Eq. 3 with A = the transition weights) and ``embedding+successors`` (the
+``query_split = 'test'``), beside the methods built from the training runs and scored there only:
+``embedding+TGR-t`` (Eq. 3 with A = the transition weights), ``embedding+successors`` (the
 encoder's top results, each followed by its highest-weight successor; how many top results, on the
-validation queries). Next-tool hit@1/@3 on the test runs goes to ``next_tool_metrics``: the
+validation queries) and ``embedding+TGR-s+order`` (``-d+order``, ``-f+order``: the schema, discriminator or
+fused graph with the precondition edges of the training runs' call order, beside ``embedding+TGR-s`` ... on
+the same test queries). Next-tool hit@1/@3 on the test runs goes to ``next_tool_metrics``: the
 transition graph (static, and dynamic as the stream updated it), training popularity, each
 dependency graph's successors, the query alone and transition x query.
 
@@ -55,15 +57,21 @@ from warehouse.build import connect, insert_rows, rows_of, update_warehouse
 # method -> tool_embeddings.kind; a +TGR row is reported for every graph source the dataset has.
 EMBEDDING_METHODS = {"embedding": "base", "embedding+TGR-d": "tgr_discriminator", "embedding+TGR-m": "tgr_manual",
                      "embedding+TGR-s": "tgr_schema", "embedding+TGR-f": "tgr_fused",
-                     "embedding+TGR-t": "tgr_transition", "embedding+TGR-c": "tgr_completed"}
+                     "embedding+TGR-t": "tgr_transition", "embedding+TGR-c": "tgr_completed",
+                     # a data graph with the call-order precondition edges of the training runs (build-graph)
+                     "embedding+TGR-d+order": "tgr_discriminator_call_order",
+                     "embedding+TGR-s+order": "tgr_schema_call_order", "embedding+TGR-f+order": "tgr_fused_call_order"}
 GRAPH_SOURCE_OF_METHOD = {"embedding+TGR-d": "discriminator", "embedding+TGR-m": "manual (gold)",
                           "embedding+TGR-s": "schema (parameter match)", "embedding+TGR-f": "fused (discriminator or schema)",
                           "embedding+TGR-t": "ToolNet transitions (training runs)",
                           "embedding+successors": "encoder top results + their highest-weight successors",
                           "embedding+TGR-c": "completed: the gold graph (else the discriminator's) + GTool's predicted "
-                                             "edges (flows/gtool.py)"}
+                                             "edges (flows/gtool.py)",
+                          **{f"embedding+TGR-{x}+order": f"{name} + call-order precondition edges (training runs)"
+                             for x, name in (("d", "discriminator"), ("s", "schema"), ("f", "fused"))}}
 # Built from the training runs: scored on the held-out (test) queries only, never on all queries.
-HELD_OUT_ONLY = ("embedding+TGR-t", "embedding+successors")
+HELD_OUT_ONLY = ("embedding+TGR-t", "embedding+successors", "embedding+TGR-d+order", "embedding+TGR-s+order",
+                 "embedding+TGR-f+order")
 # Fusion (tasks/retrieval/fusion.py): "<method>(cv)" ranks by (1 - w) cos(q, x) + w cos(q, x') with w chosen
 # by k-fold cross-validation over the dataset's queries, for every +TGR graph scored on all queries.
 FUSED_METHODS = {f"{m}(cv)": m for m, kind in EMBEDDING_METHODS.items()

@@ -59,6 +59,7 @@ from tasks.mining.parse import parse_chunk, parse_file, parse_record
 from tasks.mining.pin import describe_sources, file_records, manifest_summary, pinned_items, read_pin, write_sources
 from tasks.mining.sources import FileItem, default_roots, top_package, tree_files
 from tasks.agents.prompts import EXTRACT, VALIDATE
+from tasks.dataset.hub import check_push, check_repo_id, push_dataset
 from tasks.dataset.publish import dataset_lock, fresh_staging
 from tasks.dataset.shards import (KIND_COLUMNS_CARD, MINED_LICENSE_NOTE, PARAMETER_COLUMNS_CARD, ShardConfig, ShardInfo, build_manifest,
                                   kind_card_lines, write_card, write_shards)
@@ -133,9 +134,16 @@ class MineTDIConfig:
     judge_action: str = field(default="drop", metadata={
         "help": "drop: reject pairs judged 'no dependency' (judge_no_dependency); report: only measure",
         "choices": JUDGE_ACTIONS})
+    # -- the Hugging Face hub (docs/mining.md, tasks/dataset/hub.py) --
+    push_to_hub: Annotated[str | None, Help(
+        "after a successful publish, upload the published dataset (shards, card, manifest, quality.json, "
+        "sources.json; not records.duckdb) to this hub dataset repo (namespace/name) as one commit; the token from "
+        "HF_TOKEN only")] = None
+    private: Annotated[bool, Help("with --push-to-hub: create the repo private (an existing one keeps its visibility)")] = False
 
     def __post_init__(self) -> None:
         self._check_ranges()
+        check_repo_id(self.push_to_hub)
         if self.pin is not None:
             if self.limit_files is not None:
                 raise ValueError(f"--pin {self.pin} fixes the file list; --limit-files {self.limit_files} would sample it again")
@@ -210,6 +218,7 @@ class MineTDIConfig:
         from tasks.common.paths import check_writable, writable_folder_problem
 
         check_writable(writable_folder_problem(self.out_dir, "--output-root/--dataset"))
+        check_push(self.push_to_hub)  # a token in HF_TOKEN, the hub not switched off
 
     @property
     def uses_llm(self) -> bool:
@@ -233,6 +242,8 @@ CLI = FlowCLI.start(__name__, checking_inputs(_parse_args, PROG), PROG)  # check
 from prefect import flow, get_run_logger, task  # noqa: E402
 from prefect.cache_policies import NO_CACHE  # noqa: E402
 from tasks.dataset.gate import publish_with_card, quality_gate  # noqa: E402
+
+push_to_hub = task(name="push-to-hub", cache_policy=NO_CACHE)(push_dataset)  # no retries: a failure says how to retry
 
 
 @task(name="list-source-files", cache_policy=NO_CACHE)
@@ -626,7 +637,10 @@ def mine_tdi(cfg: MineTDIConfig = MineTDIConfig()) -> dict[str, Any]:
     cfg.check_inputs()  # before the lock: a refused run leaves no folder behind
     endpoint_preflight(cfg)
     with dataset_lock(cfg.out_dir):
-        return _mine_tdi(cfg)
+        manifest = _mine_tdi(cfg)
+        if cfg.push_to_hub:  # under the lock: no other run replaces the version being uploaded
+            get_run_logger().info("pushed to the hub: %s", push_to_hub(cfg.out_dir, cfg.push_to_hub, cfg.private))
+        return manifest
 
 
 def _mine_tdi(cfg: MineTDIConfig) -> dict[str, Any]:

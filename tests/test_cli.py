@@ -70,6 +70,8 @@ def other_value(o: Option) -> Any:
         return PIN["path"]
     if o.flag == "mix-tdi":
         return PIN["mix"]
+    if o.flag == "push-to-hub":  # a hub repo id is namespace/name
+        return "user/x-push-to-hub"
     return f"x-{o.flag}"
 
 

@@ -765,16 +765,19 @@ def test_build_graph_on_real_apibank_manual_edges(shared_data, tmp_path, prefect
     assert style == "description"  # API-Bank is embedded from descriptions, as in the paper
     prereq = con.execute("SELECT list(prerequisite) FROM prerequisites_of('apibank', 'manual', 'AddAgenda')")
     assert prereq.fetchone()[0] == ["GetUserToken"]
-    # API-Bank's gold edges are data flow (values reused), and so are the schema edges
-    n_schema = out["datasets"]["apibank"]["schema_edges"]
+    # API-Bank's gold edges are data flow (values reused), and so are the schema edges; the call order of the
+    # training dialogues gives precondition edges (issue 22)
+    n_schema, order = out["datasets"]["apibank"]["schema_edges"], out["datasets"]["apibank"]["call_order"]
+    assert order["edges"] == order["accepted"] > 0 and order["generic_first_steps"].keys() == {"ToolSearcher"}
     assert con.execute("SELECT source, kind, count(*) FROM edges WHERE source <> 'transition' "
-                       "GROUP BY ALL ORDER BY ALL").fetchall() == [("manual", "data", 26), ("schema", "data", n_schema)]
+                       "GROUP BY ALL ORDER BY ALL").fetchall() == [
+        ("call_order", "precondition", order["edges"]), ("manual", "data", 26), ("schema", "data", n_schema)]
     assert con.execute("SELECT DISTINCT kind FROM edges WHERE source = 'transition'").fetchall() == [(None,)]  # call order
     assert con.execute("SELECT list(prerequisite) FROM prerequisites_of('apibank', 'manual', 'AddAgenda', "
                        "kind := 'data')").fetchone()[0] == ["GetUserToken"]
     # the schema edges against the gold ones, recounted in SQL: every gold edge is a data edge
     metrics = out["datasets"]["apibank"]["edge_metrics"]
-    assert set(metrics) == {"schema"}  # no discriminator: no discriminator or fused edges to measure
+    assert set(metrics) == {"schema", "call_order"}  # no discriminator: no discriminator or fused edges to measure
     hits = con.execute("SELECT count(*) FROM edges s JOIN edges g USING (dataset, dependent, prerequisite) "
                        "WHERE s.source = 'schema' AND g.source = 'manual'").fetchone()[0]
     assert metrics["schema"]["true_positives"] == hits > 0

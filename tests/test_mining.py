@@ -606,7 +606,8 @@ def test_mine_tdi_flow_end_to_end(tmp_path: Path, prefect_harness) -> None:
     assert read == accepted + rejected == manifest["accounting"]["read"]
     assert con.execute("SELECT count(*) FROM record_outcomes WHERE reason='in_dataset'").fetchone()[0] == manifest["per_class"]
     con.close()
-    assert (out / "README.md").read_text().startswith("# mini: mined TDI")
+    card = (out / "README.md").read_text()  # the hub's YAML metadata first (tests/test_hub.py), then the title
+    assert card.startswith("---\n") and "\n---\n\n# mini: mined TDI" in card
 
     # a per-class cap keeps the books balanced: the surplus is rejected with a reason
     capped = mine_tdi(_parse_args(["--source", "tree", "--tree-paths", str(src), "--output-root", str(tmp_path / "out"),

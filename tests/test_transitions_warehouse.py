@@ -242,8 +242,8 @@ def test_build_and_eval_flows_with_a_trajectories_file(tmp_path, prefect_harness
     kinds = {k for (k,) in con.execute("SELECT DISTINCT kind FROM tool_embeddings").fetchall()}
     assert "tgr_transition" in kinds
     lineage = rows_of(con, "SELECT source, input_files, flow_run_id FROM edge_lineage ORDER BY source")
-    assert [r["source"] for r in lineage] == ["manual", "schema", "transition"]
-    assert lineage[2]["input_files"] == [str(runs)] and all(r["flow_run_id"] for r in lineage)
+    assert [r["source"] for r in lineage] == ["call_order", "manual", "schema", "transition"]
+    assert lineage[0]["input_files"] == lineage[3]["input_files"] == [str(runs)] and all(r["flow_run_id"] for r in lineage)
     con.close()
     # the toy queries have no gold runs, so no held-out query rows; next-tool rows from the test runs
     result = eval_retrieval(EvalConfig(warehouse=str(target), out_dir=str(tmp_path / "eval"), rerank=False))

@@ -239,7 +239,7 @@ def load_snippet(out_dir: Path, manifest: dict[str, Any]) -> list[str]:
     return ["```python", "import datasets, polars as pl",
             f"ds = datasets.load_dataset({folder})  # splits {', '.join(manifest['counts'])}; label: ClassLabel{tuple(ID2LABEL.values())}",
             *([f'# from the hub: datasets.load_dataset("{repo}")'] if repo else []),
-            f"df = pl.read_parquet({json.dumps(str(out_dir / 'shards'))} + \"/*.parquet\")", "```"]
+            f"df = pl.read_parquet({json.dumps(str(out_dir / 'shards' / '*.parquet'))})", "```"]
 
 
 # Hugging Face hub card metadata (the YAML block a card starts with). The source data's licenses vary by
