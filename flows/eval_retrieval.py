@@ -42,7 +42,8 @@ import numpy as np
 
 from tasks.common.flow_cli import FlowCLI  # first: Prefect analytics off before Prefect loads
 from tasks.common.cli import Flag, Help, checking_inputs, parse_config
-from tasks.retrieval.fusion import DEFAULT_FOLDS, DEFAULT_WEIGHTS, FusionResult, check_weights, cross_validate
+from tasks.retrieval.fusion import (DEFAULT_FOLDS, DEFAULT_WEIGHTS, FusionResult, check_weights, choose_on_validation,
+                                     cross_validate)
 from tasks.retrieval.gcn import gcn_propagate
 from tasks.retrieval.lexical import BM25, TfIdf
 from tasks.retrieval.metrics import evaluate_rankings
@@ -76,6 +77,9 @@ HELD_OUT_ONLY = ("embedding+TGR-t", "embedding+successors", "embedding+TGR-d+ord
 # by k-fold cross-validation over the dataset's queries, for every +TGR graph scored on all queries.
 FUSED_METHODS = {f"{m}(cv)": m for m, kind in EMBEDDING_METHODS.items()
                  if kind.startswith("tgr_") and m not in HELD_OUT_ONLY}
+# The same fusion for the +TGR graphs built from the training runs: "<method>(val)", w chosen on the validation
+# queries alone (their test queries must not choose it), scored on the test queries like the graph itself.
+VALIDATED_METHODS = {f"{m}(val)": m for m in HELD_OUT_ONLY if EMBEDDING_METHODS.get(m, "").startswith("tgr_")}
 EXPANSION_TOPS = (1, 2, 3, 5)  # how many top results get a successor: chosen on the validation queries
 NEXT_TOOL_KS = (1, 3)
 METRIC_COLUMNS = [("recall", 5), ("recall", 10), ("ndcg", 5), ("ndcg", 10), ("pass_rate", 5), ("pass_rate", 10)]
@@ -219,6 +223,23 @@ def fused_rankings(inputs: EvalInputs, cfg: EvalConfig, depth: int) -> dict[str,
             out[name] = cross_validate(base, cosine_scores(inputs.query_embeddings, inputs.embeddings[kind]), golds,
                                        cfg.graph_weights, cfg.cv_folds, cfg.cv_seed, depth)
     return out
+
+
+@task(cache_policy=NO_CACHE)
+def validated_rankings(inputs: EvalInputs, split_of_query: dict[str, str], cfg: EvalConfig, depth: int
+                       ) -> dict[str, FusionResult]:
+    """Per +TGR graph built from the training runs (``VALIDATED_METHODS``): every query ranked by
+    (1 - w) cos(q, x) + w cos(q, x') with w chosen on the validation queries (tasks/retrieval/fusion.py)."""
+    validation = [i for i, q in enumerate(inputs.query_ids) if split_of_query.get(q) == "validation"]
+    if "base" not in inputs.embeddings or not validation:
+        return {}
+    index = {t: i for i, t in enumerate(inputs.tool_ids)}
+    golds = [{index[t] for t in g} for g in inputs.golds]
+    base = cosine_scores(inputs.query_embeddings, inputs.embeddings["base"])
+    return {name: choose_on_validation(base, cosine_scores(inputs.query_embeddings, inputs.embeddings[kind]), golds,
+                                       validation, cfg.graph_weights, depth)
+            for name, method in VALIDATED_METHODS.items()
+            if (kind := EMBEDDING_METHODS[method]) in inputs.embeddings}
 
 
 def paper_encoder_scores(warehouse: str, inputs: EvalInputs, encoder: str) -> dict[str, np.ndarray]:
@@ -606,7 +627,11 @@ def eval_retrieval(cfg: EvalConfig | None = None) -> dict:
         subset_rows += paper_subset_rows(dataset, overall, inputs.golds, inputs.query_groups, cfg.ks, at, fused)
         tn = load_toolnet(cfg.warehouse, inputs)
         if tn is not None:
-            held, top = held_out_rows(inputs, deep, tn, cfg.ks, at, fused)
+            validated = validated_rankings(inputs, tn.split_of_query, cfg, depth)
+            deep |= {name: result.rankings for name, result in validated.items()}
+            fusion[dataset] |= {name: {"weight": r.weight, "chosen_on": "validation queries", "grid": list(r.weights),
+                                       "grid_recall_5": r.grid_recall} for name, r in validated.items()}
+            held, top = held_out_rows(inputs, deep, tn, cfg.ks, at, {**fused, **validated})
             rows += held
             next_tool += next_tool_rows(inputs, tn, at)
             toolnet_info[dataset] = {"alpha": tn.build["alpha"], "beta": tn.build["beta"],

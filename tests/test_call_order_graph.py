@@ -137,3 +137,9 @@ def test_build_graph_writes_train_only_precondition_edges_and_eval_scores_them_o
     assert ordered and {r["query_split"] for r in ordered} == {"test"} and {r["n_queries"] for r in ordered} == {n_test}
     data_only = {r["query_split"]: r["n_queries"] for r in result["rows"] if r["method"] == "embedding+TGR-s"}
     assert data_only == {"all": 60, "test": n_test}  # the data graph beside it, on the same test queries
+    # the same graph with its weight chosen on the validation queries, scored on the test queries only
+    val = [r for r in result["rows"] if r["method"] == "embedding+TGR-s+order(val)"]
+    assert val and {r["query_split"] for r in val} == {"test"} and {r["n_queries"] for r in val} == {n_test}
+    chosen = result["fusion"]["orders"]["embedding+TGR-s+order(val)"]
+    assert chosen["chosen_on"] == "validation queries" and chosen["weight"] in chosen["grid"]
+    assert {r["graph_weight"] for r in val} == {chosen["weight"]}

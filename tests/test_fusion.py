@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tasks.retrieval.fusion import (DEFAULT_WEIGHTS, check_weights, choose_weight, cross_validate, fold_assignment,
-                                    fused_scores)
+from tasks.retrieval.fusion import (DEFAULT_WEIGHTS, check_weights, choose_on_validation, choose_weight, cross_validate,
+                                    fold_assignment, fused_scores)
 from tasks.retrieval.metrics import evaluate_rankings
 from tasks.retrieval.ranking import top_k_from_scores
 
@@ -67,6 +67,25 @@ def test_each_query_is_ranked_with_the_weight_chosen_without_it():
     for f, chosen in enumerate(result.fold_weights):
         train = result.folds != f
         assert per_query[chosen][train].mean() == max(per_query[w][train].mean() for w in DEFAULT_WEIGHTS)
+
+
+def test_a_graph_of_training_runs_gets_the_weight_its_validation_queries_choose():
+    # the graph helps the first half of the queries and hurts the second: whichever half validates decides w,
+    # and every query (test ones included) is ranked with that one w; the test queries never choose it
+    hurt_base, hurt_graph, golds = toy(graph_gold=-1.0, base_gold=0.5, seed=2)
+    help_base, help_graph, _ = toy(graph_gold=1.0, base_gold=0.3, seed=3)
+    first = np.arange(N_QUERIES) < N_QUERIES // 2
+    base = np.where(first[:, None], help_base, hurt_base)
+    graph = np.where(first[:, None], help_graph, hurt_graph)
+    helped, hurt = list(range(0, 10)), list(range(N_QUERIES // 2, N_QUERIES // 2 + 10))
+    on_helped = choose_on_validation(base, graph, golds, helped, depth=10)
+    on_hurt = choose_on_validation(base, graph, golds, hurt, depth=10)
+    assert on_helped.weight > 0 and on_hurt.weight == 0.0 and on_helped.fold_weights == on_hurt.fold_weights == []
+    expected = top_k_from_scores(fused_scores(base, graph, on_helped.weight), 10)
+    assert on_helped.rankings == [r.tolist() for r in expected]
+    assert on_hurt.rankings == [r.tolist() for r in top_k_from_scores(base, 10)]
+    with pytest.raises(ValueError, match="no validation queries"):
+        choose_on_validation(base, graph, golds, [])
 
 
 def test_folds_are_disjoint_cover_every_query_and_follow_the_seed():

@@ -1,6 +1,8 @@
 """Fusion that never hurts: the query-time score s = (1 - w) cos(q, x) + w cos(q, x') of a tool's plain
 embedding x and its graph-propagated x', with the graph weight w (0: the embedding alone, 1: TGR as
-published) chosen per tool set and graph by seeded k-fold cross-validation over the tool set's queries.
+published) chosen per tool set and graph by seeded k-fold cross-validation over the tool set's queries
+(``cross_validate``), or, for a graph built from training runs, on the validation queries alone
+(``choose_on_validation``).
 """
 from __future__ import annotations
 
@@ -59,6 +61,21 @@ class FusionResult:
     grid_recall: list[float]  # mean Recall@5 over all queries at each w of the grid (in-sample, for the log)
 
 
+def _grid(base: np.ndarray, graph: np.ndarray, golds: Sequence[set[int]], weights: Sequence[float], depth: int
+          ) -> tuple[tuple[float, ...], list[np.ndarray], np.ndarray, np.ndarray]:
+    """Every query ranked at each w of the grid (``depth`` best, at least SELECT_K) and its Recall@5 and
+    NDCG@5 there: (weights, rankings per w, recall and ndcg as (n_weights, n_queries))."""
+    check_weights(weights)
+    weights = tuple(float(w) for w in weights)
+    n = len(golds)
+    if base.shape != graph.shape or base.shape[0] != n:
+        raise ValueError(f"scores {base.shape} and {graph.shape} for {n} queries")
+    tops = [top_k_from_scores(fused_scores(base, graph, w), max(depth, SELECT_K)) for w in weights]
+    recall = np.array([[recall_at_k(t[q].tolist(), golds[q], SELECT_K) for q in range(n)] for t in tops])
+    ndcg = np.array([[ndcg_at_k(t[q].tolist(), golds[q], SELECT_K) for q in range(n)] for t in tops])
+    return weights, tops, recall, ndcg
+
+
 def cross_validate(base: np.ndarray, graph: np.ndarray, golds: Sequence[set[int]],
                    weights: Sequence[float] = DEFAULT_WEIGHTS, folds: int = DEFAULT_FOLDS, seed: int = 0,
                    depth: int = 10) -> FusionResult:
@@ -66,17 +83,25 @@ def cross_validate(base: np.ndarray, graph: np.ndarray, golds: Sequence[set[int]
     with it, so every query's ranking comes from a w chosen without it. ``base``/``graph``: cosine scores
     (n_queries, n_tools) with the plain and the propagated tool embeddings; ``golds``: tool indices per
     query; ``folds`` is capped at the number of queries; ``depth``: how many tools each ranking keeps."""
-    check_weights(weights)
-    weights = tuple(float(w) for w in weights)
+    weights, tops, recall, ndcg = _grid(base, graph, golds, weights, depth)
     n = len(golds)
-    if base.shape != graph.shape or base.shape[0] != n:
-        raise ValueError(f"scores {base.shape} and {graph.shape} for {n} queries")
     assign = fold_assignment(n, min(folds, n), seed)
-    tops = [top_k_from_scores(fused_scores(base, graph, w), max(depth, SELECT_K)) for w in weights]
-    recall = np.array([[recall_at_k(t[q].tolist(), golds[q], SELECT_K) for q in range(n)] for t in tops])
-    ndcg = np.array([[ndcg_at_k(t[q].tolist(), golds[q], SELECT_K) for q in range(n)] for t in tops])
     fold_weights = [choose_weight(weights, recall, ndcg, np.flatnonzero(assign != f)) for f in range(int(assign.max()) + 1)]
     index = {w: i for i, w in enumerate(weights)}
     rankings = [tops[index[fold_weights[assign[q]]]][q][:depth].tolist() for q in range(n)]
     return FusionResult(weights, assign, fold_weights, choose_weight(weights, recall, ndcg, np.arange(n)), rankings,
                         recall.mean(axis=1).tolist())
+
+
+def choose_on_validation(base: np.ndarray, graph: np.ndarray, golds: Sequence[set[int]], validation: Sequence[int],
+                         weights: Sequence[float] = DEFAULT_WEIGHTS, depth: int = 10) -> FusionResult:
+    """w chosen on the ``validation`` queries alone (Recall@5, then NDCG@5), every query ranked with it: for a
+    graph built from training runs (ToolNet transitions, call-order edges), whose test queries must not choose
+    its weight and whose training queries gave its edges. ``fold_weights`` is empty: there are no folds."""
+    if not len(validation):
+        raise ValueError("choose_on_validation: no validation queries to choose the graph weight on")
+    weights, tops, recall, ndcg = _grid(base, graph, golds, weights, depth)
+    w = choose_weight(weights, recall, ndcg, np.asarray(validation, dtype=np.int64))
+    ranked = tops[weights.index(w)]
+    return FusionResult(weights, np.zeros(len(golds), dtype=np.int64), [], w,
+                        [ranked[q][:depth].tolist() for q in range(len(golds))], recall.mean(axis=1).tolist())
