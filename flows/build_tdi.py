@@ -41,6 +41,7 @@ from tasks.agents.chunks import (
     work_fingerprint,
 )
 from tasks.common.cli import Flag, Help, parse_config
+from tasks.common.progress import ProgressSnapshot, RecordProgress
 from tasks.llm.config import EMBEDDED, EMBEDDED_CONCURRENCY, ENDPOINT_CONCURRENCY, LLMConfig
 from tasks.llm.errors import LLMEndpointError, LLMStageFailed, LLMUnavailableError
 from tasks.llm.preflight import preflight
@@ -237,7 +238,8 @@ def process_chunk(job: ChunkJob) -> dict[str, Any]:
         if not stale.name.startswith(job.fingerprint[:16]):
             stale.unlink(missing_ok=True)
     journal = folder / JOURNALS / f"{job.fingerprint[:16]}-{uuid.uuid4().hex[:12]}.jsonl"
-    marker = run_chunk(replace(job, llm=replace(job.llm, ledger_journal=str(journal))))
+    marker = run_chunk(replace(job, llm=replace(job.llm, ledger_journal=str(journal))), say=get_run_logger().info,
+                       progress_sinks=(ProgressArtifact(),))
     s = marker["stages"]
     get_run_logger().info(
         "chunk %d: read %d, validated %d, rejected %d; extract %d/%d, generate %d/%d, validate %d/%d parsed; %s",
@@ -283,6 +285,28 @@ def llm_endpoint(cfg: BuildTDIConfig) -> Iterator[tuple[LLMConfig, Callable[[], 
         llm = replace(cfg.llm, base_url=server.base_url, model=cfg.embedded_model)
         preflight(llm)
         yield llm, server.raise_if_exited
+
+
+class ProgressArtifact:
+    """A Prefect progress artifact (the UI's bar, on the run that creates it) fed with progress snapshots:
+    created at the first, updated at each later one. Without a Prefect run context it does nothing, so a
+    chunk run outside Prefect (a test, a bench) runs the same; an API error turns it off for the rest of
+    the chunk (``RecordProgress`` drops a sink that raised, with one line) and never fails the run."""
+
+    def __init__(self) -> None:
+        self.artifact_id: Any = None
+
+    def __call__(self, snap: ProgressSnapshot) -> None:
+        from prefect.artifacts import create_progress_artifact, update_progress_artifact
+        from prefect.context import FlowRunContext, TaskRunContext
+
+        if TaskRunContext.get() is None and FlowRunContext.get() is None:
+            return
+        percent = min(100.0, 100.0 * snap.fraction)
+        if self.artifact_id is None:
+            self.artifact_id = create_progress_artifact(percent, description=f"build-tdi {snap.line()}")
+        else:
+            update_progress_artifact(self.artifact_id, percent, description=f"build-tdi {snap.line()}")
 
 
 class _Done:
@@ -338,6 +362,10 @@ def run_chunks(cfg: BuildTDIConfig, llm_cfg: LLMConfig, root: Path, ensure_alive
                           .encode()).hexdigest()
     markers: dict[int, dict[str, Any]] = {}
     n_read = reused = 0
+    # the run's bar in the UI, chunk by chunk, from this process (each chunk task has its own, record by record);
+    # only with a limit: without one the number of records is known at the end only
+    run_progress = RecordProgress(cfg.limit, "run", say=logger.info, sinks=(ProgressArtifact(),),
+                                  count_requests=False) if cfg.limit else None
     with chunk_runner(cfg) as (submit, slots):
         window = cfg.chunks_in_flight or (1 if cfg.task_runner == "sequential" else 2 * slots)
         pending: deque[tuple[int, Any]] = deque()
@@ -352,6 +380,9 @@ def run_chunks(cfg: BuildTDIConfig, llm_cfg: LLMConfig, root: Path, ensure_alive
             ensure_alive()
             done = sum(m["n_read"] for m in markers.values())
             logger.info("%d chunks done (%d reused), %d items read so far", len(markers), reused, done)
+            if run_progress is not None:
+                run_progress.records_done(markers[index]["validated"], markers[index]["records"] - markers[index]["validated"])
+                run_progress.maybe_report()
 
         for chunk in iter_record_chunks(cfg.source, cfg.limit, cfg.source_filter, cfg.chunk_size):
             n_read += chunk.n_read
@@ -361,12 +392,17 @@ def run_chunks(cfg: BuildTDIConfig, llm_cfg: LLMConfig, root: Path, ensure_alive
             if marker is not None:
                 markers[chunk.index] = marker
                 reused += 1
+                if run_progress is not None:  # the bar, rate and time left are of this run's work
+                    run_progress.total = max(0, run_progress.total - marker["records"])
                 continue
             pending.append((chunk.index, submit(ChunkJob(chunk, str(folder), llm_cfg, cfg.max_code_chars, fingerprint, cfg.precondition_share))))
             while len(pending) >= window:
                 collect()
         while pending:
             collect()
+    if run_progress is not None:  # the read is over: the records there were are the total (a limit above the source's size)
+        run_progress.total = run_progress.done
+        run_progress.report()
     for stale in root.glob("chunk-*"):  # chunks of an earlier, longer read
         if stale.is_dir() and int(stale.name.split("-")[1]) >= len(markers):
             shutil.rmtree(stale, ignore_errors=True)

@@ -137,8 +137,8 @@ class MineTDIConfig:
     # -- the Hugging Face hub (docs/mining.md, tasks/dataset/hub.py) --
     push_to_hub: Annotated[str | None, Help(
         "after a successful publish, upload the published dataset (shards, card, manifest, quality.json, "
-        "sources.json; not records.duckdb) to this hub dataset repo (namespace/name) as one commit; the token from "
-        "HF_TOKEN only")] = None
+        "sources.json, mix.png; not records.duckdb) to this hub dataset repo (namespace/name) as one commit; the "
+        "token from HF_TOKEN only")] = None
     private: Annotated[bool, Help("with --push-to-hub: create the repo private (an existing one keeps its visibility)")] = False
 
     def __post_init__(self) -> None:

@@ -11,7 +11,8 @@ r"""Prefect flow ``train-discriminator``: pretrain (Eq. 1) on TDI shards, finetu
 3. Calibrate: the cut on p(dependency) that the graph step uses, chosen on validation
    (symmetrized probabilities), stored as ``best/calibration.json``.
 4. Test: argmax and calibrated P/R/F1, direction accuracy, and the parameter-match rule on the same
-   pairs, in ``metrics.json`` (strict JSON), a printed table and the model card.
+   pairs, in ``metrics.json`` (strict JSON), a printed table and the model card; beside metrics.json
+   ``precision_recall.png``: the dependency precision-recall curve per evaluation set, the name rules as points.
 The new checkpoint is completed in ``<output>/.best.new`` (weights, tokenizer, calibration.json,
 metrics.json, card) and only then swapped in as ``best/`` in one step (``finish_checkpoint``): a
 kill -9 at any point leaves ``best/`` the previous complete checkpoint or the new one.
@@ -259,7 +260,7 @@ CLI = FlowCLI.start(__name__, checking_inputs(parse_args, PROG), PROG)  # check_
 from prefect import flow, get_run_logger, task  # noqa: E402
 from prefect.cache_policies import NO_CACHE  # noqa: E402
 from models.discriminator import CALIBRATION_FILE, load_calibration, load_discriminator, load_model, load_tokenizer  # noqa: E402
-from tasks.training.plots import plot_confusion, plot_training_curves  # noqa: E402
+from tasks.training.plots import plot_confusion, plot_precision_recall, plot_training_curves  # noqa: E402
 from tasks.training.trainer import (StageArguments, TrainResult, pick_device, predict_examples, seed_everything,  # noqa: E402
                                     train_classifier)
 
@@ -551,7 +552,8 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
     # Stage 4: test with the best checkpoint
     test_pairs = build_toolset_pairs(cfg.test, cfg.benchmarks_root, cfg.test_max_none, cfg.seed)
     threshold = summary["calibration"]["threshold"] if summary.get("calibration") else None
-    summary["test"] = report(test_pairs, scores(ckpt, test_pairs), threshold)
+    test_probs = scores(ckpt, test_pairs)
+    summary["test"] = report(test_pairs, test_probs, threshold)
     summary["stages"] = {name: {"best_step": r.best_step, "best_score": r.best_score, "history": r.history}
                          for name, r in stages.items()}
 
@@ -567,6 +569,10 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
     if cfg.param_level:
         summary["param"] = train_param_level(cfg, out, batch_size, logger)
     write_json(out / "metrics.json", summary)
+    plot_precision_recall({**{f"validation: {name}": ([e.label for e in valid_sets[name]], valid_probs[name], section)
+                              for name, section in (summary.get("validation") or {}).items()},
+                           f"test: {', '.join(cfg.test)}": ([e.label for e in test_pairs], test_probs, summary["test"])},
+                          out / "precision_recall.png")
     headline = summary["test"].get("calibrated", summary["test"]["argmax"])
     plot_confusion(headline["confusion_matrix"], out / "confusion_matrix_test.png", f"test: {', '.join(cfg.test)}")
     logger.info("checkpoint: %s; metrics: %s", best, out / "metrics.json")

@@ -187,7 +187,7 @@ def test_a_mined_folder_loads_with_datasets_and_pushes_to_the_hub_as_one_commit(
     assert len(hub.commits) == 1
     commit = hub.commits[0]
     shard_files = {s["file"] for s in manifest["shards"]}
-    assert set(commit["added"]) == {"README.md", "manifest.json", "quality.json", "sources.json", *shard_files}
+    assert set(commit["added"]) == {"README.md", "manifest.json", "quality.json", "sources.json", "mix.png", *shard_files}
     assert commit["deleted"] == [] and commit["other"] == []
     assert commit["added"]["README.md"] == (out / "README.md").read_bytes()
     assert all(commit["added"][f] == (out / f).read_bytes() for f in shard_files)
@@ -222,14 +222,14 @@ def test_a_second_push_deletes_stale_shards_and_leaves_other_files(tmp_path, pre
     assert url.endswith(f"{1:040d}") and hub.created[0].get("visibility") is None  # not asked private: left as is
     commit = hub.commits[0]
     assert commit["deleted"] == ["shards/train-00000-of-00009.parquet"]  # its glob would read a stale shard
-    assert set(hub.repos[REPO]) == {"LICENSE", "README.md", "manifest.json", "quality.json", "sources.json",
+    assert set(hub.repos[REPO]) == {"LICENSE", "README.md", "manifest.json", "quality.json", "sources.json", "mix.png",
                                     *(s["file"] for s in manifest["shards"])}
 
 
 def _published_books(out: Path) -> dict[str, bytes]:
     """Every published file of ``out`` by name, through its links (what a reader sees)."""
     return {p.relative_to(out).as_posix(): p.read_bytes()
-            for part in ("shards", "README.md", "manifest.json", "quality.json", "sources.json")
+            for part in ("shards", "README.md", "manifest.json", "quality.json", "sources.json", "mix.png")
             for p in ([out / part] if (out / part).is_file() else sorted((out / part).glob("*")))}
 
 
@@ -333,7 +333,9 @@ def test_a_build_tdi_folder_loads_with_datasets_and_pushes(shared_data, tmp_path
     _load_and_check(out, manifest)
     text = (out / "README.md").read_text()
     assert text.startswith("---\n") and "license: other" in text and "model" in text.split("## License", 1)[1]
+    assert "](mix.png)" in text  # the shared publish step draws build-tdi's mix too
     commit = hub.commits[0]
-    assert set(commit["added"]) == {"README.md", "manifest.json", "quality.json", *(s["file"] for s in manifest["shards"])}
+    assert set(commit["added"]) == {"README.md", "manifest.json", "quality.json", "mix.png",
+                                    *(s["file"] for s in manifest["shards"])}
     assert "records.duckdb" not in commit["added"] and (out / "records.duckdb").exists()
     assert not [f for f, b in commit["added"].items() if TOKEN.encode() in b] and hub.auth == {f"Bearer {TOKEN}"}

@@ -112,7 +112,8 @@ def test_flow_trains_calibrates_evaluates_and_saves_a_loadable_checkpoint(tiny_r
     best = out / "best"
     for name in ("config.json", "model.safetensors", "tokenizer.json", "README.md", "metrics.json", "calibration.json"):
         assert (best / name).exists(), name
-    for name in ("metrics.json", "confusion_matrix_test.png", "training_curves.png", "pretrain/best/config.json"):
+    for name in ("metrics.json", "confusion_matrix_test.png", "training_curves.png", "precision_recall.png",
+                 "pretrain/best/config.json"):
         assert (out / name).exists(), name
     assert list((out / "finetune").glob("checkpoint-*/trainer_state.json")), "the Trainer's resumable checkpoints"
     text = (out / "metrics.json").read_text()

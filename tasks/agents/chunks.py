@@ -10,7 +10,9 @@ per record, per-chunk Parquet outputs with a completion marker, and the books bu
   as soon as agent 1 answered, then agent 3 (validate): ``concurrency`` records are in flight, so
   the endpoint stays full instead of draining between agents. It writes ``validated.parquet``,
   ``outcomes.parquet`` and ``ledger.parquet`` into the chunk's folder, then ``done.json`` (the
-  completion marker, with the chunk's fingerprint) last.
+  completion marker, with the chunk's fingerprint) last. While it runs, a progress line (records
+  done, requests in flight, pairs accepted, rejections, rate, time left) at most every ``every_s``
+  seconds (``tasks.common.progress``).
 * :func:`finished` tells whether a chunk's marker matches its fingerprint: a rerun skips it and
   sends nothing for it.
 * ``tasks.dataset.accounting.write_records_db_from_parquet`` builds ``records.duckdb`` from the chunk
@@ -21,9 +23,10 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 import os
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,6 +51,7 @@ from tasks.llm.ledger import ledger_rows, usage_summary
 from tasks.llm.structured import StructuredRequest, StructuredResult
 from tasks.agents.prompts import PROMPT_VERSIONS
 from tasks.common.outcome import Outcome
+from tasks.common.progress import EVERY_S, ProgressSnapshot, RecordProgress
 from tasks.sources.filters import SourceFilter
 from tasks.sources.read import read_items
 from tasks.sources.spec import SourceConfigError, SourceSpec
@@ -59,6 +63,7 @@ CHUNK_FORMAT = "tgr-tdi-chunk-v3"  # bump when a chunk's outputs change meaning:
 MAX_ITEMS_PER_ACCEPTED = 4
 # Request failures that a later run may not repeat (the endpoint was down or overloaded): a chunk
 # that had any is redone by the next run (answered requests come from the cache).
+_log = logging.getLogger(__name__)
 TRANSIENT_REASONS = frozenset({"llm_timeout", "llm_connection", "llm_http_5xx", "llm_http_429", "llm_unavailable", "llm_bad_response"})
 
 VALIDATED_SCHEMA = pa.schema(
@@ -209,29 +214,39 @@ class StageCounts:
 
 # -- the agents, pipelined per record -------------------------------------------------------------
 async def _pipelined(llm: StructuredLLM, records: Sequence[ChunkRecord], max_code_chars: int,
-                     counts: dict[str, StageCounts], precondition_share: float = 0.0) -> list[DependentPair | Outcome]:
+                     counts: dict[str, StageCounts], precondition_share: float = 0.0,
+                     progress: RecordProgress | None = None) -> list[DependentPair | Outcome]:
     """extract -> generate -> validate per record, ``concurrency`` records at a time: a record's
     next call goes out as soon as its previous one answered."""
     out: list[DependentPair | Outcome] = []
     todo = iter(records)
+    progress = progress or RecordProgress(len(records))
 
     async def call(stage: str, request: StructuredRequest) -> StructuredResult:
-        result = await llm.run_one(request)
+        progress.request_started()
+        try:
+            result = await llm.run_one(request)
+        finally:
+            progress.request_ended()
         counts[stage].add(result)
         return result
+
+    def finish(item: DependentPair | Outcome) -> None:
+        out.append(item)
+        progress.record_done(accepted=not isinstance(item, Outcome))
 
     async def worker() -> None:
         for rec in todo:
             extracted = interpret_extract(await call("extract", extract_request(rec.record_id, rec.code, rec.language, max_code_chars)),
                                           precondition_share)
             if isinstance(extracted, Outcome):
-                out.append(extracted)
+                finish(extracted)
                 continue
             pair = interpret_generate(extracted, await call("generate", generate_request(extracted)))
             if isinstance(pair, Outcome):
-                out.append(pair)
+                finish(pair)
                 continue
-            out.append(interpret_validate(pair, await call("validate", validate_request(pair))))
+            finish(interpret_validate(pair, await call("validate", validate_request(pair))))
 
     try:
         await run_workers(worker, min(max(1, llm.cfg.in_flight), len(records)))
@@ -241,25 +256,53 @@ async def _pipelined(llm: StructuredLLM, records: Sequence[ChunkRecord], max_cod
 
 
 async def _stagewise(llm: StructuredLLM, records: Sequence[ChunkRecord], max_code_chars: int,
-                     counts: dict[str, StageCounts], precondition_share: float = 0.0) -> list[DependentPair | Outcome]:
+                     counts: dict[str, StageCounts], precondition_share: float = 0.0,
+                     progress: RecordProgress | None = None) -> list[DependentPair | Outcome]:
     """Batch API mode: one batch per agent and chunk (a batch needs all its requests up front)."""
     out: list[DependentPair | Outcome] = []
+    progress = progress or RecordProgress(len(records))
 
     async def stage(name: str, requests: list[StructuredRequest]) -> list[StructuredResult]:
-        results = await llm.run_many(requests) if requests else []
+        progress.request_started(len(requests))
+        try:
+            results = await llm.run_many(requests) if requests else []
+        finally:
+            progress.request_ended(len(requests))
         for r in results:
             counts[name].add(r)
         return results
 
-    extracted = []
+    def rejected(item: Any) -> bool:
+        if isinstance(item, Outcome):
+            out.append(item)
+            progress.record_done(accepted=False)
+            return True
+        return False
+
     answers = await stage("extract", [extract_request(r.record_id, r.code, r.language, max_code_chars) for r in records])
-    for e in (interpret_extract(a, precondition_share) for a in answers):
-        (out if isinstance(e, Outcome) else extracted).append(e)
-    generated = []
-    for p in map(interpret_generate, extracted, await stage("generate", [generate_request(e) for e in extracted])):
-        (out if isinstance(p, Outcome) else generated).append(p)
-    out.extend(map(interpret_validate, generated, await stage("validate", [validate_request(p) for p in generated])))
+    extracted = [e for e in (interpret_extract(a, precondition_share) for a in answers) if not rejected(e)]
+    generated = [p for p in map(interpret_generate, extracted, await stage("generate", [generate_request(e) for e in extracted]))
+                 if not rejected(p)]
+    for item in map(interpret_validate, generated, await stage("validate", [validate_request(p) for p in generated])):
+        out.append(item)
+        progress.record_done(accepted=not isinstance(item, Outcome))
     return out
+
+
+async def _reporting(work: Awaitable[Any], progress: RecordProgress) -> Any:
+    """``work``, with a progress report whenever one is due: a timer, since on a slow endpoint no record
+    may finish for minutes. Reports run in a thread: a sink may block (a Prefect API call), and Prefect's
+    sync functions called on a running loop would hand back a coroutine instead of running."""
+    async def tick() -> None:
+        while True:
+            await asyncio.sleep(max(progress.due_in(), 0.05))
+            await asyncio.to_thread(progress.maybe_report)
+
+    ticker = asyncio.create_task(tick())
+    try:
+        return await work
+    finally:
+        ticker.cancel()
 
 
 def _write_parquet(table: pa.Table, path: Path) -> None:
@@ -288,19 +331,26 @@ def write_chunk_outputs(folder: Path, validated: Sequence[dict], outcomes: Seque
     os.replace(tmp, folder / MARKER)
 
 
-def run_chunk(job: ChunkJob) -> dict[str, Any]:
-    """Run the three agents over one chunk, write its outputs and marker; returns the marker."""
+def run_chunk(job: ChunkJob, say: Callable[[str], None] | None = None,
+              progress_sinks: tuple[Callable[[ProgressSnapshot], None], ...] = (), every_s: float = EVERY_S) -> dict[str, Any]:
+    """Run the three agents over one chunk, write its outputs and marker; returns the marker. While it
+    runs, a progress line goes to ``say`` (default: this module's logger) and its snapshot to each of
+    ``progress_sinks`` at most every ``every_s`` seconds, and once at the end."""
     chunk = job.chunk
     check_read_ids([r.record_id for r in chunk.records] + [r.key for r in chunk.rejected], chunk.n_read,
                    f"chunk {chunk.index}: ")
     llm = StructuredLLM(job.llm)
     counts = {stage: StageCounts() for stage in ("extract", "generate", "validate")}
     runner = _stagewise if job.llm.batch else _pipelined
+    progress = RecordProgress(len(chunk.records), f"chunk {chunk.index}", say=say or _log.info, sinks=progress_sinks,
+                              every_s=every_s)
     try:
-        results = asyncio.run(runner(llm, chunk.records, job.max_code_chars, counts, job.precondition_share)) if chunk.records else []
+        results = asyncio.run(_reporting(runner(llm, chunk.records, job.max_code_chars, counts, job.precondition_share, progress),
+                                         progress)) if chunk.records else []
         ledger = ledger_rows(llm.ledger)
     finally:
         llm.cache.close()
+    progress.report()  # the chunk's last line: its rate over the whole chunk
     # the books key a read rejection by its locator (file:line): unique even for repeated bad lines
     outcomes = [r.row() for r in chunk.rejected]
     validated = []

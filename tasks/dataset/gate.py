@@ -1,5 +1,6 @@
 """The last steps build-tdi and mine-tdi share, as Prefect tasks: the quality gate on the staged shards,
-then the flow's dataset card and the publish (``tasks.dataset.publish``), and the card as the run's artifact."""
+then the dataset's mix plot and the flow's card and the publish (``tasks.dataset.publish``), and the card as the run's
+artifact."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -10,6 +11,7 @@ from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
+from tasks.dataset.plots import plot_dataset_mix
 from tasks.dataset.publish import gate_staged, publish_staged
 from tasks.dataset.quality import QualityReport, validate_shards
 
@@ -27,6 +29,7 @@ def quality_gate(out_dir: Path, staging: Path) -> QualityReport:
 
 @task(name="publish", cache_policy=NO_CACHE)
 def publish(out_dir: Path, staging: Path, manifest: dict[str, Any], write_card: CardWriter) -> dict[str, Any]:
+    plot_dataset_mix(staging, manifest)  # staged: published with the shards, linked from the card
     write_card(out_dir, manifest, staging)
     return publish_staged(out_dir, staging, manifest)
 

@@ -1,9 +1,10 @@
 """Push a published TDI dataset folder to the Hugging Face hub as one commit (``--push-to-hub REPO_ID``).
 
 What goes up is the published version (``tasks.dataset.publish``): ``shards/``, ``README.md`` (the card, whose
-YAML makes the repo load with ``datasets.load_dataset(REPO_ID)``), ``manifest.json``, ``quality.json`` and
-mine-tdi's ``sources.json``. ``records.duckdb`` stays local: it is the run's books (every record's outcome, the
-LLM calls), a DuckDB file no ``datasets`` loader reads, and the manifest and card already carry its totals.
+YAML makes the repo load with ``datasets.load_dataset(REPO_ID)``), ``manifest.json``, ``quality.json``,
+mine-tdi's ``sources.json`` and its ``mix.png`` (the plot the card shows). ``records.duckdb`` stays local: it is
+the run's books (every record's outcome, the LLM calls), a DuckDB file no ``datasets`` loader reads, and the
+manifest and card already carry its totals.
 
 The token comes from the environment (``HF_TOKEN``) only: it is passed to ``huggingface_hub`` and written
 nowhere (not the manifest, the card, the logs or an error). ``HF_ENDPOINT`` names another hub (a test's fake).

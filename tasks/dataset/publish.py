@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from tasks.common.locks import BusyError, exclusive_lock
+from tasks.dataset.plots import MIX_PLOT
 from tasks.dataset.quality import QualityGateError, QualityReport
 
 STAGING = ".staging"
@@ -39,9 +40,9 @@ CURRENT = ".current"  # link to the published version: the one switch of a publi
 MANIFEST = "manifest.json"
 # what a publish reaches through CURRENT, each by a fixed link of the same name; the manifest last
 PUBLISHED_PARTS = ("shards", "quality.json", "README.md")
-# parts a version may hold (mine-tdi's sources.json, tasks/mining/pin.py): linked when it does, the link
-# removed when it does not
-OPTIONAL_PARTS = ("sources.json",)
+# parts a version may hold (mine-tdi's sources.json, tasks/mining/pin.py; mine-tdi's mix.png,
+# tasks/dataset/plots.py): linked when it does, the link removed when it does not
+OPTIONAL_PARTS = ("sources.json", MIX_PLOT)
 
 
 def fresh_staging(out_dir: Path) -> Path:

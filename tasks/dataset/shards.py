@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 from schemas.tdi import DEPENDENCY_KINDS, ID2LABEL, LABEL_A_DEPENDS_ON_B, TDI_PAIR_SCHEMA
 from tasks.common.atomic import replace_dir
 from tasks.common.checksums import sha256_file
+from tasks.dataset.plots import MIX_PLOT
 
 SPLITS = ("train", "validation")
 
@@ -383,7 +384,9 @@ def write_card(out_dir: Path, counts: dict[str, Any], lines: list[str], folder: 
 
     manifest = manifest if manifest is not None else {"counts": counts, "total_rows": sum(
         n for per in counts.values() for n in per.values())}
-    lines = [*lines, "", "## License", license_note, "", "## Load", *load_snippet(out_dir, manifest), "",
+    plot = (["", f"![classes, origins and dependent pairs per kind, per split]({MIX_PLOT})"]
+            if (folder or out_dir).joinpath(MIX_PLOT).is_file() else [])  # staged before the card (mine-tdi)
+    lines = [*lines, *plot, "", "## License", license_note, "", "## Load", *load_snippet(out_dir, manifest), "",
              "## Limits", limits]
     card_data = hub_card_data(manifest, pretty_name=lines[0].lstrip("# "))
     card = DatasetCard(f"---\n{card_data.to_yaml()}\n---\n\n" + "\n".join(lines) + "\n")

@@ -78,6 +78,24 @@ def choose_probability_cut(gold: Sequence[bool], p: np.ndarray, criterion: str =
     return choose_threshold(y, np.stack([p, 1 - p, np.zeros_like(p)], axis=1), criterion, target_precision, weights)
 
 
+def dependency_curve(y_true: Sequence[int], probs: np.ndarray, weights: np.ndarray | None = None
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+    """Every pair ranked by p(dependency) = p0 + p2, best first, as if the top k were called dependencies: per
+    rank the cut score, the true positives (right-direction true dependencies: the larger of p0 and p2), the
+    predicted positives (a false positive counts its ``weights`` entry) and whether a cut may fall there (not
+    inside a tie of equal scores); and the number of true dependencies."""
+    y_true, probs = np.asarray(y_true, dtype=int), np.asarray(probs, dtype=np.float64).reshape(-1, NUM_LABELS)
+    n_true = int(np.isin(y_true, DEPENDENCY_CLASSES).sum())
+    p_dep = probs[:, LABEL_A_DEPENDS_ON_B] + probs[:, LABEL_B_DEPENDS_ON_A]
+    direction = np.where(probs[:, LABEL_A_DEPENDS_ON_B] >= probs[:, LABEL_B_DEPENDS_ON_A], LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A)
+    order = np.argsort(-p_dep, kind="stable")
+    right = direction[order] == y_true[order]
+    w = np.ones(len(y_true)) if weights is None else np.asarray(weights, dtype=np.float64)
+    cuts = p_dep[order]
+    last_of_tie = np.r_[cuts[1:] != cuts[:-1], True]
+    return cuts, np.cumsum(right), np.cumsum(np.where(right, 1.0, w[order])), last_of_tie, n_true
+
+
 def choose_threshold(y_true: Sequence[int], probs: np.ndarray, criterion: str = "max_f1",
                      target_precision: float = 0.9, weights: np.ndarray | None = None) -> dict[str, Any]:
     """The cut on p(dependency) = p0 + p2 for ``models.discriminator.decide``, chosen on validation.
@@ -91,21 +109,12 @@ def choose_threshold(y_true: Sequence[int], probs: np.ndarray, criterion: str = 
     """
     if criterion not in CALIBRATION_CRITERIA:
         raise ValueError(f"unknown calibration criterion {criterion!r}; known: {', '.join(CALIBRATION_CRITERIA)}")
-    y_true, probs = np.asarray(y_true, dtype=int), np.asarray(probs, dtype=np.float64)
-    n_true = int(np.isin(y_true, DEPENDENCY_CLASSES).sum())
-    p_dep = probs[:, LABEL_A_DEPENDS_ON_B] + probs[:, LABEL_B_DEPENDS_ON_A]
-    direction = np.where(probs[:, LABEL_A_DEPENDS_ON_B] >= probs[:, LABEL_B_DEPENDS_ON_A], LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A)
-    order = np.argsort(-p_dep, kind="stable")
-    # predicting the top k pairs as dependencies: TP = right-direction true dependencies among them
-    tp = np.cumsum(direction[order] == y_true[order])
-    w = np.ones(len(y_true)) if weights is None else np.asarray(weights, dtype=np.float64)
-    k = np.cumsum(np.where(direction[order] == y_true[order], 1.0, w[order]))  # weighted predicted positives
-    last_of_tie = np.r_[p_dep[order][1:] != p_dep[order][:-1], True]  # a cut cannot split equal scores
+    cuts, tp, k, last_of_tie, n_true = dependency_curve(y_true, probs, weights)
     precision, recall = tp / k, tp / max(n_true, 1)
     f1 = np.where(precision + recall > 0, 2 * precision * recall / np.maximum(precision + recall, 1e-12), 0.0)
     valid = last_of_tie & (n_true > 0)
     if not valid.any():
-        return {"criterion": criterion, "threshold": 1.0, "precision": 0.0, "recall": 0.0, "f1": 0.0, "n": int(len(y_true)),
+        return {"criterion": criterion, "threshold": 1.0, "precision": 0.0, "recall": 0.0, "f1": 0.0, "n": int(len(tp)),
                 "note": "no dependency pairs in the calibration set: threshold 1.0 keeps no edge"}
     chosen, note = None, ""
     if criterion == "precision":
@@ -117,8 +126,8 @@ def choose_threshold(y_true: Sequence[int], probs: np.ndarray, criterion: str = 
     if chosen is None:
         cand = np.flatnonzero(valid)
         chosen = int(cand[np.argmax(f1[cand] - 1e-9 * k[cand])])  # best F1; the smaller k on ties
-    out = {"criterion": criterion, "threshold": float(p_dep[order][chosen]), "precision": float(precision[chosen]),
-           "recall": float(recall[chosen]), "f1": float(f1[chosen]), "n": int(len(y_true)), "weighted": weights is not None}
+    out = {"criterion": criterion, "threshold": float(cuts[chosen]), "precision": float(precision[chosen]),
+           "recall": float(recall[chosen]), "f1": float(f1[chosen]), "n": int(len(tp)), "weighted": weights is not None}
     if criterion == "precision":
         out["target_precision"] = target_precision
     if note:

@@ -1,13 +1,15 @@
-"""Plots of a training run: the confusion matrix and the loss / F1 curves (matplotlib, Agg: no display
-needed)."""
+"""Plots of a training run: the confusion matrix, the loss / F1 curves and the dependency precision-recall
+curve against the name rules (matplotlib, Agg: no display needed)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from schemas.tdi import ID2LABEL, NUM_LABELS
+from tasks.common.plots import pyplot
+from tasks.training.metrics import dependency_curve
 from tasks.training.trainer import TrainResult
 
 
@@ -58,6 +60,50 @@ def plot_training_curves(stages: dict[str, TrainResult], path: Path) -> Path:
     for ax in axes:
         ax.legend()
         ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def dependency_pr_curve(y_true: Sequence[int], probs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Precision, recall and cut of calling every pair with p(dependency) = p0 + p2 >= cut a dependency, at each
+    cut between distinct scores: the curve ``tasks.training.metrics.choose_threshold`` picks its cut on
+    (unweighted; a true positive has the right direction)."""
+    cuts, tp, k, last_of_tie, n_true = dependency_curve(y_true, probs)
+    if not n_true:  # no recall to draw
+        return np.zeros(0), np.zeros(0), np.zeros(0)
+    return (tp / k)[last_of_tie], (tp / n_true)[last_of_tie], cuts[last_of_tie]
+
+
+# the points drawn over each curve: (label, section of the report, marker); the partial rule counts exact and
+# partial name matches (tasks.training.metrics.rule_labels)
+PR_POINTS = (("name rule, exact", "schema_rule", "s"), ("name rule, exact or partial", "schema_rule_partial", "D"),
+             ("discriminator, argmax", "argmax", "^"), ("discriminator, calibrated cut", "calibrated", "o"))
+
+
+def plot_precision_recall(sets: dict[str, tuple[Sequence[int], np.ndarray, dict[str, Any]]], path: Path) -> Path:
+    """One panel per evaluation set ``{title: (gold labels, class probabilities, its report section)}``: the
+    discriminator's dependency precision-recall curve (``dependency_pr_curve``) with the name rules, argmax and
+    the calibrated cut as points (their dependency P/R from the report, direction must be right)."""
+    plt = pyplot()
+    fig, axes = plt.subplots(1, max(len(sets), 1), figsize=(5.2 * max(len(sets), 1), 4.6), squeeze=False)
+    for ax, (title, (y, probs, section)) in zip(axes[0], sets.items()):
+        precision, recall, _ = dependency_pr_curve(y, probs)
+        if len(precision):
+            ax.plot(recall, precision, marker=".", markersize=3, label="discriminator, p(dependency) >= cut, each cut")
+        else:
+            ax.text(0.5, 0.5, "no dependency pairs", ha="center", va="center", transform=ax.transAxes)
+        for label, key, marker in PR_POINTS:
+            if key in section:
+                d = section[key]["dependency"]
+                ax.scatter([d["recall"]], [d["precision"]], marker=marker, s=50, zorder=3,
+                           label=f"{label} (P {d['precision']:.2f}, R {d['recall']:.2f})"
+                                 + (f", cut {section[key]['threshold']:.3f}" if key == "calibrated" else ""))
+        ax.set(xlim=(-0.02, 1.02), ylim=(-0.02, 1.02), xlabel="recall (dependency, right direction)",
+               ylabel="precision", title=f"{title} (n={len(y)})")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="lower left")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
