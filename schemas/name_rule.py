@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
-from collections.abc import Collection, Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Collection, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from schemas.tdi import LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A, LABEL_NO_DEPENDENCY
+
+if TYPE_CHECKING:
+    from schemas.toolset import Tool
 
 # Output names that say how a call went, not what it produced: matching on them links everything.
 GENERIC_OUTPUT_NAMES = frozenset(
@@ -240,3 +243,21 @@ def mentioned_outputs(consumer: dict[str, Any], producer: dict[str, Any]) -> lis
     if not parts or not parts <= consumer_words:
         return []
     return [" ".join(w for w in identifier_tokens(output) if stem(w) in parts)]
+
+
+# -- per tool group: the names too common to be evidence (the graph's schema rule, call-order candidates) --
+def _per_group(tools: Sequence[Tool], compute: Callable[[list[dict]], frozenset[str]]) -> dict[str, frozenset[str]]:
+    groups: dict[str, list[dict]] = defaultdict(list)
+    for t in tools:
+        groups[t.group].append(t.doc)
+    return {g: compute(docs) for g, docs in groups.items()}
+
+
+def group_common_names(tools: Sequence[Tool], max_producers: int | None = DEFAULT_MAX_PRODUCERS) -> dict[str, frozenset[str]]:
+    """Per tool group, the output names too common to be evidence (``common_output_names``)."""
+    return _per_group(tools, lambda docs: common_output_names(docs, max_producers))
+
+
+def group_common_partial_inputs(tools: Sequence[Tool], max_producers: int | None = DEFAULT_MAX_PRODUCERS) -> dict[str, frozenset[str]]:
+    """Per tool group, the input names too many tools partly match to be evidence (``common_partial_inputs``)."""
+    return _per_group(tools, lambda docs: common_partial_inputs(docs, max_producers))

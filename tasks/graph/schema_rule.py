@@ -1,15 +1,14 @@
-"""Schema (parameter-match) edges: ``schemas.name_rule``'s rule on same-group pairs as an edge source,
-and the per-group names too common to be evidence."""
+"""Schema (parameter-match) edges: ``schemas.name_rule``'s rule on same-group pairs as an edge source
+(the per-group names too common to be evidence: ``schemas.name_rule.group_common_names``)."""
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from schemas.name_rule import (
+from schemas.name_rule import (  # group_common_*: re-exported, the graph's callers import them from here
     DEFAULT_MAX_PRODUCERS,
-    common_output_names,
-    common_partial_inputs,
+    group_common_names,
+    group_common_partial_inputs,
     input_names,
     normalise_param_name,
     output_names,
@@ -25,23 +24,6 @@ class SchemaEdge:
     edge: DependencyEdge
     predicted_class: int  # the rule's class on <tools[i], tools[j]> (i < j)
     matched_params: tuple[str, ...]  # normalised names through which the prerequisite feeds the dependent
-
-
-def _per_group(tools: Sequence[Tool], compute: Callable[[list[dict]], frozenset[str]]) -> dict[str, frozenset[str]]:
-    groups: dict[str, list[dict]] = defaultdict(list)
-    for t in tools:
-        groups[t.group].append(t.doc)
-    return {g: compute(docs) for g, docs in groups.items()}
-
-
-def group_common_names(tools: Sequence[Tool], max_producers: int | None = DEFAULT_MAX_PRODUCERS) -> dict[str, frozenset[str]]:
-    """Per tool group, the output names too common to be evidence (``common_output_names``)."""
-    return _per_group(tools, lambda docs: common_output_names(docs, max_producers))
-
-
-def group_common_partial_inputs(tools: Sequence[Tool], max_producers: int | None = DEFAULT_MAX_PRODUCERS) -> dict[str, frozenset[str]]:
-    """Per tool group, the input names too many tools partly match to be evidence (``common_partial_inputs``)."""
-    return _per_group(tools, lambda docs: common_partial_inputs(docs, max_producers))
 
 
 def schema_edges(tools: Sequence[Tool], pairs: Sequence[tuple[int, int]] | None = None,

@@ -19,13 +19,13 @@ Only successful runs count by default (as Eq. 5 does): a failed run's order says
 """
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from schemas.name_rule import (
-    common_output_names,
-    common_partial_inputs,
+    group_common_names,
+    group_common_partial_inputs,
     feeds,
     mentioned_outputs,
     partial_feeds,
@@ -161,13 +161,8 @@ class CandidateReport:
 
 def name_rule_context(toolset: ToolSet) -> tuple[dict[str, Tool], dict[str, frozenset[str]], dict[str, frozenset[str]]]:
     """Tools by id, and per group the output names and partial inputs too common to be evidence."""
-    tools = {t.tool_id: t for t in toolset.tools}
-    by_group: dict[str, list[dict]] = defaultdict(list)
-    for t in toolset.tools:
-        by_group[t.group].append(t.doc)
-    common = {g: common_output_names(docs) for g, docs in by_group.items()}
-    common_inputs = {g: common_partial_inputs(docs) for g, docs in by_group.items()}
-    return tools, common, common_inputs
+    return ({t.tool_id: t for t in toolset.tools}, group_common_names(toolset.tools),
+            group_common_partial_inputs(toolset.tools))
 
 
 def name_rule_evidence(producer: Tool, consumer: Tool, common: dict[str, frozenset[str]],
