@@ -9,6 +9,8 @@ Encoders (``EncoderConfig.model_name_or_path``):
   The graph does the mean pooling itself; it has no tokenizer, so the packaged all-MiniLM-L6-v2's
   (the same uncased BERT WordPiece vocabulary) is used, and inputs are cut at the model's 128 tokens.
 - any hub id or local folder (e.g. ``sentence-transformers/paraphrase-MiniLM-L3-v2`` online): torch.
+- any of these with ``:int8`` (``paraphrase-minilm-l3:int8``): its int8 ONNX graph (models/encoder_int8.py),
+  built once and cached, run with onnxruntime: for catalogs of 10^5 tools on a CPU.
 
 Why the torch path pools by hand instead of calling sentence-transformers: ``mean_pool`` is six
 lines that give the same vectors as ``SentenceTransformer`` on the packaged model (a test checks
@@ -28,13 +30,17 @@ from transformers import AutoModel, AutoTokenizer
 from models.encoder_path import (
     OFFLINE_DEFAULT,
     ONNX_ENCODERS,
+    INT8,
+    PRECISION_SEP,
     default_max_length,
     offline_default_path,
     paraphrase_l3_onnx_path,
     resolve_model_name_or_path,
+    split_precision,
 )
 
-ENCODER_CHOICES = (OFFLINE_DEFAULT, *ONNX_ENCODERS)
+ENCODER_CHOICES = (OFFLINE_DEFAULT, *ONNX_ENCODERS,
+                   *(f"{e}{PRECISION_SEP}{INT8}" for e in (OFFLINE_DEFAULT, *ONNX_ENCODERS)))
 
 
 @dataclass(frozen=True)
@@ -60,7 +66,14 @@ class SentenceEncoder:
         name = self.config.model_name_or_path
         self.max_length = self.config.max_length or default_max_length(name)
         self.device = pick_device(self.config.device)
-        if name in ONNX_ENCODERS:
+        base, precision = split_precision(name)
+        if precision == INT8:
+            from models.encoder_int8 import int8_model_path
+
+            self.backend = _OnnxBackend(int8_model_path(base), self.config)
+            tokenizer_path = offline_default_path() if base in ONNX_ENCODERS else resolve_model_name_or_path(base)
+            self.tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_path))
+        elif name in ONNX_ENCODERS:
             self.backend: _Backend = _OnnxBackend(paraphrase_l3_onnx_path(), self.config)
             self.tokenizer = AutoTokenizer.from_pretrained(str(offline_default_path()))
         else:

@@ -235,6 +235,7 @@ def test_ctrl_c_is_one_line_and_exit_130(tmp_path, monkeypatch, capsys, logging_
     from tasks.common import flow_cli
 
     monkeypatch.setattr(flow_cli, "LOG_DIR", tmp_path / "logs")
+    monkeypatch.setattr(flow_cli, "exit_now", sys.exit)  # the real one is os._exit: it would end pytest too
 
     def interrupted(_cfg):
         raise KeyboardInterrupt
@@ -244,6 +245,28 @@ def test_ctrl_c_is_one_line_and_exit_130(tmp_path, monkeypatch, capsys, logging_
     assert exited.value.code == 130
     assert [line for line in capsys.readouterr().err.splitlines() if line.strip()][-1].startswith(
         "python -m flows.demo: interrupted (log: ")
+
+
+def test_ctrl_c_exit_flushes_the_log_file_and_skips_the_exit_hooks(tmp_path):
+    """The real ``exit_now`` (os._exit) in a process of its own: status 130, the run's log file has the
+    interruption and its traceback, and an atexit hook (where Prefect drains to its server) never runs."""
+    script = tmp_path / "interrupted.py"
+    script.write_text(
+        "import atexit, sys\n"
+        f"sys.path.insert(0, {str(REPO_ROOT)!r})\n"
+        "from pathlib import Path\n"
+        "from tasks.common import flow_cli\n"
+        f"flow_cli.LOG_DIR = Path({str(tmp_path / 'logs')!r})\n"
+        f"atexit.register(lambda: Path({str(tmp_path / 'hook-ran')!r}).write_text('x'))\n"
+        "def main(_cfg):\n"
+        "    raise KeyboardInterrupt\n"
+        "flow_cli.FlowCLI('python -m flows.demo', object(), False).run(main)\n")
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 130, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith("python -m flows.demo: interrupted (log: ")
+    (log,) = (tmp_path / "logs").glob("demo-*.log")
+    assert "python -m flows.demo interrupted" in log.read_text() and "KeyboardInterrupt" in log.read_text()
+    assert not (tmp_path / "hook-ran").exists()
 
 
 # ------------------------------------------------------------------ item 8: first use

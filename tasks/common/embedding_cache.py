@@ -19,7 +19,13 @@ _MODEL_FILES = ("config.json", "model.safetensors", "pytorch_model.bin", "model.
 
 def encoder_identity(name: str) -> str:
     """What identifies an encoder's vectors: its name, and for a local folder (a trained retriever) the
-    absolute path with the size and mtime of its weight and config files, so a retrained one misses."""
+    absolute path with the size and mtime of its weight and config files, so a retrained one misses; a
+    precision suffix (``<folder>:int8``) is kept after them: int8 vectors are not the fp32 ones."""
+    from models.encoder_path import PRECISION_SEP, split_precision
+
+    base, precision = split_precision(name)
+    if precision:
+        return f"{encoder_identity(base)}{PRECISION_SEP}{precision}"
     folder = Path(name)
     if not folder.is_dir():
         return name
