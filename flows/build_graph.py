@@ -48,10 +48,14 @@ from schemas.toolset import ToolSet
 from tasks.toolnet.evaluator import EMBEDDED, EVALUATORS, endpoint_problem, evaluator_llm_config, toolnet_evaluator
 from tasks.common.cli import Flag, Help, checking_inputs, parse_config
 from tasks.common.embedding_cache import DEFAULT_CACHE_DIR
+from tasks.common.plots import show_plot
 from tasks.graph.call_order_edges import CallOrderEdges, call_order_edges, with_call_order
-from tasks.graph.candidates import DEFAULT_RETRIEVAL_K, retrieval_candidates
+from tasks.common.memory import release_free_memory
+from tasks.graph.candidates import DEFAULT_RETRIEVAL_K, retrieval_candidates, retrieval_recall
 from tasks.graph.edges import dataset_tables, fuse_edges
 from tasks.graph.metrics import describe as describe_edge_metrics, edge_metrics
+from tasks.graph.plots import (CANDIDATE_RECALL_PLOT, curve_settings, curve_strategies, operating_point,
+                               plot_candidate_recall, table_rows)
 from tasks.graph.pruning import (DEFAULT_PRUNING, PRUNING_STRATEGIES, PruningResult, log_pruning, prune_candidates,
                                   pruning_rules)
 from tasks.graph.schema_rule import schema_edges
@@ -90,7 +94,10 @@ class GraphConfig:
         "checkpoint folder, e.g. artifacts/discriminator/<run>/best; none: manual (gold) and schema edges only")] = field(
         default=None, metadata={"cli": Flag(required=True, none_flag="manual (gold) and schema edges only")})
     data_root: Annotated[str, Help("where benchmark names are looked up")] = str(DEFAULT_DATA_ROOT)
-    encoder: Annotated[str, Help("sentence encoder (offline-minilm or hub id/folder)")] = OFFLINE_DEFAULT
+    encoder: Annotated[str, Help(
+        "sentence encoder: offline-minilm, paraphrase-minilm-l3 (the paper's, ONNX), a hub id or folder; a ':int8' "
+        "suffix runs its int8 ONNX graph, built once (2-3x the texts per second on a CPU: 10^5-tool catalogs)")] = \
+        OFFLINE_DEFAULT
     embed_style: Annotated[str | None, Help(
         "tool text that is embedded; none: per dataset (API-Bank description, others structured)")] = field(
         default=None, metadata={"choices": EMBED_STYLES})
@@ -347,17 +354,64 @@ def encode_texts(texts: list[str], encoder: str, batch_size: int, device: str | 
                          progress=get_run_logger().info)
 
 
+class RetrievalRuleEncoder:
+    """The retrieval rule's encoder (``--retrieval-encoder``, else ``--encoder``, through the embedding cache) for
+    one tool set. With ``remember`` it keeps its last answer: the pruning step and the candidate-recall curve ask
+    for the same texts, and the second ask encodes nothing, cache or no cache (only tool sets with gold edges
+    draw the curve, so a catalog without them holds no extra copy)."""
+
+    def __init__(self, cfg: GraphConfig, remember: bool = False) -> None:
+        self.cfg, self.remember = cfg, remember
+        self.last: tuple[tuple[str, ...], np.ndarray] | None = None
+
+    def __call__(self, texts: list[str]) -> np.ndarray:
+        if self.last is not None and self.last[0] == tuple(texts):
+            return self.last[1]
+        cfg = self.cfg
+        emb = encode_texts.fn(texts, cfg.retrieval_encoder or cfg.encoder, cfg.batch_size, cfg.device,
+                              cfg.embedding_cache, "retrieval-rule texts")
+        if self.remember:
+            self.last = (tuple(texts), emb)
+        return emb
+
+
 @task(cache_policy=NO_CACHE)
-def prune(toolset: ToolSet, embeddings: np.ndarray, cfg: GraphConfig) -> PruningResult:
+def prune(toolset: ToolSet, embeddings: np.ndarray, cfg: GraphConfig,
+          encode: RetrievalRuleEncoder | None = None) -> PruningResult:
     retrieved = None
     if "retrieval" in pruning_rules(cfg.pruning):  # per-parameter queries against producer docs
         get_run_logger().info(f"{toolset.name}: retrieval rule: texts of {len(toolset.tools)} tools' producers and "
                               "parameters")
-        retrieved = retrieval_candidates(toolset.tools, lambda texts: encode_texts.fn(
-            texts, cfg.retrieval_encoder or cfg.encoder, cfg.batch_size, cfg.device, cfg.embedding_cache,
-            "retrieval-rule texts"), cfg.retrieval_k, cfg.retrieval_share)
-    return prune_candidates(toolset.tools, embeddings, cfg.pruning, cfg.neighbours, toolset.edges, retrieved,
-                            progress=get_run_logger().info)
+        retrieved = retrieval_candidates(toolset.tools, encode or RetrievalRuleEncoder(cfg), cfg.retrieval_k,
+                                         cfg.retrieval_share)
+    result = prune_candidates(toolset.tools, embeddings, cfg.pruning, cfg.neighbours, toolset.edges, retrieved,
+                              progress=get_run_logger().info)
+    del retrieved
+    release_free_memory()  # the rules' per-group lists: 0.27 GB of fragmented heap at 10^5 tools
+    return result
+
+
+@task(cache_policy=NO_CACHE)
+def candidate_recall(toolset: ToolSet, embeddings: np.ndarray, cfg: GraphConfig,
+                     encode: RetrievalRuleEncoder) -> list[dict]:
+    """The candidate-recall curves of a tool set with gold edges (tasks/graph/plots.py): gold-edge recall and
+    the share of ordered pairs kept per strategy and retrieval k, at the build's share cap."""
+    return retrieval_recall(toolset, encode, curve_settings(cfg.retrieval_k, cfg.retrieval_share),
+                            curve_strategies(cfg.pruning), embeddings, cfg.neighbours)
+
+
+def draw_candidate_recall(curves: dict[str, list[dict]], points: dict[str, dict], cfg: GraphConfig,
+                          built_at: datetime) -> str:
+    """``candidate_recall.png`` beside the warehouse, shown as the run's artifact; its path."""
+    path = Path(cfg.warehouse).parent / CANDIDATE_RECALL_PLOT
+    share = f", retrieval share cap {cfg.retrieval_share}" if cfg.retrieval_share is not None else ""
+    title = (f"build-graph {built_at:%Y-%m-%d %H:%M} UTC, warehouse {Path(cfg.warehouse).name}: retrieval encoder "
+             f"{cfg.retrieval_encoder or cfg.encoder}, neighbours {cfg.neighbours}{share}")
+    plot_candidate_recall(curves, points, path, title)
+    show_plot(path, "Candidate recall against the share of ordered pairs kept", table_rows(curves, points),
+              note=title + ". Recall: gold edges kept in their own direction; share: ordered same-group pairs kept "
+                           "(what the discriminator scores).", key="build-graph-candidate-recall")
+    return str(path)
 
 
 @task(cache_policy=NO_CACHE)
@@ -513,6 +567,7 @@ def build_graph(cfg: GraphConfig | None = None) -> dict:
     built_at = datetime.now(timezone.utc).replace(tzinfo=None)
     checkpoint = checkpoint_lineage(cfg.discriminator) if cfg.discriminator else None
     tables, summary, dim = [], {}, None
+    curves, points = {}, {}  # candidate recall per tool set with gold edges (candidate_recall.png)
     loaded = {spec: load_toolset(spec, cfg.data_root) for spec in cfg.toolsets}
     user_runs = trajectory_files(cfg.trajectories, cfg.toolsets, {s: t.name for s, t in loaded.items()})
     for spec, toolset in loaded.items():
@@ -531,8 +586,13 @@ def build_graph(cfg: GraphConfig | None = None) -> dict:
             embeddings["tgr_manual"] = gcn_propagate(base, gold, cfg.gcn_direction)
 
         # Pruning stats are cheap, so they are recorded even when nothing is scored.
-        pruning = prune(quote(toolset), base, cfg)
+        retrieval_encode = RetrievalRuleEncoder(cfg, remember=bool(toolset.edges))
+        pruning = prune(quote(toolset), base, cfg, quote(retrieval_encode))
         log_pruning(toolset.name, pruning, log)
+        if toolset.edges:  # the curve around this build's pruning, from the texts pruning encoded
+            curves[toolset.name] = candidate_recall(quote(toolset), base, cfg, quote(retrieval_encode))
+            points[toolset.name] = operating_point(pruning, cfg.retrieval_k)
+        del retrieval_encode
 
         def graph(edges) -> np.ndarray:
             return gcn_propagate(base, [(index[e.dependent], index[e.prerequisite]) for e in edges], cfg.gcn_direction)
@@ -623,6 +683,7 @@ def build_graph(cfg: GraphConfig | None = None) -> dict:
             "tools": len(toolset.tools), "queries": len(toolset.queries), "manual_edges": len(toolset.edges),
             "schema_edges": len(schema), "scored_pairs": len(pairs), "discriminator_edges": len(predicted),
             "fused_edges": len(fused), "pruning": pruning.as_row(toolset.name), "edge_metrics": metrics,
+            "candidate_recall": curves.get(toolset.name),
             "call_order": None if order is None else {"edges": len(order.edges), **order.counts(),
                                                       "embeddings": sorted(f"tgr_{s}_call_order" for s in data_sources)},
             "transitions": None if built is None else {
@@ -637,7 +698,10 @@ def build_graph(cfg: GraphConfig | None = None) -> dict:
         }
     result = write_warehouse(cfg.warehouse, quote(tables), dim)
     log.info(f"warehouse {result['warehouse']}: {result['rows']}")
-    return {"warehouse": result, "datasets": summary, "config": asdict(cfg)}
+    plots = {"candidate_recall": draw_candidate_recall(curves, points, cfg, built_at)} if curves else {}
+    for name, path in plots.items():
+        log.info(f"plot {name}: {path}")
+    return {"warehouse": result, "datasets": summary, "plots": plots, "config": asdict(cfg)}
 
 
 if __name__ == "__main__":

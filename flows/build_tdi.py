@@ -19,6 +19,7 @@ import hashlib
 import json
 import os
 import shutil
+import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
@@ -53,6 +54,7 @@ from tasks.sources.filters import SourceFilter
 from tasks.sources.read import check_source, nothing_read
 from tasks.sources.spec import EmptySourceError, SourceSpec
 
+MINING_WORKERS = 2  # parser processes of --mined-per-class (the project's 2 cores; the LLM server is stopped by then)
 JOURNALS = "calls"  # <chunk>/calls/<fingerprint[:16]>-<attempt>.jsonl: the LLM calls of every attempt at the chunk
 TASK_RUNNERS = ("sequential", "dask", "ray")
 
@@ -90,6 +92,10 @@ BALANCE_FLAGS = {
     "seed": Flag(help="seed of balancing and of the shard order"),
 }
 SHARD_FLAGS = {"rows_per_shard": Flag(help="rows per Parquet shard"), "seed": Flag(help="seed of balancing and of the shard order")}
+# Mined pairs per class the embedded default adds (--mined-per-class none): a 1.5B model on 2 cores yields a
+# handful of pairs in its 15 minutes, so the dataset "trains something" only with these. 500 of the ~1,200
+# distinct pairs the stdlib gives; mining it takes about a minute on 2 cores (docs/build-tdi.md).
+EMBEDDED_MINED_PER_CLASS = 500
 
 
 @dataclass(frozen=True)
@@ -110,6 +116,12 @@ class BuildTDIConfig:
         "share of records whose agent 2 writes a precondition partner (an API that must be called before or after "
         "the given one, no parameter passed) instead of a data-flow partner, and whose agent 3 judges whether that "
         "order is required; chosen per record by a seeded hash of its id (stable across reruns); 0: data flow only")] = 0.5
+    mined_per_class: Annotated[int | None, Help(
+        "mined pairs per class added to the LLM's: this interpreter's standard library mined as mine-tdi mines it "
+        "(no LLM; about a minute on 2 cores), balanced into up to this many pairs per class with their own origins "
+        "(mined, mined_swapped, hard_negative) and every mined pair in the books; 0: none; -1 or none: "
+        f"{EMBEDDED_MINED_PER_CLASS} on the embedded server (a small model on 2 cores yields a handful of pairs), "
+        "0 on an endpoint")] = field(default=None, metadata={"cli": Flag(none_if_negative=True)})
     llm: LLMConfig = field(default_factory=lambda: LLMConfig(model=DEFAULT_MODEL), metadata={"cli": LLM_FLAGS})
     embedded_model: Annotated[str, Help("packaged GGUF model the embedded server runs (--base-url embedded)")] = DEFAULT_MODEL
     balance: BalanceConfig = field(default_factory=BalanceConfig, metadata={"cli": BALANCE_FLAGS})
@@ -161,6 +173,9 @@ class BuildTDIConfig:
                                    ("--max-tokens", self.llm.max_tokens, 1), ("--concurrency", self.llm.concurrency, 1)):
             if value is not None and value < least:
                 raise ValueError(f"{flag} {value}: must be at least {least}")
+        if self.mined_per_class is not None and (isinstance(self.mined_per_class, bool) or self.mined_per_class < 0):
+            raise ValueError(f"--mined-per-class {self.mined_per_class}: a count >= 0 (0: no mined pairs; none: "
+                             f"{EMBEDDED_MINED_PER_CLASS} on the embedded server, 0 on an endpoint)")
         if not 0.0 <= self.precondition_share <= 1.0:
             raise ValueError(f"--precondition-share {self.precondition_share}: must lie in [0, 1] (0: data-flow pairs only)")
         if not 0.0 <= self.balance.validation_fraction < 1.0:
@@ -176,11 +191,14 @@ class BuildTDIConfig:
     def resolved(self) -> BuildTDIConfig:
         """The config a run uses, for the command line and a deployment alike: ``llm.base_url`` None
         is OPENAI_BASE_URL when set, else the embedded server; ``llm.concurrency`` None is
-        ``LLMConfig.in_flight`` for that endpoint (1 embedded, 16 otherwise)."""
+        ``LLMConfig.in_flight`` for that endpoint (1 embedded, 16 otherwise); ``mined_per_class`` None is
+        EMBEDDED_MINED_PER_CLASS on the embedded server, 0 on an endpoint."""
         llm = replace(self.llm, base_url=self.llm.base_url or os.environ.get("OPENAI_BASE_URL") or EMBEDDED)
         if llm.batch and llm.base_url == EMBEDDED:
             raise ValueError("--batch needs an endpoint with the OpenAI Batch API (--base-url URL); the embedded server has none")
-        return replace(self, llm=replace(llm, concurrency=llm.in_flight))
+        mined = self.mined_per_class if self.mined_per_class is not None else (
+            EMBEDDED_MINED_PER_CLASS if llm.base_url == EMBEDDED else 0)
+        return replace(self, llm=replace(llm, concurrency=llm.in_flight), mined_per_class=mined)
 
     @property
     def out_dir(self) -> Path:
@@ -259,8 +277,33 @@ def balance(validated_files: list[str], cfg: BalanceConfig, outcomes_file: Path)
 
 
 @task(name="write-shards", cache_policy=NO_CACHE)
-def write_dataset(plan: BalancePlan, out_dir: Path, cfg: ShardConfig) -> list[ShardInfo]:
-    return write_planned_shards(plan, out_dir, cfg)
+def write_dataset(plan: BalancePlan, out_dir: Path, cfg: ShardConfig, extra_rows: list[dict] | None = None) -> list[ShardInfo]:
+    return write_planned_shards(plan, out_dir, cfg, extra_rows=extra_rows or ())
+
+
+@task(name="mine-stdlib-pairs", cache_policy=NO_CACHE)
+def mine_pairs(per_class: int, cfg: BalanceConfig, taken_doc_ids: list[str], outcomes_file: Path) -> Any:
+    """``--mined-per-class``: the standard library mined (tasks/mining/mix.py) into up to ``per_class`` balanced
+    pairs per class, the docs of the LLM's pairs (``taken_doc_ids``) kept apart; every mined pair's outcome goes
+    to ``outcomes_file`` for the books. Returns the ``MinedMix``."""
+    import pyarrow.parquet as pq
+
+    from tasks.mining.mix import MinedMixConfig, mine_stdlib, mined_mix
+
+    logger = get_run_logger()
+    logger.info("mining this interpreter's standard library for up to %d mined pairs per class (about a minute on 2 cores)",
+                per_class)
+    t0 = time.perf_counter()
+    mix = mined_mix(mine_stdlib(workers=MINING_WORKERS),
+                    MinedMixConfig(per_class, cfg.validation_fraction, cfg.seed, workers=MINING_WORKERS), taken_doc_ids)
+    mix.summary["seconds"] = round(time.perf_counter() - t0, 1)
+    pq.write_table(mix.outcomes, outcomes_file)
+    s = mix.summary
+    logger.info("mined %d files in %.1f s: %d data-flow and %d precondition pairs; %d per class in the dataset, per split "
+                "%s; of %d mined pairs %d in the dataset, rejected %s", s["files_read"], s["seconds"], s["data_flow_pairs"],
+                s["precondition_pairs_kept"], mix.per_class, mix.per_split, s["pairs_read"], s["pairs_in_dataset"],
+                s["pairs_rejected_by_reason"])
+    return mix
 
 
 @task(name="account-records", cache_policy=NO_CACHE)
@@ -462,15 +505,22 @@ def _build_tdi(cfg: BuildTDIConfig) -> dict[str, Any]:
 
     balance_outcomes = root / "balance-outcomes.parquet"
     plan = balance([str(f / "validated.parquet") for f in folders], cfg.balance, balance_outcomes)
+    outcome_files = [f / "outcomes.parquet" for f in folders] + [balance_outcomes]
+    mined = None
+    if cfg.mined_per_class:  # after the chunks: the embedded server has stopped and the cores are free
+        taken = plan.selected["dep_id"].to_list() + plan.selected["pre_id"].to_list()
+        mined = mine_pairs(cfg.mined_per_class, cfg.balance, taken, root / "mined-outcomes.parquet")
+        outcome_files.append(root / "mined-outcomes.parquet")
     # every attempt's journal of a chunk (chunks finished before journals existed: their ledger file)
     ledgers = [path for f, m in zip(folders, markers) for path in (chunk_journals(f, m["fingerprint"]) or [f / "ledger.parquet"])]
-    summary = account(out_dir, [f / "outcomes.parquet" for f in folders] + [balance_outcomes], ledgers, n_read)
+    # the books: every record read and every mined pair read ends accepted or rejected
+    summary = account(out_dir, outcome_files, ledgers, n_read + (mined.n_read if mined else 0))
     _raise_if_every_call_failed(stage_totals(markers))
-    if not plan.n_rows:
+    if not plan.n_rows and not (mined and mined.rows):
         raise RuntimeError(f"no validated pairs: nothing to write (rejections by reason: {summary.by_reason}); see {out_dir / 'records.duckdb'}")
 
     staging = fresh_staging(out_dir)
-    infos = write_dataset(plan, staging, cfg.shards)
+    infos = write_dataset(plan, staging, cfg.shards, mined.rows if mined else None)
     report = quality_gate(out_dir, staging)
     manifest = build_manifest(
         out_dir.name,
@@ -479,8 +529,9 @@ def _build_tdi(cfg: BuildTDIConfig) -> dict[str, Any]:
             "config": recorded_config(cfg),
             "llm": {"model": cfg.embedded_model if cfg.llm.base_url == EMBEDDED else cfg.llm.model, "base_url": cfg.llm.public_base_url() or ""},
             "prompt_versions": PROMPT_VERSIONS,
-            "per_class": plan.per_class,
+            "per_class": plan.per_class,  # the LLM's pairs; the mined ones: mined.per_class
             "per_class_target": cfg.balance.per_class,
+            **({"mined": mined.summary} if mined else {}),
             "accounting": summary.as_dict(),
             "quality": {"success": report.success, "checks": len(report.checks)},
             "llm_usage": ledger_usage(out_dir / "records.duckdb"),  # every request of every attempt, as the books count them

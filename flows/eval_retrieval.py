@@ -32,7 +32,10 @@ and every row in ``<out>/rerank.json``); ``--no-rerank`` skips it.
 """
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -42,11 +45,14 @@ import numpy as np
 
 from tasks.common.flow_cli import FlowCLI  # first: Prefect analytics off before Prefect loads
 from tasks.common.cli import Flag, Help, checking_inputs, parse_config
+from tasks.common.plots import show_plot
+from tasks.common.progress import CountProgress, PrefectProgressArtifact, run_say, ticking
 from tasks.retrieval.fusion import (DEFAULT_FOLDS, DEFAULT_WEIGHTS, FusionResult, check_weights, choose_on_validation,
                                      cross_validate)
 from tasks.retrieval.gcn import gcn_propagate
 from tasks.retrieval.lexical import BM25, TfIdf
 from tasks.retrieval.metrics import evaluate_rankings
+from tasks.retrieval.plots import RETRIEVAL_PLOT, plot_retrieval, plot_rows
 from tasks.retrieval.ranking import cosine_scores, expand_with_successors, top_k_from_scores
 from tasks.retrieval.rerank.experiment import DEPTH, RerankResult, TooFewQueries, run_toolrerank
 from tasks.retrieval.rerank.hierarchy import tool_parents
@@ -191,24 +197,74 @@ from prefect.cache_policies import NO_CACHE  # noqa: E402
 from tasks.retrieval.inputs import EvalInputs, load_inputs  # noqa: E402
 
 
+class EvalProgress:
+    """What eval-retrieval says while it runs (tasks/common/progress.py): per method and set, queries scored of
+    the set's total with rate and time left, a line every 10 s while the method runs and one at its end when it ran
+    that long; for the run, data sets done and the method being scored, a line every 10 s and the Prefect
+    progress artifact (the UI's bar). ``EvalProgress.quiet()``: the same counts, said nowhere (a task called
+    outside the flow)."""
+
+    def __init__(self, datasets: int, say: Callable[[str], None], artifact: bool = True,
+                 every_s: float | None = None) -> None:
+        every = {} if every_s is None else {"every_s": every_s}
+        self.say, self.every = say, every
+        self.run = CountProgress(datasets, "eval-retrieval", "data sets", say=say, **every,
+                                 sinks=(PrefectProgressArtifact("eval-retrieval"),) if artifact else ())
+        self.finished: list[tuple[str, int, int]] = []  # (what, done, total) of each method, for the summary
+
+    @classmethod
+    def quiet(cls) -> EvalProgress:
+        return cls(0, lambda _line: None, artifact=False)
+
+    @contextlib.contextmanager
+    def method(self, dataset: str, method: str, total: int, unit: str = "queries") -> Iterator[CountProgress]:
+        """The progress of scoring ``method`` on ``dataset``'s ``total`` queries (``unit``), reported by a timer
+        thread while the block runs."""
+        self.run.detail = f"now {method} on {dataset}"
+        progress = CountProgress(total, f"eval-retrieval {dataset} {method}", unit, say=self.say, **self.every)
+        with ticking(progress, last_line="if_long"):
+            yield progress
+        self.finished.append((progress.what, progress.done, total))
+
+
+QUERY_CHUNK = 256  # queries ranked between two progress counts
+
+
+def ranked_rows(scores: np.ndarray, k: int, progress: CountProgress) -> list[list[int]]:
+    """``top_k_from_scores`` of every row, a chunk of rows at a time, each chunk counted as queries scored."""
+    out: list[list[int]] = []
+    for start in range(0, len(scores), QUERY_CHUNK):
+        part = scores[start:start + QUERY_CHUNK]
+        out += [r.tolist() for r in top_k_from_scores(part, k)]
+        progress.advance(len(part))
+    return out
+
+
 @task(cache_policy=NO_CACHE)
-def rank_all(inputs: EvalInputs, k: int) -> dict[str, list[list[int]]]:
+def rank_all(inputs: EvalInputs, k: int, progress: EvalProgress | None = None) -> dict[str, list[list[int]]]:
     """Top-k tool indices (into ``inputs.tool_ids``) per query for every method the warehouse supports."""
+    progress = progress or EvalProgress.quiet()
     rankings: dict[str, list[list[int]]] = {}
-    bm25 = BM25(inputs.texts)
-    lexical = {"BM25": np.stack([bm25.scores(q) for q in inputs.query_texts]),
-               "TF-IDF": TfIdf(inputs.texts).scores_many(inputs.query_texts)}
-    for name, scores in lexical.items():
-        rankings[name] = [r.tolist() for r in top_k_from_scores(scores, k)]
+    n, dataset = len(inputs.query_texts), inputs.dataset
+    with progress.method(dataset, "BM25", n) as counted:
+        bm25, ranked = BM25(inputs.texts), []
+        for q in inputs.query_texts:  # the slow one on a large catalog: counted query by query
+            ranked.append(top_k_from_scores(bm25.scores(q), k)[0].tolist())
+            counted.advance()
+        rankings["BM25"] = ranked
+    with progress.method(dataset, "TF-IDF", n) as counted:
+        rankings["TF-IDF"] = ranked_rows(TfIdf(inputs.texts).scores_many(inputs.query_texts), k, counted)
     for name, kind in EMBEDDING_METHODS.items():
         if kind in inputs.embeddings:
-            top = top_k_from_scores(cosine_scores(inputs.query_embeddings, inputs.embeddings[kind]), k)
-            rankings[name] = [r.tolist() for r in top]
+            with progress.method(dataset, name, n) as counted:
+                rankings[name] = ranked_rows(cosine_scores(inputs.query_embeddings, inputs.embeddings[kind]), k,
+                                             counted)
     return rankings
 
 
 @task(cache_policy=NO_CACHE)
-def fused_rankings(inputs: EvalInputs, cfg: EvalConfig, depth: int) -> dict[str, FusionResult]:
+def fused_rankings(inputs: EvalInputs, cfg: EvalConfig, depth: int,
+                   progress: EvalProgress | None = None) -> dict[str, FusionResult]:
     """Per +TGR graph the dataset has (``FUSED_METHODS``): each query ranked by (1 - w) cos(q, x) + w cos(q, x')
     with w chosen by cross-validation on the other folds' queries (tasks/retrieval/fusion.py)."""
     if "base" not in inputs.embeddings or len(inputs.query_ids) < 2:
@@ -216,18 +272,20 @@ def fused_rankings(inputs: EvalInputs, cfg: EvalConfig, depth: int) -> dict[str,
     index = {t: i for i, t in enumerate(inputs.tool_ids)}
     golds = [{index[t] for t in g} for g in inputs.golds]
     base = cosine_scores(inputs.query_embeddings, inputs.embeddings["base"])
-    out = {}
+    out, progress = {}, progress or EvalProgress.quiet()
     for name, method in FUSED_METHODS.items():
         kind = EMBEDDING_METHODS[method]
         if kind in inputs.embeddings:
-            out[name] = cross_validate(base, cosine_scores(inputs.query_embeddings, inputs.embeddings[kind]), golds,
-                                       cfg.graph_weights, cfg.cv_folds, cfg.cv_seed, depth)
+            with progress.method(inputs.dataset, name, len(golds)) as counted:  # counted when its folds are done
+                out[name] = cross_validate(base, cosine_scores(inputs.query_embeddings, inputs.embeddings[kind]),
+                                           golds, cfg.graph_weights, cfg.cv_folds, cfg.cv_seed, depth)
+                counted.advance(len(golds))
     return out
 
 
 @task(cache_policy=NO_CACHE)
-def validated_rankings(inputs: EvalInputs, split_of_query: dict[str, str], cfg: EvalConfig, depth: int
-                       ) -> dict[str, FusionResult]:
+def validated_rankings(inputs: EvalInputs, split_of_query: dict[str, str], cfg: EvalConfig, depth: int,
+                       progress: EvalProgress | None = None) -> dict[str, FusionResult]:
     """Per +TGR graph built from the training runs (``VALIDATED_METHODS``): every query ranked by
     (1 - w) cos(q, x) + w cos(q, x') with w chosen on the validation queries (tasks/retrieval/fusion.py)."""
     validation = [i for i, q in enumerate(inputs.query_ids) if split_of_query.get(q) == "validation"]
@@ -236,10 +294,14 @@ def validated_rankings(inputs: EvalInputs, split_of_query: dict[str, str], cfg: 
     index = {t: i for i, t in enumerate(inputs.tool_ids)}
     golds = [{index[t] for t in g} for g in inputs.golds]
     base = cosine_scores(inputs.query_embeddings, inputs.embeddings["base"])
-    return {name: choose_on_validation(base, cosine_scores(inputs.query_embeddings, inputs.embeddings[kind]), golds,
-                                       validation, cfg.graph_weights, depth)
-            for name, method in VALIDATED_METHODS.items()
-            if (kind := EMBEDDING_METHODS[method]) in inputs.embeddings}
+    out, progress = {}, progress or EvalProgress.quiet()
+    for name, method in VALIDATED_METHODS.items():
+        if (kind := EMBEDDING_METHODS[method]) in inputs.embeddings:
+            with progress.method(inputs.dataset, name, len(golds)) as counted:
+                out[name] = choose_on_validation(base, cosine_scores(inputs.query_embeddings, inputs.embeddings[kind]),
+                                                 golds, validation, cfg.graph_weights, depth)
+                counted.advance(len(golds))
+    return out
 
 
 def paper_encoder_scores(warehouse: str, inputs: EvalInputs, encoder: str) -> dict[str, np.ndarray]:
@@ -269,10 +331,20 @@ def paper_encoder_scores(warehouse: str, inputs: EvalInputs, encoder: str) -> di
 
 
 @task(cache_policy=NO_CACHE)
-def paper_encoder_rankings(warehouse: str, inputs: EvalInputs, encoder: str, k: int) -> dict[str, list[list[int]]]:
+def paper_encoder_rankings(warehouse: str, inputs: EvalInputs, encoder: str, k: int,
+                           progress: EvalProgress | None = None) -> dict[str, list[list[int]]]:
     """Top-k tool indices per query of ``paper_encoder_scores``."""
-    return {m: [r.tolist() for r in top_k_from_scores(scores, k)]
-            for m, scores in paper_encoder_scores(warehouse, inputs, encoder).items()}
+    progress = progress or EvalProgress.quiet()
+    n = len(inputs.query_texts)
+    with progress.method(inputs.dataset, f"{encoder} (encoding tools and queries)", len(inputs.texts) + n,
+                         "texts") as counted:
+        scores = paper_encoder_scores(warehouse, inputs, encoder)
+        counted.advance(len(inputs.texts) + n)
+    out = {}
+    for m, s in scores.items():
+        with progress.method(inputs.dataset, m, n) as counted:
+            out[m] = ranked_rows(s, k, counted)
+    return out
 
 
 def as_ids(inputs: EvalInputs, rankings: dict[str, list[list[int]]], k: int) -> dict[str, list[list[str]]]:
@@ -280,7 +352,8 @@ def as_ids(inputs: EvalInputs, rankings: dict[str, list[list[int]]], k: int) -> 
 
 
 @task(cache_policy=NO_CACHE)
-def toolrerank(inputs: EvalInputs, rankings: dict[str, list[list[int]]], cfg: EvalConfig) -> RerankResult | None:
+def toolrerank(inputs: EvalInputs, rankings: dict[str, list[list[int]]], cfg: EvalConfig,
+               progress: EvalProgress | None = None) -> RerankResult | None:
     """ToolRerank after each first stage (tasks/retrieval/rerank/) on a seeded split of this dataset."""
     log = get_run_logger()
     if "base" not in inputs.embeddings:
@@ -292,12 +365,17 @@ def toolrerank(inputs: EvalInputs, rankings: dict[str, list[list[int]]], cfg: Ev
     index = library.index
     golds = [{index[t] for t in g} for g in inputs.golds]
     stages = {n: rankings[n] for n in cfg.rerank_first_stages if n in rankings}
-    try:
-        return run_toolrerank(library, inputs.query_texts, inputs.query_embeddings, golds, stages,
-                              seed=cfg.rerank_seed, ks=cfg.ks, log=log.info)
-    except TooFewQueries as exc:
-        log.warning(f"no reranking: {exc}")
-        return None
+    progress = progress or EvalProgress.quiet()
+    # counted when it ends: its own log says each first stage as it is chosen on validation
+    with progress.method(inputs.dataset, f"ToolRerank after {len(stages)} first stages", len(golds)) as counted:
+        try:
+            result = run_toolrerank(library, inputs.query_texts, inputs.query_embeddings, golds, stages,
+                                    seed=cfg.rerank_seed, ks=cfg.ks, log=log.info)
+        except TooFewQueries as exc:
+            log.warning(f"no reranking: {exc}")
+            result = None
+        counted.advance(len(golds))
+    return result
 
 
 def same_ranking(ranked: list[str], scores: dict[str, float], best: list[float], tol: float = 1e-6) -> bool:
@@ -309,22 +387,26 @@ def same_ranking(ranked: list[str], scores: dict[str, float], best: list[float],
 
 
 @task(cache_policy=NO_CACHE)
-def sql_agreement(warehouse: str, inputs: EvalInputs, rankings: dict[str, list[list[str]]], k: int) -> dict[str, float]:
+def sql_agreement(warehouse: str, inputs: EvalInputs, rankings: dict[str, list[list[str]]], k: int,
+                  progress: EvalProgress | None = None) -> dict[str, float]:
     """Share of queries whose SQL top-k (macro query_top_k) is the numpy top-k (ties within 1e-6 aside)."""
+    progress = progress or EvalProgress.quiet()
     con = connect(warehouse)
     try:
         out = {}
         for name, kind in EMBEDDING_METHODS.items():
             if name not in rankings:
                 continue
-            sql = dict(con.execute("SELECT query_id, list(tool_id ORDER BY rank) FROM query_top_k(?, ?, ?) GROUP BY 1",
-                                   [inputs.dataset, kind, k]).fetchall())
-            scores = cosine_scores(inputs.query_embeddings, inputs.embeddings[kind])
-            same = []
-            for qi, q in enumerate(inputs.query_ids):
-                by_tool = dict(zip(inputs.tool_ids, scores[qi].tolist()))
-                best = [by_tool[t] for t in rankings[name][qi]]
-                same.append(same_ranking(sql.get(q, []), by_tool, best))
+            with progress.method(inputs.dataset, f"{name} (SQL check)", len(inputs.query_ids)) as counted:
+                sql = dict(con.execute("SELECT query_id, list(tool_id ORDER BY rank) FROM query_top_k(?, ?, ?) "
+                                       "GROUP BY 1", [inputs.dataset, kind, k]).fetchall())
+                scores = cosine_scores(inputs.query_embeddings, inputs.embeddings[kind])
+                same = []
+                for qi, q in enumerate(inputs.query_ids):
+                    by_tool = dict(zip(inputs.tool_ids, scores[qi].tolist()))
+                    best = [by_tool[t] for t in rankings[name][qi]]
+                    same.append(same_ranking(sql.get(q, []), by_tool, best))
+                    counted.advance()
             out[name] = float(np.mean(same))
     finally:
         con.close()
@@ -550,30 +632,6 @@ def toolnet_markdown(rows: list[dict], next_tool: list[dict], info: dict[str, di
     return "\n".join(lines)
 
 
-def plot(rows: list[dict], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    datasets = list(dict.fromkeys(r["dataset"] for r in rows))
-    fig, axes = plt.subplots(1, len(datasets), figsize=(7 * len(datasets), 4), squeeze=False)
-    for ax, dataset in zip(axes[0], datasets):
-        methods = list(dict.fromkeys(r["method"] for r in rows if r["dataset"] == dataset))
-        by = {(r["method"], r["k"]): r for r in rows if r["dataset"] == dataset}
-        x = np.arange(len(METRIC_COLUMNS))
-        width = 0.8 / len(methods)
-        for i, method in enumerate(methods):
-            ax.bar(x + i * width, [by[(method, k)][m] for m, k in METRIC_COLUMNS], width, label=method)
-        ax.set_xticks(x + 0.4 - width / 2, [f"{m.split('_')[0][0].upper()}@{k}" for m, k in METRIC_COLUMNS])
-        ax.set_ylim(0, 1)
-        ax.set_title(dataset)
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-
-
 @task(cache_policy=NO_CACHE)
 def store_metrics(warehouse: str, rows: list[dict], next_tool: list[dict] = ()) -> None:
     datasets = sorted({r["dataset"] for r in rows})
@@ -605,54 +663,27 @@ def eval_retrieval(cfg: EvalConfig | None = None) -> dict:
     at = datetime.now(timezone.utc).replace(tzinfo=None)
     rows, agreement, encoders, reranked, subset_rows = [], {}, {}, [], []
     next_tool, toolnet_info, fusion = [], {}, {}
-    for dataset in cfg.datasets or available:
-        inputs = load_inputs(cfg.warehouse, dataset)
-        encoders[dataset] = inputs.encoder
-        depth = max(max(cfg.ks), DEPTH) if cfg.rerank else max(cfg.ks)
-        deep = rank_all(inputs, depth)
-        fused = fused_rankings(inputs, cfg, depth)
-        deep |= {name: result.rankings for name, result in fused.items()}
-        fusion[dataset] = {name: {"weight": r.weight, "fold_weights": r.fold_weights, "grid": list(r.weights),
-                                  "grid_recall_5": r.grid_recall} for name, r in fused.items()}
-        for name, r in fused.items():
-            log.info(f"{dataset} {name}: w per fold {r.fold_weights}, on all queries {r.weight}; in-sample R@5 over "
-                     f"the grid {dict(zip(r.weights, (round(x, 4) for x in r.grid_recall)))}")
-        if cfg.paper_encoder and cfg.paper_encoder != inputs.encoder:
-            deep |= paper_encoder_rankings(cfg.warehouse, inputs, cfg.paper_encoder, max(cfg.ks))
-        rankings = as_ids(inputs, deep, max(cfg.ks))
-        if cfg.sql_check:
-            agreement[dataset] = sql_agreement(cfg.warehouse, inputs, rankings, max(cfg.ks))
-        overall = {m: r for m, r in rankings.items() if m not in HELD_OUT_ONLY}
-        rows += metric_rows(dataset, overall, inputs.golds, cfg.ks, at, fused=fused)
-        subset_rows += paper_subset_rows(dataset, overall, inputs.golds, inputs.query_groups, cfg.ks, at, fused)
-        tn = load_toolnet(cfg.warehouse, inputs)
-        if tn is not None:
-            validated = validated_rankings(inputs, tn.split_of_query, cfg, depth)
-            deep |= {name: result.rankings for name, result in validated.items()}
-            fusion[dataset] |= {name: {"weight": r.weight, "chosen_on": "validation queries", "grid": list(r.weights),
-                                       "grid_recall_5": r.grid_recall} for name, r in validated.items()}
-            held, top = held_out_rows(inputs, deep, tn, cfg.ks, at, {**fused, **validated})
-            rows += held
-            next_tool += next_tool_rows(inputs, tn, at)
-            toolnet_info[dataset] = {"alpha": tn.build["alpha"], "beta": tn.build["beta"],
-                                     "chosen_on": tn.build["chosen_on"], "expansion_top": top,
-                                     "runs": [tn.build[f"runs_{s}"] for s in ("train", "validation", "test")]}
-        log.info(f"{dataset}: {len(inputs.query_ids)} queries over {len(inputs.tool_ids)} tools; "
-                 f"SQL/numpy agreement {agreement.get(dataset, 'not checked')}")
-        if cfg.rerank:
-            result = toolrerank(inputs, deep, cfg)
-            if result is not None:
-                reranked.append(result)
+    progress = EvalProgress(len(cfg.datasets or available), run_say(logging.getLogger(__name__)))
+    with ticking(progress.run):
+        for dataset in cfg.datasets or available:
+            evaluate_dataset(dataset, cfg, at, progress, rows, agreement, encoders, reranked, subset_rows, next_tool,
+                             toolnet_info, fusion)
+            progress.run.advance()
+        progress.run.detail = ""
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     table = markdown_table([r for r in rows if r["query_split"] == "all"], agreement, encoders, subset_rows)
     if toolnet_info:
         table += "\n" + toolnet_markdown(rows, next_tool, toolnet_info)
     (out / "retrieval.md").write_text(table + "\n", encoding="utf-8")
-    plot([r for r in rows if r["query_split"] == "all"], out / "retrieval.png")
+    plot_retrieval(rows, out / RETRIEVAL_PLOT)
+    show_plot(out / RETRIEVAL_PLOT, "Retrieval: Recall@5 and NDCG@5 per method and set", plot_rows(rows),
+              note=f"Every query ranks all tools of its data set; the full table (k = 5 and 10, Pass Rate) is in "
+                   f"`{(out / 'retrieval.md').absolute()}`. A '(test queries)' set: ToolNet's held-out queries, "
+                   "where the methods built from the training runs are scored.", key="eval-retrieval-plot")
     print(table)
     summary = {"rows": rows, "next_tool_rows": next_tool, "toolnet": toolnet_info, "fusion": fusion, "paper_subset_rows": subset_rows, "sql_agreement": agreement, "markdown": str(out / "retrieval.md"),
-               "plot": str(out / "retrieval.png")}
+               "plot": str(out / RETRIEVAL_PLOT)}
     if reranked:
         text = "\n".join(["# ToolRerank after each first stage (tasks/retrieval/rerank/, docs/retrieval.md)", ""] +
                          [markdown_tables(r, cfg.ks) for r in reranked])
@@ -670,6 +701,50 @@ def eval_retrieval(cfg: EvalConfig | None = None) -> dict:
             f"the metrics are in {out / 'retrieval.md'}, but writing them to the warehouse {cfg.warehouse} failed "
             f"({type(exc).__name__}: {exc}); make its folder writable and rerun to store them") from exc
     return summary
+
+
+def evaluate_dataset(dataset: str, cfg: EvalConfig, at: datetime, progress: EvalProgress, rows: list[dict],
+                     agreement: dict, encoders: dict, reranked: list, subset_rows: list[dict], next_tool: list[dict],
+                     toolnet_info: dict, fusion: dict) -> None:
+    """Every method on one data set; its rows and reports are added to the lists and dicts given."""
+    log = get_run_logger()
+    inputs = load_inputs(cfg.warehouse, dataset)
+    encoders[dataset] = inputs.encoder
+    depth = max(max(cfg.ks), DEPTH) if cfg.rerank else max(cfg.ks)
+    deep = rank_all(inputs, depth, progress)
+    fused = fused_rankings(inputs, cfg, depth, progress)
+    deep |= {name: result.rankings for name, result in fused.items()}
+    fusion[dataset] = {name: {"weight": r.weight, "fold_weights": r.fold_weights, "grid": list(r.weights),
+                              "grid_recall_5": r.grid_recall} for name, r in fused.items()}
+    for name, r in fused.items():
+        log.info(f"{dataset} {name}: w per fold {r.fold_weights}, on all queries {r.weight}; in-sample R@5 over "
+                 f"the grid {dict(zip(r.weights, (round(x, 4) for x in r.grid_recall)))}")
+    if cfg.paper_encoder and cfg.paper_encoder != inputs.encoder:
+        deep |= paper_encoder_rankings(cfg.warehouse, inputs, cfg.paper_encoder, max(cfg.ks), progress)
+    rankings = as_ids(inputs, deep, max(cfg.ks))
+    if cfg.sql_check:
+        agreement[dataset] = sql_agreement(cfg.warehouse, inputs, rankings, max(cfg.ks), progress)
+    overall = {m: r for m, r in rankings.items() if m not in HELD_OUT_ONLY}
+    rows += metric_rows(dataset, overall, inputs.golds, cfg.ks, at, fused=fused)
+    subset_rows += paper_subset_rows(dataset, overall, inputs.golds, inputs.query_groups, cfg.ks, at, fused)
+    tn = load_toolnet(cfg.warehouse, inputs)
+    if tn is not None:
+        validated = validated_rankings(inputs, tn.split_of_query, cfg, depth, progress)
+        deep |= {name: result.rankings for name, result in validated.items()}
+        fusion[dataset] |= {name: {"weight": r.weight, "chosen_on": "validation queries", "grid": list(r.weights),
+                                   "grid_recall_5": r.grid_recall} for name, r in validated.items()}
+        held, top = held_out_rows(inputs, deep, tn, cfg.ks, at, {**fused, **validated})
+        rows += held
+        next_tool += next_tool_rows(inputs, tn, at)
+        toolnet_info[dataset] = {"alpha": tn.build["alpha"], "beta": tn.build["beta"],
+                                 "chosen_on": tn.build["chosen_on"], "expansion_top": top,
+                                 "runs": [tn.build[f"runs_{s}"] for s in ("train", "validation", "test")]}
+    log.info(f"{dataset}: {len(inputs.query_ids)} queries over {len(inputs.tool_ids)} tools; "
+             f"SQL/numpy agreement {agreement.get(dataset, 'not checked')}")
+    if cfg.rerank:
+        result = toolrerank(inputs, deep, cfg, progress)
+        if result is not None:
+            reranked.append(result)
 
 
 # ---------------------------------------------------------------- command line (generated from EvalConfig)

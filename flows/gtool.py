@@ -33,6 +33,7 @@ import numpy as np
 
 from tasks.common.flow_cli import FlowCLI  # first: Prefect analytics off before Prefect loads
 from tasks.common.cli import Help, checking_inputs, parse_config
+from tasks.common.plots import show_plot
 from tasks.retrieval.gcn import gcn_propagate
 from tasks.toolsets.trajectories import RESERVED
 from warehouse.build import connect, replace_rows, rows_of
@@ -450,6 +451,8 @@ def gtool(cfg: GToolConfig | None = None) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     if summary:
         plot_robustness(summary, out / "robustness.png")
+        show_plot(out / "robustness.png", "GTool: recovering masked gold edges", robustness_markdown(summary, cfg.rates),
+                  note="AUC / F1 per share of edges masked, mean over the seeds.", key="gtool-robustness")
     report = ["# GTool on CPU (flows/gtool.py, docs/gtool.md)", "",
               f"CPU time of the flow's work: {cpu:.0f} s ({wall:.0f} s wall, torch threads {cfg.threads}); "
               "per step: " + ", ".join(f"{k} {v:.0f} s" for k, v in timings.items()), ""]

@@ -29,9 +29,10 @@ import pyarrow.parquet as pq
 from tasks.common.flow_cli import FlowCLI  # first: Prefect analytics off before Prefect loads
 from models.embedded_llm.catalog import DEFAULT_MODEL
 from schemas.docs import schema_errors
-from schemas.tdi import KIND_DATA, KIND_PRECONDITION
+from schemas.tdi import KIND_DATA
 from tasks.dataset.accounting import OUTCOME_SCHEMA, AccountingSummary, write_records_db
 from tasks.common.cli import Help, checking_inputs, parse_config
+from tasks.common.progress import EVERY_S, CountProgress, PrefectProgressArtifact, ticking
 from tasks.llm.config import EMBEDDED, EMBEDDED_CONCURRENCY, ENDPOINT_CONCURRENCY, LLMConfig, split_userinfo
 from tasks.llm.errors import LLMEndpointError, LLMUnavailableError
 from tasks.llm.ledger import ledger_rows, usage_summary
@@ -51,18 +52,19 @@ from tasks.mining.review import (
     sample_doc_pairs,
     seeded_sample,
 )
-from tasks.mining.dataset import ORIGIN_LLM, DependencyPair, MinedBalanceConfig, MinedBalanced, balance_mined, single_output
+from tasks.mining.dataset import (ORIGIN_LLM, RARE_ORDER, DependencyPair, MinedBalanceConfig, MinedBalanced, balance_mined,
+                                  flow_pairs, pair_docs, precondition_pairs)
 from tasks.mining.facts import FileRejection, ModuleFacts
 from tasks.mining.filters import DEFAULT_MAX_PRODUCERS_PER_PARAM
-from tasks.mining.mine import MineResult, build_docs, resolve_flows
+from tasks.mining.mine import MineResult, resolve_flows
 from tasks.mining.parse import parse_chunk, parse_file, parse_record
 from tasks.mining.pin import describe_sources, file_records, manifest_summary, pinned_items, read_pin, write_sources
-from tasks.mining.sources import FileItem, default_roots, top_package, tree_files
+from tasks.mining.sources import FileItem, default_roots, tree_files
 from tasks.agents.prompts import EXTRACT, VALIDATE
 from tasks.dataset.hub import check_push, check_repo_id, push_dataset
 from tasks.dataset.publish import dataset_lock, fresh_staging
 from tasks.dataset.shards import (KIND_COLUMNS_CARD, MINED_LICENSE_NOTE, PARAMETER_COLUMNS_CARD, ShardConfig, ShardInfo, build_manifest,
-                                  kind_card_lines, write_card, write_shards)
+                                  kind_card_lines, origin_card_lines, write_card, write_shards)
 
 SOURCES = ("stdlib", "site-packages", "tree", "codesearchnet")
 EMBEDDED_MODEL = DEFAULT_MODEL  # the packaged model --base-url embedded serves
@@ -298,19 +300,45 @@ def _codesearchnet_modules(path: str) -> tuple[list[ModuleFacts | FileRejection]
     return out, len(out)
 
 
-@task(name="mine-flows", cache_policy=NO_CACHE)
-def mine(items: list[FileItem], cfg: MineTDIConfig) -> MineResult:
+PROGRESS_EVERY_S = EVERY_S  # seconds between two progress lines of a mining stage (docs/mining.md, "Progress")
+
+
+def _found(parsed: list[ModuleFacts | FileRejection]) -> dict[str, int]:
+    """The side counts of the parse progress: candidates found (data flows and call orders) and files rejected."""
+    modules = [m for m in parsed if not isinstance(m, FileRejection)]
+    return {"candidate_pairs_found": sum(len(m.flows) + len(m.orders) for m in modules),
+            "files_rejected": len(parsed) - len(modules)}
+
+
+def parse_files(items: list[FileItem], cfg: MineTDIConfig) -> list[ModuleFacts | FileRejection]:
+    """Every file parsed (``--workers`` processes, 64 files a task), with a progress line at most every
+    ``PROGRESS_EVERY_S`` seconds and a Prefect progress artifact: files parsed of all, candidates found,
+    files rejected, rate, time left."""
     from concurrent.futures import ProcessPoolExecutor
 
-    t0 = time.perf_counter()
     chunks = [items[i: i + 64] for i in range(0, len(items), 64)]
     parsed: list[ModuleFacts | FileRejection] = []
-    if cfg.workers <= 1 or len(chunks) <= 1:
-        parsed = [parse_file(i, cfg.preconditions) for i in items]
-    else:
-        with ProcessPoolExecutor(max_workers=cfg.workers) as pool:
-            for out in pool.map(functools.partial(parse_chunk, orders=cfg.preconditions), chunks):
-                parsed += out
+    progress = CountProgress(len(items), "mine-tdi parse", "files", counts=("candidate pairs found", "files rejected"),
+                             say=get_run_logger().info, sinks=(PrefectProgressArtifact(""),), every_s=PROGRESS_EVERY_S)
+    with ticking(progress):  # a timer: a 64-file chunk of big files can take longer than a line's period
+        if cfg.workers <= 1 or len(chunks) <= 1:
+            for item in items:
+                parsed.append(parse_file(item, cfg.preconditions))
+                progress.advance(1, **_found(parsed[-1:]))
+                progress.maybe_report()
+        else:
+            with ProcessPoolExecutor(max_workers=cfg.workers) as pool:
+                for out in pool.map(functools.partial(parse_chunk, orders=cfg.preconditions), chunks):
+                    parsed += out
+                    progress.advance(len(out), **_found(out))
+                    progress.maybe_report()
+    return parsed
+
+
+@task(name="mine-flows", cache_policy=NO_CACHE)
+def mine(items: list[FileItem], cfg: MineTDIConfig) -> MineResult:
+    t0 = time.perf_counter()
+    parsed = parse_files(items, cfg)
     n_read = len(items)
     if "codesearchnet" in cfg.source:
         if not cfg.codesearchnet_path:
@@ -318,7 +346,11 @@ def mine(items: list[FileItem], cfg: MineTDIConfig) -> MineResult:
         records, n_records = _codesearchnet_modules(cfg.codesearchnet_path)
         parsed += records
         n_read += n_records
-    result = resolve_flows(parsed, n_read, cfg.max_producers_per_param)
+    candidates = sum(len(m.flows) + len(m.orders) for m in parsed if not isinstance(m, FileRejection))
+    resolving = CountProgress(candidates, "mine-tdi resolve", "candidates", say=get_run_logger().info,
+                              sinks=(PrefectProgressArtifact(""),), every_s=PROGRESS_EVERY_S)
+    with ticking(resolving):
+        result = resolve_flows(parsed, n_read, cfg.max_producers_per_param, progress=resolving)
     get_run_logger().info(
         "mined %d files (%d parsed) in %.1fs: %d candidates, %d accepted pairs; rejected %s; files rejected %s",
         result.files_read, result.files_parsed, time.perf_counter() - t0, result.candidates, len(result.flows),
@@ -353,9 +385,7 @@ def load_llm_pairs(folder: str) -> tuple[list[DependencyPair], dict[str, dict[st
 @task(name="build-docs", cache_policy=NO_CACHE)
 def docs_for(result: MineResult, workers: int) -> dict[str, dict[str, Any]]:
     """The API doc of every function a data-flow pair or a precondition pair touches."""
-    targets = {**result.order_targets, **result.targets}
-    docs = build_docs(sorted(targets.values(), key=lambda t: t.key), workers=workers,
-                      output_names=result.output_names)
+    docs = pair_docs(result, workers)
     get_run_logger().info("built %d API docs from signatures and docstrings", len(docs))
     return docs
 
@@ -372,23 +402,6 @@ def balance(pairs: list[DependencyPair], docs: dict[str, dict[str, Any]], cfg: M
 @task(name="write-shards", cache_policy=NO_CACHE)
 def stage_shards(rows: list[dict], staging: Path, cfg: ShardConfig) -> list[ShardInfo]:
     return write_shards(rows, staging, cfg)
-
-
-RARE_ORDER = "rare_order"  # a precondition pair seen in fewer functions than --min-order-support
-
-
-def precondition_pairs(result: MineResult, min_support: int) -> tuple[list[DependencyPair], list[tuple[str, str, str]]]:
-    """Accepted precondition pairs (``MinedOrder``) as dependency pairs of kind precondition with their support;
-    those seen in fewer than ``min_support`` functions as (record id, reason, detail) rejections."""
-    pairs, rare = [], []
-    for o in result.orders:
-        if o.support < min_support:
-            rare.append((o.record_id, RARE_ORDER, f"{o.producer} before {o.consumer} in {o.support} function(s), "
-                                                  f"fewer than --min-order-support {min_support}"))
-        else:
-            pairs.append(DependencyPair(o.record_id, o.consumer, o.producer, "mined", top_package(o.consumer),
-                                        kind=KIND_PRECONDITION, support=o.support))
-    return pairs, rare
 
 
 def outcome_table(result: MineResult, balanced: MinedBalanced, llm_pairs: list[DependencyPair],
@@ -606,6 +619,7 @@ def write_mined_card(out_dir: Path, manifest: dict[str, Any], folder: Path | Non
         "|---|---|---|---|",
         *(f"| {s} | {c['a_depends_on_b']} | {c['no_dependency']} | {c['b_depends_on_a']} |" for s, c in counts.items()),
         *kind_card_lines(manifest),
+        *origin_card_lines(manifest),
         "",
         "## Provenance",
         f"- sources: {', '.join(manifest['config']['source'])}; files read {mining['files_read']}, parsed {mining['files_parsed']}",
@@ -653,8 +667,7 @@ def _mine_tdi(cfg: MineTDIConfig) -> dict[str, Any]:
     result = mine(items, cfg)
     mine_seconds = time.perf_counter() - t0
     docs = docs_for(result, cfg.workers)
-    pairs = [DependencyPair(f.record_id, f.consumer, f.producer, "mined", top_package(f.consumer), f.param,
-                            single_output(docs.get(f.producer))) for f in result.flows]
+    pairs = flow_pairs(result, docs)
     orders, rare_orders = precondition_pairs(result, cfg.min_order_support)
     llm_pairs: list[DependencyPair] = []
     if cfg.mix_tdi:

@@ -260,7 +260,8 @@ CLI = FlowCLI.start(__name__, checking_inputs(parse_args, PROG), PROG)  # check_
 from prefect import flow, get_run_logger, task  # noqa: E402
 from prefect.cache_policies import NO_CACHE  # noqa: E402
 from models.discriminator import CALIBRATION_FILE, load_calibration, load_discriminator, load_model, load_tokenizer  # noqa: E402
-from tasks.training.plots import plot_confusion, plot_precision_recall, plot_training_curves  # noqa: E402
+from tasks.training.plots import PR_POINTS, plot_confusion, plot_precision_recall, plot_training_curves  # noqa: E402
+from tasks.common.plots import show_plot  # noqa: E402
 from tasks.training.trainer import (StageArguments, TrainResult, pick_device, predict_examples, seed_everything,  # noqa: E402
                                     train_classifier)
 
@@ -343,10 +344,10 @@ def train_param_level(cfg: TrainDiscriminatorConfig, out: Path, batch_size: int,
 
 @task(cache_policy=NO_CACHE)
 def score_examples(checkpoint: Path, examples: list[PairExample], max_length: int, batch_size: int, symmetric: bool,
-                   progress: bool) -> list[list[float]]:
+                   progress: bool, what: str = "scoring pairs") -> list[list[float]]:
     model, tokenizer = load_discriminator(checkpoint)
     model.to(pick_device())
-    return predict_examples(model, tokenizer, examples, max_length, batch_size, symmetric, progress).tolist()
+    return predict_examples(model, tokenizer, examples, max_length, batch_size, symmetric, progress, what=what).tolist()
 
 
 def report(examples: list[PairExample], probs, threshold: float | None) -> dict[str, Any]:
@@ -461,10 +462,11 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
                               max_steps=cfg.max_steps, evals_per_epoch=evals,
                               select_metric=cfg.select_metric, progress=cfg.progress)
 
-    def scores(checkpoint: Path, examples: list[PairExample]):
+    def scores(checkpoint: Path, examples: list[PairExample], what: str):
         import numpy as np
 
-        return np.asarray(score_examples(checkpoint, examples, cfg.max_length, batch_size * 4, cfg.symmetric, cfg.progress))
+        return np.asarray(score_examples(checkpoint, examples, cfg.max_length, batch_size * 4, cfg.symmetric, cfg.progress,
+                                         what))
 
     valid_sets: dict[str, list[PairExample]] = {}  # "tdi" and "finetune" validation pairs
     if cfg.checkpoint is not None:  # evaluate only
@@ -525,7 +527,7 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
         tdi = resolve_pretrain_data(cfg.pretrain_data)
         if tdi is not None:
             valid_sets["tdi"] = load_pretraining_pairs(tdi, cfg.pretrain_max_pairs, cfg.pretrain_max_valid, cfg.seed)[1]
-    valid_probs = {name: scores(ckpt, pairs) for name, pairs in valid_sets.items() if pairs}
+    valid_probs = {name: scores(ckpt, pairs, f"scoring {name} validation pairs") for name, pairs in valid_sets.items() if pairs}
     used = [n for n in ("finetune", "tdi") if n in valid_probs and cfg.calibrate_on in (n, "both")] or list(valid_probs)
     if used:
         import numpy as np
@@ -552,7 +554,7 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
     # Stage 4: test with the best checkpoint
     test_pairs = build_toolset_pairs(cfg.test, cfg.benchmarks_root, cfg.test_max_none, cfg.seed)
     threshold = summary["calibration"]["threshold"] if summary.get("calibration") else None
-    test_probs = scores(ckpt, test_pairs)
+    test_probs = scores(ckpt, test_pairs, "scoring test pairs")
     summary["test"] = report(test_pairs, test_probs, threshold)
     summary["stages"] = {name: {"best_step": r.best_step, "best_score": r.best_score, "history": r.history}
                          for name, r in stages.items()}
@@ -566,13 +568,23 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
     if cfg.checkpoint is None:
         finish_checkpoint(ckpt, best, summary, model_card(cfg, summary))
         plot_training_curves(stages, out / "training_curves.png")
+        show_plot(out / "training_curves.png", "train-discriminator: loss and validation dependency F1",
+                  [{"stage": name, "step": h["step"], "valid loss": h["eval_loss"],
+                    "valid dependency F1 (best cut)": h.get("eval_dependency_f1_calibrated")}
+                   for name, r in stages.items() for h in r.evaluations], key="train-discriminator-curves")
     if cfg.param_level:
         summary["param"] = train_param_level(cfg, out, batch_size, logger)
     write_json(out / "metrics.json", summary)
-    plot_precision_recall({**{f"validation: {name}": ([e.label for e in valid_sets[name]], valid_probs[name], section)
-                              for name, section in (summary.get("validation") or {}).items()},
-                           f"test: {', '.join(cfg.test)}": ([e.label for e in test_pairs], test_probs, summary["test"])},
-                          out / "precision_recall.png")
+    pr_sets = {**{f"validation: {name}": ([e.label for e in valid_sets[name]], valid_probs[name], section)
+                  for name, section in (summary.get("validation") or {}).items()},
+               f"test: {', '.join(cfg.test)}": ([e.label for e in test_pairs], test_probs, summary["test"])}
+    plot_precision_recall(pr_sets, out / "precision_recall.png")
+    show_plot(out / "precision_recall.png", "train-discriminator: dependency precision-recall against the name rules",
+              [{"set": title, "point": label, "precision": section[key]["dependency"]["precision"],
+                "recall": section[key]["dependency"]["recall"]}
+               for title, (_, _, section) in pr_sets.items() for label, key, _ in PR_POINTS if key in section],
+              note="The curve: the discriminator at every cut on p(dependency); the rows: the points drawn over it.",
+              key="train-discriminator-precision-recall")
     headline = summary["test"].get("calibrated", summary["test"]["argmax"])
     plot_confusion(headline["confusion_matrix"], out / "confusion_matrix_test.png", f"test: {', '.join(cfg.test)}")
     logger.info("checkpoint: %s; metrics: %s", best, out / "metrics.json")

@@ -2,6 +2,7 @@
 consumer doc's inputs, a producer doc's outputs, and a name matched to a doc's own spelling."""
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from schemas.name_rule import name_derived_output, normalise_param_name
@@ -33,3 +34,71 @@ def match_param(name: str | None, names: list[str]) -> str | None:
     key = normalise_param_name(name)
     hits = {n for n in names if key and normalise_param_name(n) == key}
     return hits.pop() if len(hits) == 1 else None
+
+
+# The type families a hand-over's two ends are compared in (``types_compatible``): the doc schema's short
+# names (agent 1 is asked for string, integer, number, boolean, list, dict, bytes, object, none) and the
+# Python and JSON-schema spellings of the same. A type outside the table is its own family.
+TYPE_FAMILIES = {
+    **dict.fromkeys(("str", "string", "text"), "string"),
+    **dict.fromkeys(("int", "integer", "long"), "integer"),
+    **dict.fromkeys(("float", "number", "double", "decimal", "real"), "number"),
+    **dict.fromkeys(("bool", "boolean"), "boolean"),
+    **dict.fromkeys(("list", "array", "tuple", "sequence"), "array"),
+    **dict.fromkeys(("dict", "object", "mapping", "map", "json"), "object"),
+    **dict.fromkeys(("none", "null", "void", "nonetype"), "none"),
+}
+ANY_TYPES = frozenset({"", "any", "unknown", "mixed", "various", "typing.any"})
+_TYPE_HEAD = re.compile(r"[a-z_][a-z0-9_.]*")
+
+
+def _type_alternatives(declared: str | None) -> list[str]:
+    """The types a declared type allows, each by its head name: ``Optional[int]`` -> ``['int', 'none']``,
+    ``list of str`` -> ``['list']``, ``str | None`` -> ``['str', 'none']``, ``datetime.datetime`` ->
+    ``['datetime']``; ``[]`` for a missing or empty type."""
+    text = (declared or "").strip().lower()
+    optional = re.fullmatch(r"(?:typing\.)?optional\[(.*)\]", text)
+    if optional:
+        return [*_type_alternatives(optional.group(1)), "none"]
+    union = re.fullmatch(r"(?:typing\.)?union\[(.*)\]", text)
+    parts = re.split(r"\s*(?:\||,|\bor\b)\s*", union.group(1)) if union else re.split(r"\s*(?:\||\bor\b)\s*", text)
+    heads = []
+    for part in parts:
+        head = _TYPE_HEAD.match(part.strip())
+        if head:
+            name = head.group(0).removeprefix("typing.")
+            heads.append(name if name in ANY_TYPES else name.rsplit(".", 1)[-1])
+    return heads
+
+
+def _one_type_fits(produced: str, consumed: str) -> bool:
+    if produced in ANY_TYPES or consumed in ANY_TYPES:
+        return True
+    p, c = TYPE_FAMILIES.get(produced), TYPE_FAMILIES.get(consumed)
+    if p is None and c is None:  # two types outside the table (Path, PathLike): no rule says they differ
+        return True
+    if p is None or c is None:  # one outside the table: only a generic object takes it (datetime into object)
+        return (p or c) == "object" and "none" not in (p, c)
+    return p == c or (p, c) == ("integer", "number")  # an integer is a number, not the other way round
+
+
+def types_compatible(produced: str | None, consumed: str | None) -> bool:
+    """Whether a value of the producer output's declared type ``produced`` may be the consumer parameter's
+    declared type ``consumed``: True when either is missing or any/unknown, else when some alternative of
+    each (``Optional[int]``: int or none) falls in one family of TYPE_FAMILIES (an integer also fits a
+    number). A type outside the table fits only its own kind of name, another type outside the table (no
+    rule says they differ) or an ``object``; against a tabled type (``datetime`` into ``string``) it fails."""
+    produced_alts, consumed_alts = _type_alternatives(produced), _type_alternatives(consumed)
+    if not produced_alts or not consumed_alts:
+        return True
+    produced_values = [t for t in produced_alts if TYPE_FAMILIES.get(t) != "none"] or produced_alts
+    return any(_one_type_fits(p, c) for p in produced_values for c in consumed_alts)
+
+
+def param_type(doc: dict[str, Any], side: str, name: str | None) -> str | None:
+    """The declared type of the parameter ``name`` on ``side`` (input_params / output_params) of ``doc``;
+    None when the doc has no such parameter (a name-derived output) or declares no type."""
+    for p in doc.get(side) or []:
+        if p["name"] == name:
+            return p.get("type") or None
+    return None

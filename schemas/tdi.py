@@ -77,7 +77,9 @@ TDI_PAIR_SCHEMA = pa.schema(
         pa.field("label", pa.int8(), nullable=False),
         pa.field("label_name", pa.string(), nullable=False),
         pa.field("split", pa.string(), nullable=False),  # "train" | "validation"
-        pa.field("origin", pa.string(), nullable=False),  # "validated" | "swapped" | "shuffled" (build-tdi); "mined" | "mined_swapped" | "hard_negative" (mine-tdi)
+        # "validated" | "swapped" | "shuffled" (build-tdi's LLM); "mined" | "mined_swapped" | "hard_negative" (mine-tdi,
+        # and build-tdi's --mined-per-class, whose cross-package negatives are "mined_shuffled")
+        pa.field("origin", pa.string(), nullable=False),
         pa.field("source_a", pa.string(), nullable=False),  # record id t_a's doc came from
         pa.field("source_b", pa.string(), nullable=False),
         # Parameter level (version 2). The consumer is the dependent side: doc_a for label 0 (a depends

@@ -28,9 +28,11 @@ def _doc(name, inputs, outputs):
 GIVEN = ExtractedDoc("rec-1", _doc("login", ["user", "password"], ["token"]))
 
 
-def _gen(doc, satisfied=1, consumer_param=None, producer_output=""):
+def _gen(doc, satisfied=1, consumer_param=None, producer_output=None):
     if consumer_param is None:  # the dependent's first input
         consumer_param = (doc if satisfied == 1 else GIVEN.doc)["input_params"][0]["name"]
+    if producer_output is None:  # the prerequisite's first output
+        producer_output = ((GIVEN.doc if satisfied == 1 else doc)["output_params"] or [{"name": ""}])[0]["name"]
     return StructuredResult("rec-1", True, value={"satisfied": satisfied, **doc, "consumer_param": consumer_param,
                                                   "producer_output": producer_output})
 
@@ -59,9 +61,6 @@ def test_generate_keeps_the_consumer_parameter_and_the_producer_output():
     producer = _doc("validate_user", ["user"], ["password"])
     pair = interpret_generate(GIVEN, _gen(producer, 2, " Password ", "PASSWORD"))
     assert (pair.consumer_param, pair.producer_output) == ("password", "password")
-    # an output the prerequisite does not have is not known, and the pair stays
-    pair = interpret_generate(GIVEN, _gen(consumer, 1, "token", "session_id"))
-    assert (pair.consumer_param, pair.producer_output) == ("token", None)
     # a producer that declares no outputs: the output its name says it returns
     given = ExtractedDoc("rec-1", _doc("get_user_token", ["user"], []))
     pair = interpret_generate(given, _gen(consumer, 1, "token", "user_token"))
@@ -129,7 +128,7 @@ def test_each_mode_sends_its_own_prompt_and_schema_and_the_data_flow_prompts_are
     # wording must come with a new version (and then this table's new entry)
     wording = {p.version: hashlib.sha256((p.system + "\0" + p.user_template).encode()).hexdigest()[:16]
                for p in (prompts.EXTRACT, prompts.GENERATE_DEPENDENT, prompts.VALIDATE)}
-    assert wording == {"extract-v3": "eb6555fbea760545", "generate-dependent-v5": "99bd7e4ff35e6ba4",
+    assert wording == {"extract-v3": "eb6555fbea760545", "generate-dependent-v6": "429ae80da76b9c8c",
                        "validate-v2": "e31078c7810cc785"}
 
 
@@ -187,3 +186,80 @@ def test_the_precondition_judge_refusing_the_order_rejects_with_its_reason():
     assert isinstance(out, Outcome) and (out.stage, out.reason, out.detail) == ("validate", "validate_order_not_required", "usual, not required")
     failed = interpret_validate(pair, StructuredResult("rec-1", False, reason="truncated", detail="cut", raw_text="{"))
     assert (failed.reason, failed.raw_text) == ("validate_truncated", "{")
+
+
+# -- the hand-over check before agent 3 (issue 23 item 3) ---------------------------------------------
+def _typed(name, inputs, outputs):
+    """A doc whose parameters are (name, type) pairs."""
+    p = lambda n, t: {"name": n, "type": t, "description": n}  # noqa: E731
+    return {"name": name, "description": f"{name} api", "input_params": [p(*i) for i in inputs],
+            "output_params": [p(*o) for o in outputs]}
+
+
+def test_a_producer_output_that_is_no_output_of_the_prerequisite_is_rejected_before_the_judge():
+    consumer = _doc("update_email", ["token", "email"], ["status"])
+    cases = {"session_id": "is no output of the prerequisite 'login'",
+             "password": "is an input, not an output, of the prerequisite 'login'",
+             "": "is empty"}
+    for asked, why in cases.items():
+        out = interpret_generate(GIVEN, _gen(consumer, 1, "token", asked))
+        assert isinstance(out, Outcome) and (out.stage, out.reason) == ("generate", "generate_bad_producer_output"), asked
+        assert why in out.detail and "(outputs: ['token'])" in out.detail and "'update_email'" in out.detail and out.raw_text
+    # the issue's case: lognormvariate_inverse fed by the given API's input mu
+    given = ExtractedDoc("rec-2", _typed("lognormvariate", [("mu", "number"), ("sigma", "number")], [("value", "number")]))
+    inverse = _typed("lognormvariate_inverse", [("mu", "number"), ("value", "number")], [("x", "number")])
+    answer = StructuredResult("rec-2", True, value={"satisfied": 1, **inverse, "consumer_param": "mu", "producer_output": "mu"})
+    out = interpret_generate(given, answer)
+    assert out.reason == "generate_bad_producer_output" and "'mu' is an input, not an output" in out.detail
+    # a prerequisite that declares no outputs: the one its name says it returns, and nothing else
+    named = ExtractedDoc("rec-1", _doc("get_user_token", ["user"], []))
+    assert interpret_generate(named, _gen(consumer, 1, "token", "user_token")).producer_output == "user_token"
+    assert interpret_generate(named, _gen(consumer, 1, "token", "token")).reason == "generate_bad_producer_output"
+
+
+def test_a_handover_whose_declared_types_disagree_is_rejected():
+    # the issue's case: a generated tzname_to_datetime whose string tzname is "taken from" the datetime dt
+    given = ExtractedDoc("rec-3", _typed("astimezone", [("tz", "string")], [("dt", "datetime")]))
+    tz = _typed("tzname_to_datetime", [("tzname", "string")], [("dt", "datetime")])
+    answer = StructuredResult("rec-3", True, value={"satisfied": 1, **tz, "consumer_param": "tzname", "producer_output": "dt"})
+    out = interpret_generate(given, answer)
+    assert isinstance(out, Outcome) and (out.stage, out.reason) == ("generate", "generate_type_mismatch")
+    assert out.detail == "output 'dt' of 'astimezone' is 'datetime' but input 'tzname' of 'tzname_to_datetime' takes 'string'"
+    # the same hand-over with agreeing types (an integer fits a number; an undeclared type passes) is a pair
+    for produced, consumed in (("datetime", "datetime"), ("integer", "number"), ("", "string"), ("any", "string")):
+        given = ExtractedDoc("rec-3", _typed("astimezone", [("tz", "string")], [("dt", produced)]))
+        ok = _typed("format_datetime", [("dt", consumed)], [("text", "string")])
+        value = {"satisfied": 1, **ok, "consumer_param": "dt", "producer_output": "dt"}
+        pair = interpret_generate(given, StructuredResult("rec-3", True, value=value))
+        assert isinstance(pair, DependentPair) and (pair.consumer_param, pair.producer_output) == ("dt", "dt"), (produced, consumed)
+
+
+def test_a_generated_api_that_is_the_given_one_renamed_is_an_echo():
+    given = ExtractedDoc("rec-4", _doc("break_here", ["frame"], ["stopped"]))
+    for name in ("break_here_v2", "BreakHereV2", "break-here-new", "break_here_copy", "break_here2", "breakHereAlt"):
+        renamed = _doc(name, ["stopped"], ["report"])  # other parameters: only the name gives it away
+        out = interpret_generate(given, _gen(renamed, 1, "stopped", "stopped"))
+        assert isinstance(out, Outcome) and out.reason == "generate_echoed_input", name
+        assert "is the given API 'break_here' renamed" in out.detail
+    # its parameters under another name are an echo too, whatever their spelling
+    same = _doc("halt_at_line", ["Frame"], ["stopped"])
+    assert "exactly the given API's input and output parameters" in interpret_generate(given, _gen(same, 1, "Frame", "stopped")).detail
+    # a different tool whose name shares words or digits is none
+    for name in ("break_here_report", "clear_break", "here_break"):
+        assert isinstance(interpret_generate(given, _gen(_doc(name, ["stopped"], ["report"]), 1, "stopped", "stopped")), DependentPair), name
+    md5 = ExtractedDoc("rec-5", _doc("hash_md5", ["data"], ["digest"]))
+    assert isinstance(interpret_generate(md5, _gen(_doc("hash_md4", ["digest"], ["ok"]), 1, "digest", "digest")), DependentPair)
+
+
+def test_type_compatibility_table():
+    from schemas.parameters import types_compatible
+
+    agree = [("string", "str"), ("int", "integer"), ("integer", "number"), ("float", "number"), ("bool", "boolean"),
+             ("list", "array"), ("tuple", "sequence"), ("list of str", "list[str]"), ("dict", "object"), ("mapping", "dict"),
+             ("Optional[int]", "int"), ("str | None", "string"), ("int or float", "float"), ("datetime", "datetime.datetime"),
+             ("any", "bytes"), ("unknown", "int"), ("", "string"), (None, "string"), ("datetime", "object"),
+             ("Path", "PathLike")]
+    disagree = [("datetime", "string"), ("string", "datetime"), ("number", "integer"), ("string", "integer"),
+                ("bytes", "string"), ("list", "dict"), ("none", "string"), ("bool", "list"), ("Optional[str]", "int")]
+    assert [pair for pair in agree if not types_compatible(*pair)] == []
+    assert [pair for pair in disagree if types_compatible(*pair)] == []

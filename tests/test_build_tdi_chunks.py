@@ -246,6 +246,55 @@ def test_agent_2s_parameter_reaches_the_rows_and_a_wrong_one_is_rejected_with_it
     assert validate_shards(tmp_path / "ds" / "shards").success
 
 
+def test_the_handover_check_rejects_bent_answers_before_the_judge_is_asked(shared_data, tmp_path, monkeypatch):
+    """Agent 2's data-flow answers bent four ways (an input named as the producer's output, a type that
+    disagrees, the given API renamed, and an unknown output): each is rejected at generate with its reason,
+    and agent 3 gets no request for it."""
+    real = openai_server.canned_answer
+    bent: dict[str, str] = {}  # given API name -> how its answer was bent
+
+    def bend(agent, user_text):
+        answer = real(agent, user_text)
+        if agent != "dependent_api_doc":
+            return answer
+        given = json.loads(user_text[user_text.index("{"): user_text.index("\n\nStudy")])
+        way = ("input_as_output", "type", "renamed", "unknown_output", None)[openai_server._h(given["name"]) % 5]
+        if way == "input_as_output" and answer["satisfied"] == 1 and given["input_params"]:
+            answer = {**answer, "producer_output": given["input_params"][0]["name"]}
+        elif way == "type" and answer["satisfied"] == 1:
+            answer = {**answer, "input_params": [{**answer["input_params"][0], "type": "datetime"}, *answer["input_params"][1:]]}
+        elif way == "renamed":
+            answer = {**answer, "name": f"{given['name']}_v2"}
+        elif way == "unknown_output":
+            answer = {**answer, "producer_output": "no_such_output"}
+        else:
+            return answer
+        bent[given["name"]] = way
+        return answer
+
+    monkeypatch.setattr(openai_server, "canned_answer", bend)
+    spec = SourceSpec(kind="codesearchnet", path=shared_data / "codesearchnet")
+    chunk = next(iter_record_chunks(spec, 60, SourceFilter(max_chars=1800), 60))
+    with FakeOpenAIServer() as server:
+        llm = LLMConfig(model="fake", base_url=server.base_url, concurrency=4, cache_dir=str(tmp_path / "cache"))
+        marker = run_chunk(ChunkJob(chunk, str(tmp_path / "chunk"), llm, 1800, "fp"))
+    outcomes = pl.read_parquet(tmp_path / "chunk" / "outcomes.parquet").filter(pl.col("stage") == "generate")
+    by_reason = Counter(outcomes["reason"].to_list())
+    want = {"generate_bad_producer_output": Counter(bent.values())["input_as_output"] + Counter(bent.values())["unknown_output"],
+            "generate_type_mismatch": Counter(bent.values())["type"], "generate_echoed_input": Counter(bent.values())["renamed"]}
+    assert all(n > 0 for n in want.values()), want
+    assert {r: by_reason[r] for r in want} == want
+    details = dict(zip(outcomes["reason"], outcomes["detail"]))
+    assert "is an input, not an output, of the prerequisite" in " ".join(outcomes.filter(
+        pl.col("reason") == "generate_bad_producer_output")["detail"]) and "takes 'datetime'" in details["generate_type_mismatch"]
+    # the judge was asked only for the answers that passed: one validate request per generate answer kept
+    rejected_at_generate = outcomes.height
+    s = marker["stages"]
+    assert s["validate"]["requests"] == s["generate"]["ok"] - rejected_at_generate
+    validated = pl.read_parquet(tmp_path / "chunk" / "validated.parquet")
+    assert validated.height > 0 and validated.filter(pl.col("kind") == "data")["producer_output"].null_count() == 0
+
+
 # -- the flow: resume by chunk, faults, Dask --------------------------------------------------------
 def _cli(shared_data: Path, server: FakeOpenAIServer, tmp: Path, name: str, *extra: str, limit: int = 60, chunk_size: int = 10,
          cache: str = "cache") -> list[str]:

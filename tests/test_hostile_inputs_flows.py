@@ -431,6 +431,7 @@ BAD_NUMBERS = [  # (flow, fields, message)
     ("tdi", {"limit": 0}, "--limit 0: must be at least 1"),
     ("tdi", {"max_code_chars": 0}, "--max-code-chars 0"),
     ("tdi", {"precondition_share": 1.5}, r"--precondition-share 1.5: must lie in \[0, 1\]"),
+    ("tdi", {"mined_per_class": -3}, "--mined-per-class -3: a count >= 0"),
     ("tdi", {"balance": {"per_class": 0}}, "--per-class 0: must be at least 1"),
     ("tdi", {"balance": {"validation_fraction": 2.0}}, r"--validation-fraction 2.0: must lie in \[0, 1\)"),
     ("tdi", {"shards": {"rows_per_shard": 0}}, "--rows-per-shard 0: must be at least 1"),

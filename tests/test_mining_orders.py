@@ -362,3 +362,26 @@ def test_the_same_method_of_sibling_classes_is_one_step(tmp_path: Path) -> None:
         '''})
     assert res.orders == []
     assert list(_reasons(res).values()) == [MineReason.SELF_ORDER]
+
+
+def test_the_pattern_of_a_call_with_two_linked_operands_does_not_follow_the_hash_seed(tmp_path):
+    """``conn.check(path); conn.open(path)``: both operands link the same earlier call (as receiver and as
+    argument); the first operand in sorted order names the pattern, whatever PYTHONHASHSEED (a set's order
+    used to decide, so build-tdi's mined pairs changed from run to run)."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO_ROOT
+
+    (tmp_path / "twoops.py").write_text(textwrap.dedent('''
+        def use(conn, path):
+            conn.check(path)
+            conn.open(path)
+        '''))
+    probe = ("import sys; from pathlib import Path; from tasks.mining.parse import parse_file; "
+             "from tasks.mining.sources import tree_files; "
+             "m = parse_file(tree_files(Path(sys.argv[1]), 'tree')[0]); print(sorted((o.record_id, o.pattern) for o in m.orders))")
+    seen = {subprocess.run([sys.executable, "-c", probe, str(tmp_path)], cwd=REPO_ROOT, capture_output=True, text=True, check=True,
+                           env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout for seed in range(6)}
+    assert len(seen) == 1 and "same_receiver" in seen.pop()

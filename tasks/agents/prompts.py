@@ -52,8 +52,8 @@ GENERATE_SCHEMA: dict[str, Any] = {
     "properties": {
         "satisfied": {"type": "integer", "enum": [1, 2]},
         **_inline_params(_DOC_PROPERTIES),
-        # the dependent API's input parameter that takes the other API's output, and that output
-        # ("" when no single output feeds it); tasks/agents/requests.py checks both against the docs
+        # the dependent API's input parameter that takes the other API's output, and that output;
+        # tasks/agents/requests.py checks both against the docs (and their types) before agent 3 is asked
         "consumer_param": {"type": "string"},
         "producer_output": {"type": "string"},
     },
@@ -107,7 +107,7 @@ EXTRACT = Prompt(
 )
 
 GENERATE_DEPENDENT = Prompt(
-    version="generate-dependent-v5",
+    version="generate-dependent-v6",
     system=(
         "You design realistic software APIs that work together. Every field you write is in "
         "English. Answer with one JSON object only."
@@ -116,7 +116,8 @@ GENERATE_DEPENDENT = Prompt(
         "Here is the documentation of an API:\n\n{doc}\n\n"
         "Study its input parameters and output parameters. Then invent a DIFFERENT API (a "
         "separate tool with its own name, purpose and parameters, not a variant or new version "
-        "of the given one) that works together with it in one of these two ways:\n"
+        "of the given one: no _v2, _new or _copy of its name, not its parameters under a new name) that works "
+        "together with it in one of these two ways:\n"
         "1. the new API's input parameters are obtained from the given API's output parameters;\n"
         "2. the new API's output parameters can serve as the given API's input parameters.\n"
         "Set `satisfied` to 1 or 2 to say which condition your API meets, and describe the new "
@@ -127,7 +128,9 @@ GENERATE_DEPENDENT = Prompt(
         "parameter that takes the other API's output (an input parameter of your new API when "
         "`satisfied` is 1, of the given API when it is 2), spelled exactly as in its input_params; "
         "`producer_output` is the name of the other API's output parameter that feeds it, spelled "
-        "exactly as in its output_params, or an empty string when no single output does.\n"
+        "exactly as in its output_params (an output, never one of its inputs, never empty), and both "
+        "have the same type (a string feeds a string, not a datetime). Pairs that break these rules are "
+        "discarded.\n"
         "JSON schema of the answer: {schema}"
     ),
 )

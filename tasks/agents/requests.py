@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import re
 from dataclasses import dataclass
 from typing import Any
 
 from schemas.docs import canonical_doc_json, doc_id, schema_errors
 from tasks.llm.structured import StructuredRequest, StructuredResult
 from tasks.common.outcome import Outcome
-from schemas.parameters import input_param_names, match_param, output_param_names
+from schemas.name_rule import identifier_tokens, normalise_param_name
+from schemas.parameters import input_param_names, match_param, output_param_names, param_type, types_compatible
 from schemas.tdi import KIND_DATA, KIND_PRECONDITION, DependentPair
 from tasks.agents.prompts import (
     EXTRACT,
@@ -102,7 +104,27 @@ def generate_request(extracted: ExtractedDoc) -> StructuredRequest:
 
 
 def _param_names(doc: dict[str, Any], side: str) -> frozenset[str]:
-    return frozenset(p["name"].strip().lower() for p in doc[side])
+    return frozenset(normalise_param_name(p["name"]) for p in doc[side])  # userId and user_id are one name
+
+
+# Trailing words that make a new version or a copy of a name, not another tool (break_here_v2, login_copy).
+VERSION_MARK = re.compile(r"v?\d+|new|copy|alt|alternative|updated|modified|improved|clone|duplicate|dup|another")
+
+
+def api_name_key(name: str) -> str:
+    """``name`` without case, separators and trailing version or copy marks: ``break_here_v2``,
+    ``BreakHereNew`` and ``break-here copy`` -> ``breakhere``."""
+    tokens = identifier_tokens(name)
+    while len(tokens) > 1 and VERSION_MARK.fullmatch(tokens[-1]):
+        tokens.pop()
+    return "".join(tokens)
+
+
+def renamed_copy(given_name: str, generated_name: str) -> bool:
+    """Whether ``generated_name`` is ``given_name`` again under a version or copy mark: the same
+    :func:`api_name_key`, or that key with a number glued on (``break_here2``); ``md4`` for ``md5`` is not."""
+    given, generated = api_name_key(given_name), api_name_key(generated_name)
+    return bool(given) and (generated == given or re.fullmatch(re.escape(given) + r"\d+", generated) is not None)
 
 
 def _near_same_text(a: str, b: str) -> bool:
@@ -110,13 +132,18 @@ def _near_same_text(a: str, b: str) -> bool:
 
 
 def echo_reason(given: dict[str, Any], generated: dict[str, Any], kind: str = KIND_DATA) -> str | None:
-    """Why ``generated`` is the given API again rather than another tool (small models echo). In
-    precondition mode the same parameters are common (a check and the call it guards act on one
-    resource), so there they make an echo only with a near-identical description."""
+    """Why ``generated`` is the given API again rather than another tool (small models echo): the same doc,
+    the same name, the same name under a version or copy mark (:func:`renamed_copy`: ``break_here_v2``), or
+    the same input and output parameter names under another name. In precondition mode the same parameters
+    are common (a check and the call it guards act on one resource), so there they make an echo only with a
+    near-identical description."""
     if doc_id(generated) == doc_id(given):
         return "identical document"
     if generated["name"].strip().lower() == given["name"].strip().lower():
         return f"same name {generated['name']!r}"
+    if renamed_copy(given["name"], generated["name"]):
+        return (f"{generated['name']!r} is the given API {given['name']!r} renamed (the same name without case, "
+                "separators and version or copy marks)")
     if all(_param_names(generated, side) == _param_names(given, side) for side in ("input_params", "output_params")):
         if kind != KIND_PRECONDITION:
             return f"{generated['name']!r} has exactly the given API's input and output parameters"
@@ -160,9 +187,45 @@ def interpret_generate(extracted: ExtractedDoc, result: StructuredResult) -> Dep
         return Outcome(result.item_id, "generate", "generate_bad_consumer_param",
                        f"consumer_param {asked!r} is no input parameter of {side} dependent API {dependent['name']!r} "
                        f"(inputs: {inputs})", canonical_doc_json(generated))
-    # an output that the prerequisite does not have is not known: null, never a guess
-    producer_output = match_param(str(result.value.get("producer_output") or ""), output_param_names(prerequisite))
-    return DependentPair(result.item_id, extracted.doc, generated, satisfied, consumer_param, producer_output)
+    handover = check_handover(dependent, prerequisite, consumer_param, str(result.value.get("producer_output") or ""))
+    if isinstance(handover, HandoverRejection):
+        return Outcome(result.item_id, "generate", handover.reason, handover.detail, canonical_doc_json(generated))
+    return DependentPair(result.item_id, extracted.doc, generated, satisfied, consumer_param, handover)
+
+
+@dataclass(frozen=True)
+class HandoverRejection:
+    reason: str  # generate_bad_producer_output | generate_type_mismatch
+    detail: str
+
+
+def check_handover(dependent: dict[str, Any], prerequisite: dict[str, Any], consumer_param: str,
+                   asked_output: str) -> str | HandoverRejection:
+    """The checked hand-over of a data-flow pair whose ``consumer_param`` is an input of ``dependent``:
+    ``asked_output`` as the prerequisite spells it, or why it is rejected (stage generate): it names no
+    output of the prerequisite (a declared output, or the one its name says it returns when it declares
+    none; an input named as its output is said so), or the two ends' declared types disagree
+    (``schemas.parameters.types_compatible``). Run before agent 3 is asked, so the judge never sees them."""
+    outputs = output_param_names(prerequisite)
+    producer_output = match_param(asked_output, outputs)
+    if producer_output is None:
+        name = prerequisite["name"]
+        if not asked_output.strip():
+            why = "is empty: agent 2 named no output"
+        elif match_param(asked_output, input_param_names(prerequisite)) is not None:
+            why = f"is an input, not an output, of the prerequisite {name!r}"
+        else:
+            why = f"is no output of the prerequisite {name!r}"
+        return HandoverRejection("generate_bad_producer_output",
+                                 f"producer_output {asked_output!r} {why} (outputs: {outputs}) for consumer_param "
+                                 f"{consumer_param!r} of {dependent['name']!r}")
+    produced = param_type(prerequisite, "output_params", producer_output)
+    consumed = param_type(dependent, "input_params", consumer_param)
+    if not types_compatible(produced, consumed):
+        return HandoverRejection("generate_type_mismatch",
+                                 f"output {producer_output!r} of {prerequisite['name']!r} is {produced!r} but input "
+                                 f"{consumer_param!r} of {dependent['name']!r} takes {consumed!r}")
+    return producer_output
 
 
 def _precondition_pair(extracted: ExtractedDoc, generated: dict[str, Any], result: StructuredResult) -> DependentPair | Outcome:

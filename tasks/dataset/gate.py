@@ -11,7 +11,8 @@ from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
-from tasks.dataset.plots import plot_dataset_mix
+from tasks.common.plots import markdown_table, show_plot
+from tasks.dataset.plots import MIX_PLOT, origin_counts, plot_dataset_mix
 from tasks.dataset.publish import gate_staged, publish_staged
 from tasks.dataset.quality import QualityReport, validate_shards
 
@@ -40,4 +41,13 @@ def publish_with_card(out_dir: Path, staging: Path, manifest: dict[str, Any], wr
     ``artifact_key``; returns the published manifest."""
     manifest = publish(out_dir, staging, manifest, write_card)
     create_markdown_artifact(key=artifact_key, markdown=(out_dir / "README.md").read_text(), description=str(out_dir))
+    show_plot(out_dir / MIX_PLOT, f"{out_dir.name}: class and origin mix", mix_tables(out_dir, manifest),
+              key=f"{artifact_key}-mix")
     return manifest
+
+
+def mix_tables(folder: Path, manifest: dict[str, Any]) -> str:
+    """The numbers of ``mix.png``: rows per class and per origin in each split."""
+    origins = origin_counts(folder, manifest)
+    return "\n\n".join([markdown_table([{"split": split, **per} for split, per in manifest["counts"].items()]),
+                        markdown_table([{"split": split, **per} for split, per in origins.items()])])

@@ -12,11 +12,15 @@ from tasks.common.plots import pyplot
 
 MIX_PLOT = "mix.png"  # beside the shards of a dataset version; the card links it
 # the origins the two flows write (schemas/tdi.py's origin column), in the order the plot shows them
-KNOWN_ORIGINS = ("mined", "mined_swapped", "hard_negative", "shuffled", "validated", "swapped")
+KNOWN_ORIGINS = ("mined", "mined_swapped", "hard_negative", "mined_shuffled", "shuffled", "validated", "swapped")
 
 
 def origin_counts(folder: Path, manifest: dict[str, Any]) -> dict[str, dict[str, int]]:
-    """Rows per origin in each split, read from the ``origin`` column of the shards the manifest lists."""
+    """Rows per origin in each split: the manifest's ``rows_by_class_and_origin`` summed over classes, or, for a
+    manifest written before it, read from the ``origin`` column of the shards the manifest lists."""
+    table = manifest.get("rows_by_class_and_origin")
+    if table:
+        return {split: dict(sum((Counter(origins) for origins in per.values()), Counter())) for split, per in table.items()}
     import pyarrow.parquet as pq
 
     out: dict[str, Counter] = {}

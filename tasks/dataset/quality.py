@@ -18,7 +18,7 @@ from tasks.dataset.accounting import sql_string
 logger = logging.getLogger(__name__)
 
 # build-tdi's LLM pairs (validated/swapped/shuffled) and mine-tdi's mined pairs and negatives
-ORIGINS = ("validated", "swapped", "shuffled", "mined", "mined_swapped", "hard_negative")
+ORIGINS = ("validated", "swapped", "shuffled", "mined", "mined_swapped", "hard_negative", "mined_shuffled")
 
 
 @dataclass

@@ -41,6 +41,16 @@ class ShardInfo:
     # dependent pairs per kind: the shard's class-0 rows by ``kind`` (each pair is one class-0 row; its
     # class-2 swap has the same kind and may sit in another shard of the split)
     kind_counts: dict[str, int] = field(default_factory=dict)
+    # rows per class and origin: {label_name: {origin: rows}} (validated/swapped/shuffled from the LLM,
+    # mined/mined_swapped/hard_negative from the code; schemas/tdi.py)
+    origin_counts: dict[str, dict[str, int]] = field(default_factory=dict)
+
+
+def _origin_counts(labels: Sequence[int], origins: Sequence[str]) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
+    for (label, origin), n in sorted(Counter(zip(labels, origins)).items()):
+        out.setdefault(ID2LABEL[label], {})[origin] = n
+    return out
 
 
 def _kind_counts(labels: Sequence[int], kinds: Sequence[str | None]) -> dict[str, int]:
@@ -85,6 +95,7 @@ def write_shards(rows: Sequence[dict], out_dir: Path, cfg: ShardConfig) -> list[
                     sha256=sha256_file(tmp_dir / name),
                     label_counts={ID2LABEL[k]: labels.get(k, 0) for k in sorted(ID2LABEL)},
                     kind_counts=_kind_counts(part.column("label").to_pylist(), part.column("kind").to_pylist()),
+                    origin_counts=_origin_counts(part.column("label").to_pylist(), part.column("origin").to_pylist()),
                 )
             )
     _swap_in(out_dir, tmp_dir)
@@ -136,21 +147,52 @@ def _plan_table(plan: Any, rows: Any, docs: _DocLookup) -> pa.Table:
     return pa.Table.from_arrays([columns[f.name].cast(f.type) for f in TDI_PAIR_SCHEMA], schema=TDI_PAIR_SCHEMA)
 
 
-def _write_planned_shard(plan: Any, piece: Any, path: Path, docs: _DocLookup, cfg: ShardConfig, row_group_rows: int) -> str:
+def _piece_table(plan: Any, piece: Any, docs: _DocLookup, extra: pa.Table | None) -> pa.Table:
+    """``piece`` (plan rows, and rows of ``extra`` where its ``extra`` column is set) as a TDI_PAIR_SCHEMA
+    table in the piece's order."""
+    if extra is None:
+        return _plan_table(plan, piece, docs)
+    import polars as pl
+
+    is_extra = piece["extra"].is_not_null().to_numpy()
+    planned = _plan_table(plan, piece.filter(~pl.Series(is_extra)), docs)
+    added = extra.take(pa.array(piece["extra"].drop_nulls().to_numpy(), pa.int64()))
+    position = np.empty(piece.height, np.int64)  # where each piece row is in planned + added
+    position[~is_extra] = np.arange(planned.num_rows)
+    position[is_extra] = planned.num_rows + np.arange(added.num_rows)
+    return pa.concat_tables([planned, added]).take(pa.array(position))
+
+
+def _write_planned_shard(plan: Any, piece: Any, path: Path, docs: _DocLookup, cfg: ShardConfig, row_group_rows: int,
+                         extra: pa.Table | None = None) -> str:
     with pq.ParquetWriter(path, TDI_PAIR_SCHEMA, compression=cfg.compression,
                           compression_level=cfg.compression_level, write_statistics=True) as writer:
         for start in range(0, piece.height, row_group_rows):
-            writer.write_table(_plan_table(plan, piece.slice(start, row_group_rows), docs))
+            writer.write_table(_piece_table(plan, piece.slice(start, row_group_rows), docs, extra))
     return sha256_file(path)
 
 
+def _with_extra_rows(plan_rows: Any, extra: pa.Table) -> Any:
+    """The plan's rows followed by ``extra``'s (TDI_PAIR_SCHEMA rows, as build-tdi's mined pairs), each of
+    those with its index in ``extra`` (column ``extra``; null on plan rows) and no plan source."""
+    import polars as pl
+
+    columns = ["split", "label", "origin", "consumer_param", "producer_output", "kind", "support", "pair_id"]
+    added = pl.from_arrow(extra.select(columns)).with_columns(
+        a_src=pl.lit(None, pl.UInt32), b_src=pl.lit(None, pl.UInt32), extra=pl.int_range(extra.num_rows, dtype=pl.UInt32))
+    planned = plan_rows.with_columns(extra=pl.lit(None, pl.UInt32))
+    return pl.concat([planned, added.select(planned.columns).cast(planned.schema)])
+
+
 def write_planned_shards(plan: Any, out_dir: Path, cfg: ShardConfig, row_group_rows: int = 10_000,
-                         workers: int | None = None) -> list[ShardInfo]:
+                         workers: int | None = None, extra_rows: Sequence[dict] = ()) -> list[ShardInfo]:
     """``write_shards`` for a ``tasks.dataset.balance.BalancePlan``: the same file names, sort, seeded shuffle,
     schema and manifest entries, but rows are assembled ``row_group_rows`` at a time (one Parquet
     row group each) from columns and the selected docs, so memory does not follow the shard size.
     The bytes depend only on the planned rows, the docs and the seed; ``workers`` threads (default:
-    the CPU count) write different shards at once (compression releases the GIL)."""
+    the CPU count) write different shards at once (compression releases the GIL). ``extra_rows``
+    (TDI_PAIR_SCHEMA dicts: build-tdi's mined pairs, a few thousand at most) are shuffled into their
+    splits with the plan's rows."""
     from concurrent.futures import ThreadPoolExecutor
 
     import polars as pl
@@ -161,10 +203,12 @@ def write_planned_shards(plan: Any, out_dir: Path, cfg: ShardConfig, row_group_r
     shutil.rmtree(tmp_dir, ignore_errors=True)
     tmp_dir.mkdir(parents=True)
     docs = _DocLookup(selected_docs(plan))
+    extra = pa.Table.from_pylist(list(extra_rows), schema=TDI_PAIR_SCHEMA) if extra_rows else None
+    rows = plan.rows if extra is None else _with_extra_rows(plan.rows, extra)
     jobs: list[tuple[str, str, Any]] = []  # (split, file name, rows), in manifest order
     rng = np.random.default_rng(cfg.seed)
     for split in SPLITS:
-        part = plan.rows.filter(pl.col("split") == split).sort("pair_id")
+        part = rows.filter(pl.col("split") == split).sort("pair_id")
         if not part.height:
             continue
         part = part[rng.permutation(part.height)]
@@ -173,14 +217,15 @@ def write_planned_shards(plan: Any, out_dir: Path, cfg: ShardConfig, row_group_r
             jobs.append((split, f"{split}-{k:05d}-of-{n_shards:05d}.parquet",
                          part.slice(k * cfg.rows_per_shard, cfg.rows_per_shard)))
     with ThreadPoolExecutor(max_workers=max(1, workers or os.cpu_count() or 1)) as pool:
-        digests = list(pool.map(lambda job: _write_planned_shard(plan, job[2], tmp_dir / job[1], docs, cfg, row_group_rows),
-                                jobs))
+        digests = list(pool.map(lambda job: _write_planned_shard(plan, job[2], tmp_dir / job[1], docs, cfg, row_group_rows,
+                                                                 extra), jobs))
     infos = []
     for (split, name, piece), digest in zip(jobs, digests):
         labels = Counter(piece["label"].to_list())
         infos.append(ShardInfo(file=f"shards/{name}", split=split, rows=piece.height, sha256=digest,
                                label_counts={ID2LABEL[lab]: labels.get(lab, 0) for lab in sorted(ID2LABEL)},
-                               kind_counts=_kind_counts(piece["label"].to_list(), piece["kind"].to_list())))
+                               kind_counts=_kind_counts(piece["label"].to_list(), piece["kind"].to_list()),
+                               origin_counts=_origin_counts(piece["label"].to_list(), piece["origin"].to_list())))
     _swap_in(out_dir, tmp_dir)
     return infos
 
@@ -205,6 +250,17 @@ def kind_table(infos: Sequence[ShardInfo]) -> dict[str, dict[str, int]]:
     return out
 
 
+def origin_table(infos: Sequence[ShardInfo]) -> dict[str, dict[str, dict[str, int]]]:
+    """{split: {label_name: {origin: rows}}} summed over shards: which part of the data each class comes from."""
+    out: dict[str, dict[str, dict[str, int]]] = {}
+    for info in infos:
+        per = out.setdefault(info.split, {})
+        for label, origins in info.origin_counts.items():
+            for origin, n in origins.items():
+                per.setdefault(label, {})[origin] = per.setdefault(label, {}).get(origin, 0) + n
+    return out
+
+
 def build_manifest(dataset: str, infos: Sequence[ShardInfo], extra: dict[str, Any]) -> dict[str, Any]:
     """The manifest of a dataset made of ``infos`` (JSON types); ``tasks.dataset.publish`` writes it last."""
     manifest = {
@@ -213,6 +269,7 @@ def build_manifest(dataset: str, infos: Sequence[ShardInfo], extra: dict[str, An
         "labels": ID2LABEL,
         "counts": count_table(infos),
         "dependent_pairs_by_kind": kind_table(infos),  # {split: {"data": n, "precondition": n}}
+        "rows_by_class_and_origin": origin_table(infos),  # {split: {label_name: {origin: rows}}}
         "total_rows": sum(i.rows for i in infos),
         "shards": [asdict(i) for i in infos],
         **extra,
@@ -326,6 +383,22 @@ def kind_card_lines(manifest: dict[str, Any]) -> list[str]:
             *(f"| {split} | " + " | ".join(str(per.get(k, 0)) for k in DEPENDENCY_KINDS) + " |" for split, per in table.items())]
 
 
+def origin_card_lines(manifest: dict[str, Any]) -> list[str]:
+    """The card's table of rows per class and origin, per split (empty for a manifest written before it)."""
+    table = manifest.get("rows_by_class_and_origin")
+    if not table:
+        return []
+    lines = ["", "## Rows by class and origin",
+             "`validated` / `swapped` / `shuffled`: the LLM's pairs (classes 0 / 2 / 1); `mined` / `mined_swapped` / "
+             "`hard_negative` (`mined_shuffled`: a cross-package negative where a split had too few same-package "
+             "ones): pairs mined from code.", "", "| split | class | rows by origin |", "|---|---|---|"]
+    for split, per in table.items():
+        for label in ID2LABEL.values():
+            origins = per.get(label, {})
+            lines.append(f"| {split} | {label} | " + ", ".join(f"`{o}` {n}" for o, n in origins.items()) + " |")
+    return lines
+
+
 def write_dataset_card(out_dir: Path, manifest: dict[str, Any], folder: Path | None = None) -> Path:
     """``README.md`` for the dataset at ``out_dir``, written into ``folder`` (default ``out_dir``;
     a staging folder before publishing)."""
@@ -346,8 +419,11 @@ def write_dataset_card(out_dir: Path, manifest: dict[str, Any], folder: Path | N
         "| 2 | b_depends_on_a | t_b depends on t_a (class 0 swapped) |",
         "",
         *PARAMETER_COLUMNS_CARD,
-        "- Here agent 2 names both with the dependent API; a pair whose `consumer_param` is no input of the dependent "
-        "doc is rejected (`generate_bad_consumer_param`), a `producer_output` that is no output of the prerequisite is null.",
+        "- Here agent 2 names both with the dependent API, and a deterministic check rejects the answer before agent 3 "
+        "is asked when `consumer_param` is no input of the dependent doc (`generate_bad_consumer_param`), "
+        "`producer_output` is no output of the prerequisite (`generate_bad_producer_output`) or their declared types "
+        "disagree (`generate_type_mismatch`), or the new API is the given one again or renamed (`generate_echoed_input`). "
+        "Mined rows carry the mined code's names (mine-tdi).",
         "",
         *KIND_COLUMNS_CARD,
         "",
@@ -358,6 +434,7 @@ def write_dataset_card(out_dir: Path, manifest: dict[str, Any], folder: Path | N
     for split, per in counts.items():
         lines.append(f"| {split} | " + " | ".join(str(per[n]) for n in ID2LABEL.values()) + " |")
     lines += kind_card_lines(manifest)
+    lines += origin_card_lines(manifest)
     acc = manifest.get("accounting", {})
     lines += [
         "",
@@ -365,14 +442,34 @@ def write_dataset_card(out_dir: Path, manifest: dict[str, Any], folder: Path | N
         f"- source: `{json.dumps(manifest.get('config', {}).get('source', {}))}`",
         f"- LLM: `{manifest.get('llm', {}).get('model', '?')}` at `{manifest.get('llm', {}).get('base_url', '?')}`",
         f"- prompt versions: {', '.join(manifest.get('prompt_versions', {}).values())}",
-        f"- records read {acc.get('read', '?')}, accepted {acc.get('accepted', '?')}, rejected {acc.get('rejected', '?')} "
-        "(reasons in `records.duckdb`, table `record_outcomes`)",
+        f"- records read {acc.get('read', '?')}{_read_parts(manifest)}, accepted {acc.get('accepted', '?')}, rejected "
+        f"{acc.get('rejected', '?')} (reasons in `records.duckdb`, table `record_outcomes`)",
         f"- seed {manifest.get('config', {}).get('balance', {}).get('seed', '?')}; no tool doc appears in two splits",
+        *_mined_card_lines(manifest.get("mined")),
     ]
     return write_card(out_dir, counts, lines, folder, manifest=manifest, license_note=LLM_LICENSE_NOTE,
                       limits="Documents are written by an LLM from real functions; the dependency judgement is an "
                              "LLM's, so labels carry that model's errors. Quality checks (great-expectations) "
                              "guarantee the structure, not the semantics.")
+
+
+def _read_parts(manifest: dict[str, Any]) -> str:
+    """What the books' records read are when mined pairs were mixed in: function records and mined pairs."""
+    mined, read = manifest.get("mined"), manifest.get("accounting", {}).get("read")
+    if not mined or not isinstance(read, int):
+        return ""
+    return f" ({read - mined['pairs_read']} function records, {mined['pairs_read']} mined pairs)"
+
+
+def _mined_card_lines(mined: dict[str, Any] | None) -> list[str]:
+    if not mined:
+        return []
+    return [f"- mined pairs mixed in (`--mined-per-class` {mined['per_class_target']}): {mined['per_class']} per class from "
+            f"this interpreter's {mined['source']} ({mined['files_read']} files, {mined['candidates']} candidates, "
+            f"{mined['data_flow_pairs']} data-flow and {mined['precondition_pairs_kept']} precondition pairs), mined in "
+            f"{mined['seconds']} s; of {mined['pairs_read']} mined pairs {mined['pairs_in_dataset']} are in the dataset, "
+            f"the others rejected by reason `{json.dumps(mined['pairs_rejected_by_reason'])}` (`records.duckdb`, "
+            "record ids `mined:...`)"]
 
 
 def write_card(out_dir: Path, counts: dict[str, Any], lines: list[str], folder: Path | None, limits: str,

@@ -309,7 +309,10 @@ def prune_candidates(
             continue
         in_groups += 1
         # both orders, or producer (j) -> consumer (i)
-        known_kept += bool(kept(np.array([min(i, j) * n + max(i, j)]))[0]) or bool(np.isin(j * n + i, directed))
+        # directed is sorted (np.unique): a binary search, not np.isin's O(len(directed)) per edge
+        at = int(np.searchsorted(directed, j * n + i))
+        known_kept += bool(kept(np.array([min(i, j) * n + max(i, j)]))[0]) or (
+            at < len(directed) and int(directed[at]) == j * n + i)
     ordered_kept = 2 * len(keep) + len(directed)
     if len(directed):
         keep = np.union1d(keep, np.minimum(directed // n, directed % n) * n + np.maximum(directed // n, directed % n))

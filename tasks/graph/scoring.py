@@ -19,6 +19,7 @@ from schemas.docs import canonical_doc_json
 from schemas.name_rule import DEFAULT_MAX_PRODUCERS
 from schemas.tdi import ID2LABEL, LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A, LABEL_NO_DEPENDENCY
 from schemas.toolset import DependencyEdge, Tool
+from tasks.common.progress import EVERY_S, CountProgress, PrefectProgressArtifact, run_say, ticking
 from tasks.graph.kinds import dependency_kind
 from tasks.graph.schema_rule import group_common_names, group_common_partial_inputs
 
@@ -39,11 +40,15 @@ def score_pairs(
     progress: bool = True,
     max_producers: int | None = DEFAULT_MAX_PRODUCERS,
     precision: str = "fp32",
+    progress_every_s: float = EVERY_S,
 ) -> np.ndarray:
     """Class probabilities (n_pairs, 3) of <tools[i], tools[j]> from a discriminator checkpoint.
 
     ``both_orders`` (default): the mean of p(<a,b>) and the label-swapped p(<b,a>), so the result
-    does not depend on which tool comes first. ``progress``: a tqdm bar over the pairs (stderr).
+    does not depend on which tool comes first. ``progress``: a tqdm bar over the pairs (stderr). Whatever
+    ``progress`` says, a scoring that runs ``progress_every_s`` seconds or longer logs a line that often
+    (pairs scored of all, rate, time left; the Prefect run's logger inside a run, else this module's) and
+    feeds a Prefect progress artifact inside a run: a log or the UI has no bar.
     ``max_producers``: output names more common than this in a group give the model no
     parameter-match hint (``models.discriminator.pair_texts``), as for the schema edges, and input
     names that more tools of the group partly match give no partial hint (``common_partial_inputs``).
@@ -70,8 +75,11 @@ def score_pairs(
     ignore_inputs = [common_inputs[tools[i].group] for i, _ in pairs]
     chunk = max(batch_size * 16, 1)  # predict_proba sorts by length inside a chunk
     out = np.empty((len(pairs), 3), dtype=np.float64)
+    lines = CountProgress(len(pairs), "scoring pairs" + (" (both orders)" if both_orders else ""), "pairs",
+                          say=run_say(log), sinks=(PrefectProgressArtifact(""),), every_s=progress_every_s)
+    # a timer for the lines: a chunk of pairs can take longer than a line's period on a CPU
     with tqdm(total=len(pairs) * (2 if both_orders else 1), desc="scoring pairs", unit="pair",
-              disable=not progress, leave=False) as bar:
+              disable=not progress, leave=False) as bar, ticking(lines, last_line="if_long"):
         for start in range(0, len(pairs), chunk):
             sl = slice(start, start + chunk)
             probs = predict_proba(model, tokenizer, docs_a[sl], docs_b[sl], max_length, batch_size,
@@ -84,6 +92,7 @@ def score_pairs(
                 probs = (probs.astype(np.float64) + swapped[:, [2, 1, 0]]) / 2.0  # <b,a> class 0 is <a,b> class 2
                 bar.update(len(probs))
             out[sl] = probs
+            lines.advance(len(probs))
     return out
 
 

@@ -16,15 +16,19 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from schemas.docs import canonical_doc_json, doc_id
 from schemas.parameters import input_param_names, match_param, output_param_names
-from schemas.tdi import (DEPENDENCY_KINDS, KIND_DATA, LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A, LABEL_NO_DEPENDENCY,
-                         check_kind)
+from schemas.tdi import (DEPENDENCY_KINDS, KIND_DATA, KIND_PRECONDITION, LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A,
+                         LABEL_NO_DEPENDENCY, check_kind)
 from tasks.dataset.balance import KIND_CONFLICT_DETAIL, _assign_splits, _Doc, _Pair, _row  # the shared split/row logic of build-tdi
+from tasks.mining.sources import top_package
+
+if TYPE_CHECKING:
+    from tasks.mining.mine import MineResult
 
 ORIGIN_MINED, ORIGIN_MINED_SWAPPED = "mined", "mined_swapped"
 ORIGIN_HARD_NEGATIVE, ORIGIN_SHUFFLED = "hard_negative", "shuffled"
@@ -65,6 +69,38 @@ def single_output(doc: dict[str, Any] | None) -> str | None:
     doc declares none or several: which one flows is then not known."""
     outputs = (doc or {}).get("output_params") or []
     return outputs[0]["name"] if len(outputs) == 1 else None
+
+
+def pair_docs(result: MineResult, workers: int) -> dict[str, dict[str, Any]]:
+    """The API doc of every function a mined data-flow pair or precondition pair touches, by target key."""
+    from tasks.mining.mine import build_docs
+
+    targets = {**result.order_targets, **result.targets}
+    return build_docs(sorted(targets.values(), key=lambda t: t.key), workers=workers, output_names=result.output_names)
+
+
+def flow_pairs(result: MineResult, docs: dict[str, dict[str, Any]]) -> list[DependencyPair]:
+    """The accepted data flows as dependency pairs of kind data: the consumer's parameter the value reaches, and
+    the producer doc's one output where it declares exactly one."""
+    return [DependencyPair(f.record_id, f.consumer, f.producer, ORIGIN_MINED, top_package(f.consumer), f.param,
+                           single_output(docs.get(f.producer))) for f in result.flows]
+
+
+RARE_ORDER = "rare_order"  # a precondition pair seen in fewer functions than --min-order-support
+
+
+def precondition_pairs(result: MineResult, min_support: int) -> tuple[list[DependencyPair], list[tuple[str, str, str]]]:
+    """Accepted precondition pairs (``MinedOrder``) as dependency pairs of kind precondition with their support;
+    those seen in fewer than ``min_support`` functions as (record id, reason, detail) rejections."""
+    pairs, rare = [], []
+    for o in result.orders:
+        if o.support < min_support:
+            rare.append((o.record_id, RARE_ORDER, f"{o.producer} before {o.consumer} in {o.support} function(s), "
+                                                  f"fewer than --min-order-support {min_support}"))
+        else:
+            pairs.append(DependencyPair(o.record_id, o.consumer, o.producer, ORIGIN_MINED, top_package(o.consumer),
+                                        kind=KIND_PRECONDITION, support=o.support))
+    return pairs, rare
 
 
 @dataclass

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from tasks.common.progress import CountProgress
 from tasks.mining.docs import FunctionFacts, doc_from_facts
 from tasks.mining.facts import FileRejection, ModuleFacts
 from tasks.mining.filters import (
@@ -105,14 +106,17 @@ def _merge(modules: Iterable[ModuleFacts | FileRejection], file_rejections: list
 
 def resolve_flows(parsed: Iterable[ModuleFacts | FileRejection], files_read: int,
                   max_producers_per_param: int | None = DEFAULT_MAX_PRODUCERS_PER_PARAM,
-                  max_order_partners: int | None = DEFAULT_MAX_ORDER_PARTNERS) -> MineResult:
+                  max_order_partners: int | None = DEFAULT_MAX_ORDER_PARTNERS,
+                  progress: CountProgress | None = None) -> MineResult:
+    """``progress``: advanced by the candidates judged (data flows, then call orders), module by module."""
     with no_gc():
-        return _resolve_flows(parsed, files_read, max_producers_per_param, max_order_partners)
+        return _resolve_flows(parsed, files_read, max_producers_per_param, max_order_partners, progress)
 
 
 def _resolve_flows(parsed: Iterable[ModuleFacts | FileRejection], files_read: int,
                    max_producers_per_param: int | None = DEFAULT_MAX_PRODUCERS_PER_PARAM,
-                   max_order_partners: int | None = DEFAULT_MAX_ORDER_PARTNERS) -> MineResult:
+                   max_order_partners: int | None = DEFAULT_MAX_ORDER_PARTNERS,
+                   progress: CountProgress | None = None) -> MineResult:
     file_rejections: list[FileRejection] = []
     parsed_ids: list[str] = []
     modules, ambiguous = _merge(parsed, file_rejections, parsed_ids)
@@ -137,6 +141,8 @@ def _resolve_flows(parsed: Iterable[ModuleFacts | FileRejection], files_read: in
                     targets[producer.key] = producer  # type: ignore[union-attr]
             if rejection is not None:
                 rejections.append(rejection)
+        if progress is not None:
+            progress.advance(len(mod.flows))
     flows, sinks = reject_generic_sinks(flows, max_producers_per_param)
     rejections += sinks
     used = {k for f in flows for k in (f.consumer, f.producer)}
@@ -149,7 +155,7 @@ def _resolve_flows(parsed: Iterable[ModuleFacts | FileRejection], files_read: in
     }
     assert len(parsed_ids) + len(file_rejections) == files_read, "every file ends parsed or rejected"
     orders, order_rejections, order_candidates, order_targets = resolve_orders(
-        modules, table, {(f.consumer, f.producer) for f in flows}, max_order_partners)
+        modules, table, {(f.consumer, f.producer) for f in flows}, max_order_partners, progress)
     return MineResult(flows, rejections, file_rejections, targets, documented, files_read,
                       len(parsed_ids), candidates, parsed_ids, caller_output_names(modules, table, set(targets)),
                       orders, order_rejections, order_candidates, order_targets)
@@ -161,7 +167,7 @@ def _function_of(record_id: str) -> str:
 
 
 def resolve_orders(modules: Sequence[ModuleFacts], table: SymbolTable, flow_pairs: set[tuple[str, str]],
-                   max_partners: int | None = DEFAULT_MAX_ORDER_PARTNERS
+                   max_partners: int | None = DEFAULT_MAX_ORDER_PARTNERS, progress: CountProgress | None = None
                    ) -> tuple[list[MinedOrder], list[CandidateRejection], int, dict[str, Target]]:
     """Precondition candidates -> accepted :class:`MinedOrder` (one per distinct (consumer, producer), its
     support the distinct functions showing it) and rejections; ``flow_pairs``: the accepted data flows'
@@ -195,6 +201,8 @@ def resolve_orders(modules: Sequence[ModuleFacts], table: SymbolTable, flow_pair
                 continue
             first[pair] = raw.record_id
             targets[consumer.key], targets[producer.key] = consumer, producer
+        if progress is not None:
+            progress.advance(len(mod.orders))
     kept = set(first)
     if max_partners is not None:  # a side paired with too many distinct others is paired by habit
         consumers_of: dict[str, set[str]] = {}

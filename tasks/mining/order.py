@@ -197,7 +197,8 @@ class OrderScanner:
                 del table[op]  # type: ignore[attr-defined]
 
     def _consume(self, call: _Call) -> None:
-        for op in call.operands():
+        # sorted: the first operand that links a producer names the pattern, and a set's order follows the hash seed
+        for op in sorted(call.operands()):
             guard = self.guards.get(op)
             for producer in ((guard,) if guard else ()) + self.last.get(op, ()):
                 if producer.call.node is call.node or producer.call.text == call.text:

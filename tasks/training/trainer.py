@@ -17,8 +17,10 @@ from transformers.trainer_utils import get_last_checkpoint
 from models.discriminator import LOSSES, encode_pairs
 from schemas.tdi import NUM_LABELS
 from tasks.common.atomic import hidden_sibling, replace_dir
+from tasks.common.progress import EVERY_S, CountProgress, PrefectProgressArtifact, run_say, ticking
 from tasks.training.examples import PairExample, swap_partners
 from tasks.training.metrics import make_compute_metrics
+from tasks.training.progress import ProgressLinesCallback
 
 log = logging.getLogger(__name__)
 
@@ -189,6 +191,7 @@ def train_classifier(
         data_collator=DataCollatorWithPadding(tokenizer),
         compute_metrics=make_compute_metrics(partners) if valid_ds is not None else None,
         loss=LOSSES[loss_name](),
+        callbacks=[ProgressLinesCallback(stage)],  # lines and a Prefect bar beside tqdm's (docs/discriminator.md)
     )
     last = get_last_checkpoint(str(out_dir)) if resume and out_dir.is_dir() else None
     if resume:
@@ -209,11 +212,26 @@ def train_classifier(
 
 @torch.no_grad()
 def predict_examples(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, examples: Sequence[PairExample],
-                     max_length: int, batch_size: int, symmetric: bool = True, progress: bool = False) -> np.ndarray:
-    """Class probabilities of ``examples``; ``symmetric`` averages each pair with its swap."""
+                     max_length: int, batch_size: int, symmetric: bool = True, progress: bool = False,
+                     what: str = "predicting pairs", progress_every_s: float = EVERY_S) -> np.ndarray:
+    """Class probabilities of ``examples``; ``symmetric`` averages each pair with its swap. ``progress``:
+    tqdm bars. A pass of ``progress_every_s`` seconds or longer also logs a line that often (``what``: pairs
+    done of all, rate, time left) and feeds a Prefect progress artifact inside a run; it runs in chunks of
+    16 batches of similar length for that (each chunk sorted by length inside, as in one pass)."""
     from models.discriminator import predict_proba
 
     if not examples:
         return np.zeros((0, NUM_LABELS))
-    return predict_proba(model, tokenizer, [e.doc_a for e in examples], [e.doc_b for e in examples], max_length,
-                         batch_size, symmetric=symmetric, progress=progress).numpy().astype(np.float64)
+    chunk = max(batch_size * 16, 1)
+    out = np.empty((len(examples), NUM_LABELS), dtype=np.float64)
+    lines = CountProgress(len(examples), what, "pairs", say=run_say(log), sinks=(PrefectProgressArtifact(""),),
+                          every_s=progress_every_s)
+    # chunks of pairs of similar length (characters, a proxy for word pieces): as little padding as one pass
+    order = sorted(range(len(examples)), key=lambda i: len(examples[i].doc_a) + len(examples[i].doc_b))
+    with ticking(lines, last_line="if_long"):  # a timer: one chunk can take longer than a line's period
+        for start in range(0, len(order), chunk):
+            part = order[start: start + chunk]
+            out[part] = predict_proba(model, tokenizer, [examples[i].doc_a for i in part], [examples[i].doc_b for i in part],
+                                      max_length, batch_size, symmetric=symmetric, progress=progress).numpy()
+            lines.advance(len(part))
+    return out
