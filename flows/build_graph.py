@@ -331,12 +331,24 @@ def load_toolset(spec: str, data_root: str) -> ToolSet:
     return toolset
 
 
-@functools.lru_cache(maxsize=2)
 def sentence_encoder(encoder: str, batch_size: int, device: str | None) -> Any:
-    """One loaded encoder per setting for the whole run: tools, queries and the retrieval rule share it."""
+    """One loaded encoder per setting while a tool set is encoded: tools, queries and the retrieval rule share it
+    (``drop_sentence_encoders`` unloads them once the set's texts are all encoded)."""
+    return _loaded_sentence_encoder(encoder, batch_size, device)
+
+
+@functools.lru_cache(maxsize=2)
+def _loaded_sentence_encoder(encoder: str, batch_size: int, device: str | None) -> Any:
     from models.sentence_encoder import EncoderConfig, SentenceEncoder
 
     return SentenceEncoder(EncoderConfig(encoder, batch_size=batch_size, device=device))
+
+
+def drop_sentence_encoders() -> None:
+    """Unload the encoders and give their memory back (the model, onnxruntime's arena: 0.2-0.5 GB): the graph
+    steps after encoding have their peak on top of what stays (issue 21 item 6)."""
+    _loaded_sentence_encoder.cache_clear()
+    release_free_memory()
 
 
 @task(cache_policy=NO_CACHE)
@@ -370,6 +382,8 @@ class RetrievalRuleEncoder:
         cfg = self.cfg
         emb = encode_texts.fn(texts, cfg.retrieval_encoder or cfg.encoder, cfg.batch_size, cfg.device,
                               cfg.embedding_cache, "retrieval-rule texts")
+        # the tool set's last encoding: the model goes before the rule's own peak (issue 21 item 6)
+        drop_sentence_encoders()
         if self.remember:
             self.last = (tuple(texts), emb)
         return emb
@@ -593,6 +607,7 @@ def build_graph(cfg: GraphConfig | None = None) -> dict:
             curves[toolset.name] = candidate_recall(quote(toolset), base, cfg, quote(retrieval_encode))
             points[toolset.name] = operating_point(pruning, cfg.retrieval_k)
         del retrieval_encode
+        drop_sentence_encoders()  # this set's texts are all encoded; the next set reloads its encoder
 
         def graph(edges) -> np.ndarray:
             return gcn_propagate(base, [(index[e.dependent], index[e.prerequisite]) for e in edges], cfg.gcn_direction)
@@ -679,6 +694,7 @@ def build_graph(cfg: GraphConfig | None = None) -> dict:
                                                                     if s in data_sources])
         tables.append(table)
         del embeddings, table  # the warehouse rows hold what is kept (column-wise)
+        release_free_memory()
         summary[toolset.name] = {
             "tools": len(toolset.tools), "queries": len(toolset.queries), "manual_edges": len(toolset.edges),
             "schema_edges": len(schema), "scored_pairs": len(pairs), "discriminator_edges": len(predicted),

@@ -38,8 +38,9 @@ from tasks.common.locks import exclusive_lock
 from warehouse import tables as _tables
 from warehouse.spec import EMBEDDING, Table
 
-# DuckDB's memory limit while a build assembles (its default is 80% of the RAM, kept, not evicted to the file)
-BUILD_MEMORY_LIMIT = os.environ.get("TGR_WAREHOUSE_MEMORY_LIMIT", "512MB")
+# DuckDB's memory limit while a build assembles (its default is 80% of the RAM, kept, not evicted to the file);
+# 256MB: a 10^5-tool write takes +0.32 GB over its inputs, +0.58 GB at 512MB (issue 21 item 6: peak <= 2 GB)
+BUILD_MEMORY_LIMIT = os.environ.get("TGR_WAREHOUSE_MEMORY_LIMIT", "256MB")
 STAGED_ROW_GROUP = 32_768  # rows per row group of the staged Parquet
 # 2: schema/fused edges, edge_calibration, pruning recall; 3: ToolNet transitions, lineage; 4: edges.kind (an old
 # file would read every gold edge as of unknown kind, and its prerequisites_of takes no kind)
