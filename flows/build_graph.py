@@ -401,7 +401,9 @@ def prune(toolset: ToolSet, embeddings: np.ndarray, cfg: GraphConfig,
     result = prune_candidates(toolset.tools, embeddings, cfg.pruning, cfg.neighbours, toolset.edges, retrieved,
                               progress=get_run_logger().info)
     del retrieved
-    release_free_memory()  # the rules' per-group lists: 0.27 GB of fragmented heap at 10^5 tools
+    # the set's texts are all encoded (tools, queries, the retrieval rule's), and the rules' per-group lists are
+    # freed: 0.27 GB of fragmented heap at 10^5 tools; the next tool set reloads its encoder
+    drop_sentence_encoders()
     return result
 
 
@@ -607,7 +609,6 @@ def build_graph(cfg: GraphConfig | None = None) -> dict:
             curves[toolset.name] = candidate_recall(quote(toolset), base, cfg, quote(retrieval_encode))
             points[toolset.name] = operating_point(pruning, cfg.retrieval_k)
         del retrieval_encode
-        drop_sentence_encoders()  # this set's texts are all encoded; the next set reloads its encoder
 
         def graph(edges) -> np.ndarray:
             return gcn_propagate(base, [(index[e.dependent], index[e.prerequisite]) for e in edges], cfg.gcn_direction)

@@ -42,7 +42,7 @@ from tasks.agents.chunks import (
     work_fingerprint,
 )
 from tasks.common.cli import Flag, Help, parse_config
-from tasks.common.progress import ProgressSnapshot, RecordProgress
+from tasks.common.progress import PrefectProgressArtifact, RecordProgress
 from tasks.llm.config import EMBEDDED, EMBEDDED_CONCURRENCY, ENDPOINT_CONCURRENCY, LLMConfig
 from tasks.llm.errors import LLMEndpointError, LLMStageFailed, LLMUnavailableError
 from tasks.llm.preflight import preflight
@@ -257,7 +257,7 @@ def process_chunk(job: ChunkJob) -> dict[str, Any]:
             stale.unlink(missing_ok=True)
     journal = folder / JOURNALS / f"{job.fingerprint[:16]}-{uuid.uuid4().hex[:12]}.jsonl"
     marker = run_chunk(replace(job, llm=replace(job.llm, ledger_journal=str(journal))), say=get_run_logger().info,
-                       progress_sinks=(ProgressArtifact(),))
+                       progress_sinks=(PrefectProgressArtifact("build-tdi"),))
     s = marker["stages"]
     get_run_logger().info(
         "chunk %d: read %d, validated %d, rejected %d; extract %d/%d, generate %d/%d, validate %d/%d parsed; %s",
@@ -330,28 +330,6 @@ def llm_endpoint(cfg: BuildTDIConfig) -> Iterator[tuple[LLMConfig, Callable[[], 
         yield llm, server.raise_if_exited
 
 
-class ProgressArtifact:
-    """A Prefect progress artifact (the UI's bar, on the run that creates it) fed with progress snapshots:
-    created at the first, updated at each later one. Without a Prefect run context it does nothing, so a
-    chunk run outside Prefect (a test, a bench) runs the same; an API error turns it off for the rest of
-    the chunk (``RecordProgress`` drops a sink that raised, with one line) and never fails the run."""
-
-    def __init__(self) -> None:
-        self.artifact_id: Any = None
-
-    def __call__(self, snap: ProgressSnapshot) -> None:
-        from prefect.artifacts import create_progress_artifact, update_progress_artifact
-        from prefect.context import FlowRunContext, TaskRunContext
-
-        if TaskRunContext.get() is None and FlowRunContext.get() is None:
-            return
-        percent = min(100.0, 100.0 * snap.fraction)
-        if self.artifact_id is None:
-            self.artifact_id = create_progress_artifact(percent, description=f"build-tdi {snap.line()}")
-        else:
-            update_progress_artifact(self.artifact_id, percent, description=f"build-tdi {snap.line()}")
-
-
 class _Done:
     """A finished sequential chunk, with the interface of a Prefect future."""
 
@@ -407,7 +385,7 @@ def run_chunks(cfg: BuildTDIConfig, llm_cfg: LLMConfig, root: Path, ensure_alive
     n_read = reused = 0
     # the run's bar in the UI, chunk by chunk, from this process (each chunk task has its own, record by record);
     # only with a limit: without one the number of records is known at the end only
-    run_progress = RecordProgress(cfg.limit, "run", say=logger.info, sinks=(ProgressArtifact(),),
+    run_progress = RecordProgress(cfg.limit, "run", say=logger.info, sinks=(PrefectProgressArtifact("build-tdi"),),
                                   count_requests=False) if cfg.limit else None
     with chunk_runner(cfg) as (submit, slots):
         window = cfg.chunks_in_flight or (1 if cfg.task_runner == "sequential" else 2 * slots)

@@ -269,8 +269,7 @@ def fused_rankings(inputs: EvalInputs, cfg: EvalConfig, depth: int,
     with w chosen by cross-validation on the other folds' queries (tasks/retrieval/fusion.py)."""
     if "base" not in inputs.embeddings or len(inputs.query_ids) < 2:
         return {}
-    index = {t: i for i, t in enumerate(inputs.tool_ids)}
-    golds = [{index[t] for t in g} for g in inputs.golds]
+    golds = inputs.gold_indices()
     base = cosine_scores(inputs.query_embeddings, inputs.embeddings["base"])
     out, progress = {}, progress or EvalProgress.quiet()
     for name, method in FUSED_METHODS.items():
@@ -291,8 +290,7 @@ def validated_rankings(inputs: EvalInputs, split_of_query: dict[str, str], cfg: 
     validation = [i for i, q in enumerate(inputs.query_ids) if split_of_query.get(q) == "validation"]
     if "base" not in inputs.embeddings or not validation:
         return {}
-    index = {t: i for i, t in enumerate(inputs.tool_ids)}
-    golds = [{index[t] for t in g} for g in inputs.golds]
+    golds = inputs.gold_indices()
     base = cosine_scores(inputs.query_embeddings, inputs.embeddings["base"])
     out, progress = {}, progress or EvalProgress.quiet()
     for name, method in VALIDATED_METHODS.items():

@@ -67,18 +67,16 @@ class SentenceEncoder:
         self.max_length = self.config.max_length or default_max_length(name)
         self.device = pick_device(self.config.device)
         base, precision = split_precision(name)
+        # an ONNX-only model has no tokenizer of its own: the packaged MiniLM's (the same vocabulary)
+        path = str(offline_default_path()) if base in ONNX_ENCODERS else resolve_model_name_or_path(base)
+        self.tokenizer = AutoTokenizer.from_pretrained(path)
         if precision == INT8:
             from models.encoder_int8 import int8_model_path
 
-            self.backend = _OnnxBackend(int8_model_path(base), self.config)
-            tokenizer_path = offline_default_path() if base in ONNX_ENCODERS else resolve_model_name_or_path(base)
-            self.tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_path))
-        elif name in ONNX_ENCODERS:
-            self.backend: _Backend = _OnnxBackend(paraphrase_l3_onnx_path(), self.config)
-            self.tokenizer = AutoTokenizer.from_pretrained(str(offline_default_path()))
+            self.backend: _Backend = _OnnxBackend(int8_model_path(base), self.config)
+        elif base in ONNX_ENCODERS:
+            self.backend = _OnnxBackend(paraphrase_l3_onnx_path(), self.config)
         else:
-            path = resolve_model_name_or_path(name)
-            self.tokenizer = AutoTokenizer.from_pretrained(path)
             self.backend = _TorchBackend(AutoModel.from_pretrained(path).to(self.device).eval(), self.device)
         self.dim = self.backend.dim
 

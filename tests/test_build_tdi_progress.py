@@ -145,9 +145,9 @@ def test_without_a_say_the_lines_go_to_the_module_logger_and_batch_mode_counts_t
 
 # -- the flow: Prefect progress artifacts ----------------------------------------------------------
 def test_the_progress_artifact_does_nothing_outside_a_prefect_run():
-    from flows.build_tdi import ProgressArtifact
+    from tasks.common.progress import PrefectProgressArtifact
 
-    sink = ProgressArtifact()
+    sink = PrefectProgressArtifact("build-tdi")
     sink(RecordProgress(5).snapshot())
     assert sink.artifact_id is None
 

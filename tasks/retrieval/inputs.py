@@ -26,6 +26,11 @@ class EvalInputs:
     encoder: str = ""  # datasets.encoder
     query_groups: list[str | None] = field(default_factory=list)  # queries.query_group (ToolBench G1_tool, ...)
 
+    def gold_indices(self) -> list[set[int]]:
+        """Each query's gold tools as indices into ``tool_ids`` (the rankings' rows)."""
+        index = {t: i for i, t in enumerate(self.tool_ids)}
+        return [{index[t] for t in g} for g in self.golds]
+
 
 @task(cache_policy=NO_CACHE)
 def load_inputs(warehouse: str, dataset: str) -> EvalInputs:
