@@ -1,14 +1,17 @@
-"""Scale of build-graph ``--no-discriminator`` (issue 21 item 6): time and peak RSS per step on a synthetic catalog.
+"""Scale of build-graph (issue 21 item 6, issue 20 item 6): time and peak RSS per step on a synthetic catalog.
 
     python -m bench.bench_graph_scale --tools 10000 [--encoder offline-minilm] [--keep-cache]
+    python -m bench.bench_graph_scale --tools 10000 --discriminator artifacts/discriminator/minilm/best \
+        --scoring-runner dask --pruning retrieval --retrieval-k 10 --retrieval-share 0.05 --single-order
 
 The catalog (``synthetic_catalog``): ToolBench stable's 2,479 tools replicated with renamed ids, names and
 groups (replica r: tool ``<name>~r<r>``, group ``<category> r<r>``, description suffixed with the replica
 number so that no two texts are the same and the embedding cache cannot short-cut the first run), cut to
 ``--tools``; so each group has a ToolBench category's size and the pair counts grow linearly with the tools.
 The build runs in this process (the flow function, Prefect's temporary server); each step (a Prefect task or
-helper of flows.build_graph) is timed, and RSS is sampled every 0.1 s for its peak per step; ``ru_maxrss``
-is the process's peak. Prints one JSON object.
+helper of flows.build_graph) is timed, and RSS is sampled every 0.1 s for its peak per step, summed over this
+process and its children (a local Dask or Ray cluster's workers, the Prefect server); ``ru_maxrss`` is this
+process's own peak. Without ``--discriminator`` no pair is scored. Prints one JSON object.
 """
 from __future__ import annotations
 
@@ -25,8 +28,8 @@ from pathlib import Path
 
 DATA_ROOT = Path("../shared/data/benchmarks")
 NAME_MAX, DESC_MAX = 120, 1200  # schemas/api_doc.schema.json: name and description maxLength
-STEPS = ("load_toolset", "encode_texts", "prune", "schema_edges", "gcn_propagate", "read_runs", "dataset_tables",
-         "write_warehouse")
+STEPS = ("load_toolset", "encode_texts", "prune", "schema_edges", "score", "score_on_cluster", "gcn_propagate",
+         "read_runs", "dataset_tables", "write_warehouse")
 
 
 def synthetic_catalog(n_tools: int, folder: Path, data_root: Path = DATA_ROOT) -> Path:
@@ -49,8 +52,22 @@ def synthetic_catalog(n_tools: int, folder: Path, data_root: Path = DATA_ROOT) -
     return write_toolset_dir(ToolSet(name=f"synthetic{n_tools}", tools=tools), folder)
 
 
+def _tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (/proc/<pid>/task/*/children)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        for children in Path(f"/proc/{p}/task").glob("*/children"):
+            try:
+                todo += [int(c) for c in children.read_text().split()]
+            except OSError:
+                pass
+    return out
+
+
 class _Rss:
-    """Peak RSS between marks, sampled from /proc/self/status every 0.1 s."""
+    """Peak RSS between marks of this process and its children, sampled from /proc every 0.1 s."""
 
     def __init__(self) -> None:
         self.peak, self._stop = 0, False
@@ -58,10 +75,15 @@ class _Rss:
 
     @staticmethod
     def now() -> int:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-        return 0
+        total = 0
+        for pid in _tree(os.getpid()):
+            try:
+                for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1]) * 1024
+            except OSError:  # a child that just exited
+                pass
+        return total
 
     def _run(self) -> None:
         while not self._stop:
@@ -96,6 +118,13 @@ def main() -> None:
                     help="replace the sentence encoder by a hash of each text to a random unit vector (384 dims): "
                          "times every step but the model's forward passes, whose cost the encoding rate of a real "
                          "run gives; the vectors mean nothing")
+    ap.add_argument("--discriminator", default=None, help="checkpoint that scores the candidate pairs (default: none)")
+    ap.add_argument("--scoring-runner", default="local", choices=("local", "dask", "ray"))
+    ap.add_argument("--scoring-workers", type=int, default=2)
+    ap.add_argument("--pruning", default=None, help="build-graph --pruning (default: its default)")
+    ap.add_argument("--retrieval-k", type=int, default=None)
+    ap.add_argument("--retrieval-share", type=float, default=None)
+    ap.add_argument("--single-order", action="store_true", help="score <a,b> only (build-graph --single-order)")
     args = ap.parse_args()
 
     import flows.build_graph as bg
@@ -134,12 +163,21 @@ def main() -> None:
     runs = []
     for _ in range(2 if args.rerun else 1):
         steps = {}
-        cfg = bg.GraphConfig(toolsets=(str(catalog),), warehouse=str(work / "tgr.duckdb"), discriminator=None,
-                             encoder=args.encoder, **extra)
+        scoring = {"scoring_runner": args.scoring_runner, "scoring_workers": args.scoring_workers,
+                   "both_orders": not args.single_order,
+                   **{k: v for k, v in (("pruning", args.pruning), ("retrieval_k", args.retrieval_k),
+                                        ("retrieval_share", args.retrieval_share)) if v is not None}}
+        cfg = bg.GraphConfig(toolsets=(str(catalog),), warehouse=str(work / "tgr.duckdb"),
+                             discriminator=args.discriminator, encoder=args.encoder, **scoring, **extra)
         start = time.perf_counter()
         bg.build_graph(cfg)
         runs.append({"total_s": round(time.perf_counter() - start, 1), "steps": steps})
+    import duckdb
+
+    with duckdb.connect(str(work / "tgr.duckdb"), read_only=True) as con:
+        pairs_scored = con.execute("SELECT count(*) FROM scored_pairs").fetchone()[0]
     out = {"tools": args.tools, "encoder": "stub (no model)" if args.stub_encoder else args.encoder, "runs": runs,
+           "discriminator": args.discriminator, "scoring": scoring, "pairs_scored": pairs_scored,
            "ru_maxrss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9, 3),
            "cores": os.cpu_count(), "workdir": str(work)}
     print(json.dumps(out, indent=1))

@@ -59,7 +59,7 @@ from tasks.graph.plots import (CANDIDATE_RECALL_PLOT, curve_settings, curve_stra
 from tasks.graph.pruning import (DEFAULT_PRUNING, PRUNING_STRATEGIES, PruningResult, log_pruning, prune_candidates,
                                   pruning_rules)
 from tasks.graph.schema_rule import schema_edges
-from tasks.graph.scoring import (SCORING_PRECISIONS, EdgeDecision, edge_decision, edges_from_probabilities,
+from tasks.graph.scoring import (SCORING_PRECISIONS, SCORING_RUNNERS, EdgeDecision, edge_decision, edges_from_probabilities,
                                  score_pairs)
 from tasks.llm.config import split_userinfo
 from tasks.llm.preflight import preflight
@@ -134,6 +134,17 @@ class GraphConfig:
         "discriminator arithmetic: fp32 (reference); bf16 or int8 are faster on CPU, probabilities within about 1e-2, "
         "so a pair near the threshold may flip (bench/RESULTS.md, 'Pair scoring speed')")] = field(
         default="fp32", metadata={"choices": SCORING_PRECISIONS})
+    scoring_runner: Annotated[str, Help(
+        "where the discriminator scores candidate pairs: local (this process, torch's threads); dask or ray: in "
+        "shards, as Prefect tasks on a Dask or Ray cluster (a local one of --scoring-workers processes, or the one at "
+        "--dask-address / --ray-address; ray needs pip install -e .[ray]); the same probabilities either way")] = field(
+        default="local", metadata={"choices": SCORING_RUNNERS})
+    scoring_workers: Annotated[int, Help(
+        "worker processes (dask) or CPUs (ray) of a local scoring cluster, one torch thread each")] = 2
+    dask_address: Annotated[str | None, Help(
+        "scheduler address of a running Dask cluster (tcp://host:8786) for --scoring-runner dask; none: a local one")] = None
+    ray_address: Annotated[str | None, Help(
+        "address of a running Ray cluster (ray://host:10001, or auto) for --scoring-runner ray; none: a local one")] = None
     gcn_direction: Annotated[Direction, Help("edge direction of the TGR propagation (Eq. 3)")] = "both"
     device: Annotated[str | None, Help("torch device of encoder and discriminator; none: cuda when available, else cpu")] = None
     threshold: Annotated[float | None, Help(
@@ -221,12 +232,17 @@ class GraphConfig:
         pruning_rules(self.pruning)  # a ValueError naming the strategies
         if self.retrieval_share is not None and not 0.0 < self.retrieval_share <= 1.0:
             raise ValueError(f"--retrieval-share {self.retrieval_share}: must lie in (0, 1]")
+        if self.scoring_runner not in SCORING_RUNNERS:
+            raise ValueError(f"--scoring-runner {self.scoring_runner!r}: one of {', '.join(SCORING_RUNNERS)}")
+        for name in ("dask_address", "ray_address"):
+            if not getattr(self, name):  # an empty address means a local cluster, as none does
+                setattr(self, name, None)
         if self.scoring_precision not in SCORING_PRECISIONS:
             raise ValueError(f"--scoring-precision {self.scoring_precision!r}: one of {', '.join(SCORING_PRECISIONS)}")
         if self.gcn_direction not in typing.get_args(Direction):
             raise ValueError(f"--gcn-direction {self.gcn_direction!r}: one of {', '.join(typing.get_args(Direction))}")
         for flag, value in (("--neighbours", self.neighbours), ("--retrieval-k", self.retrieval_k),
-                            ("--batch-size", self.batch_size),
+                            ("--batch-size", self.batch_size), ("--scoring-workers", self.scoring_workers),
                             ("--max-length", self.max_length), ("--max-producers", self.max_producers),
                             ("--evaluator-concurrency", self.evaluator_concurrency),
                             ("--order-min-support", self.order_min_support),
@@ -430,14 +446,64 @@ def draw_candidate_recall(curves: dict[str, list[dict]], points: dict[str, dict]
     return str(path)
 
 
-@task(cache_policy=NO_CACHE)
-def score(checkpoint: str, toolset: ToolSet, pairs: list[tuple[int, int]], cfg: GraphConfig) -> np.ndarray:
+def scoring_max_length(checkpoint: str, cfg: GraphConfig) -> int:
+    """The input length pairs are scored at: --max-length, else the one the model was trained and calibrated at."""
     from models.discriminator import load_calibration
 
-    # score with the input length the model was trained and calibrated at
-    max_length = cfg.max_length or (load_calibration(checkpoint) or {}).get("max_length", 256)
-    return score_pairs(checkpoint, toolset.tools, pairs, cfg.batch_size, max_length, cfg.both_orders, cfg.device,
-                       progress=cfg.progress, max_producers=cfg.max_producers, precision=cfg.scoring_precision)
+    return cfg.max_length or (load_calibration(checkpoint) or {}).get("max_length", 256)
+
+
+@task(cache_policy=NO_CACHE)
+def score(checkpoint: str, toolset: ToolSet, pairs: list[tuple[int, int]], cfg: GraphConfig
+          ) -> tuple[np.ndarray, np.ndarray | None]:
+    """(class probabilities, the kind head's p(precondition) or None) of the candidate pairs, in this process."""
+    return score_pairs(checkpoint, toolset.tools, pairs, cfg.batch_size, scoring_max_length(checkpoint, cfg),
+                       cfg.both_orders, cfg.device, progress=cfg.progress, max_producers=cfg.max_producers,
+                       precision=cfg.scoring_precision, with_kind=True)
+
+
+@task(cache_policy=NO_CACHE)
+def score_shard(checkpoint: str, tools: list, pairs: list[tuple[int, int]], cfg: GraphConfig, max_length: int,
+                threads: int | None) -> tuple[np.ndarray, np.ndarray | None]:
+    """``score`` on a cluster worker, for one shard of the pairs; ``threads``: torch's (none: its default).
+    Every shard sees every tool, so each group's name statistics (the hints' ignore lists) are the whole group's."""
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+    return score_pairs(checkpoint, tools, pairs, cfg.batch_size, max_length, cfg.both_orders, cfg.device,
+                       progress=False, max_producers=cfg.max_producers, precision=cfg.scoring_precision, with_kind=True)
+
+
+def score_on_cluster(checkpoint: str, toolset: ToolSet, pairs: list[tuple[int, int]], cfg: GraphConfig
+                     ) -> tuple[np.ndarray, np.ndarray | None]:
+    """``score`` spread over the Dask or Ray cluster of --scoring-runner: the pairs in contiguous shards, four per
+    slot (a slow shard does not hold the others back), each a Prefect task that loads the checkpoint and scores
+    its pairs; the results joined in pair order. A local cluster's workers run one torch thread each."""
+    from tasks.common.clusters import ClusterSpec, cluster_runner
+
+    log = get_run_logger()
+    spec = ClusterSpec(cfg.scoring_runner, cfg.dask_address, cfg.ray_address, cfg.scoring_workers)
+    local = not (cfg.dask_address or cfg.ray_address)
+    max_length = scoring_max_length(checkpoint, cfg)
+    runner, slots_of = cluster_runner(spec)
+    with runner:
+        slots = max(1, slots_of(runner))
+        bounds = np.linspace(0, len(pairs), min(len(pairs), 4 * slots) + 1).astype(int)
+        shards = [(a, b) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+        log.info(f"{toolset.name}: scoring {len(pairs)} pairs in {len(shards)} shards on the {cfg.scoring_runner} "
+                 f"cluster {spec.where} ({slots} slots)")
+        futures = [runner.submit(score_shard, {"checkpoint": checkpoint, "tools": list(toolset.tools),
+                                               "pairs": pairs[a:b], "cfg": cfg, "max_length": max_length,
+                                               "threads": 1 if local else None}) for a, b in shards]
+        probs, kinds = [], []
+        for n, ((a, b), future) in enumerate(zip(shards, futures), start=1):
+            shard_probs, shard_kind = future.result()
+            probs.append(np.asarray(shard_probs, dtype=np.float64).reshape(-1, 3))
+            kinds.append(None if shard_kind is None else np.asarray(shard_kind, dtype=np.float64))
+            log.info(f"{toolset.name}: shard {n}/{len(shards)} scored ({b} of {len(pairs)} pairs)")
+    kind = None if not kinds or kinds[0] is None else np.concatenate(kinds)
+    return (np.concatenate(probs) if probs else np.zeros((0, 3))), kind
 
 
 @task(cache_policy=NO_CACHE)
@@ -528,7 +594,8 @@ def lineage_rows(toolset: ToolSet, folder: Path | None, sources: set[str], cfg: 
             "retrieval_encoder": cfg.retrieval_encoder, "retrieval_share": cfg.retrieval_share,
             "both_orders": cfg.both_orders, "scoring_precision": cfg.scoring_precision,
             "min_prob": cfg.min_prob, "rule": decision.rule if decision else None,
-            "threshold_source": decision.threshold_source if decision else None}
+            "threshold_source": decision.threshold_source if decision else None,
+            "kind_threshold": (decision.calibration or {}).get("kind_threshold") if decision else None}
     if cfg.param_discriminator:  # the tool edges came from the parameter-level scorer
         from tasks.graph.param_scoring import param_threshold
 
@@ -620,8 +687,12 @@ def build_graph(cfg: GraphConfig | None = None) -> dict:
         pairs, probs, predicted, fused = [], np.zeros((0, 3)), [], []
         if cfg.discriminator:
             pairs = pruning.candidates
-            probs = score(cfg.discriminator, quote(toolset), quote(pairs), cfg)
-            predicted = edges_from_probabilities(toolset.tools, pairs, probs, cfg.min_prob, decision.threshold)
+            if cfg.scoring_runner == "local" or not pairs:
+                probs, p_precondition = score(cfg.discriminator, quote(toolset), quote(pairs), cfg)
+            else:
+                probs, p_precondition = score_on_cluster(cfg.discriminator, toolset, pairs, cfg)
+            predicted = edges_from_probabilities(toolset.tools, pairs, probs, cfg.min_prob, decision.threshold,
+                                                 p_precondition, decision.kind_threshold)
             embeddings["tgr_discriminator"] = graph(p.edge for p in predicted)
             if cfg.schema_edges:
                 fused = fuse_edges(predicted, schema)
@@ -641,6 +712,8 @@ def build_graph(cfg: GraphConfig | None = None) -> dict:
             if cfg.schema_edges:
                 fused = fuse_edges(predicted, schema)
                 embeddings["tgr_fused"] = graph(f.edge for f in fused)
+        if any(p.edge.kind == "precondition" for p in predicted):  # the kind head's: its data graph beside it
+            embeddings["tgr_discriminator_data"] = graph(p.edge for p in predicted if p.edge.kind != "precondition")
         runs = read_runs(quote(toolset), folder, user_runs.get(toolset.name, []), cfg.transitions)
         built = toolnet(quote(toolset), quote(runs), base, queries, cfg) if runs.runs else None
         if built is not None:

@@ -347,31 +347,15 @@ def chunk_runner(cfg: BuildTDIConfig) -> Iterator[tuple[Callable[[ChunkJob], Any
     if cfg.task_runner == "sequential":
         yield (lambda job: _Done(process_chunk(job))), 1
         return
-    runner, slots_of = cluster_runner(cfg)
+    from tasks.common.clusters import ClusterSpec, cluster_runner
+
+    spec = ClusterSpec(cfg.task_runner, cfg.dask_address, cfg.ray_address,
+                       cfg.dask_workers if cfg.task_runner == "dask" else cfg.ray_cpus)
+    runner, slots_of = cluster_runner(spec)
     with runner:
         slots = max(1, slots_of(runner))
-        get_run_logger().info("%s cluster %s: %d slots", cfg.task_runner, cfg.dask_address or cfg.ray_address or "(local)", slots)
+        get_run_logger().info("%s cluster %s: %d slots", cfg.task_runner, spec.where, slots)
         yield (lambda job: runner.submit(process_chunk, {"job": job})), slots
-
-
-def cluster_runner(cfg: BuildTDIConfig) -> tuple[Any, Callable[[Any], int]]:
-    """The Prefect task runner of ``cfg.task_runner`` (a local cluster, or the one at its address)
-    and how to count its slots once started. Ray workers get this working directory on their
-    ``PYTHONPATH``, so they import the project as the flow does."""
-    if cfg.task_runner == "dask":
-        from prefect_dask import DaskTaskRunner
-
-        local = {"n_workers": cfg.dask_workers, "threads_per_worker": 1, "processes": True, "dashboard_address": None}
-        runner = DaskTaskRunner(address=cfg.dask_address) if cfg.dask_address else DaskTaskRunner(cluster_kwargs=local)
-        return runner, lambda r: sum(r.client.nthreads().values())
-    try:
-        import ray
-        from prefect_ray import RayTaskRunner
-    except ImportError as exc:
-        raise RuntimeError(f"task_runner 'ray' needs prefect-ray and ray ({exc}): pip install -e '.[ray]'") from None
-    init = {"runtime_env": {"env_vars": {"PYTHONPATH": os.getcwd()}}, "include_dashboard": False,
-            **({} if cfg.ray_address else {"num_cpus": cfg.ray_cpus})}
-    return RayTaskRunner(address=cfg.ray_address, init_kwargs=init), lambda _: int(ray.cluster_resources().get("CPU", 1))
 
 
 def run_chunks(cfg: BuildTDIConfig, llm_cfg: LLMConfig, root: Path, ensure_alive: Callable[[], None]) -> tuple[list[dict[str, Any]], int, int]:

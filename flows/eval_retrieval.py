@@ -67,9 +67,12 @@ EMBEDDING_METHODS = {"embedding": "base", "embedding+TGR-d": "tgr_discriminator"
                      "embedding+TGR-t": "tgr_transition", "embedding+TGR-c": "tgr_completed",
                      # a data graph with the call-order precondition edges of the training runs (build-graph)
                      "embedding+TGR-d+order": "tgr_discriminator_call_order",
-                     "embedding+TGR-s+order": "tgr_schema_call_order", "embedding+TGR-f+order": "tgr_fused_call_order"}
+                     "embedding+TGR-s+order": "tgr_schema_call_order", "embedding+TGR-f+order": "tgr_fused_call_order",
+                     # the discriminator graph without the edges its kind head calls preconditions (build-graph)
+                     "embedding+TGR-d(data)": "tgr_discriminator_data"}
 GRAPH_SOURCE_OF_METHOD = {"embedding+TGR-d": "discriminator", "embedding+TGR-m": "manual (gold)",
                           "embedding+TGR-s": "schema (parameter match)", "embedding+TGR-f": "fused (discriminator or schema)",
+                          "embedding+TGR-d(data)": "discriminator, data edges only (its kind head's preconditions left out)",
                           "embedding+TGR-t": "ToolNet transitions (training runs)",
                           "embedding+successors": "encoder top results + their highest-weight successors",
                           "embedding+TGR-c": "completed: the gold graph (else the discriminator's) + GTool's predicted "

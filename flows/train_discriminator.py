@@ -9,7 +9,8 @@ r"""Prefect flow ``train-discriminator``: pretrain (Eq. 1) on TDI shards, finetu
 2. Finetune on real tool sets (category-averaged loss, Eq. 2) on a grouped 80/20 split; the best
    checkpoint by validation dependency F1 at its best cut.
 3. Calibrate: the cut on p(dependency) that the graph step uses, chosen on validation
-   (symmetrized probabilities), stored as ``best/calibration.json``.
+   (symmetrized probabilities), stored as ``best/calibration.json``; with the kind head (default) also the
+   cut on its p(precondition), chosen on the validation pairs of known kind.
 4. Test: argmax and calibrated P/R/F1, direction accuracy, and the parameter-match rule on the same
    pairs, in ``metrics.json`` (strict JSON), a printed table and the model card; beside metrics.json
    ``precision_recall.png``: the dependency precision-recall curve per evaluation set, the name rules as points.
@@ -42,8 +43,8 @@ from tasks.training.examples import (
     none_weights,
     with_both_orders,
 )
-from tasks.training.metrics import (CALIBRATION_CRITERIA, choose_threshold, evaluate_with_rules, format_beyond_rule,
-                                    format_comparison)
+from tasks.training.metrics import (CALIBRATION_CRITERIA, choose_kind_cut, choose_threshold, evaluate_with_rules,
+                                    format_beyond_rule, format_comparison, format_kind_table)
 from tasks.training.strict_json import write_json
 from tasks.common.atomic import replace_dir, restore_dir
 from tasks.common.cli import Help, checking_inputs, parse_config
@@ -88,6 +89,12 @@ class TrainDiscriminatorConfig:
     finetune_learning_rate: Annotated[float, Help("peak learning rate, finetuning")] = 1e-4
     finetune_max_none: Annotated[int | None, Help(
         "cap on 'no dependency' pairs per tool set (seeded); none: all (imbalanced like real use)")] = 300
+    # off by default: on 2 CPU cores it cost API-Bank F1 0.842 -> 0.737 and learned no kind (bench/RESULTS.md)
+    kind_head: Annotated[bool, Help(
+        "train a kind head beside the three classes (five outputs: each dependency class split into data and "
+        "precondition), from the TDI pairs' kind column and tool-set edges of known kind; build-graph labels the "
+        "discriminator's edges with it (docs/discriminator.md, 'Kind head')")] = False
+    kind_weight: Annotated[float, Help("weight of the kind head's loss beside the class loss")] = 1.0
     hint_dropout: Annotated[float, Help(
         "share of training pairs (both stages) shown without the parameter-match hint, so the model also learns "
         "from the docs themselves; validation, calibration and test keep the hint")] = 0.0
@@ -151,7 +158,7 @@ class TrainDiscriminatorConfig:
         for flag, value in (("--pretrain-epochs", self.pretrain_epochs), ("--finetune-epochs", self.finetune_epochs),
                             ("--pretrain-learning-rate", self.pretrain_learning_rate),
                             ("--finetune-learning-rate", self.finetune_learning_rate),
-                            ("--calibration-prior", self.calibration_prior)):
+                            ("--calibration-prior", self.calibration_prior), ("--kind-weight", self.kind_weight)):
             if value is not None and not value > 0:
                 raise ValueError(f"{flag} {value}: must be above 0")
         if self.max_steps != -1 and self.max_steps < 1:
@@ -297,9 +304,9 @@ def toolset_none_ratio(specs: tuple[str, ...], benchmarks_root: Path) -> float:
 @task(cache_policy=NO_CACHE, log_prints=False)  # library internals print; keep them out of the run log
 def train_stage(stage: str, init_model: str, train: list[PairExample], valid: list[PairExample], args: StageArguments,
                 out_dir: Path, loss_name: str, resume: bool, best_dir: Path | None = None,
-                num_layers: int | None = None) -> TrainResult:
+                num_layers: int | None = None, kind_head: bool = False) -> TrainResult:
     tokenizer = load_tokenizer(init_model)
-    model = load_model(init_model, num_layers)
+    model = load_model(init_model, num_layers, kind_head=kind_head)
     return train_classifier(model, tokenizer, train, valid, args, out_dir, loss_name=loss_name, resume=resume,
                             stage=stage, best_dir=best_dir)
 
@@ -344,16 +351,21 @@ def train_param_level(cfg: TrainDiscriminatorConfig, out: Path, batch_size: int,
 
 @task(cache_policy=NO_CACHE)
 def score_examples(checkpoint: Path, examples: list[PairExample], max_length: int, batch_size: int, symmetric: bool,
-                   progress: bool, what: str = "scoring pairs") -> list[list[float]]:
+                   progress: bool, what: str = "scoring pairs") -> dict[str, list | None]:
+    """``probs``: the three classes' probabilities per pair; ``p_precondition``: the kind head's, or None."""
     model, tokenizer = load_discriminator(checkpoint)
     model.to(pick_device())
-    return predict_examples(model, tokenizer, examples, max_length, batch_size, symmetric, progress, what=what).tolist()
+    probs, kind = predict_examples(model, tokenizer, examples, max_length, batch_size, symmetric, progress, what=what,
+                                   with_kind=True)
+    return {"probs": probs.tolist(), "p_precondition": None if kind is None else kind.tolist()}
 
 
-def report(examples: list[PairExample], probs, threshold: float | None) -> dict[str, Any]:
-    """Discriminator (argmax, calibrated, direction, beyond-rule recall) and both parameter-match
-    rules on the same pairs."""
-    return {**evaluate_with_rules(examples, probs, threshold), "counts": label_counts(examples)}
+def report(examples: list[PairExample], probs, threshold: float | None, p_precondition=None,
+           kind_threshold: float | None = None) -> dict[str, Any]:
+    """Discriminator (argmax, calibrated, direction, beyond-rule recall, P/R/F1 per kind with a kind head) and
+    both parameter-match rules on the same pairs."""
+    return {**evaluate_with_rules(examples, probs, threshold, p_precondition, kind_threshold),
+            "counts": label_counts(examples)}
 
 
 def comparison_rows(section: dict[str, Any]) -> dict[str, dict]:
@@ -380,6 +392,12 @@ def model_card(cfg: TrainDiscriminatorConfig, summary: dict[str, Any]) -> str:
     beyond = "\n".join(f"- {name}: {format_beyond_rule(section.get('calibrated', section['argmax']).get('beyond_rule'))}"
                        for name, section in (("test", test), *((f"validation ({n})", v) for n, v in (valid or {}).items())))
     data = summary["data"]
+    kind_cut = (summary.get("calibration") or {}).get("kind_threshold")
+    kind_note = ("" if kind_cut is None else f"""
+A kind head (a fourth logit) gives p(precondition | dependency): the prerequisite must run first and no value
+is passed. `predict_proba(..., with_kind=True).p_precondition`; an edge is a precondition at p >= {kind_cut:.3f}
+(`kind_threshold` in calibration.json), else data flow.
+""")
     return f"""---
 library_name: transformers
 pipeline_tag: text-classification
@@ -391,7 +409,7 @@ A 3-class sequence-pair classifier over two tool API docs: `0 a_depends_on_b`, `
 `2 b_depends_on_a`. The pair is rendered by `models.discriminator.pair_texts` before tokenization:
 each doc as a signature line then descriptions, led by the parameter-match evidence when an
 output name of the other tool equals one of its inputs.
-
+{kind_note}
 ```python
 from models.discriminator import decide, load_calibration, load_discriminator, predict_proba
 model, tokenizer = load_discriminator("{cfg.output / 'best'}")
@@ -458,15 +476,18 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
 
     def stage_args(epochs: float, lr: float, evals: int) -> StageArguments:
         return StageArguments(epochs=epochs, batch_size=batch_size, eval_batch_size=batch_size * 4, learning_rate=lr,
-                              max_length=cfg.max_length, hint_dropout=cfg.hint_dropout, seed=cfg.seed,
+                              max_length=cfg.max_length, hint_dropout=cfg.hint_dropout, kind_weight=cfg.kind_weight,
+                              seed=cfg.seed,
                               max_steps=cfg.max_steps, evals_per_epoch=evals,
                               select_metric=cfg.select_metric, progress=cfg.progress)
 
     def scores(checkpoint: Path, examples: list[PairExample], what: str):
+        """(probabilities (n, 3), the kind head's p(precondition) (n,) or None)."""
         import numpy as np
 
-        return np.asarray(score_examples(checkpoint, examples, cfg.max_length, batch_size * 4, cfg.symmetric, cfg.progress,
-                                         what))
+        got = score_examples(checkpoint, examples, cfg.max_length, batch_size * 4, cfg.symmetric, cfg.progress, what)
+        kind = got["p_precondition"]
+        return np.asarray(got["probs"]).reshape(-1, 3), None if kind is None else np.asarray(kind)
 
     valid_sets: dict[str, list[PairExample]] = {}  # "tdi" and "finetune" validation pairs
     if cfg.checkpoint is not None:  # evaluate only
@@ -490,7 +511,8 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
                 logger.warning("the TDI dataset has no validation split: the last pretraining step is kept")
             result = train_stage("pretrain", cfg.base_model, pre_train, pre_valid,
                                  stage_args(cfg.pretrain_epochs, cfg.pretrain_learning_rate, cfg.pretrain_evals),
-                                 out / "pretrain", "ce", cfg.resume, num_layers=cfg.encoder_layers)
+                                 out / "pretrain", "ce", cfg.resume, num_layers=cfg.encoder_layers,
+                                 kind_head=cfg.kind_head)
             stages["pretrain"], init_model = result, str(result.best_dir)
             valid_sets["tdi"] = pre_valid
 
@@ -510,11 +532,12 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
             result = train_stage("finetune", init_model, ft_train + replay, ft_valid,
                                  stage_args(cfg.finetune_epochs, cfg.finetune_learning_rate, 1),
                                  out / "finetune", "category_averaged", cfg.resume, best_dir=ckpt,
-                                 num_layers=None if "pretrain" in stages else cfg.encoder_layers)
+                                 num_layers=None if "pretrain" in stages else cfg.encoder_layers,
+                                 kind_head=cfg.kind_head)
             stages["finetune"] = result
             valid_sets["finetune"] = ft_valid
         elif "pretrain" in stages:
-            load_model(init_model).save_pretrained(ckpt)  # already cut to encoder_layers
+            load_model(init_model, kind_head=cfg.kind_head).save_pretrained(ckpt)  # already cut to encoder_layers
             load_tokenizer(init_model).save_pretrained(ckpt)
         else:
             raise ValueError("nothing to train: no pretraining data and no --finetune tool sets")
@@ -527,7 +550,9 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
         tdi = resolve_pretrain_data(cfg.pretrain_data)
         if tdi is not None:
             valid_sets["tdi"] = load_pretraining_pairs(tdi, cfg.pretrain_max_pairs, cfg.pretrain_max_valid, cfg.seed)[1]
-    valid_probs = {name: scores(ckpt, pairs, f"scoring {name} validation pairs") for name, pairs in valid_sets.items() if pairs}
+    valid_scored = {name: scores(ckpt, pairs, f"scoring {name} validation pairs") for name, pairs in valid_sets.items() if pairs}
+    valid_probs = {name: probs for name, (probs, _) in valid_scored.items()}
+    valid_kinds = {name: kind for name, (_, kind) in valid_scored.items() if kind is not None}
     used = [n for n in ("finetune", "tdi") if n in valid_probs and cfg.calibrate_on in (n, "both")] or list(valid_probs)
     if used:
         import numpy as np
@@ -540,10 +565,17 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
                                        cfg.target_precision, weights)
         calibration.update(symmetric=cfg.symmetric, max_length=cfg.max_length, calibrated_on=used, n_pairs=len(labels),
                            none_per_dependency=prior)
+        if valid_kinds:  # the kind head's cut, on every validation pair of known kind (the TDI split holds them)
+            calibration.update(choose_kind_cut([e for n in valid_kinds for e in valid_sets[n]],
+                                               np.concatenate(list(valid_kinds.values()))))
+            logger.info("kind head: p(precondition) cut %.3f (macro F1 of the two kinds %s on %d validation "
+                        "dependencies of known kind)", calibration["kind_threshold"], calibration["kind_macro_f1"],
+                        calibration["n_kind_pairs"])
         write_json(ckpt / CALIBRATION_FILE, calibration)
         summary["calibration"] = calibration
         # held-out tool-set groups (UltraTool/TMDB) and the TDI validation split, each on its own
-        summary["validation"] = {name: report(valid_sets[name], probs, calibration["threshold"])
+        summary["validation"] = {name: report(valid_sets[name], probs, calibration["threshold"], valid_kinds.get(name),
+                                              calibration.get("kind_threshold"))
                                  for name, probs in valid_probs.items()}
         logger.info("calibration (%s on %s): cut %.3f, P %.3f R %.3f F1 %.3f", cfg.calibration, "+".join(used),
                     calibration["threshold"], calibration["precision"], calibration["recall"], calibration["f1"])
@@ -554,16 +586,23 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
     # Stage 4: test with the best checkpoint
     test_pairs = build_toolset_pairs(cfg.test, cfg.benchmarks_root, cfg.test_max_none, cfg.seed)
     threshold = summary["calibration"]["threshold"] if summary.get("calibration") else None
-    test_probs = scores(ckpt, test_pairs, "scoring test pairs")
-    summary["test"] = report(test_pairs, test_probs, threshold)
+    test_probs, test_kinds = scores(ckpt, test_pairs, "scoring test pairs")
+    summary["test"] = report(test_pairs, test_probs, threshold, test_kinds,
+                             (summary.get("calibration") or {}).get("kind_threshold"))
     summary["stages"] = {name: {"best_step": r.best_step, "best_score": r.best_score, "history": r.history}
                          for name, r in stages.items()}
 
     for name, section in (summary.get("validation") or {}).items():
-        print(format_comparison(comparison_rows(section), f"validation: {', '.join(cfg.finetune) if name == 'finetune' else 'TDI'} "
-                                                          f"({section['counts']})"))
+        title = f"validation: {', '.join(cfg.finetune) if name == 'finetune' else 'TDI'} ({section['counts']})"
+        print(format_comparison(comparison_rows(section), title))
+        kinds = format_kind_table(comparison_rows(section), f"{title}, P/R/F1 per dependency kind")
+        if kinds:
+            print(kinds)
     print(format_comparison({**comparison_rows(summary["test"]), "paper Table 3": {"dependency": PAPER_TABLE_3}},
                             f"test ({', '.join(cfg.test)}; {summary['test']['counts']})"))
+    kinds = format_kind_table(comparison_rows(summary["test"]), f"test ({', '.join(cfg.test)}), P/R/F1 per dependency kind")
+    if kinds:
+        print(kinds)
     print(f"direction accuracy on true test dependency pairs: {summary['test']['direction']}")
     if cfg.checkpoint is None:
         finish_checkpoint(ckpt, best, summary, model_card(cfg, summary))

@@ -7,13 +7,20 @@ descriptions: what decides a dependency (an output of one tool feeding an input 
 stays inside a short ``max_length``, where the canonical JSON spends its first tokens on the
 description and may lose ``output_params`` to truncation.
 Labels follow schemas.tdi (0 a_depends_on_b, 1 no_dependency, 2 b_depends_on_a).
+
+The kind head: a checkpoint may have five outputs instead of three (``schemas.tdi.KIND_HEAD_ID2LABEL``), each
+dependency class split into data flow and precondition (the prerequisite must run first, no value passed).
+The five form one distribution; summed over kind they are the three classes (``class_logits``), so the
+3-class loss, calibration, ``decide`` and every 3-class reader are unchanged, and a Hugging Face pipeline
+shows the five joint probabilities. The kind is trained only on dependent pairs whose kind is known
+(``PreconditionKindLoss`` on ``kind_logit``). ``has_kind_head`` tells the two kinds of checkpoint apart.
 """
 from __future__ import annotations
 
 import json
 from pathlib import Path
 from collections.abc import Collection, Sequence
-from typing import NamedTuple
+from typing import Literal, NamedTuple, overload
 
 import numpy as np
 import torch
@@ -22,7 +29,8 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer, PreT
 
 from models.discriminator_defaults import DEFAULT_MAX_LENGTH  # noqa: F401 - re-exported; its torch-free home
 from models.encoder_path import layer_cut, resolve_model_name_or_path
-from schemas.tdi import ID2LABEL, LABEL2ID, LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A, LABEL_NO_DEPENDENCY, NUM_LABELS
+from schemas.tdi import (ID2LABEL, KIND_HEAD_ID2LABEL, LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A, LABEL_NO_DEPENDENCY,
+                         NUM_LABELS)
 
 
 def _as_doc(doc: str | dict) -> dict | None:
@@ -132,22 +140,110 @@ def load_tokenizer(base_model: str | None) -> PreTrainedTokenizerBase:
     return AutoTokenizer.from_pretrained(resolve_model_name_or_path(base_model))
 
 
-def load_model(base_model: str | None, num_layers: int | None = None) -> PreTrainedModel:
+# the kind head's outputs: a->b and b->a as preconditions (0 and 2 are then the data-flow halves)
+A_PRECONDITION, B_PRECONDITION = 3, 4
+NUM_KIND_HEAD_LABELS = len(KIND_HEAD_ID2LABEL)
+
+
+def head_labels(kind_head: bool) -> dict[int, str]:
+    """The output names of a discriminator: the three classes, or the five of the kind head."""
+    return dict(KIND_HEAD_ID2LABEL if kind_head else ID2LABEL)
+
+
+def has_kind_head(model: PreTrainedModel) -> bool:
+    """Whether ``model`` has the kind head's five outputs (checkpoints trained before it have three)."""
+    return int(model.config.num_labels) == NUM_KIND_HEAD_LABELS
+
+
+def class_logits(logits: torch.Tensor) -> torch.Tensor:
+    """The three classes' logits (n, 3): as they are, or, from the kind head's five, each dependency class's
+    two kinds summed in probability (logsumexp): their softmax is the three classes' probabilities exactly."""
+    if logits.shape[-1] == NUM_LABELS:
+        return logits
+    return torch.stack([torch.logaddexp(logits[:, LABEL_A_DEPENDS_ON_B], logits[:, A_PRECONDITION]),
+                        logits[:, LABEL_NO_DEPENDENCY],
+                        torch.logaddexp(logits[:, LABEL_B_DEPENDS_ON_A], logits[:, B_PRECONDITION])], dim=-1)
+
+
+def kind_logit(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """log p(precondition) / p(data) of each pair's own dependency direction (``labels`` 0 or 2; a "no
+    dependency" row gets the a->b one, never trained on): the logit of the kind given the dependency."""
+    b_first = labels == LABEL_B_DEPENDS_ON_A
+    data = torch.where(b_first, logits[:, LABEL_B_DEPENDS_ON_A], logits[:, LABEL_A_DEPENDS_ON_B])
+    precondition = torch.where(b_first, logits[:, B_PRECONDITION], logits[:, A_PRECONDITION])
+    return precondition - data
+
+
+def p_precondition(logits: torch.Tensor) -> torch.Tensor:
+    """p(precondition | some dependency) of each pair from the kind head's five logits: the precondition
+    share of the dependency classes' probability, both directions together."""
+    p = logits.float().softmax(-1)
+    pre = p[:, A_PRECONDITION] + p[:, B_PRECONDITION]
+    return pre / (pre + p[:, LABEL_A_DEPENDS_ON_B] + p[:, LABEL_B_DEPENDS_ON_A]).clamp_min(1e-12)
+
+
+def _project_head(path: str) -> int | None:
+    """The number of outputs of a checkpoint this project saved (its labels are ours), else None."""
+    from transformers import AutoConfig
+
+    try:
+        config = AutoConfig.from_pretrained(path)
+    except (OSError, ValueError):
+        return None
+    names = {int(k): v for k, v in (config.id2label or {}).items()}
+    return len(names) if names in (head_labels(False), head_labels(True)) else None
+
+
+def add_kind_head(model: PreTrainedModel) -> PreTrainedModel:
+    """Widen a 3-class checkpoint's output layer to the kind head's five, keeping what it says: each dependency
+    class's row is copied to its precondition twin and both biases lowered by log 2, so the three classes'
+    probabilities are unchanged and every dependency starts at p(precondition) 0.5."""
+    import math
+
+    found = [(name, m) for name, m in model.named_modules()
+             if isinstance(m, torch.nn.Linear) and m.out_features == NUM_LABELS and "classifier" in name]
+    if not found:
+        raise ValueError(f"{type(model).__name__}: no 3-output classifier layer to widen for the kind head")
+    name, old = found[-1]
+    new = torch.nn.Linear(old.in_features, NUM_KIND_HEAD_LABELS, bias=old.bias is not None)
+    with torch.no_grad():
+        rows = [LABEL_A_DEPENDS_ON_B, LABEL_NO_DEPENDENCY, LABEL_B_DEPENDS_ON_A, LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A]
+        new.weight.copy_(old.weight[rows])
+        if old.bias is not None:
+            shift = torch.tensor([math.log(2), 0.0, math.log(2), math.log(2), math.log(2)], dtype=old.bias.dtype)
+            new.bias.copy_(old.bias[rows] - shift)
+    parent = model.get_submodule(name.rpartition(".")[0]) if "." in name else model
+    setattr(parent, name.rpartition(".")[2], new)
+    labels = head_labels(True)
+    model.config.num_labels = len(labels)  # also resets id2label to placeholders: set ours after
+    model.config.id2label, model.config.label2id = labels, {v: k for k, v in labels.items()}
+    model.num_labels = len(labels)
+    return model
+
+
+def load_model(base_model: str | None, num_layers: int | None = None, kind_head: bool = False) -> PreTrainedModel:
     """A 3-label classifier on top of ``base_model``; a fresh head when the base is an encoder.
 
-    A checkpoint saved by this project already has the 3-label head and is loaded as is.
+    ``kind_head``: five outputs instead (``KIND_HEAD_ID2LABEL``): a fresh head of five on an encoder, and a
+    3-class checkpoint of this project widened to five (``add_kind_head``). A checkpoint saved by this project
+    is otherwise loaded as is (one with the kind head keeps it whatever ``kind_head`` says).
     ``num_layers`` keeps only the first N transformer layers (the rest of the weights are not
     loaded): about N/L of the compute, for training on CPU within minutes. A model with N layers
     or fewer is loaded whole.
     """
     path = resolve_model_name_or_path(base_model)
-    return AutoModelForSequenceClassification.from_pretrained(
+    outputs = _project_head(path)
+    labels = head_labels(outputs == NUM_KIND_HEAD_LABELS if outputs else kind_head)
+    model = AutoModelForSequenceClassification.from_pretrained(
         path,
-        num_labels=NUM_LABELS,
-        id2label=dict(ID2LABEL),
-        label2id=dict(LABEL2ID),
+        num_labels=len(labels),
+        id2label=labels,
+        label2id={v: k for k, v in labels.items()},
         **layer_cut(path, num_layers),
     )
+    if kind_head and not has_kind_head(model):
+        model = add_kind_head(model)
+    return model
 
 
 def encode_pairs(
@@ -211,6 +307,34 @@ def plain_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
 
 LOSSES = {"ce": CrossEntropyLoss, "category_averaged": CategoryAveragedLoss}
 
+KIND_UNKNOWN, KIND_CODE_DATA, KIND_CODE_PRECONDITION = -1, 0, 1  # the kind head's targets ("kinds" column)
+
+
+def kind_code(label: int, kind: str | None) -> int:
+    """The kind head's target of a pair: 1 precondition, 0 data, -1 not trained on (no dependency, or a
+    dependency whose kind is not known, such as UltraTool's call-order links)."""
+    if label == LABEL_NO_DEPENDENCY or kind is None:
+        return KIND_UNKNOWN
+    return KIND_CODE_PRECONDITION if kind == "precondition" else KIND_CODE_DATA
+
+
+class PreconditionKindLoss(torch.nn.Module):
+    """The kind head's loss: binary cross-entropy of ``kind_logit`` (precondition against data in the pair's
+    own direction) on the dependent pairs of known kind, summed and divided by the batch size, so each pair
+    weighs what it weighs in the class loss. Not averaged per kind: with preconditions about 5% of the mined
+    dependent pairs, the one precondition of a batch took half of the kind loss, its gradient dominated the
+    clipped step and the class loss stopped moving (a pretraining that stayed at ln 3); the cut on
+    p(precondition) chosen on validation (``choose_kind_cut``) handles the imbalance instead. Zero when the
+    batch holds no such pair. With plain CE on the three classes, the sum is the joint likelihood of the five
+    outputs."""
+
+    def forward(self, logits: torch.Tensor, labels: torch.Tensor, kinds: torch.Tensor) -> torch.Tensor:
+        known = kinds >= 0
+        if not bool(known.any()):
+            return logits.sum() * 0.0  # keeps the graph: every step has a loss with a gradient
+        z, target = kind_logit(logits[known].float(), labels[known]), kinds[known].float()
+        return F.binary_cross_entropy_with_logits(z, target, reduction="sum") / len(kinds)
+
 
 def decide(probs: np.ndarray, threshold: float | None = None) -> np.ndarray:
     """Labels from class probabilities (n, 3).
@@ -267,6 +391,28 @@ def scoring_model(model: PreTrainedModel, precision: str = "fp32") -> PreTrained
     return prepared
 
 
+class PairScores(NamedTuple):
+    """What a discriminator says of each pair: the three classes' probabilities (n, 3), and the probability
+    that its dependency is a precondition (n,) where the checkpoint has a kind head (None otherwise)."""
+
+    probs: torch.Tensor
+    p_precondition: torch.Tensor | None
+
+
+@overload
+def predict_proba(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, docs_a: Sequence[str], docs_b: Sequence[str],
+                  max_length: int = ..., batch_size: int = ..., symmetric: bool = ..., progress: bool = ...,
+                  ignore: Sequence[Collection[str]] | None = ..., ignore_inputs: Sequence[Collection[str]] | None = ...,
+                  precision: str = ..., with_kind: Literal[False] = ...) -> torch.Tensor: ...
+
+
+@overload
+def predict_proba(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, docs_a: Sequence[str], docs_b: Sequence[str],
+                  max_length: int = ..., batch_size: int = ..., symmetric: bool = ..., progress: bool = ...,
+                  ignore: Sequence[Collection[str]] | None = ..., ignore_inputs: Sequence[Collection[str]] | None = ...,
+                  precision: str = ..., with_kind: Literal[True] = ...) -> PairScores: ...
+
+
 @torch.inference_mode()
 def predict_proba(
     model: PreTrainedModel,
@@ -280,9 +426,11 @@ def predict_proba(
     ignore: Sequence[Collection[str]] | None = None,
     ignore_inputs: Sequence[Collection[str]] | None = None,
     precision: str = "fp32",
-) -> torch.Tensor:
+    with_kind: bool = False,
+) -> torch.Tensor | PairScores:
     """Class probabilities (n, 3) for doc pairs, in input order; batches sorted by length and padded
-    only to their longest pair (not to ``max_length``).
+    only to their longest pair (not to ``max_length``). ``with_kind``: ``PairScores``, the probabilities
+    and the kind head's p(precondition) (None without a kind head); symmetric scoring averages it too.
 
     ``symmetric``: also score every pair swapped and average ``p(a, b)`` with the label-swapped
     ``p(b, a)`` (test-time symmetry: twice the cost, no position bias, consistent directions).
@@ -291,10 +439,12 @@ def predict_proba(
     """
     if symmetric:
         forward = predict_proba(model, tokenizer, docs_a, docs_b, max_length, batch_size, progress=progress,
-                                ignore=ignore, ignore_inputs=ignore_inputs, precision=precision)
+                                ignore=ignore, ignore_inputs=ignore_inputs, precision=precision, with_kind=True)
         backward = predict_proba(model, tokenizer, docs_b, docs_a, max_length, batch_size, progress=progress,
-                                 ignore=ignore, ignore_inputs=ignore_inputs, precision=precision)
-        return (forward + backward[:, [LABEL_B_DEPENDS_ON_A, LABEL_NO_DEPENDENCY, LABEL_A_DEPENDS_ON_B]]) / 2
+                                 ignore=ignore, ignore_inputs=ignore_inputs, precision=precision, with_kind=True)
+        probs = (forward.probs + backward.probs[:, [LABEL_B_DEPENDS_ON_A, LABEL_NO_DEPENDENCY, LABEL_A_DEPENDS_ON_B]]) / 2
+        kind = None if forward.p_precondition is None else (forward.p_precondition + backward.p_precondition) / 2
+        return PairScores(probs, kind) if with_kind else probs
     from tqdm.auto import tqdm
 
     model = scoring_model(model, precision).eval()  # as is when already prepared (score_pairs does it once)
@@ -303,14 +453,17 @@ def predict_proba(
     enc = encode_pairs(tokenizer, docs_a, docs_b, max_length, ignore, ignore_inputs=ignore_inputs)
     order = sorted(range(len(docs_a)), key=lambda i: len(enc["input_ids"][i]))
     out = torch.empty(len(docs_a), NUM_LABELS)
+    kind = torch.empty(len(docs_a)) if has_kind_head(model) else None
     for start in tqdm(range(0, len(order), batch_size), desc="scoring pairs", unit="batch", disable=not progress, leave=False):
         idx = order[start : start + batch_size]
         batch = tokenizer.pad({k: [enc[k][i] for i in idx] for k in enc}, return_tensors="pt")
         batch = {k: v.to(device) for k, v in batch.items()}
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
             logits = model(**batch).logits
-        out[idx] = logits.float().softmax(-1).cpu()
-    return out
+        out[idx] = class_logits(logits.float()).softmax(-1).cpu()
+        if kind is not None:
+            kind[idx] = p_precondition(logits).cpu()
+    return PairScores(out, kind) if with_kind else out
 
 
 def load_discriminator(path: str | Path) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:

@@ -16,6 +16,10 @@ LABEL_B_DEPENDS_ON_A = 2  # t_a <- t_b
 ID2LABEL = {0: "a_depends_on_b", 1: "no_dependency", 2: "b_depends_on_a"}
 LABEL2ID = {v: k for k, v in ID2LABEL.items()}
 NUM_LABELS = 3
+# A discriminator with the kind head splits each dependency class by kind: five outputs, a joint distribution
+# whose sums over kind are the three classes above (models.discriminator.class_logits).
+KIND_HEAD_ID2LABEL = {0: "a_depends_on_b_data", 1: "no_dependency", 2: "b_depends_on_a_data",
+                      3: "a_depends_on_b_precondition", 4: "b_depends_on_a_precondition"}
 
 
 def check_kind(kind: str | None, consumer_param: str | None = None, producer_output: str | None = None) -> None:

@@ -28,7 +28,7 @@ from models.discriminator import (  # noqa: E402
     predict_proba,
 )
 from schemas.docs import canonical_doc_json  # noqa: E402
-from schemas.tdi import ID2LABEL, LABEL2ID, swap_label  # noqa: E402
+from schemas.tdi import ID2LABEL, KIND_HEAD_ID2LABEL, LABEL2ID, swap_label  # noqa: E402
 from schemas.toolset import DependencyEdge, Tool, ToolSet  # noqa: E402
 from schemas.name_rule import common_output_names, name_derived_output, partial_feeds, partial_match, schema_rule_label  # noqa: E402
 from tasks.training.examples import (  # noqa: E402
@@ -511,3 +511,124 @@ def test_load_model_can_keep_only_the_first_layers(tiny_model_dir, tmp_path):
     cut.save_pretrained(tmp_path / "cut")  # a saved cut model reloads with its own depth
     assert load_model(str(tmp_path / "cut")).config.num_hidden_layers == 1
     assert load_model(str(tmp_path / "cut"), num_layers=3).config.num_hidden_layers == 1  # never grows
+
+
+# ---------------------------------------------------------------------------------------------
+# The kind head: five outputs whose sums over kind are the three classes
+
+
+def test_a_widened_checkpoint_keeps_its_three_class_probabilities_and_starts_undecided_on_kind(tiny_model_dir):
+    from models.discriminator import has_kind_head
+
+    tokenizer = load_tokenizer(str(tiny_model_dir))
+    three, five = load_model(str(tiny_model_dir)), load_model(str(tiny_model_dir), kind_head=True)
+    assert not has_kind_head(three) and has_kind_head(five)
+    assert {int(k): v for k, v in five.config.id2label.items()} == KIND_HEAD_ID2LABEL
+    docs_a = [canonical_doc_json(_doc("SendMail", ["token"], ["status"])), canonical_doc_json(_doc("GetWeather", ["city"]))]
+    docs_b = [canonical_doc_json(_doc("GetUserToken", ["user"], ["token"])), canonical_doc_json(_doc("Clock", [], ["time"]))]
+    before = predict_proba(three, tokenizer, docs_a, docs_b, max_length=64)
+    scored = predict_proba(five, tokenizer, docs_a, docs_b, max_length=64, with_kind=True)
+    assert torch.allclose(scored.probs, before, atol=1e-6)
+    assert torch.allclose(scored.p_precondition, torch.full((2,), 0.5), atol=1e-6)
+    assert predict_proba(three, tokenizer, docs_a, docs_b, max_length=64, with_kind=True).p_precondition is None
+    # symmetric scoring averages the kind of both orders too
+    sym = predict_proba(five, tokenizer, docs_a, docs_b, max_length=64, symmetric=True, with_kind=True)
+    back = predict_proba(five, tokenizer, docs_b, docs_a, max_length=64, with_kind=True)
+    assert torch.allclose(sym.p_precondition, (scored.p_precondition + back.p_precondition) / 2, atol=1e-6)
+
+
+def test_class_logits_sum_each_dependency_class_over_its_two_kinds():
+    from models.discriminator import class_logits, kind_logit, p_precondition
+
+    logits = torch.tensor([[0.3, -1.0, 0.2, 1.5, -0.4], [2.0, 0.1, -0.3, -1.0, 0.7]])
+    p = logits.softmax(-1)
+    three = class_logits(logits).softmax(-1)
+    assert torch.allclose(three, torch.stack([p[:, 0] + p[:, 3], p[:, 1], p[:, 2] + p[:, 4]], -1), atol=1e-6)
+    assert torch.allclose(p_precondition(logits), (p[:, 3] + p[:, 4]) / (p[:, 0] + p[:, 2] + p[:, 3] + p[:, 4]), atol=1e-6)
+    # the kind logit of the pair's own direction: a->b compares outputs 3 and 0, b->a outputs 4 and 2
+    z = kind_logit(logits, torch.tensor([0, 2]))
+    assert torch.allclose(z, torch.tensor([1.5 - 0.3, 0.7 - (-0.3)]))
+    assert torch.equal(class_logits(logits[:, :3]), logits[:, :3])  # a 3-class model: as it is
+
+
+def test_the_kind_loss_weighs_each_pair_as_the_class_loss_does_and_ignores_pairs_of_unknown_kind():
+    from models.discriminator import PreconditionKindLoss, kind_code
+
+    assert [kind_code(0, "data"), kind_code(2, "precondition"), kind_code(1, None), kind_code(0, None)] == [0, 1, -1, -1]
+    loss = PreconditionKindLoss()
+    logits = torch.tensor([[0.0, 0.0, 0.0, 2.0, 0.0], [1.0, 0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0, 3.0],
+                           [0.0, 5.0, 0.0, 0.0, 0.0]], requires_grad=True)
+    labels, kinds = torch.tensor([0, 0, 0, 1]), torch.tensor([1, 0, 0, -1])
+    # kind logits of the three known rows: 2.0 (precondition), -1.0 (data), 0.0 (data); the none row is left out
+    bce = lambda z, y: float(F.binary_cross_entropy_with_logits(torch.tensor(z), torch.tensor(y)))  # noqa: E731
+    expected = (bce(2.0, 1.0) + bce(-1.0, 0.0) + bce(0.0, 0.0)) / 4  # summed, over the batch of 4
+    value = loss(logits, labels, kinds)
+    assert float(value.detach()) == pytest.approx(expected, rel=1e-6)
+    value.backward()
+    assert logits.grad[3].abs().sum() == 0 and logits.grad[0].abs().sum() > 0
+    none_known = loss(logits, labels, torch.tensor([-1, -1, -1, -1]))
+    assert float(none_known) == 0.0 and none_known.requires_grad
+
+
+def test_training_teaches_the_kind_head_which_dependencies_are_preconditions(tiny_model_dir, tmp_path):
+    tokenizer = load_tokenizer(str(tiny_model_dir))
+    model = load_model(str(tiny_model_dir), kind_head=True)
+    pairs = []
+    for i in range(6):  # data: a token passes; precondition: a check must run first, nothing passes
+        token, mail = _doc(f"GetToken{i}", ["user"], [f"token{i}"]), _doc(f"SendMail{i}", [f"token{i}"], ["status"])
+        check, pay = _doc(f"CheckAccount{i}", ["account"], ["verified"]), _doc(f"Transfer{i}", ["amount"], ["receipt"])
+        for consumer, producer, kind in ((mail, token, "data"), (pay, check, "precondition")):
+            a, b = canonical_doc_json(consumer), canonical_doc_json(producer)
+            pairs += [PairExample(a, b, 0, "g", kind=kind), PairExample(b, a, 2, "g", kind=kind)]
+    args = StageArguments(epochs=30, batch_size=8, learning_rate=1e-2, warmup_ratio=0.0, max_length=64, seed=0,
+                          select_metric="loss", progress=False)
+    result = train_classifier(model, tokenizer, pairs, pairs, args, tmp_path / "run", loss_name="ce")
+    trained = load_model(str(result.best_dir))
+    _, kind = predict_examples(trained, tokenizer, pairs, 64, 16, symmetric=False, with_kind=True)
+    is_pre = np.array([e.kind == "precondition" for e in pairs])
+    assert kind[is_pre].min() > 0.5 > kind[~is_pre].max(), (kind[is_pre], kind[~is_pre])
+
+
+def test_kind_metrics_count_an_edge_for_a_kind_only_when_found_and_called_that_kind():
+    from tasks.training.metrics import choose_kind_cut, format_kind_table, kind_metrics, predicted_kinds
+
+    data, pre = _doc("SendMail", ["token"], ["status"]), _doc("Transfer", ["amount"], ["receipt"])
+    j = canonical_doc_json
+    pairs = [PairExample(j(data), j(pre), 0, "g", kind="data"), PairExample(j(data), j(pre), 2, "g", kind="data"),
+             PairExample(j(pre), j(data), 0, "g", kind="precondition"), PairExample(j(pre), j(data), 0, "g", kind="precondition"),
+             PairExample(j(pre), j(pre), 1, "g"), PairExample(j(pre), j(data), 0, "g")]  # the last: kind unknown
+    y_pred = [0, 0, 0, 1, 2, 0]  # row 2 wrong way, row 4 missed, row 5 a false positive, row 6 left out
+    kinds = predicted_kinds(np.array([0.1, 0.9, 0.8, 0.9, 0.7, 0.9]), 0.5)
+    assert kinds == ["data", "precondition", "precondition", "precondition", "precondition", "precondition"]
+    m = kind_metrics(pairs, y_pred, kinds)
+    assert m["data"] == {"n_gold": 2, "n_predicted": 1, "true_positives": 1, "precision": 1.0, "recall": 0.5,
+                         "f1": pytest.approx(2 / 3)}
+    # preconditions: predicted on rows 2 (wrong way), 3 (right), 5 (a none pair): 1 of 3, 1 of 2 gold
+    assert m["precondition"]["precision"] == pytest.approx(1 / 3) and m["precondition"]["recall"] == 0.5
+    assert m["kind_accuracy"] == 1.0 and m["n_found"] == 2
+    assert kind_metrics([PairExample("{}", "{}", 0, "g")], [0], ["data"]) is None  # no kind known anywhere
+    # the kind cut: the highest macro F1 of the two kinds over the dependent pairs of known kind. Ranked
+    # 0.8 pre, 0.6 data, 0.45 pre, 0.1 data: cuts 0.8 and 0.45 tie at macro F1 (2/3 + 0.8) / 2; the higher is kept
+    cut = choose_kind_cut(pairs, np.array([0.1, 0.6, 0.8, 0.45, 0.7, 0.99]))
+    assert cut["kind_threshold"] == 0.8 and cut["kind_macro_f1"] == pytest.approx((2 / 3 + 0.8) / 2)
+    assert cut["n_kind_pairs"] == 4 and cut["precondition_f1"] == pytest.approx(2 / 3)
+    assert choose_kind_cut(pairs, np.array([0.1, 0.3, 0.8, 0.45, 0.7, 0.99]))["kind_threshold"] == 0.45  # separable
+    assert choose_kind_cut(pairs[:2], np.array([0.1, 0.6]))["kind_threshold"] == 0.5  # one kind: no choice
+    # a head that ranks preconditions no better than chance among many data pairs: every dependency stays data
+    # (the precondition F1 alone would call them all preconditions: 2 of 10 right beats none)
+    many = [PairExample(j(data), j(pre), 0, "g", kind="precondition" if i < 2 else "data") for i in range(10)]
+    flat = choose_kind_cut(many, np.array([0.1, 0.1, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3]))
+    assert flat["kind_threshold"] > 0.3 and flat["precondition_f1"] == 0.0 and flat["data_f1"] == pytest.approx(16 / 18)
+    table = format_kind_table({"model": {"kinds": m}, "rule": {"kinds": None}}, "t").splitlines()
+    assert len(table) == 3 and table[2].split()[1:4] == ["1.000", "0.500", "0.667"]
+
+
+def test_tool_set_pairs_carry_the_kind_of_their_edge():
+    tools = [Tool("Login", "g", _doc("Login", [], ["token"])), Tool("Mail", "g", _doc("Mail", ["token"])),
+             Tool("Check", "g", _doc("Check")), Tool("Pay", "g", _doc("Pay"))]
+    toolset = ToolSet("t", tools, [DependencyEdge("g", "Mail", "Login", kind="data"),
+                                   DependencyEdge("g", "Pay", "Check", kind="precondition"), DependencyEdge("g", "Pay", "Login")])
+    kinds = {(p.tool_a, p.tool_b): p.kind for p in build_pairs(toolset)}
+    assert kinds[("Mail", "Login")] == kinds[("Login", "Mail")] == "data"
+    assert kinds[("Pay", "Check")] == kinds[("Check", "Pay")] == "precondition"
+    assert kinds[("Pay", "Login")] is None and kinds[("Mail", "Check")] is None  # kind not known; no dependency

@@ -310,13 +310,18 @@ def test_predicted_edges_carry_their_dependency_kind():
     assert dependency_kind(through_parameter=True) == "data"
     assert dependency_kind(through_parameter=False) is None
     assert dependency_kind(through_parameter=False, precondition=True) == "precondition"
-    assert dependency_kind(through_parameter=False, precondition=False) is None
+    assert dependency_kind(through_parameter=False, precondition=False) == "data"  # the kind head says data
     assert dependency_kind(through_parameter=True, precondition=True) == "data"  # a value passed wins
     # schema edges are found through parameters; a discriminator pair score names none
     assert {s.edge.kind for s in schema_edges(TOOLS)} == {"data"}
     pairs, probs = [(0, 1), (1, 2)], np.array([[0.6, 0.3, 0.1], [0.1, 0.2, 0.7]])
     predicted = edges_from_probabilities(TOOLS, pairs, probs)
     assert [p.edge.kind for p in predicted] == [None, None]
+    # a checkpoint with a kind head: its p(precondition) per pair against the calibrated kind cut
+    headed = edges_from_probabilities(TOOLS, pairs, probs, p_precondition=np.array([0.9, 0.2]), kind_threshold=0.6)
+    assert [p.edge.kind for p in headed] == ["precondition", "data"]
+    assert [p.edge.kind for p in edges_from_probabilities(TOOLS, pairs, probs, p_precondition=np.array([0.9, 0.2]),
+                                                          kind_threshold=0.95)] == ["data", "data"]
     fused = {(f.edge.dependent, f.edge.prerequisite): (f.fused_from, f.edge.kind)
              for f in fuse_edges(predicted, schema_edges(TOOLS))}
     # found by the schema rule (alone or with the discriminator): its data edge is kept; discriminator only: None
@@ -413,6 +418,24 @@ def test_edge_decision_reads_calibration_or_falls_back_to_argmax(tmp_path, caplo
     (ckpt / "calibration.json").write_text(json.dumps({"criterion": "x"}))
     with pytest.raises(ValueError, match="no 'threshold'"):
         edge_decision(ckpt)
+
+
+def test_a_kind_head_checkpoint_scores_the_same_classes_and_gives_each_pair_a_kind(tiny_checkpoint, tmp_path):
+    from models.discriminator import load_model, load_tokenizer
+
+    headed = tmp_path / "headed"
+    load_model(str(tiny_checkpoint), kind_head=True).save_pretrained(headed)  # widened: the same 3 classes
+    load_tokenizer(str(tiny_checkpoint)).save_pretrained(headed)
+    pairs = [(0, 1), (0, 2), (3, 4)]
+    plain, none = score_pairs(tiny_checkpoint, TOOLS, pairs, batch_size=2, progress=False, with_kind=True)
+    probs, p_pre = score_pairs(headed, TOOLS, pairs, batch_size=2, progress=False, with_kind=True)
+    assert none is None and p_pre.shape == (3,)
+    np.testing.assert_allclose(probs, plain, atol=1e-6)
+    np.testing.assert_allclose(p_pre, 0.5, atol=1e-6)  # a widened head has not learned a kind yet
+    np.testing.assert_allclose(score_pairs(headed, TOOLS, pairs, batch_size=2, progress=False), plain, atol=1e-6)
+    check_label_order(load_model(str(headed)).config.id2label, headed)  # five outputs are the project's too
+    with pytest.raises(ValueError, match="differs from the project's"):
+        check_label_order({0: "a", 1: "b", 2: "c", 3: "d", 4: "e"}, headed)
 
 
 def test_score_pairs_with_a_tiny_checkpoint(tiny_checkpoint):
@@ -649,6 +672,37 @@ def test_build_graph_without_calibration_falls_back_to_argmax(tiny_checkpoint, t
     assert con.execute("SELECT count(*) FROM edges WHERE source = 'discriminator'").fetchone()[0] == n_argmax
 
 
+def test_build_graph_labels_discriminator_edges_with_the_kind_head_and_keeps_a_data_graph(tiny_checkpoint, tmp_path,
+                                                                                         prefect_harness):
+    from flows.build_graph import GraphConfig, build_graph
+    from models.discriminator import load_model, load_tokenizer
+    from tasks.toolsets.readers import write_toolset_dir
+    from warehouse.build import connect
+
+    headed = tmp_path / "headed"  # widened: every dependency at p(precondition) 0.5
+    load_model(str(tiny_checkpoint), kind_head=True).save_pretrained(headed)
+    load_tokenizer(str(tiny_checkpoint)).save_pretrained(headed)
+    folder = write_toolset_dir(TOYSET, tmp_path / "toy")
+    for kind_cut, kind in ((0.4, "precondition"), (0.6, "data")):
+        (headed / "calibration.json").write_text(json.dumps({"threshold": 0.0, "criterion": "max_f1", "both_orders": False,
+                                                             "kind_threshold": kind_cut}))
+        target = tmp_path / f"tgr-{kind}.duckdb"
+        build_graph(GraphConfig(toolsets=[str(folder)], warehouse=str(target), discriminator=str(headed),
+                                pruning="params", both_orders=False, progress=False, schema_edges=False))
+        con = connect(target)
+        n_pairs = con.execute("SELECT count(*) FROM scored_pairs").fetchone()[0]
+        assert n_pairs > 0
+        # threshold 0: every scored pair is an edge, each of the kind the head's cut gives
+        assert con.execute("SELECT kind, count(*) FROM edges WHERE source = 'discriminator' GROUP BY kind").fetchall() == [
+            (kind, n_pairs)]
+        embedding_kinds = {k for (k,) in con.execute("SELECT DISTINCT kind FROM tool_embeddings").fetchall()}
+        # a data-only graph only where the head called some edge a precondition
+        assert ("tgr_discriminator_data" in embedding_kinds) == (kind == "precondition")
+        params = json.loads(con.execute("SELECT params_json FROM edge_lineage WHERE source = 'discriminator'").fetchone()[0])
+        assert params["kind_threshold"] == kind_cut
+        con.close()
+
+
 def test_build_graph_records_retrieval_recall_and_share_of_pairs(tmp_path, prefect_harness, monkeypatch):
     """--pruning params+retrieval: the rule runs in the flow; recall and the share of ordered pairs kept
     reach the summary, the warehouse (candidate_pruning) and the log."""
@@ -872,3 +926,39 @@ def test_readme_producers_of_example_gives_its_answer_on_a_nestools_domain(share
     assert n_manual == len(domain.parameter_edges) > 0
     lineage = dict(con.execute("SELECT source, input_files FROM edge_lineage").fetchall())
     assert set(lineage) == {"manual", "schema"} and str(folder / "param_edges.jsonl") in lineage["manual"]
+
+
+@pytest.mark.slow
+def test_scoring_on_a_local_dask_cluster_gives_the_same_edges_as_in_process(tiny_checkpoint, tmp_path, prefect_harness):
+    from flows.build_graph import GraphConfig, build_graph
+    from tasks.toolsets.readers import write_toolset_dir
+    from warehouse.build import connect
+
+    folder = write_toolset_dir(TOYSET, tmp_path / "toy")
+    rows = {}
+    for runner in ("local", "dask"):
+        target = tmp_path / f"{runner}.duckdb"
+        build_graph(GraphConfig(toolsets=[str(folder)], warehouse=str(target), discriminator=str(tiny_checkpoint),
+                                pruning="params+text", progress=False, schema_edges=False, scoring_runner=runner,
+                                scoring_workers=2))
+        con = connect(target)
+        rows[runner] = (con.execute("SELECT tool_a, tool_b, p_a_depends_on_b, p_no_dependency, p_b_depends_on_a "
+                                    "FROM scored_pairs ORDER BY ALL").fetchall(),
+                        con.execute("SELECT dependent, prerequisite FROM edges WHERE source = 'discriminator' "
+                                    "ORDER BY ALL").fetchall())
+        con.close()
+    (local_pairs, local_edges), (dask_pairs, dask_edges) = rows["local"], rows["dask"]
+    assert len(local_pairs) == len(dask_pairs) > 2  # more pairs than one shard
+    assert [r[:2] for r in local_pairs] == [r[:2] for r in dask_pairs]
+    np.testing.assert_allclose([r[2:] for r in local_pairs], [r[2:] for r in dask_pairs], atol=1e-5)
+    assert local_edges == dask_edges
+
+
+def test_the_scoring_runner_is_checked():
+    from flows.build_graph import GraphConfig
+
+    with pytest.raises(ValueError, match="--scoring-runner 'spark'"):
+        GraphConfig(scoring_runner="spark")
+    with pytest.raises(ValueError, match="--scoring-workers 0"):
+        GraphConfig(scoring_workers=0)
+    assert GraphConfig(scoring_runner="dask", dask_address="").dask_address is None

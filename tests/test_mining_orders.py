@@ -385,3 +385,400 @@ def test_the_pattern_of_a_call_with_two_linked_operands_does_not_follow_the_hash
     seen = {subprocess.run([sys.executable, "-c", probe, str(tmp_path)], cwd=REPO_ROOT, capture_output=True, text=True, check=True,
                            env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout for seed in range(6)}
     assert len(seen) == 1 and "same_receiver" in seen.pop()
+
+
+# -- typing rules that resolve more receivers (issue 22 item 2) -------------------------------------------
+TYPED_API = API + '''
+
+class Other:
+    """Another object with a connect step."""
+
+    def connect(self):
+        """Open the other thing."""
+
+    def send(self, data):
+        """Send through the other thing."""
+
+
+class HMAC:
+    """A keyed hash."""
+
+    def update(self, data):
+        """Feed data."""
+
+    def verify(self, signature):
+        """Check the signature against what was fed."""
+
+
+def make_conn(host):
+    """A new connection to host."""
+    conn = Conn()
+    conn.host = host
+    return conn
+
+
+def make_either(flag):
+    """A Conn or an Other: two types."""
+    if flag:
+        made = Conn()
+    else:
+        made = Other()
+    return made
+
+
+def passthrough(conn):
+    """Gives back what it was given: a caller's value, of unknown type."""
+    return conn
+
+
+def reuse(conn):
+    """A local rebound by a loop as well as by a call: of unknown type."""
+    made = Conn()
+    for made in conn:
+        pass
+    return made
+
+'''
+
+
+def test_a_local_returned_by_a_function_gives_its_callers_the_type(tmp_path: Path) -> None:
+    """``def make_conn(): conn = Conn(); ...; return conn``: ``c = make_conn(); c.connect(); c.send(d)`` is
+    ``Conn.send`` after ``Conn.connect``; a local bound to two types, a parameter handed back, or a local also
+    bound by a loop gives no type."""
+    res = _mine(tmp_path, {"api.py": TYPED_API, "use.py": '''
+        from api import make_conn, make_either, passthrough, reuse
+
+
+        def talk(data):
+            c = make_conn("host")
+            c.connect()
+            c.send(data)
+
+
+        def either(data):
+            c = make_either(True)
+            c.connect()
+            c.send(data)
+
+
+        def handed_back(conn, data):
+            c = passthrough(conn)
+            c.connect()
+            c.send(data)
+
+
+        def looped(conns, data):
+            c = reuse(conns)
+            c.connect()
+            c.send(data)
+        '''})
+    orders = _orders(res)
+    assert orders[("api.Conn.send", "api.Conn.connect")].record_id.startswith("use:talk:")
+    assert orders[("api.Conn.send", "api.Conn.connect")].support == 1  # the other three functions show nothing
+    reasons = _reasons(res)
+    for fn, callee in (("either", "make_either"), ("handed_back", "passthrough"), ("looped", "reuse")):
+        (rid,) = [r for r in reasons if r.startswith(f"use:{fn}:")]
+        assert reasons[rid] == MineReason.UNRESOLVED_TARGET
+        assert f"return type of api.{callee} unknown" in next(r.detail for r in res.order_rejections if r.record_id == rid)
+    assert len(res.orders) + len(res.order_rejections) == res.order_candidates
+
+
+def test_a_name_from_a_star_import_resolves_unless_the_module_binds_it(tmp_path: Path) -> None:
+    """``from api import *; c = Conn()``: Conn comes from the star import; a name the module binds itself
+    (twice here, so it has no known value) is not taken from the star import."""
+    res = _mine(tmp_path, {"api.py": TYPED_API, "star.py": '''
+        from api import *
+
+
+        def talk(data):
+            c = Conn()
+            c.connect()
+            c.send(data)
+        ''', "shadow.py": '''
+        from api import *
+
+        Other = None
+        Other = make_either(False)
+
+
+        def talk(data):
+            o = Other()
+            o.connect()
+            o.send(data)
+        '''})
+    assert _orders(res)[("api.Conn.send", "api.Conn.connect")].record_id.startswith("star:talk:")
+    assert ("api.Other.send", "api.Other.connect") not in _orders(res)
+    (shadowed,) = [r for r in res.order_rejections if r.record_id.startswith("shadow:")]
+    assert shadowed.reason == MineReason.UNRESOLVED_TARGET and "local variable o" in shadowed.detail  # Other() gave no type
+    assert len(res.orders) + len(res.order_rejections) == res.order_candidates
+
+
+def test_an_attribute_bound_from_a_method_of_the_class_takes_its_return_type(tmp_path: Path) -> None:
+    """``self.conn = self._open()`` with ``_open`` returning a ``Conn``: ``self.conn.connect(); self.conn.send(d)``
+    resolves; when another method binds the attribute to another type, it stays untyped."""
+    res = _mine(tmp_path, {"api.py": TYPED_API, "holder.py": '''
+        from api import Conn, Other
+
+
+        class Holder:
+            def __init__(self):
+                self.conn = self._open()
+
+            def _open(self):
+                return Conn()
+
+            def run(self, data):
+                self.conn.connect()
+                self.conn.send(data)
+
+
+        class Mixed:
+            def __init__(self):
+                self.conn = self._open()
+
+            def _open(self):
+                return Conn()
+
+            def reset(self):
+                self.conn = Other()
+
+            def run(self, data):
+                self.conn.connect()
+                self.conn.send(data)
+        '''})
+    assert _orders(res)[("api.Conn.send", "api.Conn.connect")].record_id.startswith("holder:Holder.run:")
+    (mixed,) = [r for r in res.order_rejections if r.record_id.startswith("holder:Mixed.run:")]
+    assert mixed.reason == MineReason.UNRESOLVED_TARGET and "attribute of self" in mixed.detail
+    assert len(res.orders) + len(res.order_rejections) == res.order_candidates
+
+
+def test_names_unpacked_from_a_call_annotated_as_a_tuple_take_the_element_types(tmp_path: Path) -> None:
+    """``c, h = pair()`` with ``pair`` annotated ``-> tuple[Conn, HMAC]``: ``c`` is a Conn, ``h`` an HMAC; a bare
+    ``-> tuple``, or a tuple of another length than the names unpacked, types nothing."""
+    res = _mine(tmp_path, {"api.py": TYPED_API, "use.py": '''
+        from api import Conn, HMAC
+
+
+        def pair() -> tuple[Conn, HMAC]:
+            return Conn(), HMAC()
+
+
+        def bare() -> tuple:
+            return Conn(), HMAC()
+
+
+        def triple() -> tuple[Conn, HMAC, Conn]:
+            return Conn(), HMAC(), Conn()
+
+
+        def both(data, signature):
+            c, h = pair()
+            c.connect()
+            c.send(data)
+            h.update(data)
+            h.verify(signature)
+
+
+        def untyped(data):
+            c, h = bare()
+            c.connect()
+            c.send(data)
+
+
+        def miscounted(data):
+            c, h = triple()
+            c.connect()
+            c.send(data)
+        '''})
+    orders = _orders(res)
+    assert orders[("api.Conn.send", "api.Conn.connect")].record_id.startswith("use:both:")
+    assert orders[("api.HMAC.verify", "api.HMAC.update")].record_id.startswith("use:both:")
+    for fn in ("untyped", "miscounted"):
+        (rejected,) = [r for r in res.order_rejections if r.record_id.startswith(f"use:{fn}:")]
+        assert rejected.reason == MineReason.UNRESOLVED_TARGET and "type of element 0" in rejected.detail
+    assert len(res.orders) + len(res.order_rejections) == res.order_candidates
+
+
+def test_a_local_read_from_a_typed_attribute_takes_its_type(tmp_path: Path) -> None:
+    """``conn = self.conn; conn.connect(); conn.send(d)`` with ``self.conn`` typed in the class, and ``c = h.conn``
+    with ``h`` a typed local: the attribute's type; an attribute the class binds to two types gives none,
+    and ``fn = self.method; fn()`` still calls the method."""
+    res = _mine(tmp_path, {"api.py": TYPED_API, "holder.py": '''
+        from api import Conn, Other
+
+
+        class Holder:
+            """Holds a connection."""
+
+            def __init__(self):
+                self.conn = Conn()
+
+            def run(self, data):
+                conn = self.conn
+                conn.connect()
+                conn.send(data)
+
+            def via_method(self, data):
+                step = self.prepare
+                step(data)
+                self.conn.send(data)
+
+            def prepare(self, data):
+                """Prepare the data."""
+
+
+        def from_outside(data):
+            h = Holder()
+            c = h.conn
+            c.connect()
+            c.send(data)
+
+
+        class Mixed:
+            def __init__(self):
+                self.conn = Conn()
+
+            def reset(self):
+                self.conn = Other()
+
+            def run(self, data):
+                conn = self.conn
+                conn.connect()
+                conn.send(data)
+        '''})
+    orders = _orders(res)
+    pair = orders[("api.Conn.send", "api.Conn.connect")]
+    assert pair.support == 2 and pair.record_id.startswith("holder:Holder.run:")  # and from_outside
+    assert ("api.Conn.send", "holder.Holder.prepare") in orders  # step(data): the aliased method, validate_first
+    (mixed,) = [r for r in res.order_rejections if r.record_id.startswith("holder:Mixed.run:")]
+    assert mixed.reason == MineReason.UNRESOLVED_TARGET
+    assert len(res.orders) + len(res.order_rejections) == res.order_candidates
+
+
+def test_loop_items_of_an_annotated_collection_take_the_item_type(tmp_path: Path) -> None:
+    """``for c in conns`` with ``conns: list[Conn]``, ``for c in open_all()`` with ``open_all() -> Iterator[Conn]``
+    (directly or through a local): each ``c`` is a Conn; a ``dict[str, Conn]`` (keys are iterated), a
+    ``tuple[Conn, Other]``, an unannotated source or ``str(..)`` of the collection types nothing."""
+    res = _mine(tmp_path, {"api.py": TYPED_API, "use.py": '''
+        from typing import Iterator
+
+        from api import Conn, Other
+
+
+        def open_all() -> Iterator[Conn]:
+            yield Conn()
+
+
+        def open_some():
+            return [Conn()]
+
+
+        def given(conns: list[Conn], data):
+            for c in conns:
+                c.connect()
+                c.send(data)
+
+
+        def produced(data):
+            for c in open_all():
+                c.connect()
+                c.send(data)
+
+
+        def through_a_local(data):
+            conns = open_all()
+            for i, c in enumerate(conns):
+                c.connect()
+                c.send(data)
+
+
+        def keyed(conns: dict[str, Conn], data):
+            for c in conns:
+                c.connect()
+                c.send(data)
+
+
+        def mixed(conns: tuple[Conn, Other], data):
+            for c in conns:
+                c.connect()
+                c.send(data)
+
+
+        def unannotated(data):
+            for c in open_some():
+                c.connect()
+                c.send(data)
+
+
+        def as_text(conns: list[Conn], data):
+            for c in str(conns):
+                c.connect()
+                c.send(data)
+        '''})
+    pair = _orders(res)[("api.Conn.send", "api.Conn.connect")]
+    assert pair.support == 3  # given, produced, through_a_local
+    rejected = {r.record_id.split(":")[1]: r for r in res.order_rejections if r.reason == MineReason.UNRESOLVED_TARGET}
+    assert set(rejected) == {"keyed", "mixed", "unannotated", "as_text"}
+    assert "type of the items of use.open_some() unknown" in rejected["unannotated"].detail
+    assert len(res.orders) + len(res.order_rejections) == res.order_candidates
+
+
+def test_an_isinstance_test_types_a_local_where_it_holds(tmp_path: Path) -> None:
+    """``if isinstance(c, Conn):`` types ``c`` in the body; ``assert isinstance(c, Conn)`` and ``if not
+    isinstance(c, Conn): raise`` from there on; a tuple of classes, the ``else`` branch, after the body of a
+    positive test, or a negative test whose body goes on, type nothing."""
+    res = _mine(tmp_path, {"api.py": TYPED_API, "use.py": '''
+        from api import Conn, Other
+
+
+        def in_body(c, data):
+            if isinstance(c, Conn):
+                c.connect()
+                c.send(data)
+
+
+        def asserted(c, data):
+            assert isinstance(c, Conn)
+            c.connect()
+            c.send(data)
+
+
+        def raised(c, data):
+            if not isinstance(c, Conn):
+                raise TypeError(c)
+            c.connect()
+            c.send(data)
+
+
+        def either(c, data):
+            if isinstance(c, (Conn, Other)):
+                c.connect()
+                c.send(data)
+
+
+        def in_else(c, data):
+            if isinstance(c, Conn):
+                pass
+            else:
+                c.connect()
+                c.send(data)
+
+
+        def after_body(c, data):
+            if isinstance(c, Conn):
+                pass
+            c.connect()
+            c.send(data)
+
+
+        def not_exiting(c, data):
+            if not isinstance(c, Conn):
+                print(c)
+            c.connect()
+            c.send(data)
+        '''})
+    pair = _orders(res)[("api.Conn.send", "api.Conn.connect")]
+    assert pair.support == 3  # in_body, asserted, raised
+    rejected = {r.record_id.split(":")[1] for r in res.order_rejections if r.reason == MineReason.UNRESOLVED_TARGET}
+    assert rejected == {"either", "in_else", "after_body", "not_exiting"}
+    assert len(res.orders) + len(res.order_rejections) == res.order_candidates

@@ -14,14 +14,15 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from flows.train_discriminator import TrainDiscriminatorConfig, parse_args, resolve_pretrain_data, train_discriminator  # noqa: E402
 from schemas.docs import canonical_doc_json, doc_id  # noqa: E402
-from schemas.tdi import ID2LABEL, TDI_PAIR_SCHEMA, swap_label  # noqa: E402
+from schemas.tdi import ID2LABEL, KIND_HEAD_ID2LABEL, TDI_PAIR_SCHEMA, swap_label  # noqa: E402
 from schemas.toolset import DependencyEdge, Tool, ToolSet  # noqa: E402
 from tasks.toolsets.readers import write_toolset_dir  # noqa: E402
 from tests.test_discriminator import make_tiny_model, toy_toolset  # noqa: E402
 
 
-def write_tiny_tdi(folder: Path, n_per_class: int = 8) -> Path:
-    """Balanced TDI shards in the real Arrow schema: producer/consumer doc pairs and their swaps."""
+def write_tiny_tdi(folder: Path, n_per_class: int = 8, preconditions: bool = False) -> Path:
+    """Balanced TDI shards in the real Arrow schema: producer/consumer doc pairs and their swaps.
+    ``preconditions``: every second dependent pair is a precondition (a check before an action, nothing passed)."""
     rows = []
     for split, n in (("train", n_per_class), ("validation", 3)):
         for i in range(n):
@@ -30,13 +31,18 @@ def write_tiny_tdi(folder: Path, n_per_class: int = 8) -> Path:
             consumer = {"name": f"use_{split}_{i}", "description": f"uses item {i}", "output_params": [],
                         "input_params": [{"name": f"item_{i}", "type": "str", "description": "the item"}]}
             other = {"name": f"clock_{split}_{i}", "description": "tells the time", "input_params": [], "output_params": []}
+            kind = "precondition" if preconditions and i % 2 else "data"
+            if kind == "precondition":
+                producer = {"name": f"check_{split}_{i}", "description": "checks the account", "input_params": [],
+                            "output_params": [{"name": "verified", "type": "bool", "description": "checked"}]}
+                consumer = {**consumer, "name": f"pay_{split}_{i}", "description": "pays"}
             for a, b, label, origin in ((consumer, producer, 0, "validated"), (producer, consumer, swap_label(0), "swapped"),
                                         (consumer, other, 1, "shuffled")):
                 ja, jb = canonical_doc_json(a), canonical_doc_json(b)
                 rows.append({"pair_id": doc_id(ja + jb), "doc_a": ja, "doc_b": jb, "tool_a_id": doc_id(ja),
                              "tool_b_id": doc_id(jb), "label": label, "label_name": ID2LABEL[label], "split": split,
                              "origin": origin, "source_a": f"rec{i}", "source_b": f"rec{i}",
-                             "kind": None if label == 1 else "data"})
+                             "kind": None if label == 1 else kind})
     shards = folder / "shards"
     shards.mkdir(parents=True)
     for split in ("train", "validation"):
@@ -91,13 +97,13 @@ def second_toolset() -> ToolSet:
 @pytest.fixture()
 def tiny_run(tmp_path):
     model_dir = make_tiny_model(tmp_path / "tiny-bert")
-    tdi = write_tiny_tdi(tmp_path / "tdi" / "tiny")
+    tdi = write_tiny_tdi(tmp_path / "tdi" / "tiny", preconditions=True)
     finetune = [str(write_toolset_dir(toy_toolset(), tmp_path / "toy")), str(write_toolset_dir(second_toolset(), tmp_path / "movies"))]
     test = str(write_toolset_dir(second_toolset(), tmp_path / "test"))
     cfg = TrainDiscriminatorConfig(output=tmp_path / "run", pretrain_data=str(tdi), finetune=tuple(finetune), test=(test,),
                                    base_model=str(model_dir), max_length=64, batch_size=4, pretrain_epochs=1,
                                    finetune_epochs=2, pretrain_learning_rate=1e-3, finetune_learning_rate=1e-3,
-                                   progress=False, seed=7)
+                                   progress=False, seed=7, kind_head=True)
     return cfg
 
 
@@ -141,10 +147,22 @@ def test_flow_trains_calibrates_evaluates_and_saves_a_loadable_checkpoint(tiny_r
     assert "paper Table 3" in card and "parameter-match rule" in card
     assert "- test: recall n/a (0 of 0 gold dependencies neither name rule finds)" in card
 
+    # the kind head (--kind-head): its cut chosen on the TDI validation pairs of known kind (1 precondition, 2 data
+    # pairs there, both orders), P/R/F1 per kind on that split, the name rules' edges counted as data
+    calibration = load_calibration(best)
+    assert 0.0 <= calibration["kind_threshold"] <= 1.0 and calibration["n_kind_pairs"] == 6
+    assert calibration["n_precondition"] == 2
+    kinds = metrics["validation"]["tdi"]["calibrated"]["kinds"]
+    assert kinds["precondition"]["n_gold"] == 2 and kinds["data"]["n_gold"] == 4
+    assert metrics["validation"]["tdi"]["schema_rule"]["kinds"]["precondition"]["n_predicted"] == 0
+    assert "kinds" not in metrics["validation"]["finetune"]["calibrated"] or \
+        metrics["validation"]["finetune"]["calibrated"]["kinds"] is None  # the toy tool sets' edges have no kind
+    assert "p(precondition | dependency)" in (best / "README.md").read_text()
+
     clf = pipeline("text-classification", model=str(best), device=-1)
     a, b = pair_texts({"name": "GetCredits", "description": "d", "input_params": [], "output_params": []}, "SearchMovie() -> movie")
     pred = clf({"text": a, "text_pair": b}, top_k=None)
-    assert {p["label"] for p in pred} == set(ID2LABEL.values())
+    assert {p["label"] for p in pred} == set(KIND_HEAD_ID2LABEL.values())  # the joint of class and kind
     assert sum(p["score"] for p in pred) == pytest.approx(1.0, abs=1e-4)
 
     # evaluate-only: the checkpoint scores a tool set without training, with its stored calibration

@@ -155,8 +155,11 @@ CORE_TABLES: tuple[Table, ...] = (
         Column("tool_id", "VARCHAR"),
         Column("kind", "VARCHAR", check="kind IN ('base', 'tgr_discriminator', 'tgr_manual', 'tgr_schema', "
                                         "'tgr_fused', 'tgr_transition', 'tgr_completed', 'tgr_schema_call_order', "
-                                        "'tgr_discriminator_call_order', 'tgr_fused_call_order')",
+                                        "'tgr_discriminator_call_order', 'tgr_fused_call_order', "
+                                        "'tgr_discriminator_data')",
                comment="tgr_completed: Eq. 3 over GTool's completed graph (base graph + 'predicted' edges); "
+                       "tgr_discriminator_data: the discriminator graph without the edges its kind head calls "
+                       "preconditions; "
                        "tgr_<source>_call_order: over that data graph and the 'call_order' precondition edges "
                        "(built from the training runs: scored on the test queries only)"),
         Column("embedding", EMBEDDING),

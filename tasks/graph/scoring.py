@@ -17,7 +17,7 @@ import numpy as np
 
 from schemas.docs import canonical_doc_json
 from schemas.name_rule import DEFAULT_MAX_PRODUCERS
-from schemas.tdi import ID2LABEL, LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A, LABEL_NO_DEPENDENCY
+from schemas.tdi import ID2LABEL, KIND_HEAD_ID2LABEL, LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A, LABEL_NO_DEPENDENCY
 from schemas.toolset import DependencyEdge, Tool
 from tasks.common.progress import EVERY_S, CountProgress, PrefectProgressArtifact, run_say, ticking
 from tasks.graph.kinds import dependency_kind
@@ -25,8 +25,11 @@ from tasks.graph.schema_rule import group_common_names, group_common_partial_inp
 
 log = logging.getLogger(__name__)
 
+
 # models.discriminator.SCORING_PRECISIONS, named here so that the build-graph config needs no torch import
 SCORING_PRECISIONS = ("fp32", "bf16", "int8")
+# where build-graph scores candidate pairs: this process, or shards on a Dask / Ray cluster (tasks/common/clusters.py)
+SCORING_RUNNERS = ("local", "dask", "ray")
 
 
 def score_pairs(
@@ -41,8 +44,11 @@ def score_pairs(
     max_producers: int | None = DEFAULT_MAX_PRODUCERS,
     precision: str = "fp32",
     progress_every_s: float = EVERY_S,
-) -> np.ndarray:
+    with_kind: bool = False,
+) -> np.ndarray | tuple[np.ndarray, np.ndarray | None]:
     """Class probabilities (n_pairs, 3) of <tools[i], tools[j]> from a discriminator checkpoint.
+    ``with_kind``: (probabilities, the kind head's p(precondition) per pair, averaged over both orders; None
+    for a checkpoint without the head).
 
     ``both_orders`` (default): the mean of p(<a,b>) and the label-swapped p(<b,a>), so the result
     does not depend on which tool comes first. ``progress``: a tqdm bar over the pairs (stderr). Whatever
@@ -58,14 +64,15 @@ def score_pairs(
     """
     from tqdm.auto import tqdm
 
-    from models.discriminator import load_discriminator, predict_proba, scoring_model
+    from models.discriminator import has_kind_head, load_discriminator, predict_proba, scoring_model
     from models.sentence_encoder import pick_device
 
     model, tokenizer = load_discriminator(checkpoint)
     check_label_order(model.config.id2label, checkpoint)
     model.to(pick_device(device))
+    kind = np.empty(len(pairs), dtype=np.float64) if has_kind_head(model) else None
     if not pairs:
-        return np.zeros((0, 3), dtype=np.float64)
+        return (np.zeros((0, 3), dtype=np.float64), kind) if with_kind else np.zeros((0, 3), dtype=np.float64)
     model = scoring_model(model, precision)  # int8: quantized once here, not per chunk
     docs = [canonical_doc_json(t.doc) for t in tools]
     docs_a, docs_b = [docs[i] for i, _ in pairs], [docs[j] for _, j in pairs]
@@ -82,25 +89,33 @@ def score_pairs(
               disable=not progress, leave=False) as bar, ticking(lines, last_line="if_long"):
         for start in range(0, len(pairs), chunk):
             sl = slice(start, start + chunk)
-            probs = predict_proba(model, tokenizer, docs_a[sl], docs_b[sl], max_length, batch_size,
-                                  ignore=ignore[sl], ignore_inputs=ignore_inputs[sl], precision=precision).numpy()
+            ab = predict_proba(model, tokenizer, docs_a[sl], docs_b[sl], max_length, batch_size,
+                               ignore=ignore[sl], ignore_inputs=ignore_inputs[sl], precision=precision, with_kind=True)
+            probs = ab.probs.numpy()
+            p_pre = None if ab.p_precondition is None else ab.p_precondition.numpy().astype(np.float64)
             bar.update(len(probs))
             if both_orders:
-                swapped = predict_proba(model, tokenizer, docs_b[sl], docs_a[sl], max_length, batch_size,
-                                        ignore=ignore[sl], ignore_inputs=ignore_inputs[sl],
-                                        precision=precision).numpy()
-                probs = (probs.astype(np.float64) + swapped[:, [2, 1, 0]]) / 2.0  # <b,a> class 0 is <a,b> class 2
+                ba = predict_proba(model, tokenizer, docs_b[sl], docs_a[sl], max_length, batch_size,
+                                   ignore=ignore[sl], ignore_inputs=ignore_inputs[sl], precision=precision,
+                                   with_kind=True)
+                # <b,a> class 0 is <a,b> class 2; the kind of a dependency does not depend on the order
+                probs = (probs.astype(np.float64) + ba.probs.numpy()[:, [2, 1, 0]]) / 2.0
+                p_pre = None if p_pre is None else (p_pre + ba.p_precondition.numpy()) / 2.0
                 bar.update(len(probs))
             out[sl] = probs
+            if kind is not None:
+                kind[sl] = p_pre
             lines.advance(len(probs))
-    return out
+    return (out, kind) if with_kind else out
 
 
 def check_label_order(id2label: dict, checkpoint: str | Path) -> None:
-    """Refuse checkpoints whose classes are not the project's (wrong edges otherwise)."""
+    """Refuse checkpoints whose classes are not the project's (wrong edges otherwise): the three classes, or
+    the kind head's five (``schemas.tdi.KIND_HEAD_ID2LABEL``)."""
     got = {int(k): v for k, v in id2label.items()}
-    if got != ID2LABEL:
-        raise ValueError(f"{checkpoint}: id2label {got} differs from the project's {ID2LABEL}")
+    if got not in (ID2LABEL, KIND_HEAD_ID2LABEL):
+        raise ValueError(f"{checkpoint}: id2label {got} differs from the project's {ID2LABEL} "
+                         f"(or, with the kind head, {KIND_HEAD_ID2LABEL})")
 
 
 @dataclass(frozen=True)
@@ -113,6 +128,11 @@ class EdgeDecision:
     both_orders: bool
     min_prob: float = 0.0
     calibration: dict | None = None  # the whole calibration.json, when one was used
+
+    @property
+    def kind_threshold(self) -> float:
+        """The cut on the kind head's p(precondition): calibration.json's ``kind_threshold``, else 0.5."""
+        return float((self.calibration or {}).get("kind_threshold", 0.5))
 
     @property
     def rule(self) -> str:
@@ -166,27 +186,32 @@ def edges_from_probabilities(
     probs: np.ndarray,
     min_prob: float = 0.0,
     threshold: float | None = None,
+    p_precondition: np.ndarray | None = None,
+    kind_threshold: float = 0.5,
 ) -> list[PredictedEdge]:
     """Discriminator edges by ``models.discriminator.decide(probs, threshold)``.
 
     threshold None: the argmax class must be 0 or 2; else p0 + p2 >= threshold, direction the larger
     of p0 and p2. Class 0 on <a, b>: a depends on b; class 2: b depends on a. The edge's ``prob`` is
     p0 + p2 (so every kept edge has prob >= threshold); ``min_prob`` is a further cut on it. The pair
-    score names no parameter, so the edge's kind is not known (``tasks.graph.kinds.dependency_kind``).
+    score names no parameter, so the edge's kind is the kind head's verdict where the checkpoint has one
+    (``p_precondition`` per pair: "precondition" at ``kind_threshold`` or above, else "data"), else not known
+    (``tasks.graph.kinds.dependency_kind``).
     """
     from models.discriminator import decide
 
     probs = np.asarray(probs, dtype=np.float64).reshape(-1, 3)
     labels = decide(probs, threshold) if len(probs) else np.zeros(0, dtype=int)
     out = []
-    for (i, j), p, cls in zip(pairs, probs, labels):
+    for n, ((i, j), p, cls) in enumerate(zip(pairs, probs, labels)):
         cls = int(cls)
         p_dep = float(p[LABEL_A_DEPENDS_ON_B] + p[LABEL_B_DEPENDS_ON_A])
         if cls == LABEL_NO_DEPENDENCY or p_dep < min_prob:
             continue
         assert cls in (LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A)
         dependent, prerequisite = (tools[i], tools[j]) if cls == LABEL_A_DEPENDS_ON_B else (tools[j], tools[i])
+        precondition = None if p_precondition is None else bool(p_precondition[n] >= kind_threshold)
         edge = DependencyEdge(tools[i].group, dependent.tool_id, prerequisite.tool_id, "discriminator",
-                              dependency_kind(through_parameter=False))
+                              dependency_kind(through_parameter=False, precondition=precondition))
         out.append(PredictedEdge(edge, min(p_dep, 1.0), cls, float(p[cls])))
     return out

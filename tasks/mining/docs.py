@@ -182,10 +182,13 @@ def _dotted_name(expr: ast.AST) -> str | None:
 def _inferred_return(node: ast.FunctionDef | ast.AsyncFunctionDef, index: BodyIndex, binding: str) -> str | None:
     """One type for every non-None ``return``: "Self" when each returns ``self`` (an instance method)
     or ``cls(...)`` (a classmethod); the dotted callee ``D`` when each returns a call ``D(...)`` of a
-    module-level name (not a local); else None."""
+    module-level name (not a local), or a local every binding of which is ``v = D(...)``
+    (``G = Graph(); ...; return G``); else None."""
     if index.has_yield:
         return None
-    found = {_return_kind(v, node, binding) for v in index.returns if not _is_none(v)}
+    values = [v for v in index.returns if not _is_none(v)]
+    locals_by_call = _local_call_bindings(node) if any(isinstance(v, ast.Name) for v in values) else {}
+    found = {_return_kind(v, node, binding, locals_by_call) for v in values}
     if len(found) != 1 or None in found:
         return None
     kind = found.pop()
@@ -197,18 +200,71 @@ def _inferred_return(node: ast.FunctionDef | ast.AsyncFunctionDef, index: BodyIn
     return kind
 
 
-def _return_kind(value: ast.expr, node: ast.FunctionDef | ast.AsyncFunctionDef, binding: str) -> str | None:
+def _return_kind(value: ast.expr, node: ast.FunctionDef | ast.AsyncFunctionDef, binding: str,
+                 locals_by_call: dict[str, str | None] | None = None) -> str | None:
     positional = [*node.args.posonlyargs, *node.args.args]
     first = positional[0].arg if positional and binding in ("instance", "class") else None
     if isinstance(value, ast.Await):
         value = value.value
     if isinstance(value, ast.Name) and binding == "instance" and value.id == first:
         return "Self"
+    if isinstance(value, ast.Name):
+        return (locals_by_call or {}).get(value.id)  # a parameter or a local bound otherwise: unknown
     if isinstance(value, ast.Call):
         if binding == "class" and isinstance(value.func, ast.Name) and value.func.id == first:
             return "Self"
         return _dotted_name(value.func)
     return None
+
+
+def _local_call_bindings(node: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, str | None]:
+    """Local name -> the dotted callee ``D`` when every binding of the name in the def's own body is a plain
+    ``name = D(...)`` (``name: T = D(...)`` too) of one ``D``; None for a name bound any other way (a loop,
+    ``with``, unpacking, ``+=``, ``except .. as``, a pattern, a walrus, ``del``, an import, ``global``/
+    ``nonlocal``) or by two callees. Parameters are never in it: a caller's value is of unknown type."""
+    by_call: dict[str, set[str]] = {}
+    other: set[str] = set()
+    call_stores: set[int] = set()  # id() of the Name nodes that a plain ``name = D(...)`` binds
+    nested: list[ast.AST] = []
+    stack: list[ast.AST] = list(node.body)
+    while stack:
+        n = stack.pop()
+        cls = n.__class__
+        if cls in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
+            other.add(n.name)  # type: ignore[attr-defined]
+            nested.append(n)
+            continue  # a nested scope binds its own names (a nonlocal there is caught below)
+        if cls is ast.Lambda:
+            continue
+        if cls is ast.Assign or cls is ast.AnnAssign:
+            targets = n.targets if cls is ast.Assign else [n.target]  # type: ignore[attr-defined]
+            value = n.value  # type: ignore[attr-defined]
+            if isinstance(value, ast.Await):
+                value = value.value
+            dotted = _dotted_name(value.func) if isinstance(value, ast.Call) else None
+            if dotted is not None and len(targets) == 1 and isinstance(targets[0], ast.Name):
+                by_call.setdefault(targets[0].id, set()).add(dotted)
+                call_stores.add(id(targets[0]))
+        elif cls is ast.Name:
+            if n.ctx.__class__ is not ast.Load and id(n) not in call_stores:  # type: ignore[attr-defined]
+                other.add(n.id)  # type: ignore[attr-defined]
+            continue
+        elif cls is ast.ExceptHandler and n.name:  # type: ignore[attr-defined]
+            other.add(n.name)  # type: ignore[attr-defined]
+        elif cls in (ast.MatchAs, ast.MatchStar) and n.name:  # type: ignore[attr-defined]
+            other.add(n.name)  # type: ignore[attr-defined]
+        elif cls is ast.MatchMapping and n.rest:  # type: ignore[attr-defined]
+            other.add(n.rest)  # type: ignore[attr-defined]
+        elif cls in (ast.Global, ast.Nonlocal):
+            other.update(n.names)  # type: ignore[attr-defined]
+        elif cls is ast.Import or cls is ast.ImportFrom:
+            other.update((al.asname or al.name).split(".")[0] for al in n.names)  # type: ignore[attr-defined]
+        stack.extend(child_nodes(n))
+    for scope in nested if by_call else ():  # ``nonlocal v`` in a nested def rebinds this def's v
+        other.update(name for n in ast.walk(scope) if isinstance(n, ast.Nonlocal) for name in n.names)
+    a = node.args
+    other.update(p.arg for p in [*a.posonlyargs, *a.args, *a.kwonlyargs, *(x for x in (a.vararg, a.kwarg) if x)])
+    return {name: next(iter(callees)) if len(callees) == 1 and name not in other else None for name, callees in by_call.items()}
 
 
 def _tuple_arity(node: ast.FunctionDef | ast.AsyncFunctionDef, index: BodyIndex) -> int | None:

@@ -53,6 +53,8 @@ class ModuleFacts:
     bases: dict[str, list[str]] = field(default_factory=dict)  # class -> qualified base names (for inherited methods)
     imports: dict[str, str] = field(default_factory=dict)  # local name -> qualified target
     star_imports: list[str] = field(default_factory=list)  # modules of ``from m import *``, in order
+    # names bound at module level, kept only in a module with star imports: any other name it uses comes from one
+    module_names: frozenset[str] = frozenset()
     flows: list[RawFlow] = field(default_factory=list)
     orders: list[RawOrder] = field(default_factory=list)  # candidate precondition pairs (call order, no data)
     flows_only: bool = False  # test code (FileItem.flows_only): not a module that names resolve to

@@ -13,8 +13,9 @@ from tasks.mining.docs import BodyIndex, child_nodes, index_body
 from tasks.mining.facts import MODULE_BODY, ModuleFacts, RawFlow
 from tasks.mining.order import OrderScanner
 from tasks.mining.reasons import MineReason
-from tasks.mining.resolve import bind_import, type_of_call
-from tasks.mining.syntax import annotated_class, bound_names, dotted_name, store_names, top_level_statements, unwrap
+from tasks.mining.resolve import EACH_ITEM, bind_import, tuple_item, type_of_call
+from tasks.mining.syntax import (annotated_class, annotated_item_class, bound_names, dotted_name, store_names,
+                                 top_level_statements, unwrap)
 
 
 _BUILTINS = frozenset(dir(builtins))
@@ -23,6 +24,7 @@ _BUILTINS = frozenset(dir(builtins))
 # builtins whose result is the argument's data in another container or form (looked through like await)
 _VALUE_BUILTINS = frozenset({"list", "tuple", "set", "frozenset", "sorted", "dict", "iter", "str", "bytes", "int", "float"})
 _CASTS = frozenset({"typing.cast", "typing_extensions.cast"})
+_BODY_EXITS = (ast.Raise, ast.Return, ast.Continue, ast.Break)  # ``if not isinstance(x, Foo): raise``: x is a Foo after
 
 
 def _calls_in(expr: ast.AST) -> Iterator[ast.Call]:
@@ -107,22 +109,33 @@ class BodyScanner:
         self.aliases: dict[str, tuple[str, bool]] = {}
         # call order without data flow (tasks/mining/order.py); parse.py turns it on; a nested def has its own
         self.order: OrderScanner | None = OrderScanner(self) if enclosing is not None and enclosing.order is not None else None
+        # name -> type string of its items: ``xs: list[Foo]`` makes ``for x in xs: x.m()`` a call of ``Foo.m``
+        self.item_types: dict[str, str] = {}
         for p in [*positional, *a.kwonlyargs]:
             if p.arg == self.self_name:
                 continue
             resolved = self._annotation_type(p.annotation)
             if resolved:
                 self.types[p.arg] = resolved
+            item = self._item_annotation_type(p.annotation)
+            if item:
+                self.item_types[p.arg] = item
 
     # name resolution -------------------------------------------------------------------------
     def _annotation_type(self, annotation: ast.AST | None) -> str | None:
         dotted = annotated_class(annotation)
         return self._resolve_global(dotted) if dotted else None
 
+    def _item_annotation_type(self, annotation: ast.AST | None) -> str | None:
+        if annotation is None:
+            return None
+        dotted = annotated_item_class(annotation)
+        return self._resolve_global(dotted) if dotted else None
+
     def _resolve_global(self, dotted: str) -> str | None:
         head, _, tail = dotted.partition(".")
         base = self.local_imports.get(head) or self.mod.imports.get(head)
-        if base is None and head in self.module_defs:
+        if base is None and (head in self.module_defs or self._from_star_import(head)):
             base = f"{self.mod.module}.{head}"
         if base is None:
             return None
@@ -139,9 +152,18 @@ class BodyScanner:
             return f"{self.mod.module}.{name}", ""
         if name in _BUILTINS:
             return None, f"builtin {name}"
+        if self._from_star_import(name):  # the symbol table follows the module's star imports
+            return f"{self.mod.module}.{name}", ""
         if self.guess:  # a lone function record: the name is another record of the same file
             return f"{self.mod.module}.{name}", ""
         return None, f"unknown name {name}"
+
+    def _from_star_import(self, name: str) -> bool:
+        """A name bound nowhere in the module, not a builtin, in a module with ``from m import *``: one of
+        those imports binds it (``from tkinter import *; Text(...)``)."""
+        return (bool(self.mod.star_imports) and name not in self.locals and name not in self.local_imports
+                and name not in self.mod.imports and name not in self.module_defs and name not in self.mod.module_names
+                and name not in _BUILTINS)
 
     def resolve(self, func: ast.expr) -> tuple[str | None, bool, str]:
         """(qualified target or None, called through self/cls, why not resolved)."""
@@ -177,7 +199,8 @@ class BodyScanner:
                 return f"{own_class}.<attr>.{chain[0]}.{chain[1]}", True, ""  # bound in a base class, if anywhere
             if chain:
                 return None, False, f"attribute of {func.id}: {func.id}.{'.'.join(chain)}"
-        if len(chain) <= 1 and func.id in self.types:  # x.m() -> Type.m; x() -> Type.__call__
+        # x.m() -> Type.m; x() -> Type.__call__, unless x is an alias (``fn = self.method``: typed and aliased)
+        if len(chain) <= 1 and func.id in self.types and (chain or func.id not in self.aliases):
             return f"{self.types[func.id]}.{chain[0] if chain else '__call__'}", True, ""
         if len(chain) == 2 and func.id in self.types:  # x.a.m(): m of the type of Type's attribute a
             return f"{self.types[func.id]}.<attr>.{chain[0]}.{chain[1]}", True, ""
@@ -233,6 +256,7 @@ class BodyScanner:
             self.env.pop(n, None)
             self.types.pop(n, None)
             self.aliases.pop(n, None)
+            self.item_types.pop(n, None)
 
     def _expr(self, expr: ast.AST | None) -> None:
         if expr is None:
@@ -258,7 +282,22 @@ class BodyScanner:
             bind_import(s, self.mod.module, self.mod.is_package, self.local_imports)
             self._kill(k for k in self.local_imports if before.get(k) != self.local_imports[k])
             return
-        if isinstance(s, (ast.If, ast.While)):
+        if isinstance(s, ast.If) and (narrowed := self._isinstance_test(s.test)) is not None:
+            self._expr(s.test)
+            name, typed, holds = narrowed
+            if holds:  # ``if isinstance(x, Foo): x.m()``: a Foo in the body
+                before = self.types.get(name)
+                self.types[name] = typed
+                self.scan(s.body)
+                if self.types.get(name) == typed:  # not rebound there: the narrowing ends with the body
+                    self._restore_type(name, before)
+                self.scan(s.orelse)
+            else:
+                self.scan(s.body)
+                self.scan(s.orelse)
+                if not s.orelse and s.body and isinstance(s.body[-1], _BODY_EXITS):  # ``if not isinstance(x, Foo): raise``
+                    self.types[name] = typed
+        elif isinstance(s, (ast.If, ast.While)):
             self._expr(s.test)
             self.scan(s.body)
             self.scan(s.orelse)
@@ -306,6 +345,9 @@ class BodyScanner:
                 annotated = self._annotation_type(s.annotation)
                 if annotated:
                     self.types[s.target.id] = annotated
+                item = self._item_annotation_type(s.annotation)
+                if item:
+                    self.item_types[s.target.id] = item
         elif isinstance(s, ast.AugAssign):
             self._expr(s.value)
             self._kill(store_names(s.target))
@@ -315,6 +357,33 @@ class BodyScanner:
         else:  # Expr, Return, Raise, Assert, ...: calls only
             for child in ast.iter_child_nodes(s):
                 self._expr(child)
+            if isinstance(s, ast.Assert) and (narrowed := self._isinstance_test(s.test)) is not None and narrowed[2]:
+                self.types[narrowed[0]] = narrowed[1]  # ``assert isinstance(x, Foo)``: a Foo from here on
+
+    def _isinstance_test(self, test: ast.expr) -> tuple[str, str, bool] | None:
+        """``isinstance(x, Foo)`` / ``not isinstance(x, Foo)`` of a local ``x`` of no known type and one class ``Foo`` named
+        through the module's imports or definitions: (x, Foo's type string, whether the test holds when true);
+        None for anything else (a tuple of classes, an attribute, ``and``/``or``)."""
+        holds = True
+        while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            test, holds = test.operand, not holds
+        if not (isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.func.id == "isinstance"
+                and len(test.args) == 2 and not test.keywords and isinstance(test.args[0], ast.Name)
+                and test.args[0].id in self.locals and test.args[0].id not in self.types  # a known type stays
+                and isinstance(test.args[1], (ast.Name, ast.Attribute))
+                and self._is_builtin("isinstance")):
+            return None
+        dotted = dotted_name(test.args[1])
+        if dotted is None or dotted.split(".", 1)[0] in self.locals:
+            return None
+        typed = self._resolve_global(dotted)
+        return (test.args[0].id, typed, holds) if typed else None
+
+    def _restore_type(self, name: str, before: str | None) -> None:
+        if before is None:
+            self.types.pop(name, None)
+        else:
+            self.types[name] = before
 
     def _bind(self, target: ast.AST, value: ast.expr, converted: bool = False) -> None:
         """``target = value``; ``converted``: value was inside ``list(...)``, ``str(...)``...: the data
@@ -340,7 +409,10 @@ class BodyScanner:
                     if old == (None, None, None) and value.id not in self.locals:
                         self._alias(name, value)
             elif isinstance(value, ast.Attribute) and not converted:
-                self._alias(name, value)
+                self._alias(name, value)  # ``fn = self.method; fn()``
+                typed = self._attribute_type(value)
+                if typed is not None:  # ``conn = self.conn; conn.send()``
+                    self.types[name] = typed
         elif isinstance(target, (ast.Tuple, ast.List)):
             names = list(store_names(target))
             self._kill(names)
@@ -348,6 +420,10 @@ class BodyScanner:
                 flat = all(isinstance(e, ast.Name) for e in target.elts)  # a, b = f(): element i is known
                 for i, name in enumerate(names):
                     self.env[name] = (value, i, len(names)) if flat else (value, None, 0)
+                callee = self.resolve(value.func)[0] if flat and not converted else None
+                if callee is not None and type_of_call(callee).endswith("()"):
+                    for i, name in enumerate(names):  # ``fig, ax = subplots()`` annotated ``-> tuple[Figure, Axes]``
+                        self.types[name] = f"{callee}().{tuple_item(i, len(names))}"
         elif isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == self.self_name:
             key = f"{self.self_name}.{target.attr}"  # self.x = f(...); ...; g(self.x)
             if isinstance(value, ast.Call):
@@ -360,8 +436,9 @@ class BodyScanner:
 
     def _loop_items(self, target: ast.expr, iterable: ast.expr) -> None:
         """``for x in f(...)`` / ``for i, x in enumerate(f(...))``: x is an item of f's value
-        (``unpack`` -1; the resolve phase keeps it only when f is known to give items)."""
-        inner, _ = self._through(iterable)
+        (``unpack`` -1; the resolve phase keeps it only when f is known to give items), of the items' type
+        when known (:meth:`_item_type`; not through ``str(..)`` and the like: other items)."""
+        inner, converted = self._through(iterable)
         if (isinstance(inner, ast.Call) and isinstance(inner.func, ast.Name) and inner.func.id == "enumerate"
                 and len(inner.args) == 1 and not inner.keywords and self._is_builtin("enumerate")
                 and isinstance(target, ast.Tuple) and len(target.elts) == 2):
@@ -372,6 +449,41 @@ class BodyScanner:
             self.env[target.id] = (inner, None, -1)
         elif isinstance(inner, ast.Name) and inner.id in self.env and self.env[inner.id][2] is None:
             self.env[target.id] = (self.env[inner.id][0], None, -1)
+        typed = None if converted else self._item_type(inner)
+        if typed is not None:
+            self.types[target.id] = typed
+
+    def _item_type(self, iterable: ast.expr) -> str | None:
+        """Type string of the items of ``iterable``: ``for x in xs`` with ``xs: list[Foo]`` (a parameter or a
+        local so annotated) gives Foos; ``for x in f(...)`` / ``xs = f(...); for x in xs``, what the items
+        of ``f``'s return annotation are (``-> Iterator[Foo]``), looked up in the parent."""
+        if isinstance(iterable, ast.Name):
+            if iterable.id in self.item_types:
+                return self.item_types[iterable.id]
+            typed = self.types.get(iterable.id)
+            return f"{typed}.{EACH_ITEM}" if typed is not None and typed.endswith("()") else None
+        if isinstance(iterable, ast.Call):
+            callee = self.resolve(iterable.func)[0]
+            called = callee is not None and type_of_call(callee).endswith("()")  # iterating a class's instance: unknown
+            return f"{callee}().{EACH_ITEM}" if called else None
+        return None
+
+    def _attribute_type(self, value: ast.Attribute) -> str | None:
+        """Type string of ``self.a`` / ``x.a`` read into a local, as ``self.a.m()`` / ``x.a.m()`` would resolve
+        it: the class's agreed type of ``a``, or the type of attribute ``a`` of what ``x`` (or a base class
+        binding ``a``) is, looked up in the parent; None when ``a`` is bound in the class with no one type."""
+        owner = value.value
+        if not isinstance(owner, ast.Name):
+            return None
+        if owner.id == self.self_name and self.binding == "instance" and self.class_name:
+            if value.attr in self.attr_types:
+                return self.attr_types[value.attr]
+            if self.class_flows is not None and not self.class_flows.attr_bindings.get(value.attr):
+                return f"{self.mod.module}.{self.class_name}.<attr>.{value.attr}"
+            return None
+        if owner.id in self.types:
+            return f"{self.types[owner.id]}.<attr>.{value.attr}"
+        return None
 
     def _alias(self, name: str, value: ast.expr) -> None:
         """``fn = self.method`` / ``fn = mod.func`` / ``K = SomeClass``: a later ``fn(...)`` calls that target."""

@@ -68,7 +68,7 @@ def _qualify(mod: ModuleFacts, dotted: str, module_defs: set[str]) -> str | None
 
 
 def _class_attr_types(cls: ast.ClassDef, mod: ModuleFacts, module_defs: set[str], indexes: dict[int, BodyIndex]) -> dict[str, str]:
-    """``attr: Foo`` in the class body, and in its methods ``self.attr = Foo(...)`` / ``= f(...)``,
+    """``attr: Foo`` in the class body, and in its methods ``self.attr = Foo(...)`` / ``= f(...)`` / ``= self.m(...)``,
     ``self.attr: Foo = ...`` and ``self.attr = p`` for a parameter ``p: Foo``, so ``self.attr.m()``
     resolves; an attribute that is given two different types, or any value of unknown type, is left out."""
     found: dict[str, set[str | None]] = {}
@@ -106,7 +106,10 @@ def _class_attr_types(cls: ast.ClassDef, mod: ModuleFacts, module_defs: set[str]
                     plain[t.attr] += 1
                     if isinstance(value, ast.Call):
                         dotted = dotted_name(value.func)
-                        q = _qualify(mod, dotted, module_defs) if dotted else None
+                        if dotted and dotted.count(".") == 1 and dotted.split(".")[0] == me:
+                            q = f"{mod.module}.{cls.name}.{dotted.split('.')[1]}"  # self.x = self.make(): what make returns
+                        else:
+                            q = _qualify(mod, dotted, module_defs) if dotted else None
                         found.setdefault(t.attr, set()).add(type_of_call(q) if q else None)
                     elif isinstance(value, ast.Name) and value.id in params:
                         found.setdefault(t.attr, set()).add(annotated(params[value.id]))
@@ -230,6 +233,8 @@ def facts_from_tree(tree: ast.Module, mod: ModuleFacts, guess_same_module: bool 
             mod.duplicated.add(qualname)  # two different defs (conditional): which one runs is unknown
         mod.functions[qualname] = facts  # the same def in both branches of an if/try is that def
     module_defs = {q for q in mod.functions if "." not in q} | mod.classes
+    if mod.star_imports:
+        mod.module_names = frozenset(bound_names(top_level_statements(tree.body)))
     _module_bindings(mod, tree, module_defs, indexes)
     attr_types: dict[str, dict[str, str]] = {}
     class_flows: dict[str, ClassFlows] = {}

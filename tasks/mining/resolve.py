@@ -4,13 +4,14 @@ re-exports through package ``__init__`` import tables, star imports and class ba
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from tasks.mining.docs import FunctionFacts
 from tasks.mining.facts import ModuleFacts
 from tasks.mining.reasons import MineReason
-from tasks.mining.syntax import annotation_class
+from tasks.mining.syntax import annotated_class, annotation_class, annotation_item_class, dotted_name
 
 
 MAX_REEXPORT_HOPS = 4
@@ -55,6 +56,17 @@ def type_of_call(callee: str) -> str:
     """Type string of a call's value: the class for ``Foo(...)``, else ``f()`` (what ``f`` returns,
     read from its return annotation, or from its body, when the names are resolved)."""
     return callee if _looks_like_class(callee) else f"{callee}()"
+
+
+_TUPLE_ITEM = re.compile(r"\.<item(\d+)/(\d+)>")
+EACH_ITEM = "<each>"  # the type-string step for an item iterated from a call's value: ``for x in f()`` is ``f().<each>``
+_EACH_STEP = f"().{EACH_ITEM}"
+
+
+def tuple_item(index: int, count: int) -> str:
+    """The type-string step for element ``index`` of ``count`` of a call's value (``a, b = f()``):
+    ``f().<item0/2>``, resolved by :meth:`SymbolTable.tuple_item_class`."""
+    return f"<item{index}/{count}>"
 
 
 @dataclass(frozen=True)
@@ -104,6 +116,36 @@ class SymbolTable:
             return self._class_in(target, callee, inferred)
         called = self._class_in(target, callee, inferred)
         return self.return_class(called, depth + 1) if called is not None else None
+
+    def tuple_item_class(self, callee: str, index: int, count: int, depth: int) -> str | None:
+        """Qualified class of element ``index`` of what a call of ``callee`` gives, unpacked into ``count``
+        names: from its return annotation ``tuple[A, B]`` (exactly ``count`` items, no ``...``), the one
+        class element ``index`` names; else None."""
+        if depth > MAX_REEXPORT_HOPS:
+            return None
+        target = self.resolve(callee, depth + 1)[0]
+        text = target.facts.return_annotation if target is not None else None
+        if not text or "tuple" not in text.lower():
+            return None
+        try:
+            ann = ast.parse(text.strip(), mode="eval").body
+        except (SyntaxError, ValueError, RecursionError):
+            return None
+        if not (isinstance(ann, ast.Subscript) and (dotted_name(ann.value) or "").rsplit(".", 1)[-1] in ("tuple", "Tuple")
+                and isinstance(ann.slice, ast.Tuple) and len(ann.slice.elts) == count
+                and not any(isinstance(e, ast.Constant) and e.value is Ellipsis for e in ann.slice.elts)):
+            return None
+        named = annotated_class(ann.slice.elts[index])
+        return self._class_in(target, callee, named) if named is not None else None  # type: ignore[arg-type]
+
+    def item_class(self, callee: str, depth: int) -> str | None:
+        """Qualified class of the items iterated from what a call of ``callee`` gives: the one class its return
+        annotation's items are (``-> Iterator[Foo]``, ``-> list[Foo]``, ``-> tuple[Foo, ...]``); else None."""
+        if depth > MAX_REEXPORT_HOPS:
+            return None
+        target = self.resolve(callee, depth + 1)[0]
+        named = annotation_item_class(target.facts.return_annotation) if target is not None else None
+        return self._class_in(target, callee, named) if named is not None else None  # type: ignore[arg-type]
 
     def attr_type(self, owner: str, attr: str, depth: int) -> str | None:
         """Type string of ``attr`` on instances of ``owner`` (a type string): from the class that binds
@@ -173,6 +215,19 @@ class SymbolTable:
     def _resolve(self, name: str, depth: int) -> tuple[Target | None, str, str]:
         if depth > MAX_REEXPORT_HOPS:
             return None, MineReason.UNRESOLVED_TARGET, f"more than {MAX_REEXPORT_HOPS} re-export/base hops at {name}"
+        items = list(_TUPLE_ITEM.finditer(name)) if "<item" in name else []
+        item = items[-1] if items else None  # the last element step: what comes before it is the call unpacked
+        if item is not None and name[item.start() - 2: item.start()] == "()":  # f().<item0/2>.m: m of f's element 0
+            cls = self.tuple_item_class(name[: item.start() - 2], int(item.group(1)), int(item.group(2)), depth)
+            if cls is None:
+                return None, MineReason.UNRESOLVED_TARGET, f"{name}: type of element {item.group(1)} of {name[: item.start()]} unknown"
+            return self.resolve(cls + name[item.end():], depth + 1)
+        each = name.rfind(_EACH_STEP) if EACH_ITEM in name else -1
+        if each >= 0:  # f().<each>.m: m of the items of what f gives, by f's return annotation
+            cls = self.item_class(name[:each], depth)
+            if cls is None:
+                return None, MineReason.UNRESOLVED_TARGET, f"{name}: type of the items of {name[:each]}() unknown"
+            return self.resolve(cls + name[each + len(_EACH_STEP):], depth + 1)
         if ".<super>." in name:  # super().m inside Class: m of the bases, first base first
             owner, _, attr = name.partition(".<super>.")
             module, _, cls = owner.rpartition(".")

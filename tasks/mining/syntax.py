@@ -110,3 +110,50 @@ def annotation_class(text: str | None) -> str | None:
         return annotated_class(ast.parse(text.strip(), mode="eval").body)
     except (SyntaxError, ValueError, RecursionError):
         return None
+
+
+# generics whose iteration gives items of their first parameter: ``for x in xs`` with ``xs: list[Foo]`` gives Foos
+_ITEM_GENERICS = frozenset({"list", "List", "set", "Set", "frozenset", "FrozenSet", "Sequence", "MutableSequence",
+                            "Iterator", "Iterable", "Generator", "Collection", "AbstractSet", "MutableSet", "deque",
+                            "Deque", "AsyncIterator", "AsyncIterable", "AsyncGenerator"})
+
+
+def annotated_item_class(expr: ast.AST | None, depth: int = 0) -> str | None:
+    """The one class of the items of a collection annotation, as written: ``list[Foo]``, ``Sequence["Foo"]``,
+    ``Iterator[Foo]``, ``Generator[Foo, None, None]``, ``tuple[Foo, ...]``, also inside ``Optional[...]`` /
+    ``... | None``; None for anything else (``dict``, ``tuple[A, B]``, items of two classes, ...)."""
+    if expr is None or depth > 3:
+        return None
+    if isinstance(expr, ast.Constant) and isinstance(expr.value, str):
+        try:
+            return annotated_item_class(ast.parse(expr.value.strip(), mode="eval").body, depth + 1)
+        except (SyntaxError, ValueError, RecursionError):
+            return None
+    if isinstance(expr, ast.Subscript):
+        base = dotted_name(expr.value) or ""
+        items = list(expr.slice.elts) if isinstance(expr.slice, ast.Tuple) else [expr.slice]
+        if base in _OPTIONAL or base in _WRAPPERS:
+            return annotated_item_class(items[0], depth + 1)
+        if base in _UNION:
+            rest = [m for m in items if not (isinstance(m, ast.Constant) and m.value is None) and dotted_name(m) != "None"]
+            return annotated_item_class(rest[0], depth + 1) if len(rest) == 1 else None
+        name = base.rsplit(".", 1)[-1]
+        if name in ("tuple", "Tuple"):
+            ellipsis = len(items) == 2 and isinstance(items[1], ast.Constant) and items[1].value is Ellipsis
+            return annotated_class(items[0], depth + 1) if ellipsis else None
+        return annotated_class(items[0], depth + 1) if name in _ITEM_GENERICS else None
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.BitOr):
+        members = [m for m in (expr.left, expr.right)
+                   if not (isinstance(m, ast.Constant) and m.value is None) and dotted_name(m) != "None"]
+        return annotated_item_class(members[0], depth + 1) if len(members) == 1 else None
+    return None
+
+
+def annotation_item_class(text: str | None) -> str | None:
+    """:func:`annotated_item_class` of an annotation kept as text (``FunctionFacts.return_annotation``)."""
+    if not text:
+        return None
+    try:
+        return annotated_item_class(ast.parse(text.strip(), mode="eval").body)
+    except (SyntaxError, ValueError, RecursionError):
+        return None

@@ -25,8 +25,9 @@ class PairExample:
     group: str  # split unit: "<dataset>/<tool set group>" (or "tdi")
     tool_a: str = ""
     tool_b: str = ""
-    # the dependency kind of a TDI pair labelled 0 or 2 ("data" | "precondition", schemas/tdi.py); None on
-    # label 1 and where unknown (tool-set pairs). Not trained on yet: a kind head will read it.
+    # the dependency kind of a pair labelled 0 or 2 ("data" | "precondition", schemas/kinds.py): a TDI row's,
+    # or a tool-set edge's where the set says (API-Bank, NesTools: data); None on label 1 and where unknown
+    # (UltraTool's and TMDB's call-order links). The kind head trains on it (models.discriminator.kind_code).
     kind: str | None = None
 
 
@@ -51,6 +52,7 @@ def build_pairs(toolset: ToolSet, max_none: int | None = None, seed: int = 0) ->
     dependency pair is kept in both directions (the paper's API-Bank test set: 60/500/60).
     """
     depends = {(e.dependent, e.prerequisite) for e in toolset.edges}
+    kinds = {(e.dependent, e.prerequisite): e.kind for e in toolset.edges}
     if any(a == b for a, b in depends):
         raise ValueError(f"{toolset.name}: an edge has the same tool on both sides")
     by_group: dict[str, list] = {}
@@ -63,8 +65,10 @@ def build_pairs(toolset: ToolSet, max_none: int | None = None, seed: int = 0) ->
         for a in tools:
             for b in tools:
                 if a.tool_id != b.tool_id:
-                    pairs.append(PairExample(text[a.tool_id], text[b.tool_id], pair_label(a.tool_id, b.tool_id, depends),
-                                             f"{toolset.name}/{group}", a.tool_id, b.tool_id))
+                    label = pair_label(a.tool_id, b.tool_id, depends)
+                    kind = kinds.get((a.tool_id, b.tool_id) if label == LABEL_A_DEPENDS_ON_B else (b.tool_id, a.tool_id))
+                    pairs.append(PairExample(text[a.tool_id], text[b.tool_id], label, f"{toolset.name}/{group}",
+                                             a.tool_id, b.tool_id, kind if label != LABEL_NO_DEPENDENCY else None))
     if max_none is not None:
         none = [i for i, p in enumerate(pairs) if p.label == LABEL_NO_DEPENDENCY]
         if len(none) > max_none:

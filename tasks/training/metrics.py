@@ -220,20 +220,101 @@ def recall_by_kind(examples: Sequence[PairExample], y_pred: Sequence[int]) -> di
     return dict(sorted(out.items()))
 
 
-def evaluate_with_rules(examples: Sequence[PairExample], probs: np.ndarray, threshold: float | None) -> dict[str, Any]:
+def predicted_kinds(p_precondition: np.ndarray, cut: float) -> list[str]:
+    """The kind head's verdict per pair: "precondition" where p(precondition) reaches ``cut``, else "data"."""
+    return ["precondition" if p >= cut else "data" for p in np.asarray(p_precondition, dtype=np.float64)]
+
+
+def kind_metrics(examples: Sequence[PairExample], y_pred: Sequence[int], kinds: Sequence[str | None]) -> dict[str, Any] | None:
+    """P/R/F1 per dependency kind: an edge counts for kind k when it is found with the right direction *and*
+    called k. ``kinds``: the kind each pair would be given if it were an edge (the kind head's verdict; "data"
+    for a name rule, which finds edges through a parameter). Only pairs whose kind is known take part: "no
+    dependency" pairs (a dependency predicted there is a false positive of the kind it is given) and dependent
+    pairs with a kind; dependent pairs of unknown kind (UltraTool's call-order links) are left out.
+    ``kind_accuracy``: the share of found edges (right direction) given their gold kind. None when no dependent
+    pair has a kind."""
+    if not any(e.kind and e.label in DEPENDENCY_CLASSES for e in examples):
+        return None
+    rows = {k: {"n_gold": 0, "n_predicted": 0, "true_positives": 0} for k in ("data", "precondition")}
+    found = right_kind = 0
+    for e, pred, kind in zip(examples, y_pred, kinds):
+        gold_dep = e.label in DEPENDENCY_CLASSES
+        if gold_dep and not e.kind:
+            continue
+        if gold_dep:
+            rows[e.kind]["n_gold"] += 1
+        if pred in DEPENDENCY_CLASSES and kind in rows:
+            rows[kind]["n_predicted"] += 1
+            if gold_dep and pred == e.label:
+                found += 1
+                right_kind += int(kind == e.kind)
+                rows[kind]["true_positives"] += int(kind == e.kind)
+    for row in rows.values():
+        tp, n_pred, n_gold = row["true_positives"], row["n_predicted"], row["n_gold"]
+        row["precision"] = tp / n_pred if n_pred else None
+        row["recall"] = tp / n_gold if n_gold else None
+        p, r = row["precision"] or 0.0, row["recall"] or 0.0
+        row["f1"] = 2 * p * r / (p + r) if p + r > 0 else 0.0
+    return {**rows, "kind_accuracy": right_kind / found if found else None, "n_found": found}
+
+
+def choose_kind_cut(examples: Sequence[PairExample], p_precondition: np.ndarray) -> dict[str, Any]:
+    """The cut on the kind head's p(precondition), chosen on validation: the highest macro F1 over the two kinds
+    (precondition and data F1, averaged) on the dependent pairs of known kind; ties keep the higher cut. Macro, not
+    the precondition F1 alone: with preconditions a small share, a head that ranks them no better than chance
+    would reach its best precondition F1 by calling every dependency a precondition; the macro F1 then keeps them
+    all data. 0.5 when the pairs hold one kind only."""
+    known = [(float(p), e.kind == "precondition") for e, p in zip(examples, np.asarray(p_precondition, dtype=np.float64))
+             if e.label in DEPENDENCY_CLASSES and e.kind]
+    n_pre = sum(pre for _, pre in known)
+    n_data = len(known) - n_pre
+    if not n_pre or not n_data:
+        return {"kind_threshold": 0.5, "kind_macro_f1": None, "n_kind_pairs": len(known), "n_precondition": n_pre,
+                "note": "no choice: the validation pairs hold one kind only"}
+    known.sort(key=lambda t: -t[0])
+
+    def macro(k: int, tp: int) -> tuple[float, float]:  # the top k called precondition, tp of them right
+        data_tp = n_data - (k - tp)  # data pairs below the cut
+        return 2 * tp / (k + n_pre), 2 * data_tp / ((len(known) - k) + n_data)
+
+    pre_f1, data_f1 = macro(0, 0)  # no cut reached: every dependency data
+    best = ((pre_f1 + data_f1) / 2, float("inf"), pre_f1, data_f1)
+    tp = 0
+    for k, (p, pre) in enumerate(known, start=1):
+        tp += pre
+        if k < len(known) and known[k][0] == p:
+            continue  # inside a tie: a cut cannot fall here
+        pre_f1, data_f1 = macro(k, tp)
+        if (pre_f1 + data_f1) / 2 > best[0]:
+            best = ((pre_f1 + data_f1) / 2, p, pre_f1, data_f1)
+    cut = best[1] if best[1] != float("inf") else float(np.nextafter(known[0][0], np.inf))
+    return {"kind_threshold": min(cut, 1.0), "kind_macro_f1": best[0], "precondition_f1": best[2], "data_f1": best[3],
+            "n_kind_pairs": len(known), "n_precondition": n_pre}
+
+
+def evaluate_with_rules(examples: Sequence[PairExample], probs: np.ndarray, threshold: float | None,
+                        p_precondition: np.ndarray | None = None, kind_threshold: float | None = None) -> dict[str, Any]:
     """``evaluate_probs`` with beyond-rule figures and recall per dependency kind, and both name rules on the
-    same pairs."""
+    same pairs. ``p_precondition`` (a kind head's scores) with its ``kind_threshold``: each section's ``kinds``
+    (``kind_metrics``: P/R/F1 per kind, the name rules' edges counted as data)."""
     from models.discriminator import decide
 
     y = [e.label for e in examples]
     exact, partial = rule_labels(examples), rule_labels(examples, partial=True)
+    data_only = ["data"] * len(examples)
     out = {**evaluate_probs(y, probs, threshold, (exact, partial)),
-           "schema_rule": {**schema_rule_metrics(examples, labels=exact), "by_kind": recall_by_kind(examples, exact)},
+           "schema_rule": {**schema_rule_metrics(examples, labels=exact), "by_kind": recall_by_kind(examples, exact),
+                           "kinds": kind_metrics(examples, exact, data_only)},
            "schema_rule_partial": {**schema_rule_metrics(examples, partial=True, labels=partial),
-                                   "by_kind": recall_by_kind(examples, partial)}}
-    out["argmax"]["by_kind"] = recall_by_kind(examples, decide(probs))
-    if threshold is not None:
-        out["calibrated"]["by_kind"] = recall_by_kind(examples, decide(probs, threshold))
+                                   "by_kind": recall_by_kind(examples, partial),
+                                   "kinds": kind_metrics(examples, partial, data_only)}}
+    model_kinds = predicted_kinds(p_precondition, 0.5 if kind_threshold is None else kind_threshold) \
+        if p_precondition is not None else None
+    sections = [("argmax", decide(probs))] + ([("calibrated", decide(probs, threshold))] if threshold is not None else [])
+    for name, pred in sections:
+        out[name]["by_kind"] = recall_by_kind(examples, pred)
+        if model_kinds is not None:
+            out[name]["kinds"] = kind_metrics(examples, pred, model_kinds)
     return out
 
 
@@ -243,6 +324,15 @@ def softmax(logits: np.ndarray) -> np.ndarray:
     return z / z.sum(-1, keepdims=True)
 
 
+def class_probabilities(logits: np.ndarray) -> np.ndarray:
+    """The three classes' probabilities from 3 logits, or from the kind head's 5 (each dependency class's two
+    kinds summed: ``models.discriminator.class_logits``)."""
+    p = softmax(logits)
+    if p.shape[-1] == NUM_LABELS:
+        return p
+    return np.stack([p[:, LABEL_A_DEPENDS_ON_B] + p[:, 3], p[:, LABEL_NO_DEPENDENCY], p[:, LABEL_B_DEPENDS_ON_A] + p[:, 4]], -1)
+
+
 def make_compute_metrics(partners: np.ndarray | None):
     """``compute_metrics`` for the Trainer: symmetrized probabilities when swaps are in the eval set.
 
@@ -250,10 +340,13 @@ def make_compute_metrics(partners: np.ndarray | None):
     checkpoint choice), macro F1 and direction accuracy.
     """
     def compute_metrics(eval_pred) -> dict[str, float]:
-        probs = softmax(eval_pred.predictions)
+        logits = eval_pred.predictions
+        logits = logits[0] if isinstance(logits, (tuple, list)) else logits
+        probs = class_probabilities(np.asarray(logits))
         if partners is not None:
             probs = symmetrize(probs, partners)
-        y = np.asarray(eval_pred.label_ids)
+        y = eval_pred.label_ids  # (labels, kinds): the Trainer's label_names
+        y = np.asarray(y[0] if isinstance(y, (tuple, list)) else y)
         from models.discriminator import decide
 
         argmax = classification_metrics(y, decide(probs))
@@ -289,6 +382,20 @@ def format_beyond_rule(b: dict[str, Any] | None) -> str:
     return (f"recall {fig['recall']} ({b['true_positives']} of {b['n_gold']} gold dependencies neither name rule finds), "
             f"precision {fig['precision']} ({b['correct_predicted']} of {b['n_predicted']} dependency predictions on "
             f"the {b['n_rule_silent']} pairs neither rule fires on)")
+
+
+def format_kind_table(rows: dict[str, dict[str, Any]], title: str) -> str | None:
+    """P/R/F1 per dependency kind (``kind_metrics``), one line per method that has them; None when none has."""
+    rows = {name: m["kinds"] for name, m in rows.items() if m.get("kinds")}
+    if not rows:
+        return None
+    out = [title, f"{'method':<40}" + "".join(f"{k + ' ' + m:>16}" for k in ("data", "precondition")
+                                              for m in ("P", "R", "F1")) + f"{'kind acc.':>11}"]
+    for name, kinds in rows.items():
+        out.append(f"{name:<40}" + "".join(f"{_figure(kinds[k][m]):>16}" for k in ("data", "precondition")
+                                            for m in ("precision", "recall", "f1"))
+                   + f"{_figure(kinds['kind_accuracy']):>11}")
+    return "\n".join(out)
 
 
 def format_comparison(rows: dict[str, dict[str, Any]], title: str) -> str:

@@ -14,7 +14,7 @@ import torch
 from transformers import DataCollatorWithPadding, PreTrainedModel, PreTrainedTokenizerBase, Trainer, TrainingArguments
 from transformers.trainer_utils import get_last_checkpoint
 
-from models.discriminator import LOSSES, encode_pairs
+from models.discriminator import LOSSES, PreconditionKindLoss, class_logits, encode_pairs, has_kind_head, kind_code
 from schemas.tdi import NUM_LABELS
 from tasks.common.atomic import hidden_sibling, replace_dir
 from tasks.common.progress import EVERY_S, CountProgress, PrefectProgressArtifact, run_say, ticking
@@ -41,13 +41,15 @@ def hint_mask(n: int, dropout: float, seed: int) -> list[bool]:
 
 def tokenized_dataset(tokenizer: PreTrainedTokenizerBase, examples: Sequence[PairExample], max_length: int,
                       hints: Sequence[bool] | None = None):
-    """A ``datasets.Dataset`` of token ids and labels, in the order of ``examples``; ``hints``: per
-    example, whether it leads with the parameter-match hint (default all)."""
+    """A ``datasets.Dataset`` of token ids, labels and the kind head's targets (``kinds``:
+    ``models.discriminator.kind_code``), in the order of ``examples``; ``hints``: per example, whether it
+    leads with the parameter-match hint (default all)."""
     from datasets import Dataset
 
     enc = encode_pairs(tokenizer, [e.doc_a for e in examples], [e.doc_b for e in examples], max_length, hints=hints) \
         if examples else {"input_ids": [], "attention_mask": []}
-    return Dataset.from_dict({**dict(enc), "labels": [e.label for e in examples]})
+    return Dataset.from_dict({**dict(enc), "labels": [e.label for e in examples],
+                              "kinds": [kind_code(e.label, e.kind) for e in examples]})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -68,6 +70,8 @@ class StageArguments:
     max_length: int = field(default=160, metadata={"help": "word pieces per pair"})
     hint_dropout: float = field(default=0.0, metadata={"help": "share of training pairs shown without the "
                                                                  "parameter-match hint (validation keeps it)"})
+    kind_weight: float = field(default=1.0, metadata={"help": "weight of the kind head's loss (a model without "
+                                                                "the head ignores it)"})
     seed: int = field(default=42, metadata={"help": "seed of init, shuffling and dropout"})
     max_steps: int = field(default=-1, metadata={"help": "stop after this many steps (-1: all epochs)"})
     evals_per_epoch: int = field(default=1, metadata={"help": "validation runs (and checkpoints) per epoch"})
@@ -93,16 +97,19 @@ class TrainResult:
 
 
 class DiscriminatorTrainer(Trainer):
-    """``Trainer`` whose loss is a loss object on the logits (Eq. 1 or the category-averaged Eq. 2)."""
+    """``Trainer`` whose loss is a loss object on the three classes' logits (Eq. 1 or the category-averaged
+    Eq. 2), plus ``kind_weight`` times the kind head's loss where the model has the head."""
 
-    def __init__(self, *args, loss: torch.nn.Module, **kwargs):
+    def __init__(self, *args, loss: torch.nn.Module, kind_weight: float = 1.0, **kwargs):
         super().__init__(*args, **kwargs)
-        self.loss = loss
+        self.loss, self.kind_loss, self.kind_weight = loss, PreconditionKindLoss(), kind_weight
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        labels = inputs.pop("labels")
+        labels, kinds = inputs.pop("labels"), inputs.pop("kinds", None)
         outputs = model(**inputs)
-        loss = self.loss(outputs.logits, labels)
+        loss = self.loss(class_logits(outputs.logits), labels)
+        if kinds is not None and self.kind_weight > 0 and outputs.logits.shape[-1] > NUM_LABELS:
+            loss = loss + self.kind_weight * self.kind_loss(outputs.logits, labels, kinds)
         return (loss, outputs) if return_outputs else loss
 
 
@@ -146,6 +153,7 @@ def training_arguments(args: StageArguments, out_dir: Path, n_train: int, has_va
         metric_for_best_model=args.select_metric if has_valid else None,
         greater_is_better=args.select_metric != "loss",
         logging_steps=max(1, min(50, every // 2)),
+        label_names=["labels", "kinds"],  # kept by the Trainer's column filter; compute_metrics gets both
         bf16=cuda,
         seed=args.seed,
         data_seed=args.seed,
@@ -191,6 +199,7 @@ def train_classifier(
         data_collator=DataCollatorWithPadding(tokenizer),
         compute_metrics=make_compute_metrics(partners) if valid_ds is not None else None,
         loss=LOSSES[loss_name](),
+        kind_weight=args.kind_weight,
         callbacks=[ProgressLinesCallback(stage)],  # lines and a Prefect bar beside tqdm's (docs/discriminator.md)
     )
     last = get_last_checkpoint(str(out_dir)) if resume and out_dir.is_dir() else None
@@ -213,15 +222,19 @@ def train_classifier(
 @torch.no_grad()
 def predict_examples(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, examples: Sequence[PairExample],
                      max_length: int, batch_size: int, symmetric: bool = True, progress: bool = False,
-                     what: str = "predicting pairs", progress_every_s: float = EVERY_S) -> np.ndarray:
+                     what: str = "predicting pairs", progress_every_s: float = EVERY_S,
+                     with_kind: bool = False) -> np.ndarray | tuple[np.ndarray, np.ndarray | None]:
     """Class probabilities of ``examples``; ``symmetric`` averages each pair with its swap. ``progress``:
     tqdm bars. A pass of ``progress_every_s`` seconds or longer also logs a line that often (``what``: pairs
     done of all, rate, time left) and feeds a Prefect progress artifact inside a run; it runs in chunks of
-    16 batches of similar length for that (each chunk sorted by length inside, as in one pass)."""
+    16 batches of similar length for that (each chunk sorted by length inside, as in one pass).
+    ``with_kind``: (probabilities, the kind head's p(precondition) per pair, or None without the head)."""
     from models.discriminator import predict_proba
 
+    kind = np.full(len(examples), np.nan) if has_kind_head(model) else None
     if not examples:
-        return np.zeros((0, NUM_LABELS))
+        out = np.zeros((0, NUM_LABELS))
+        return (out, kind) if with_kind else out
     chunk = max(batch_size * 16, 1)
     out = np.empty((len(examples), NUM_LABELS), dtype=np.float64)
     lines = CountProgress(len(examples), what, "pairs", say=run_say(log), sinks=(PrefectProgressArtifact(""),),
@@ -231,7 +244,10 @@ def predict_examples(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
     with ticking(lines, last_line="if_long"):  # a timer: one chunk can take longer than a line's period
         for start in range(0, len(order), chunk):
             part = order[start: start + chunk]
-            out[part] = predict_proba(model, tokenizer, [examples[i].doc_a for i in part], [examples[i].doc_b for i in part],
-                                      max_length, batch_size, symmetric=symmetric, progress=progress).numpy()
+            scored = predict_proba(model, tokenizer, [examples[i].doc_a for i in part], [examples[i].doc_b for i in part],
+                                   max_length, batch_size, symmetric=symmetric, progress=progress, with_kind=True)
+            out[part] = scored.probs.numpy()
+            if kind is not None:
+                kind[part] = scored.p_precondition.numpy()
             lines.advance(len(part))
-    return out
+    return (out, kind) if with_kind else out
