@@ -14,9 +14,8 @@ Where the head calls no edge a precondition the two graphs are one. Prints only;
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from bench.precondition_graph import run
+from bench.precondition_graph import build_and_evaluate
 from warehouse.build import connect
 
 METHODS = (("embedding", "embedding"), ("+TGR-d, both kinds", "embedding+TGR-d"),
@@ -27,17 +26,8 @@ METHODS = (("embedding", "embedding"), ("+TGR-d, both kinds", "embedding+TGR-d")
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--discriminator", required=True, help="a train-discriminator checkpoint (<run>/best)")
-    p.add_argument("--toolset", action="append", help="benchmark names (default: apibank, ultratool, tmdb)")
-    p.add_argument("--warehouse", default="/tmp/kind_head_graph/tgr.duckdb")
-    p.add_argument("--no-build", action="store_true", help="evaluate the warehouse as it is")
-    a = p.parse_args(argv)
-    toolsets = a.toolset or ["apibank", "ultratool", "tmdb"]
-    Path(a.warehouse).parent.mkdir(parents=True, exist_ok=True)
-    if not a.no_build:
-        run("flows.build_graph", [x for t in toolsets for x in ("--toolset", t)]
-            + ["--discriminator", a.discriminator, "--warehouse", a.warehouse, "--no-progress"])
-    run("flows.eval_retrieval", ["--warehouse", a.warehouse, "--out-dir", str(Path(a.warehouse).parent / "eval"),
-                                 "--no-rerank", "--no-sql-check", "--paper-encoder", "none"])
+    a, toolsets = build_and_evaluate(p, "/tmp/kind_head_graph/tgr.duckdb",
+                                     lambda o: ["--discriminator", o.discriminator, "--no-progress"], argv)
     con = connect(a.warehouse)
     try:
         metric = {(d, m): (r, n, q) for d, m, r, n, q in con.execute(

@@ -32,20 +32,28 @@ def run(module: str, args: list[str]) -> None:
         sys.exit(f"{module} failed ({done.returncode}):\n{done.stderr[-3000:]}")
 
 
-def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--toolset", action="append", help="benchmark names (default: apibank, ultratool, tmdb)")
-    p.add_argument("--warehouse", default="/tmp/precondition_graph/tgr.duckdb")
-    p.add_argument("--edges", type=int, default=5, help="precondition edges listed per set")
-    p.add_argument("--no-build", action="store_true", help="evaluate the warehouse as it is")
-    a = p.parse_args(argv)
+def build_and_evaluate(parser: argparse.ArgumentParser, default_warehouse: str, graph_args, argv=None):
+    """Parse the shared options (--toolset, --warehouse, --no-build), build the warehouse with build-graph
+    (``graph_args(parsed)``: its options beyond the tool sets and the warehouse) unless --no-build, and run
+    eval-retrieval on it; returns (parsed options, tool set names)."""
+    parser.add_argument("--toolset", action="append", help="benchmark names (default: apibank, ultratool, tmdb)")
+    parser.add_argument("--warehouse", default=default_warehouse)
+    parser.add_argument("--no-build", action="store_true", help="evaluate the warehouse as it is")
+    a = parser.parse_args(argv)
     toolsets = a.toolset or ["apibank", "ultratool", "tmdb"]
     Path(a.warehouse).parent.mkdir(parents=True, exist_ok=True)
     if not a.no_build:
         run("flows.build_graph", [x for t in toolsets for x in ("--toolset", t)]
-            + ["--no-discriminator", "--warehouse", a.warehouse])
+            + ["--warehouse", a.warehouse, *graph_args(a)])
     run("flows.eval_retrieval", ["--warehouse", a.warehouse, "--out-dir", str(Path(a.warehouse).parent / "eval"),
                                  "--no-rerank", "--no-sql-check", "--paper-encoder", "none"])
+    return a, toolsets
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--edges", type=int, default=5, help="precondition edges listed per set")
+    a, toolsets = build_and_evaluate(p, "/tmp/precondition_graph/tgr.duckdb", lambda _: ["--no-discriminator"], argv)
     con = connect(a.warehouse)
     try:
         metric = {(d, m): (r, n, q) for d, m, r, n, q in con.execute(

@@ -96,6 +96,9 @@ SHARD_FLAGS = {"rows_per_shard": Flag(help="rows per Parquet shard"), "seed": Fl
 # handful of pairs in its 15 minutes, so the dataset "trains something" only with these. 500 of the ~1,200
 # distinct pairs the stdlib gives; mining it takes about a minute on 2 cores (docs/build-tdi.md).
 EMBEDDED_MINED_PER_CLASS = 500
+# Agent 2's precondition mode: half the records on an endpoint; none on the embedded 1.5B model, whose judge found
+# the order "not required" for 12 of its 12 precondition partners over two runs, so they only halved its pairs.
+PRECONDITION_SHARE, EMBEDDED_PRECONDITION_SHARE = 0.5, 0.0
 
 
 @dataclass(frozen=True)
@@ -109,13 +112,15 @@ class BuildTDIConfig:
     source: SourceSpec = field(default_factory=lambda: SourceSpec(kind="stdlib", sample_seed=13), metadata={"cli": SOURCE_FLAGS})
     source_filter: SourceFilter = field(default_factory=lambda: SourceFilter(max_chars=1800), metadata={"cli": {}})
     limit: Annotated[int | None, Help("function records to accept (-1 or none: all)")] = field(
-        default=12, metadata={"cli": Flag(none_if_negative=True)})
+        default=20, metadata={"cli": Flag(none_if_negative=True)})  # about 11 min on 2 cores, embedded
     max_code_chars: Annotated[int, Help("characters of a function agent 1 sees (prompt budget of small models)")] = 1800
     # About half of the dependencies in real tool sets carry no data (docs/build-tdi.md, "Two kinds of pair").
-    precondition_share: Annotated[float, Help(
+    precondition_share: Annotated[float | None, Help(
         "share of records whose agent 2 writes a precondition partner (an API that must be called before or after "
         "the given one, no parameter passed) instead of a data-flow partner, and whose agent 3 judges whether that "
-        "order is required; chosen per record by a seeded hash of its id (stable across reruns); 0: data flow only")] = 0.5
+        "order is required; chosen per record by a seeded hash of its id (stable across reruns); 0: data flow only; "
+        f"none: {PRECONDITION_SHARE} on an endpoint, {EMBEDDED_PRECONDITION_SHARE} on the embedded server (its 1.5B "
+        "judge accepted none)")] = None
     mined_per_class: Annotated[int | None, Help(
         "mined pairs per class added to the LLM's: this interpreter's standard library mined as mine-tdi mines it "
         "(no LLM; about a minute on 2 cores), balanced into up to this many pairs per class with their own origins "
@@ -176,7 +181,7 @@ class BuildTDIConfig:
         if self.mined_per_class is not None and (isinstance(self.mined_per_class, bool) or self.mined_per_class < 0):
             raise ValueError(f"--mined-per-class {self.mined_per_class}: a count >= 0 (0: no mined pairs; none: "
                              f"{EMBEDDED_MINED_PER_CLASS} on the embedded server, 0 on an endpoint)")
-        if not 0.0 <= self.precondition_share <= 1.0:
+        if self.precondition_share is not None and not 0.0 <= self.precondition_share <= 1.0:
             raise ValueError(f"--precondition-share {self.precondition_share}: must lie in [0, 1] (0: data-flow pairs only)")
         if not 0.0 <= self.balance.validation_fraction < 1.0:
             raise ValueError(f"--validation-fraction {self.balance.validation_fraction}: must lie in [0, 1) (0: no "
@@ -192,13 +197,16 @@ class BuildTDIConfig:
         """The config a run uses, for the command line and a deployment alike: ``llm.base_url`` None
         is OPENAI_BASE_URL when set, else the embedded server; ``llm.concurrency`` None is
         ``LLMConfig.in_flight`` for that endpoint (1 embedded, 16 otherwise); ``mined_per_class`` None is
-        EMBEDDED_MINED_PER_CLASS on the embedded server, 0 on an endpoint."""
+        EMBEDDED_MINED_PER_CLASS on the embedded server, 0 on an endpoint; ``precondition_share`` None is
+        EMBEDDED_PRECONDITION_SHARE on the embedded server, PRECONDITION_SHARE on an endpoint."""
         llm = replace(self.llm, base_url=self.llm.base_url or os.environ.get("OPENAI_BASE_URL") or EMBEDDED)
         if llm.batch and llm.base_url == EMBEDDED:
             raise ValueError("--batch needs an endpoint with the OpenAI Batch API (--base-url URL); the embedded server has none")
         mined = self.mined_per_class if self.mined_per_class is not None else (
             EMBEDDED_MINED_PER_CLASS if llm.base_url == EMBEDDED else 0)
-        return replace(self, llm=replace(llm, concurrency=llm.in_flight), mined_per_class=mined)
+        share = self.precondition_share if self.precondition_share is not None else (
+            EMBEDDED_PRECONDITION_SHARE if llm.base_url == EMBEDDED else PRECONDITION_SHARE)
+        return replace(self, llm=replace(llm, concurrency=llm.in_flight), mined_per_class=mined, precondition_share=share)
 
     @property
     def out_dir(self) -> Path:

@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 
 import tests.openai_server as openai_server
-from flows.build_tdi import BuildTDIConfig
+from flows.build_tdi import PRECONDITION_SHARE, BuildTDIConfig
 from schemas.tdi import KIND_DATA, KIND_PRECONDITION
 from tasks.agents.chunks import ChunkJob, iter_record_chunks, run_chunk
 from tasks.agents.prompts import GENERATE_PRECONDITION, VALIDATE_PRECONDITION
@@ -141,6 +141,18 @@ def test_the_config_refuses_a_share_outside_zero_to_one(share):
     assert BuildTDIConfig(precondition_share=1).precondition_share == 1
 
 
+def test_the_share_defaults_to_half_on_an_endpoint_and_none_on_the_embedded_model(monkeypatch):
+    from flows.build_tdi import EMBEDDED_PRECONDITION_SHARE, config_from_args
+    from tasks.llm.config import EMBEDDED
+
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    assert BuildTDIConfig().precondition_share is None  # resolved per endpoint
+    assert BuildTDIConfig().resolved().precondition_share == EMBEDDED_PRECONDITION_SHARE == 0.0
+    assert config_from_args(["--base-url", EMBEDDED]).resolved().precondition_share == 0.0
+    assert config_from_args(["--base-url", "http://127.0.0.1:9/v1"]).resolved().precondition_share == PRECONDITION_SHARE
+    assert config_from_args(["--precondition-share", "0.3"]).resolved().precondition_share == 0.3
+
+
 @pytest.mark.slow
 def test_the_flow_publishes_both_kinds_and_a_new_share_redoes_the_chunks(shared_data, tmp_path, prefect_harness):
     from flows.build_tdi import build_tdi, config_from_args
@@ -150,7 +162,7 @@ def test_the_flow_publishes_both_kinds_and_a_new_share_redoes_the_chunks(shared_
                 "--base-url", server.base_url, "--model", "fake", "--cache-dir", str(tmp_path / "cache"),
                 "--output-root", str(tmp_path / "out"), "--dataset", "kinds", "--per-class", "1000"]
         manifest = build_tdi(config_from_args(args))
-        assert manifest["config"]["precondition_share"] == BuildTDIConfig().precondition_share
+        assert manifest["config"]["precondition_share"] == PRECONDITION_SHARE  # an endpoint's default
         shards = pl.read_parquet(tmp_path / "out" / "kinds" / "shards" / "*.parquet")
         assert set(shards.filter(pl.col("label") != 1)["kind"]) == {KIND_DATA, KIND_PRECONDITION}
         pre = shards.filter(pl.col("kind") == KIND_PRECONDITION)

@@ -102,14 +102,19 @@ def _one_member(members: list[ast.expr], depth: int) -> str | None:
     return annotated_class(rest[0], depth + 1) if len(rest) == 1 else None
 
 
-def annotation_class(text: str | None) -> str | None:
-    """:func:`annotated_class` of an annotation kept as text (``FunctionFacts.return_annotation``)."""
+def _of_text(read, text: str | None) -> str | None:
+    """``read`` (an ``annotated_*`` function) of an annotation kept as text; None when it does not parse."""
     if not text:
         return None
     try:
-        return annotated_class(ast.parse(text.strip(), mode="eval").body)
+        return read(ast.parse(text.strip(), mode="eval").body)
     except (SyntaxError, ValueError, RecursionError):
         return None
+
+
+def annotation_class(text: str | None) -> str | None:
+    """:func:`annotated_class` of an annotation kept as text (``FunctionFacts.return_annotation``)."""
+    return _of_text(annotated_class, text)
 
 
 # generics whose iteration gives items of their first parameter: ``for x in xs`` with ``xs: list[Foo]`` gives Foos
@@ -151,9 +156,4 @@ def annotated_item_class(expr: ast.AST | None, depth: int = 0) -> str | None:
 
 def annotation_item_class(text: str | None) -> str | None:
     """:func:`annotated_item_class` of an annotation kept as text (``FunctionFacts.return_annotation``)."""
-    if not text:
-        return None
-    try:
-        return annotated_item_class(ast.parse(text.strip(), mode="eval").body)
-    except (SyntaxError, ValueError, RecursionError):
-        return None
+    return _of_text(annotated_item_class, text)
