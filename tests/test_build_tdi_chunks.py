@@ -210,6 +210,16 @@ def test_a_records_next_agent_starts_as_soon_as_its_previous_one_answered(shared
     assert pl.read_parquet(tmp_path / "chunk" / "ledger.parquet").height == sum(s["requests"] for s in marker["stages"].values())
 
 
+def run_codesearchnet_chunk(shared_data, tmp_path, n: int) -> dict:
+    """One chunk of the first ``n`` CodeSearchNet records through the three agents on the fake server (whatever
+    its ``canned_answer`` is patched to), into ``tmp_path/chunk``; returns the chunk's marker."""
+    spec = SourceSpec(kind="codesearchnet", path=shared_data / "codesearchnet")
+    chunk = next(iter_record_chunks(spec, n, SourceFilter(max_chars=1800), n))
+    with FakeOpenAIServer() as server:
+        llm = LLMConfig(model="fake", base_url=server.base_url, concurrency=4, cache_dir=str(tmp_path / "cache"))
+        return run_chunk(ChunkJob(chunk, str(tmp_path / "chunk"), llm, 1800, "fp"))
+
+
 def test_agent_2s_parameter_reaches_the_rows_and_a_wrong_one_is_rejected_with_its_reason(shared_data, tmp_path, monkeypatch):
     real = openai_server.canned_answer
 
@@ -220,11 +230,7 @@ def test_agent_2s_parameter_reaches_the_rows_and_a_wrong_one_is_rejected_with_it
         return answer
 
     monkeypatch.setattr(openai_server, "canned_answer", some_wrong)
-    spec = SourceSpec(kind="codesearchnet", path=shared_data / "codesearchnet")
-    chunk = next(iter_record_chunks(spec, 40, SourceFilter(max_chars=1800), 40))
-    with FakeOpenAIServer() as server:
-        llm = LLMConfig(model="fake", base_url=server.base_url, concurrency=4, cache_dir=str(tmp_path / "cache"))
-        run_chunk(ChunkJob(chunk, str(tmp_path / "chunk"), llm, 1800, "fp"))
+    run_codesearchnet_chunk(shared_data, tmp_path, 40)
     bad = pl.read_parquet(tmp_path / "chunk" / "outcomes.parquet").filter(pl.col("reason") == "generate_bad_consumer_param")
     assert bad.height > 0 and all("'no_such_parameter' is no input parameter" in d for d in bad["detail"])
     validated = pl.read_parquet(tmp_path / "chunk" / "validated.parquet")
@@ -273,11 +279,7 @@ def test_the_handover_check_rejects_bent_answers_before_the_judge_is_asked(share
         return answer
 
     monkeypatch.setattr(openai_server, "canned_answer", bend)
-    spec = SourceSpec(kind="codesearchnet", path=shared_data / "codesearchnet")
-    chunk = next(iter_record_chunks(spec, 60, SourceFilter(max_chars=1800), 60))
-    with FakeOpenAIServer() as server:
-        llm = LLMConfig(model="fake", base_url=server.base_url, concurrency=4, cache_dir=str(tmp_path / "cache"))
-        marker = run_chunk(ChunkJob(chunk, str(tmp_path / "chunk"), llm, 1800, "fp"))
+    marker = run_codesearchnet_chunk(shared_data, tmp_path, 60)
     outcomes = pl.read_parquet(tmp_path / "chunk" / "outcomes.parquet").filter(pl.col("stage") == "generate")
     by_reason = Counter(outcomes["reason"].to_list())
     want = {"generate_bad_producer_output": Counter(bent.values())["input_as_output"] + Counter(bent.values())["unknown_output"],

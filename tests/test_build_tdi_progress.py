@@ -17,8 +17,10 @@ from tests.openai_server import FakeOpenAIServer
 
 
 class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
+    """A clock the test moves by hand (``clock.now += 12``)."""
+
+    def __init__(self, now: float = 1000.0) -> None:
+        self.now = now
 
     def __call__(self) -> float:
         return self.now

@@ -15,18 +15,11 @@ from types import SimpleNamespace
 import pytest
 
 from tasks.common.progress import CountProgress, CountSnapshot, PrefectProgressArtifact, ticking
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 500.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.test_build_tdi_progress import Clock
 
 
 def _counter(total: int = 200, every_s: float = 10.0, **kw):
-    clock, lines = Clock(), []
+    clock, lines = Clock(500.0), []
     return CountProgress(total, "mine-tdi parse", "files", say=lines.append, every_s=every_s, clock=clock, **kw), clock, lines
 
 
@@ -150,7 +143,7 @@ def test_the_prefect_artifact_does_nothing_outside_a_prefect_run():
 def _callback(every_s: float = 10.0):
     from tasks.training.progress import ProgressLinesCallback
 
-    clock, lines, snaps = Clock(), [], []
+    clock, lines, snaps = Clock(500.0), [], []
     cb = ProgressLinesCallback("pretrain", say=lines.append, sinks=(snaps.append,), artifacts=False, every_s=every_s,
                                clock=clock)
     return cb, clock, lines, snaps

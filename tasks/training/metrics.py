@@ -327,10 +327,11 @@ def softmax(logits: np.ndarray) -> np.ndarray:
 def class_probabilities(logits: np.ndarray) -> np.ndarray:
     """The three classes' probabilities from 3 logits, or from the kind head's 5 (each dependency class's two
     kinds summed: ``models.discriminator.class_logits``)."""
-    p = softmax(logits)
-    if p.shape[-1] == NUM_LABELS:
-        return p
-    return np.stack([p[:, LABEL_A_DEPENDS_ON_B] + p[:, 3], p[:, LABEL_NO_DEPENDENCY], p[:, LABEL_B_DEPENDS_ON_A] + p[:, 4]], -1)
+    import torch
+
+    from models.discriminator import class_logits
+
+    return softmax(class_logits(torch.as_tensor(np.asarray(logits, dtype=np.float64))).numpy())
 
 
 def make_compute_metrics(partners: np.ndarray | None):
