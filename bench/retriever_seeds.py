@@ -1,5 +1,6 @@
 """Mean and spread over train-retriever runs that differ only in ``--seed`` (bench/RESULTS.md, "Dependency
-retriever"): candidate recall and share per held-out set, and the parameter head's figures.
+retriever"): candidate recall and share per held-out set (the share cap also with the pairs ranked by the
+parameter head), and the parameter head's and the parameter reranker's figures (``--reranker`` runs).
 
     for s in 1 2 3; do python -m flows.train_retriever --seed $s --output /tmp/retriever/s$s; done
     python -m bench.retriever_seeds /tmp/retriever/s1 /tmp/retriever/s2 /tmp/retriever/s3
@@ -52,6 +53,24 @@ def main() -> None:
                 verdict = "meets" if not misses else "misses: " + ", ".join(misses)
             print(f"| {name} | {k} | {cap if cap is not None else '-'} | {spread(before)} | {spread(after)} | "
                   f"{spread(share)} | {verdict} |")
+    ranked = [m["test"].get("head_ranked") for m in runs]
+    if all(ranked):
+        print("\nShare cap with the pairs ranked by the parameter head:\n")
+        print("| set | k | share cap | recall | share | target |\n|---|---|---|---|---|---|")
+        for name in ranked[0]:
+            for row in ranked[0][name]:
+                if row["strategy"] != "retrieval":
+                    continue
+                k, cap = row["k"], row["share_cap"]
+                rows = [next(r for r in got[name] if r["strategy"] == "retrieval" and r["k"] == k
+                             and r["share_cap"] == cap) for got in ranked]
+                recall, share = [r["recall"] for r in rows], [r["ordered_share"] for r in rows]
+                want, most = TARGETS.get(name, (None, None))
+                verdict = "-"
+                if want is not None and cap == most:
+                    r = statistics.mean(recall)
+                    verdict = "meets" if r >= want else f"misses: recall {want - r:.3f} short"
+                print(f"| {name} | {k} | {cap} | {spread(recall)} | {spread(share)} | {verdict} |")
     heads = [m.get("parameter_head") for m in runs]
     if all(heads):
         print("\n| set | scorer | P | R | F1 | beyond-rule R | beyond-rule P |\n|---|---|---|---|---|---|---|")
@@ -64,6 +83,13 @@ def main() -> None:
                          if key == "model" else "- | -")
                 print(f"| {name} | {label} | {spread([r['precision'] for r in rows])} | "
                       f"{spread([r['recall'] for r in rows])} | {spread([r['f1'] for r in rows])} | {extra} |")
+            rerankers = [m.get("parameter_reranker") for m in runs]
+            if all(rerankers):
+                rows = [r["test"][name]["model"] for r in rerankers]
+                beyond = [r["test"][name]["beyond_rule"] for r in rerankers]
+                print(f"| {name} | reranker + head | {spread([r['precision'] for r in rows])} | "
+                      f"{spread([r['recall'] for r in rows])} | {spread([r['f1'] for r in rows])} | "
+                      f"{spread([b['recall'] for b in beyond])} | {spread([b['precision'] for b in beyond])} |")
 
 
 if __name__ == "__main__":

@@ -405,6 +405,16 @@ class RetrievalRuleEncoder:
         return emb
 
 
+def retrieval_head(cfg: GraphConfig):
+    """The parameter head of a trained ``--retrieval-encoder`` (train-retriever's param_head.json): under
+    ``--retrieval-share`` it ranks the pairs kept (bench/RESULTS.md "Candidate recall"); None without one."""
+    from tasks.training.param_head import HEAD_FILE, ParamHead
+
+    if cfg.retrieval_share is None or not cfg.retrieval_encoder or not Path(cfg.retrieval_encoder, HEAD_FILE).is_file():
+        return None
+    return ParamHead.load(Path(cfg.retrieval_encoder))
+
+
 @task(cache_policy=NO_CACHE)
 def prune(toolset: ToolSet, embeddings: np.ndarray, cfg: GraphConfig,
           encode: RetrievalRuleEncoder | None = None) -> PruningResult:
@@ -413,7 +423,7 @@ def prune(toolset: ToolSet, embeddings: np.ndarray, cfg: GraphConfig,
         get_run_logger().info(f"{toolset.name}: retrieval rule: texts of {len(toolset.tools)} tools' producers and "
                               "parameters")
         retrieved = retrieval_candidates(toolset.tools, encode or RetrievalRuleEncoder(cfg), cfg.retrieval_k,
-                                         cfg.retrieval_share)
+                                         cfg.retrieval_share, retrieval_head(cfg))
     result = prune_candidates(toolset.tools, embeddings, cfg.pruning, cfg.neighbours, toolset.edges, retrieved,
                               progress=get_run_logger().info)
     del retrieved
@@ -429,7 +439,7 @@ def candidate_recall(toolset: ToolSet, embeddings: np.ndarray, cfg: GraphConfig,
     """The candidate-recall curves of a tool set with gold edges (tasks/graph/plots.py): gold-edge recall and
     the share of ordered pairs kept per strategy and retrieval k, at the build's share cap."""
     return retrieval_recall(toolset, encode, curve_settings(cfg.retrieval_k, cfg.retrieval_share),
-                            curve_strategies(cfg.pruning), embeddings, cfg.neighbours)
+                            curve_strategies(cfg.pruning), embeddings, cfg.neighbours, retrieval_head(cfg))
 
 
 def draw_candidate_recall(curves: dict[str, list[dict]], points: dict[str, dict], cfg: GraphConfig,

@@ -68,6 +68,14 @@ class RetrieverConfig:
     evals: Annotated[int, Help("validations (best-checkpoint saves) over the run")] = 4
     seed: Annotated[int, Help("seed of sampling, shuffling and negatives")] = 42
     threads: Annotated[int | None, Help("torch CPU threads (none: torch's default)")] = None
+    reranker: Annotated[bool, Help(
+        "also train the parameter reranker: a cross-encoder over the retriever's candidate units (top-k producers "
+        "of each input, or a name-rule match), stacked with the parameter head; build-graph --param-discriminator "
+        "uses it from <run>/best/param_reranker")] = False
+    reranker_layers: Annotated[int, Help("transformer layers of the reranker, from the retriever's")] = 6
+    reranker_epochs: Annotated[int, Help("reranker passes over the positives (negatives drawn afresh each)")] = 2
+    reranker_k: Annotated[int, Help("reranker candidates: each input's top-k producers by the retriever")] = 5
+    reranker_max_steps: Annotated[int | None, Help("stop the reranker after N steps (none: all epochs)")] = None
     checkpoint: Annotated[str | None, Help(
         "a trained retriever folder (<run>/best): measure it on the test groups and sets, train nothing")] = None
 
@@ -81,7 +89,9 @@ class RetrieverConfig:
         for flag, value in (("--num-layers", self.num_layers), ("--max-steps", self.max_steps),
                             ("--batch-size", self.batch_size), ("--max-length", self.max_length),
                             ("--max-tdi-examples", self.max_tdi_examples), ("--evals", self.evals),
-                            ("--threads", self.threads)):
+                            ("--threads", self.threads), ("--reranker-layers", self.reranker_layers),
+                            ("--reranker-epochs", self.reranker_epochs), ("--reranker-k", self.reranker_k),
+                            ("--reranker-max-steps", self.reranker_max_steps)):
             if value is not None and value < 1:
                 raise ValueError(f"{flag} {value}: must be at least 1")
         if not 0.0 <= self.name_dropout <= 1.0:
@@ -106,6 +116,13 @@ class RetrieverConfig:
         return RetrieverArguments(self.base_model, self.num_layers, self.epochs, self.batch_size, self.learning_rate,
                                   max_length=self.max_length, max_steps=self.max_steps or -1, evals=self.evals,
                                   seed=self.seed)
+
+
+    def reranker_arguments(self):
+        from tasks.training.param_reranker import RerankerArguments
+
+        return RerankerArguments(layers=self.reranker_layers, epochs=self.reranker_epochs, candidate_k=self.reranker_k,
+                                 max_length=128, seed=self.seed, max_steps=self.reranker_max_steps or -1)
 
 
 def parse_args(argv: list[str] | None = None) -> RetrieverConfig:
@@ -163,10 +180,23 @@ def training_examples(cfg: RetrieverConfig, sets: SplitToolSets) -> tuple[list[R
 
 
 def recall_table(sets: list[ToolSet], encode, settings=REPORT_SETTINGS,
-                 strategies=("retrieval", "params+retrieval")) -> dict[str, list[dict]]:
+                 strategies=("retrieval", "params+retrieval"), head=None) -> dict[str, list[dict]]:
     from tasks.graph.candidates import retrieval_recall
 
-    return {ts.name: retrieval_recall(ts, encode, settings, strategies) for ts in sets}
+    return {ts.name: retrieval_recall(ts, encode, settings, strategies, head=head) for ts in sets}
+
+
+HEAD_RANKED_SETTINGS = ((10, 0.05), (10, 0.03))
+
+
+def head_ranked_table(sets: list[ToolSet], encode, folder: Path) -> dict[str, list[dict]]:
+    """Candidate recall under the share cap with the pairs ranked by the parameter head saved in ``folder``
+    (build-graph does so with a trained --retrieval-encoder)."""
+    from tasks.training.param_head import HEAD_FILE, ParamHead
+
+    if not Path(folder, HEAD_FILE).is_file():
+        return {}
+    return recall_table(sets, encode, HEAD_RANKED_SETTINGS, head=ParamHead.load(Path(folder)))
 
 
 def mean_recall(table: dict[str, list[dict]], k: int = VALIDATION_K) -> float:
@@ -202,6 +232,53 @@ def parameter_head(sets: SplitToolSets, encode, folder: Path) -> dict | None:
     return {"head": asdict(head), "test": test}
 
 
+def reranker_test(sets: SplitToolSets, encode, folder: Path) -> dict:
+    """The reranker on every unit of the test sets with parameter edges (units outside its candidates: p 0,
+    not kept), as the head is measured."""
+    import numpy as np
+
+    from tasks.training.param_examples import ParamExample
+    from tasks.training.param_head import unit_features, unit_gold
+    from tasks.training.param_reranker import ParamReranker
+    from tasks.training.param_scorer import param_metrics
+
+    reranker, test = ParamReranker(folder), {}
+    for ts in sets.test:
+        if not ts.parameter_edges:
+            continue
+        units, _ = unit_features(ts.tools, encode)
+        scored, p = reranker.score(ts.tools, encode)
+        prob = dict(zip(scored, p))
+        gold = unit_gold(ts, ts.tools, units)
+        examples = [ParamExample(ts.tools[a].doc, ts.tools[c].doc, q, int(g), ts.tools[c].group)
+                    for (a, c, q), g in zip(units, gold)]
+        test[ts.name] = param_metrics(examples, np.array([prob.get(u, 0.0) for u in units]), reranker.head.threshold)
+        test[ts.name]["candidates"] = len(scored)
+    return test
+
+
+@task(cache_policy=NO_CACHE)
+def parameter_reranker(cfg: RetrieverConfig, sets: SplitToolSets, encode, retriever: Path) -> dict | None:
+    """Train the parameter reranker from the retriever's weights on the train groups' candidate units, fit its
+    stacked head on the validation groups, save both in ``<retriever>/param_reranker`` and measure it on the
+    test groups (tasks/training/param_reranker.py)."""
+    from tasks.training.param_reranker import (RERANKER_DIR, fit_stacked_head, reranker_examples,
+                                               train_param_reranker)
+
+    fit_sets = [ts for ts in sets.validation if ts.parameter_edges]
+    if not fit_sets:
+        return None
+    args = cfg.reranker_arguments()
+    folder = retriever / RERANKER_DIR
+    examples = reranker_examples(sets.train, encode, args.candidate_k)
+    get_run_logger().info(f"parameter reranker: {len(examples.units)} candidate units of the train groups, "
+                          f"{int(examples.gold.sum())} gold")
+    trained = train_param_reranker(examples, retriever, args, folder)
+    head = fit_stacked_head(fit_sets, encode, folder, args.candidate_k, args.max_length, seed=cfg.seed)
+    head.save(folder)
+    return {"trained": trained, "head": asdict(head), "test": reranker_test(sets, encode, folder)}
+
+
 def _fmt(x: float | None) -> str:
     return "-" if x is None else f"{x:.3f}"
 
@@ -226,6 +303,13 @@ def report_markdown(metrics: dict) -> str:
         for before, after in zip(metrics["test"]["untrained"][name], rows):
             lines.append(f"| {name} | {after['strategy']} | {after['k']} | {_fmt(after['share_cap'])} | {_fmt(before['recall'])} | "
                          f"{_fmt(after['recall'])} | {before['ordered_share']:.3f} | {after['ordered_share']:.3f} |")
+    if metrics["test"].get("head_ranked"):
+        lines += ["", "The same share caps with the pairs ranked by the parameter head (max p over the consumer's "
+                  "inputs; build-graph ranks so with a trained --retrieval-encoder):", "",
+                  "| set | strategy | k | share cap | recall | share |", "|---|---|---|---|---|---|"]
+        for name, rows in metrics["test"]["head_ranked"].items():
+            lines += [f"| {name} | {r['strategy']} | {r['k']} | {_fmt(r['share_cap'])} | {_fmt(r['recall'])} | "
+                      f"{r['ordered_share']:.3f} |" for r in rows]
     head = metrics.get("parameter_head")
     if head:
         lines += ["", f"Parameter-level head ({head['head']['fitted_on']}, {head['head']['n_units']} units, "
@@ -240,6 +324,17 @@ def report_markdown(metrics: dict) -> str:
                 extra = (f"{_fmt(beyond['recall'])} (n={beyond['n_gold']}) | {_fmt(beyond['precision'])}"
                          if key == "model" else "- | -")
                 lines.append(f"| {name} | {label} | {r['precision']:.3f} | {r['recall']:.3f} | {r['f1']:.3f} | {extra} |")
+    reranker = metrics.get("parameter_reranker")
+    if reranker:
+        lines += ["", f"Parameter reranker (stacked head fitted on {reranker['head']['fitted_on']}, cut "
+                  f"{reranker['head']['threshold']:.3f}, candidates: top-{reranker['head']['candidate_k']} producers "
+                  "of each input or a name-rule match), on the same test units:", "",
+                  "| set | scorer | P | R | F1 | beyond-rule R | beyond-rule P | candidate units |", "|---|---|---|---|---|---|---|---|"]
+        for name, m in reranker["test"].items():
+            r, beyond = m["model"], m["beyond_rule"]
+            lines.append(f"| {name} | reranker + head | {r['precision']:.3f} | {r['recall']:.3f} | {r['f1']:.3f} | "
+                         f"{_fmt(beyond['recall'])} (n={beyond['n_gold']}) | {_fmt(beyond['precision'])} | "
+                         f"{m['candidates']} of {m['n']} |")
     return "\n".join(lines) + "\n"
 
 
@@ -253,7 +348,8 @@ def train_retriever_flow(cfg: RetrieverConfig | None = None) -> dict:
     cfg.check_inputs()
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    logging.getLogger("tasks.training.retriever").setLevel(logging.INFO)
+    for name in ("tasks.training.retriever", "tasks.training.param_reranker"):
+        logging.getLogger(name).setLevel(logging.INFO)
     log = get_run_logger()
     started = time.time()
     out = Path(cfg.output)
@@ -269,6 +365,19 @@ def train_retriever_flow(cfg: RetrieverConfig | None = None) -> dict:
                    if Path(cfg.checkpoint, RETRIEVER_FILE).is_file() else None,
                    "test": {"untrained": untrained_test, "trained": recall_table(sets.test, trained.encode)},
                    "parameter_head": parameter_head(sets, trained.encode, out)}
+        metrics["test"]["head_ranked"] = head_ranked_table(sets.test, trained.encode, out)
+        from tasks.training.param_reranker import RERANKER_DIR, ParamReranker
+        if cfg.reranker:  # a reranker on top of the given retriever: out/best is a copy of it with the reranker
+            import shutil
+
+            best = out / "best"
+            shutil.rmtree(best, ignore_errors=True)
+            shutil.copytree(cfg.checkpoint, best, ignore=shutil.ignore_patterns(RERANKER_DIR))
+            metrics["parameter_reranker"] = parameter_reranker(cfg, sets, trained.encode, best)
+        elif ParamReranker.present(cfg.checkpoint):
+            reranker = Path(cfg.checkpoint, RERANKER_DIR)
+            metrics["parameter_reranker"] = {"head": json.loads((reranker / "param_head.json").read_text()),
+                                             "test": reranker_test(sets, trained.encode, reranker)}
         (out / "metrics.json").write_text(json.dumps(metrics, indent=1, default=str) + "\n")
         text = report_markdown(metrics)
         (out / "report.md").write_text(text)
@@ -292,8 +401,12 @@ def train_retriever_flow(cfg: RetrieverConfig | None = None) -> dict:
                "untrained_validation": result.untrained_score, "best_validation": result.best_score,
                "history": result.history, "validation_k": VALIDATION_K,
                "test": {"untrained": untrained_test, "trained": recall_table(sets.test, trained.encode)},
-               "parameter_head": parameter_head(sets, trained.encode, result.best_dir),
-               "seconds": round(time.time() - started)}
+               "parameter_head": parameter_head(sets, trained.encode, result.best_dir)}
+    metrics["test"]["head_ranked"] = head_ranked_table(sets.test, trained.encode, result.best_dir)
+    # Step 4 (--reranker): the cross-encoder over the candidate units, stacked with the head
+    if cfg.reranker:
+        metrics["parameter_reranker"] = parameter_reranker(cfg, sets, trained.encode, result.best_dir)
+    metrics["seconds"] = round(time.time() - started)
     (out / "metrics.json").write_text(json.dumps(metrics, indent=1, default=str) + "\n")
     text = report_markdown(metrics)
     (out / "report.md").write_text(text)

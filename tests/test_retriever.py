@@ -171,6 +171,40 @@ def test_share_keeps_the_best_scored_pairs_of_each_group_up_to_its_budget():
     assert capped == {(0, 1), (3, 4)} <= every  # cosines 0.95 and 0.99 (normalised), the two best
     with pytest.raises(ValueError, match="share"):
         retrieve_producers(tools, producers, queries, list(range(5)), k=2, share=0.0)
+    # ranked by another score: (2, 0) first, (1, 0) second; the pairs it leaves out keep their cosine (< 1)
+    asked = []
+
+    def rank(pairs):
+        asked.append(set(pairs))
+        return {(2, 0): 3.0, (1, 0): 2.0}
+
+    assert retrieve_producers(tools, producers, queries, list(range(5)), k=2, share=0.1, rank=rank) == {(2, 0), (1, 0)}
+    assert asked == [every]  # it ranks the top-k pairs, once
+    assert retrieve_producers(tools, producers, queries, list(range(5)), k=2, rank=rank) == every  # no cap: unused
+
+
+def test_head_ranking_scores_a_pair_by_its_best_input_and_build_graph_uses_a_trained_retrievers_head(tmp_path):
+    from flows.build_graph import GraphConfig, retrieval_head
+    from tasks.graph.candidates import head_ranking, retrieval_candidates
+    from tasks.training.param_head import FEATURES, ParamHead
+
+    coef = [0.0] * len(FEATURES)
+    coef[FEATURES.index("exact")] = 10.0  # a head that follows the exact name rule
+    head = ParamHead(coef, -5.0, [0.0] * len(FEATURES), [1.0] * len(FEATURES), 0.5)
+    shop = TOYSET.only_groups({"shop"}).tools  # get_user, list_orders, open_account, ping
+    ranked = head_ranking(shop, _by_words, head)({(0, 1), (0, 2), (3, 0)})
+    assert ranked[(0, 1)] == pytest.approx(1 / (1 + math.exp(-5)))  # list_orders.user_id <- get_user: exact
+    assert ranked[(0, 2)] == pytest.approx(1 / (1 + math.exp(5)))  # customer: by meaning only, no name match
+    assert (3, 0) in ranked and len(ranked) == 3
+    # a cap of 1 of the group's 12 ordered pairs keeps the exact match, whatever the cosines say
+    assert retrieval_candidates(shop, _by_words, k=3, share=1 / 12, head=head) == {(0, 1)}
+    folder = tmp_path / "retriever"
+    folder.mkdir()
+    head.save(folder)
+    assert retrieval_head(GraphConfig(toolsets=("apibank",), retrieval_encoder=str(folder))) is None  # no cap
+    got = retrieval_head(GraphConfig(toolsets=("apibank",), retrieval_encoder=str(folder), retrieval_share=0.05))
+    assert got is not None and got.coef == coef
+    assert retrieval_head(GraphConfig(toolsets=("apibank",), retrieval_share=0.05)) is None  # untrained encoder
 
 
 def test_retrieval_recall_counts_gold_kept_in_its_own_direction():

@@ -7,12 +7,16 @@ import math
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from schemas.dependency_text import parameter_queries, producer_text
 from schemas.toolset import Tool, ToolSet
 from tasks.graph.pruning import prune_candidates
+
+if TYPE_CHECKING:
+    from tasks.training.param_head import ParamHead
 
 DEFAULT_RETRIEVAL_K = 3
 
@@ -41,12 +45,13 @@ def _unit_rows(x: np.ndarray) -> np.ndarray:
 
 def retrieve_producers(
     tools: Sequence[Tool], producer_emb: np.ndarray, query_emb: np.ndarray, consumer: Sequence[int], k: int,
-    share: float | None = None,
+    share: float | None = None, rank: Callable[[set[tuple[int, int]]], dict[tuple[int, int], float]] | None = None,
 ) -> set[tuple[int, int]]:
     """Ordered pairs (producer, consumer): for each query, the k producers of the consumer's group (itself
     excluded) with the highest cosine; ties go to the earlier tool. ``share``: of those, per group, only the
-    pairs with the highest cosine (over the consumer's queries) up to this share of the group's ordered
-    pairs (at least one): a scoring budget that a trained retriever's comparable scores make meaningful."""
+    best-scored pairs up to this share of the group's ordered pairs (at least one): a scoring budget that a
+    trained retriever's comparable scores make meaningful. Scored by the highest cosine over the consumer's
+    queries, or by ``rank`` (the top-k pairs -> a score per pair; a pair it leaves out keeps its cosine)."""
     if k < 1:
         raise ValueError(f"retrieval k {k}: must be at least 1")
     if share is not None and not 0.0 < share <= 1.0:
@@ -59,7 +64,7 @@ def retrieve_producers(
     asks: dict[str, list[int]] = defaultdict(list)
     for n, c in enumerate(consumer):
         asks[tools[c].group].append(n)
-    pairs: set[tuple[int, int]] = set()
+    by_group: dict[str, dict[tuple[int, int], float]] = {}
     for group, rows in asks.items():
         idx = np.array(members[group])
         if len(idx) < 2:
@@ -74,41 +79,70 @@ def retrieve_producers(
             for col in cols:
                 key = (int(idx[col]), int(owner))
                 best[key] = max(best.get(key, -np.inf), float(sims[row, col]))
-        if share is not None:
-            budget = max(1, math.floor(share * len(idx) * (len(idx) - 1)))
-            best = dict(sorted(best.items(), key=lambda kv: (-kv[1], kv[0]))[:budget])
-        pairs.update(best)
+        by_group[group] = best
+    if share is None:
+        return {pair for best in by_group.values() for pair in best}
+    if rank is not None:
+        ranked = rank({pair for best in by_group.values() for pair in best})
+        by_group = {g: {pair: ranked.get(pair, cos) for pair, cos in best.items()} for g, best in by_group.items()}
+    pairs: set[tuple[int, int]] = set()
+    for group, best in by_group.items():
+        n = len(members[group])
+        budget = max(1, math.floor(share * n * (n - 1)))
+        pairs.update(pair for pair, _ in sorted(best.items(), key=lambda kv: (-kv[1], kv[0]))[:budget])
     return pairs
+
+
+def head_ranking(tools: Sequence[Tool], encode: Callable[[list[str]], np.ndarray], head: "ParamHead"
+                 ) -> Callable[[set[tuple[int, int]]], dict[tuple[int, int], float]]:
+    """``rank`` for ``retrieve_producers``: a pair's score is the parameter head's highest p(takes) over the
+    consumer's inputs (tasks/training/param_head.py), which weighs the name rule and the retriever's ranks
+    beside the cosine; a consumer without inputs has no units and keeps its cosine."""
+    from tasks.training.param_head import unit_features
+
+    def rank(pairs: set[tuple[int, int]]) -> dict[tuple[int, int], float]:
+        units, x = unit_features(tools, encode, pairs)
+        best: dict[tuple[int, int], float] = {}
+        for (p, c, _), prob in zip(units, head.predict(x) if units else []):
+            best[(p, c)] = max(best.get((p, c), 0.0), float(prob))
+        return best
+
+    return rank
 
 
 def retrieval_candidates(
     tools: Sequence[Tool], encode: Callable[[list[str]], np.ndarray], k: int = DEFAULT_RETRIEVAL_K,
-    share: float | None = None,
+    share: float | None = None, head: "ParamHead | None" = None,
 ) -> set[tuple[int, int]]:
     """The retrieval rule end to end: ordered (producer, consumer) pairs, ``encode`` a sentence encoder
-    (called once, on the producer docs and the queries together); ``share`` as ``retrieve_producers``."""
+    (called on the producer docs and the queries together, and by ``head``); ``share`` as
+    ``retrieve_producers``, its pairs ranked by the parameter ``head`` when given (``head_ranking``)."""
     if not tools:
         return set()
     texts = retrieval_texts(tools)
     emb = encode(texts.producers + texts.queries)
     n = len(texts.producers)
-    return retrieve_producers(tools, emb[:n], emb[n:], texts.consumer, k, share)
+    rank = head_ranking(tools, encode, head) if head is not None and share is not None else None
+    return retrieve_producers(tools, emb[:n], emb[n:], texts.consumer, k, share, rank)
 
 
 def retrieval_recall(toolset: ToolSet, encode: Callable[[list[str]], np.ndarray],
                      settings: Sequence[tuple[int, float | None]] = ((1, None), (3, None), (5, None), (10, None)),
                      strategies: Sequence[str] = ("retrieval", "params+retrieval"),
-                     embeddings: np.ndarray | None = None, neighbours: int = 5) -> list[dict]:
+                     embeddings: np.ndarray | None = None, neighbours: int = 5,
+                     head: "ParamHead | None" = None) -> list[dict]:
     """Per strategy and (k, share) setting: the share of ``toolset``'s gold edges kept in their own direction
     and the share of ordered same-group pairs kept (what scoring costs), ``encode`` the retrieval encoder;
-    ``embeddings`` (the tool embeddings) and ``neighbours``: for a strategy with the ``neighbours`` rule."""
+    ``embeddings`` (the tool embeddings) and ``neighbours``: for a strategy with the ``neighbours`` rule;
+    ``head``: a share cap ranks the pairs by the parameter head (``head_ranking``)."""
     tools = toolset.tools
     texts = retrieval_texts(tools)
     emb = encode(texts.producers + texts.queries) if tools else np.zeros((0, 1))
     n = len(texts.producers)
     rows = []
     for k, share in settings:
-        retrieved = retrieve_producers(tools, emb[:n], emb[n:], texts.consumer, k, share)
+        rank = head_ranking(tools, encode, head) if head is not None and share is not None else None
+        retrieved = retrieve_producers(tools, emb[:n], emb[n:], texts.consumer, k, share, rank)
         for strategy in strategies:
             r = prune_candidates(tools, embeddings, strategy, neighbours, known_edges=toolset.edges, retrieved=retrieved)
             rows.append({"strategy": strategy, "k": k, "share_cap": share, "recall": r.known_edge_recall,

@@ -14,6 +14,7 @@ from tasks.graph.kinds import dependency_kind
 from tasks.graph.scoring import PredictedEdge
 from tasks.training.param_examples import ParamExample, parameter_units
 from tasks.training.param_head import HEAD_FILE, ParamHead, unit_features
+from tasks.training.param_reranker import RERANKER_DIR, STACK_FEATURES, ParamReranker
 from tasks.training.retriever import RETRIEVER_FILE
 
 
@@ -36,7 +37,9 @@ def score_parameters(checkpoint: str | Path, tools: Sequence[Tool], pairs: Seque
     """p(takes) of every (producer, consumer input) over both orders of the candidate ``pairs``: by the
     cross-encoder of ``checkpoint``, or, where the folder is a dependency retriever with a parameter head
     (``param_head.json``, train-retriever), by that head over the retriever's encodings (each tool and
-    input encoded once)."""
+    input encoded once); where the retriever also holds a parameter reranker (``param_reranker/``,
+    train-retriever --reranker), by the reranker over the candidate units only (each input's top-k producers,
+    or a name-rule match: the others are not scored, so they make no edge)."""
     from models.discriminator import load_calibration, load_discriminator
     from tasks.training.param_scorer import PARAM_MAX_LENGTH, score_param_examples
 
@@ -49,11 +52,14 @@ def score_parameters(checkpoint: str | Path, tools: Sequence[Tool], pairs: Seque
     if (Path(checkpoint) / HEAD_FILE).is_file():
         from models.sentence_encoder import EncoderConfig, SentenceEncoder
 
-        head = ParamHead.load(Path(checkpoint))
         encoder = SentenceEncoder(EncoderConfig(str(checkpoint), batch_size=batch_size, device=device))
         ordered = {(p, c) for i, j in pairs for p, c in ((i, j), (j, i))}
-        scored, x = unit_features(tools, encoder.encode, ordered)
-        return [ParamScore(p, c, q, float(v)) for (p, c, q), v in zip(scored, head.predict(x))]
+        if ParamReranker.present(checkpoint):
+            scored, probs = ParamReranker(Path(checkpoint) / RERANKER_DIR).score(tools, encoder.encode, ordered)
+        else:
+            scored, x = unit_features(tools, encoder.encode, ordered)
+            probs = ParamHead.load(Path(checkpoint)).predict(x)
+        return [ParamScore(p, c, q, float(v)) for (p, c, q), v in zip(scored, probs)]
     model, tokenizer = load_discriminator(checkpoint)
     if device:
         model.to(device)
@@ -70,6 +76,8 @@ def param_threshold(checkpoint: str | Path, threshold: float | None = None) -> f
 
     if threshold is not None:
         return threshold
+    if ParamReranker.present(checkpoint):
+        return ParamHead.load(Path(checkpoint) / RERANKER_DIR, STACK_FEATURES).threshold
     if (Path(checkpoint) / HEAD_FILE).is_file():
         return ParamHead.load(Path(checkpoint)).threshold
     return float((load_calibration(checkpoint) or {}).get("threshold", 0.5))

@@ -164,6 +164,7 @@ class ParamHead:
     n_gold: int = 0
     fitted_on: str = ""
     cut_f1: float | None = None  # F1 at the cut on the cross-validated predictions it was chosen on
+    candidate_k: int | None = None  # a reranker's stacked head: the candidate rule's k (param_reranker.py)
 
     def predict(self, x: np.ndarray) -> np.ndarray:
         z = (np.asarray(x, dtype=np.float64) - self.mean) / self.scale
@@ -175,11 +176,11 @@ class ParamHead:
         return path
 
     @classmethod
-    def load(cls, folder: Path) -> "ParamHead":
+    def load(cls, folder: Path, features: tuple[str, ...] = FEATURES) -> "ParamHead":
         data = json.loads((Path(folder) / HEAD_FILE).read_text())
         data["features"] = tuple(data["features"])
-        if data["features"] != FEATURES:
-            raise ValueError(f"{folder}/{HEAD_FILE}: features {data['features']}, this code computes {FEATURES}")
+        if data["features"] != features:
+            raise ValueError(f"{folder}/{HEAD_FILE}: features {data['features']}, this code computes {features}")
         return cls(**data)
 
 

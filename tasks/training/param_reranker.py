@@ -1,0 +1,241 @@
+"""The parameter reranker: a cross-encoder over (consumer input, producer) texts that rescores the dependency
+retriever's candidate units, stacked with the parameter head's features in one logistic regression.
+
+Retrieve, then rerank: the bi-encoder (tasks/training/retriever.py) encodes each tool and input once and keeps,
+per consumer input, its top-k producers (and every unit a name rule matches); the cross-encoder reads the input
+and the producer together, which only those few units can afford on a CPU. The stacked head sees the
+reranker's logit beside the head's features (``tasks/training/param_head.py``) and its cut is chosen, as the
+head's, on grouped cross-validation over groups neither model trained on."""
+from __future__ import annotations
+
+import logging
+import math
+import random
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from schemas.toolset import Tool, ToolSet
+from tasks.common.atomic import hidden_sibling, replace_dir
+from tasks.training.param_examples import param_text, producer_text
+from tasks.training.param_head import (FEATURES, OUTPUT_DROPOUT, ParamHead, Unit, fit_param_head, unit_features,
+                                       unit_gold, without_outputs)
+
+log = logging.getLogger(__name__)
+
+RERANKER_DIR = "param_reranker"  # inside a retriever folder: the cross-encoder and its stacked head
+STACK_FEATURES = ("reranker",) + FEATURES  # the reranker's logit first, then the head's features
+_RANK, _EXACT, _PARTIAL = (FEATURES.index(f) for f in ("inverse_rank", "exact", "partial"))
+
+
+@dataclass
+class RerankerArguments:
+    """How the reranker is trained (train-retriever's --reranker-* flags). Defaults: measured in
+    bench/RESULTS.md ("Parameter reranker")."""
+
+    layers: int = 6  # transformer layers kept from the retriever's encoder
+    epochs: int = 2
+    negatives_per_positive: int = 4  # hard negatives (the retriever's other candidates) drawn afresh each epoch
+    learning_rate: float = 5e-5
+    batch_size: int = 32
+    max_length: int = 128
+    name_dropout: float = 0.3  # share of training units shown by meaning only (identifier dropout)
+    candidate_k: int = 5  # a unit is a candidate when its producer is among the input's top-k (or a name rule fires)
+    seed: int = 0
+    max_steps: int = -1  # stop after this many steps (tests); -1: all epochs
+
+    def __post_init__(self) -> None:
+        for name in ("layers", "epochs", "negatives_per_positive", "batch_size", "max_length", "candidate_k"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"reranker {name} {getattr(self, name)}: must be at least 1")
+        if not 0.0 <= self.name_dropout <= 1.0 or self.learning_rate <= 0:
+            raise ValueError("reranker name_dropout must lie in [0, 1] and learning_rate be positive")
+
+
+def candidate_mask(x: np.ndarray, k: int) -> np.ndarray:
+    """Units (rows of ``unit_features``) the reranker scores: the producer is among the input's top-``k``
+    producers of the group by the retriever, or the exact or partial name rule fires."""
+    return (x[:, _RANK] >= 1.0 / k - 1e-9) | (x[:, _EXACT] > 0) | (x[:, _PARTIAL] > 0)
+
+
+def candidate_units(tools: Sequence[Tool], encode: Callable[[list[str]], np.ndarray], k: int,
+                    pairs=None) -> tuple[list[Unit], np.ndarray]:
+    """The candidate units of ``tools``' groups (of the ordered ``pairs`` only, when given) and their head
+    features."""
+    units, x = unit_features(tools, encode, pairs)
+    keep = candidate_mask(x, k)
+    return [u for u, m in zip(units, keep) if m], x[keep]
+
+
+def unit_texts(tools: Sequence[Tool], units: Sequence[Unit], drop: Sequence[bool] | None = None
+               ) -> tuple[list[str], list[str]]:
+    """The cross-encoder's two texts per unit: the consumer input (``param: ...; input of ...``) and the
+    producer (``producer: ...; returns ...``); ``drop``: per unit, names by meaning only."""
+    drop = drop or [False] * len(units)
+    return ([param_text(tools[c].doc, q, drop_name=d) for (_, c, q), d in zip(units, drop)],
+            [producer_text(tools[p].doc, drop_names=d) for (p, _, _), d in zip(units, drop)])
+
+
+def _load(folder: str | Path, layers: int | None = None):
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    extra = {"num_hidden_layers": layers} if layers else {}
+    model = AutoModelForSequenceClassification.from_pretrained(str(folder), num_labels=1, **extra)
+    return model, AutoTokenizer.from_pretrained(str(folder))
+
+
+@torch.no_grad()
+def reranker_logits(model, tokenizer, texts: tuple[list[str], list[str]], max_length: int = 128,
+                    batch_size: int = 64) -> np.ndarray:
+    """One logit per (input, producer) text pair, batched by length (little padding)."""
+    a, b = texts
+    model.eval()
+    out = np.zeros(len(a), dtype=np.float32)
+    order = sorted(range(len(a)), key=lambda i: len(a[i]) + len(b[i]))
+    for s in range(0, len(order), batch_size):
+        idx = order[s:s + batch_size]
+        enc = tokenizer([a[i] for i in idx], [b[i] for i in idx], truncation=True, max_length=max_length,
+                        padding=True, return_tensors="pt")
+        out[idx] = model(**enc).logits[:, 0].float().numpy()
+    return out
+
+
+@dataclass(frozen=True)
+class RerankerExamples:
+    """Candidate units of training groups with their gold label (the texts are built per epoch: dropout)."""
+
+    tools: list[Tool]
+    units: list[Unit]
+    gold: np.ndarray
+
+
+def reranker_examples(toolsets: Sequence[tuple[ToolSet, set[str]]], encode: Callable[[list[str]], np.ndarray],
+                      k: int) -> RerankerExamples:
+    """The candidate units of each set's ``groups`` (sets with parameter edges) and their gold labels."""
+    tools, units, gold = [], [], []
+    for ts, groups in toolsets:
+        if not ts.parameter_edges or not groups:
+            continue
+        part = ts.only_groups(groups)
+        got, _ = candidate_units(part.tools, encode, k)
+        offset = len(tools)
+        tools += part.tools
+        units += [(p + offset, c + offset, q) for p, c, q in got]
+        gold.append(unit_gold(part, part.tools, got))
+    return RerankerExamples(tools, units, np.concatenate(gold) if gold else np.zeros(0, dtype=bool))
+
+
+def train_param_reranker(examples: RerankerExamples, base: str | Path, args: RerankerArguments,
+                         folder: Path) -> dict:
+    """Train the cross-encoder from ``base`` (the retriever's weights) on ``examples``: every positive and,
+    each epoch, a fresh seeded draw of ``negatives_per_positive`` negatives per positive, class-balanced
+    binary cross-entropy, AdamW with linear warm-up and decay; saved to ``folder`` (written whole or not at
+    all). Returns what was done."""
+    positives = [i for i, g in enumerate(examples.gold) if g]
+    negatives = [i for i, g in enumerate(examples.gold) if not g]
+    if not positives or not negatives:
+        raise ValueError("the parameter reranker needs gold and non-gold candidate units of training groups "
+                         "(a --toolset with parameter edges)")
+    rng = random.Random(args.seed)
+    torch.manual_seed(args.seed)
+    model, tokenizer = _load(base, args.layers)
+    per_epoch = len(positives) + min(len(negatives), args.negatives_per_positive * len(positives))
+    total = math.ceil(per_epoch / args.batch_size) * args.epochs
+    if args.max_steps > 0:
+        total = min(total, args.max_steps)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.learning_rate, weight_decay=0.01)
+    warmup = max(1, total // 10)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: min(1.0, (s + 1) / warmup) * max(0.0, (total - s) / total))
+    weight = len(negatives[: args.negatives_per_positive * len(positives)]) / len(positives)
+    step, started, losses = 0, time.time(), []
+    model.train()
+    while step < total:
+        drawn = positives + rng.sample(negatives, min(len(negatives), args.negatives_per_positive * len(positives)))
+        rng.shuffle(drawn)
+        for s in range(0, len(drawn), args.batch_size):
+            if step >= total:
+                break
+            batch = drawn[s:s + args.batch_size]
+            a, b = unit_texts(examples.tools, [examples.units[i] for i in batch],
+                              [rng.random() < args.name_dropout for _ in batch])
+            enc = tokenizer(a, b, truncation=True, max_length=args.max_length, padding=True, return_tensors="pt")
+            y = torch.tensor([float(examples.gold[i]) for i in batch])
+            w = torch.where(y > 0, weight, 1.0)  # balanced: positives count as much as the negatives drawn
+            logits = model(**enc).logits[:, 0]
+            loss = (torch.nn.functional.binary_cross_entropy_with_logits(logits, y, reduction="none") * w).sum() / w.sum()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            schedule.step()
+            optimizer.zero_grad()
+            step += 1
+            losses.append(float(loss.detach()))
+            if step % 50 == 0 or step == total:
+                log.info("reranker step %d/%d: loss %.4f (%.0f s)", step, total, float(np.mean(losses[-50:])),
+                         time.time() - started)
+    folder = Path(folder)
+    tmp = hidden_sibling(folder, "tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    replace_dir(tmp, folder)
+    return {"steps": step, "positives": len(positives), "negatives": len(negatives),
+            "seconds": round(time.time() - started, 1), "final_loss": float(np.mean(losses[-50:])),
+            "arguments": asdict(args)}
+
+
+def stacked_rows(tools: Sequence[Tool], encode, model, tokenizer, k: int, max_length: int,
+                 pairs=None) -> tuple[list[Unit], np.ndarray]:
+    """Candidate units and their stacked features (``STACK_FEATURES``: the reranker's logit, then the head's)."""
+    units, x = candidate_units(tools, encode, k, pairs)
+    if not units:
+        return [], np.zeros((0, len(STACK_FEATURES)), dtype=np.float32)
+    logits = reranker_logits(model, tokenizer, unit_texts(tools, units), max_length)
+    return units, np.column_stack([logits, x]).astype(np.float32)
+
+
+def fit_stacked_head(toolsets: Sequence[ToolSet], encode, folder: Path, k: int, max_length: int,
+                     output_dropout: float = OUTPUT_DROPOUT, seed: int = 0) -> ParamHead:
+    """The stacked head fitted on the candidate units of ``toolsets`` (validation groups, with parameter
+    edges) and of a copy with ``output_dropout`` of the producers' outputs removed, as the head's."""
+    model, tokenizer = _load(folder)
+    xs, ys, groups = [], [], []
+    for ts in toolsets:
+        for copy in (ts, without_outputs(ts, output_dropout, seed)) if output_dropout else (ts,):
+            units, x = stacked_rows(copy.tools, encode, model, tokenizer, k, max_length)
+            xs.append(x)
+            ys.append(unit_gold(copy, copy.tools, units))
+            groups += [f"{ts.name}/{copy.tools[c].group}" for _, c, _ in units]
+    head = fit_param_head(np.vstack(xs), np.concatenate(ys), groups, fitted_on=", ".join(ts.name for ts in toolsets),
+                          seed=seed)
+    head.features = STACK_FEATURES
+    head.candidate_k = k
+    return head
+
+
+class ParamReranker:
+    """A trained reranker folder (``<retriever>/param_reranker``) ready to score: the cross-encoder, its
+    stacked head (``param_head.json`` beside it) and the candidate rule it was fitted with."""
+
+    def __init__(self, folder: str | Path, max_length: int = 128):
+        self.folder = Path(folder)
+        self.head = ParamHead.load(self.folder, STACK_FEATURES)
+        self.model, self.tokenizer = _load(self.folder)
+        self.max_length = max_length
+
+    @staticmethod
+    def present(retriever: str | Path) -> bool:
+        return (Path(retriever) / RERANKER_DIR / "config.json").is_file()
+
+    def score(self, tools: Sequence[Tool], encode, pairs=None) -> tuple[list[Unit], np.ndarray]:
+        """p(takes) of every candidate unit of ``tools``' groups (of the ordered ``pairs`` only, when given);
+        units outside the candidates are not scored."""
+        units, x = stacked_rows(tools, encode, self.model, self.tokenizer, self.head.candidate_k or 5,
+                                self.max_length, pairs)
+        return units, self.head.predict(x) if units else np.zeros(0)
