@@ -257,8 +257,10 @@ def test_flow_trains_reports_held_out_recall_and_build_graph_uses_the_retriever(
     heldout = _toolset_folder(tmp_path, "other", groups=1)
     cfg = RetrieverConfig(tdi=None, toolsets=(str(train_set),), heldout=(str(heldout),), output=str(tmp_path / "run"),
                           base_model=str(tiny_encoder), max_steps=2, batch_size=4, evals=1, max_length=24,
-                          split_fractions=(0.5, 0.25, 0.25))
+                          split_fractions=(0.5, 0.25, 0.25), reranker=True, reranker_layers=2, reranker_max_steps=1)
     metrics = train_retriever_flow(cfg)
+    assert metrics["parameter_reranker"]["trained"]["steps"] == 1  # trained after the retriever, saved inside it
+    assert (tmp_path / "run" / "best" / "param_reranker" / "param_head.json").is_file()
     assert metrics["examples"] == {"shopset": 6}  # 3 train groups x 2 parameter edges
     assert set(metrics["test"]["trained"]) == {"shopset", "other"}
     row = metrics["test"]["trained"]["other"][0]
