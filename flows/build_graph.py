@@ -117,6 +117,10 @@ class GraphConfig:
         "pruning 'retrieval': of the top-K pairs, keep per group only the best-scored ones up to this share of the "
         "group's ordered pairs, in (0, 1] (a scoring budget; meaningful with a trained --retrieval-encoder); "
         "none: all top-K")] = None
+    retrieval_rank: Annotated[str, Help(
+        "what orders the pairs under --retrieval-share: cosine (the retriever's best cosine over the consumer's "
+        "inputs) or head (the trained --retrieval-encoder's parameter head: its best p over the inputs)")] = field(
+        default="cosine", metadata={"choices": ("cosine", "head")})
     min_prob: Annotated[float, Help(
         "keep a predicted edge only when its prob (p(a->b) + p(b->a)) reaches this, in [0, 1]")] = 0.0
     both_orders: Annotated[bool, Help(
@@ -232,6 +236,8 @@ class GraphConfig:
         pruning_rules(self.pruning)  # a ValueError naming the strategies
         if self.retrieval_share is not None and not 0.0 < self.retrieval_share <= 1.0:
             raise ValueError(f"--retrieval-share {self.retrieval_share}: must lie in (0, 1]")
+        if self.retrieval_rank == "head" and (self.retrieval_share is None or not self.retrieval_encoder):
+            raise ValueError("--retrieval-rank head: only with --retrieval-share and a trained --retrieval-encoder")
         if self.scoring_runner not in SCORING_RUNNERS:
             raise ValueError(f"--scoring-runner {self.scoring_runner!r}: one of {', '.join(SCORING_RUNNERS)}")
         for name in ("dask_address", "ray_address"):
@@ -292,6 +298,9 @@ class GraphConfig:
                 not Path(self.retrieval_encoder, "config.json").exists():
             raise ValueError(f"--retrieval-encoder {self.retrieval_encoder}: no config.json there "
                              "(train one: make train-retriever)")
+        if self.retrieval_rank == "head" and not Path(self.retrieval_encoder, "param_head.json").is_file():
+            raise ValueError(f"--retrieval-rank head: {self.retrieval_encoder} has no param_head.json "
+                             "(train-retriever fits it beside the retriever)")
         for value in self.trajectories:
             prefix, sep, rest = value.partition("=")
             if not Path(value).is_file() and not (sep and prefix and Path(rest).is_file()):
@@ -406,11 +415,12 @@ class RetrievalRuleEncoder:
 
 
 def retrieval_head(cfg: GraphConfig):
-    """The parameter head of a trained ``--retrieval-encoder`` (train-retriever's param_head.json): under
-    ``--retrieval-share`` it ranks the pairs kept (bench/RESULTS.md "Candidate recall"); None without one."""
+    """With ``--retrieval-rank head``, the parameter head of the trained ``--retrieval-encoder`` (train-retriever's
+    param_head.json), which ranks the pairs kept under ``--retrieval-share`` (bench/RESULTS.md, "The share cap
+    ranked by the parameter head"); None otherwise."""
     from tasks.training.param_head import HEAD_FILE, ParamHead
 
-    if cfg.retrieval_share is None or not cfg.retrieval_encoder or not Path(cfg.retrieval_encoder, HEAD_FILE).is_file():
+    if cfg.retrieval_rank != "head" or cfg.retrieval_share is None:
         return None
     return ParamHead.load(Path(cfg.retrieval_encoder))
 

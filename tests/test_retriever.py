@@ -183,7 +183,7 @@ def test_share_keeps_the_best_scored_pairs_of_each_group_up_to_its_budget():
     assert retrieve_producers(tools, producers, queries, list(range(5)), k=2, rank=rank) == every  # no cap: unused
 
 
-def test_head_ranking_scores_a_pair_by_its_best_input_and_build_graph_uses_a_trained_retrievers_head(tmp_path):
+def test_head_ranking_scores_a_pair_by_its_best_input_and_build_graph_ranks_so_when_asked(tmp_path):
     from flows.build_graph import GraphConfig, retrieval_head
     from tasks.graph.candidates import head_ranking, retrieval_candidates
     from tasks.training.param_head import FEATURES, ParamHead
@@ -201,10 +201,18 @@ def test_head_ranking_scores_a_pair_by_its_best_input_and_build_graph_uses_a_tra
     folder = tmp_path / "retriever"
     folder.mkdir()
     head.save(folder)
-    assert retrieval_head(GraphConfig(toolsets=("apibank",), retrieval_encoder=str(folder))) is None  # no cap
-    got = retrieval_head(GraphConfig(toolsets=("apibank",), retrieval_encoder=str(folder), retrieval_share=0.05))
+    capped = dict(toolsets=("apibank",), retrieval_encoder=str(folder), retrieval_share=0.05)
+    assert retrieval_head(GraphConfig(**capped)) is None  # the default ranks by cosine
+    got = retrieval_head(GraphConfig(**capped, retrieval_rank="head"))
     assert got is not None and got.coef == coef
-    assert retrieval_head(GraphConfig(toolsets=("apibank",), retrieval_share=0.05)) is None  # untrained encoder
+    for bad in ({"retrieval_share": None}, {"retrieval_encoder": None}):
+        with pytest.raises(ValueError, match="--retrieval-rank head: only with"):
+            GraphConfig(**(capped | bad), retrieval_rank="head")
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "plain" / "config.json").write_text("{}")
+    with pytest.raises(ValueError, match="no param_head.json"):
+        GraphConfig(**(capped | {"retrieval_encoder": str(tmp_path / "plain")}), retrieval_rank="head",
+                    warehouse=str(tmp_path / "w.duckdb")).check_inputs()
 
 
 def test_retrieval_recall_counts_gold_kept_in_its_own_direction():
