@@ -283,6 +283,11 @@ def _fmt(x: float | None) -> str:
     return "-" if x is None else f"{x:.3f}"
 
 
+def _scorer_row(name: str, label: str, r: dict, beyond: dict | None) -> str:
+    extra = f"{_fmt(beyond['recall'])} (n={beyond['n_gold']}) | {_fmt(beyond['precision'])}" if beyond else "- | -"
+    return f"| {name} | {label} | {r['precision']:.3f} | {r['recall']:.3f} | {r['f1']:.3f} | {extra} |"
+
+
 def report_markdown(metrics: dict) -> str:
     about = metrics.get("trained") or metrics  # measure-only: the checkpoint's own record
     lines = ["# Dependency retriever (flows/train_retriever.py)", ""]
@@ -305,7 +310,7 @@ def report_markdown(metrics: dict) -> str:
                          f"{_fmt(after['recall'])} | {before['ordered_share']:.3f} | {after['ordered_share']:.3f} |")
     if metrics["test"].get("head_ranked"):
         lines += ["", "The same share caps with the pairs ranked by the parameter head (max p over the consumer's "
-                  "inputs; build-graph ranks so with a trained --retrieval-encoder):", "",
+                  "inputs; build-graph --retrieval-rank head):", "",
                   "| set | strategy | k | share cap | recall | share |", "|---|---|---|---|---|---|"]
         for name, rows in metrics["test"]["head_ranked"].items():
             lines += [f"| {name} | {r['strategy']} | {r['k']} | {_fmt(r['share_cap'])} | {_fmt(r['recall'])} | "
@@ -320,10 +325,7 @@ def report_markdown(metrics: dict) -> str:
             beyond = m["beyond_rule"]
             for label, key in (("retriever head", "model"), ("rule exact", "rule_exact"),
                                ("rule exact or partial", "rule_exact_or_partial"), ("head or rule", "model_or_rule")):
-                r = m[key]
-                extra = (f"{_fmt(beyond['recall'])} (n={beyond['n_gold']}) | {_fmt(beyond['precision'])}"
-                         if key == "model" else "- | -")
-                lines.append(f"| {name} | {label} | {r['precision']:.3f} | {r['recall']:.3f} | {r['f1']:.3f} | {extra} |")
+                lines.append(_scorer_row(name, label, m[key], beyond if key == "model" else None))
     reranker = metrics.get("parameter_reranker")
     if reranker:
         lines += ["", f"Parameter reranker (stacked head fitted on {reranker['head']['fitted_on']}, cut "
@@ -331,10 +333,8 @@ def report_markdown(metrics: dict) -> str:
                   "of each input or a name-rule match), on the same test units:", "",
                   "| set | scorer | P | R | F1 | beyond-rule R | beyond-rule P | candidate units |", "|---|---|---|---|---|---|---|---|"]
         for name, m in reranker["test"].items():
-            r, beyond = m["model"], m["beyond_rule"]
-            lines.append(f"| {name} | reranker + head | {r['precision']:.3f} | {r['recall']:.3f} | {r['f1']:.3f} | "
-                         f"{_fmt(beyond['recall'])} (n={beyond['n_gold']}) | {_fmt(beyond['precision'])} | "
-                         f"{m['candidates']} of {m['n']} |")
+            lines.append(_scorer_row(name, "reranker + head", m["model"], m["beyond_rule"]) +
+                         f" {m['candidates']} of {m['n']} |")
     return "\n".join(lines) + "\n"
 
 
