@@ -298,8 +298,10 @@ class GraphConfig:
                 not Path(self.retrieval_encoder, "config.json").exists():
             raise ValueError(f"--retrieval-encoder {self.retrieval_encoder}: no config.json there "
                              "(train one: make train-retriever)")
-        if self.retrieval_rank == "head" and not Path(self.retrieval_encoder, "param_head.json").is_file():
-            raise ValueError(f"--retrieval-rank head: {self.retrieval_encoder} has no param_head.json "
+        from tasks.training.param_head import HEAD_FILE
+
+        if self.retrieval_rank == "head" and not Path(self.retrieval_encoder, HEAD_FILE).is_file():
+            raise ValueError(f"--retrieval-rank head: {self.retrieval_encoder} has no {HEAD_FILE} "
                              "(train-retriever fits it beside the retriever)")
         for value in self.trajectories:
             prefix, sep, rest = value.partition("=")
@@ -418,7 +420,7 @@ def retrieval_head(cfg: GraphConfig):
     """With ``--retrieval-rank head``, the parameter head of the trained ``--retrieval-encoder`` (train-retriever's
     param_head.json), which ranks the pairs kept under ``--retrieval-share`` (bench/RESULTS.md, "The share cap
     ranked by the parameter head"); None otherwise."""
-    from tasks.training.param_head import HEAD_FILE, ParamHead
+    from tasks.training.param_head import ParamHead
 
     if cfg.retrieval_rank != "head" or cfg.retrieval_share is None:
         return None

@@ -122,7 +122,7 @@ class RetrieverConfig:
         from tasks.training.param_reranker import RerankerArguments
 
         return RerankerArguments(layers=self.reranker_layers, epochs=self.reranker_epochs, candidate_k=self.reranker_k,
-                                 max_length=128, seed=self.seed, max_steps=self.reranker_max_steps or -1)
+                                 seed=self.seed, max_steps=self.reranker_max_steps or -1)
 
 
 def parse_args(argv: list[str] | None = None) -> RetrieverConfig:
@@ -191,7 +191,7 @@ HEAD_RANKED_SETTINGS = ((10, 0.05), (10, 0.03))
 
 def head_ranked_table(sets: list[ToolSet], encode, folder: Path) -> dict[str, list[dict]]:
     """Candidate recall under the share cap with the pairs ranked by the parameter head saved in ``folder``
-    (build-graph does so with a trained --retrieval-encoder)."""
+    (build-graph --retrieval-rank head)."""
     from tasks.training.param_head import HEAD_FILE, ParamHead
 
     if not Path(folder, HEAD_FILE).is_file():
@@ -233,8 +233,8 @@ def parameter_head(sets: SplitToolSets, encode, folder: Path) -> dict | None:
 
 
 def reranker_test(sets: SplitToolSets, encode, folder: Path) -> dict:
-    """The reranker on every unit of the test sets with parameter edges (units outside its candidates: p 0,
-    not kept), as the head is measured."""
+    """The reranker of ``folder``: its stacked head, and its figures on every unit of the test sets with
+    parameter edges (units outside its candidates: p 0, not kept), as the head is measured."""
     import numpy as np
 
     from tasks.training.param_examples import ParamExample
@@ -246,15 +246,15 @@ def reranker_test(sets: SplitToolSets, encode, folder: Path) -> dict:
     for ts in sets.test:
         if not ts.parameter_edges:
             continue
-        units, _ = unit_features(ts.tools, encode)
-        scored, p = reranker.score(ts.tools, encode)
+        units, x = unit_features(ts.tools, encode)
+        scored, p = reranker.score_units(ts.tools, units, x)
         prob = dict(zip(scored, p))
         gold = unit_gold(ts, ts.tools, units)
         examples = [ParamExample(ts.tools[a].doc, ts.tools[c].doc, q, int(g), ts.tools[c].group)
                     for (a, c, q), g in zip(units, gold)]
         test[ts.name] = param_metrics(examples, np.array([prob.get(u, 0.0) for u in units]), reranker.head.threshold)
         test[ts.name]["candidates"] = len(scored)
-    return test
+    return {"head": asdict(reranker.head), "test": test}
 
 
 @task(cache_policy=NO_CACHE)
@@ -274,9 +274,8 @@ def parameter_reranker(cfg: RetrieverConfig, sets: SplitToolSets, encode, retrie
     get_run_logger().info(f"parameter reranker: {len(examples.units)} candidate units of the train groups, "
                           f"{int(examples.gold.sum())} gold")
     trained = train_param_reranker(examples, retriever, args, folder)
-    head = fit_stacked_head(fit_sets, encode, folder, args.candidate_k, args.max_length, seed=cfg.seed)
-    head.save(folder)
-    return {"trained": trained, "head": asdict(head), "test": reranker_test(sets, encode, folder)}
+    fit_stacked_head(fit_sets, encode, folder, args.candidate_k, args.max_length, seed=cfg.seed).save(folder)
+    return {"trained": trained} | reranker_test(sets, encode, folder)
 
 
 def _fmt(x: float | None) -> str:
@@ -375,9 +374,7 @@ def train_retriever_flow(cfg: RetrieverConfig | None = None) -> dict:
             shutil.copytree(cfg.checkpoint, best, ignore=shutil.ignore_patterns(RERANKER_DIR))
             metrics["parameter_reranker"] = parameter_reranker(cfg, sets, trained.encode, best)
         elif ParamReranker.present(cfg.checkpoint):
-            reranker = Path(cfg.checkpoint, RERANKER_DIR)
-            metrics["parameter_reranker"] = {"head": json.loads((reranker / "param_head.json").read_text()),
-                                             "test": reranker_test(sets, trained.encode, reranker)}
+            metrics["parameter_reranker"] = reranker_test(sets, trained.encode, Path(cfg.checkpoint, RERANKER_DIR))
         (out / "metrics.json").write_text(json.dumps(metrics, indent=1, default=str) + "\n")
         text = report_markdown(metrics)
         (out / "report.md").write_text(text)

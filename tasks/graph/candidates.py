@@ -97,15 +97,20 @@ def head_ranking(tools: Sequence[Tool], encode: Callable[[list[str]], np.ndarray
                  ) -> Callable[[set[tuple[int, int]]], dict[tuple[int, int], float]]:
     """``rank`` for ``retrieve_producers``: a pair's score is the parameter head's highest p(takes) over the
     consumer's inputs (tasks/training/param_head.py), which weighs the name rule and the retriever's ranks
-    beside the cosine; a consumer without inputs has no units and keeps its cosine."""
+    beside the cosine; a consumer without inputs has no units and keeps its cosine. Remembers its last answer:
+    share caps of the same k rank the same pairs."""
     from tasks.training.param_head import unit_features
 
+    last: list = [None, None]
+
     def rank(pairs: set[tuple[int, int]]) -> dict[tuple[int, int], float]:
-        units, x = unit_features(tools, encode, pairs)
-        best: dict[tuple[int, int], float] = {}
-        for (p, c, _), prob in zip(units, head.predict(x) if units else []):
-            best[(p, c)] = max(best.get((p, c), 0.0), float(prob))
-        return best
+        if last[0] != pairs:
+            units, x = unit_features(tools, encode, pairs)
+            best: dict[tuple[int, int], float] = {}
+            for (p, c, _), prob in zip(units, head.predict(x) if units else []):
+                best[(p, c)] = max(best.get((p, c), 0.0), float(prob))
+            last[:] = [set(pairs), best]
+        return last[1]
 
     return rank
 
@@ -139,10 +144,10 @@ def retrieval_recall(toolset: ToolSet, encode: Callable[[list[str]], np.ndarray]
     texts = retrieval_texts(tools)
     emb = encode(texts.producers + texts.queries) if tools else np.zeros((0, 1))
     n = len(texts.producers)
+    ranking = head_ranking(tools, encode, head) if head is not None else None
     rows = []
     for k, share in settings:
-        rank = head_ranking(tools, encode, head) if head is not None and share is not None else None
-        retrieved = retrieve_producers(tools, emb[:n], emb[n:], texts.consumer, k, share, rank)
+        retrieved = retrieve_producers(tools, emb[:n], emb[n:], texts.consumer, k, share, ranking)
         for strategy in strategies:
             r = prune_candidates(tools, embeddings, strategy, neighbours, known_edges=toolset.edges, retrieved=retrieved)
             rows.append({"strategy": strategy, "k": k, "share_cap": share, "recall": r.known_edge_recall,

@@ -60,6 +60,14 @@ _WRAPPERS = frozenset({"Annotated", "typing.Annotated", "typing_extensions.Annot
                        "ClassVar", "typing.ClassVar"})
 
 
+def _quoted(read, text: str, depth: int) -> str | None:
+    """``read`` of a quoted annotation (``"Foo"``) parsed; None when it does not parse."""
+    try:
+        return read(ast.parse(text.strip(), mode="eval").body, depth + 1)
+    except (SyntaxError, ValueError, RecursionError):
+        return None
+
+
 def annotated_class(expr: ast.AST | None, depth: int = 0) -> str | None:
     """The one class an annotation names, as written: ``Foo``, ``"Foo"``, ``mod.Foo``, ``Optional[Foo]``,
     ``Foo | None``, ``Union[Foo, None]``, ``Annotated[Foo, ...]``; None for anything else (generics,
@@ -67,10 +75,7 @@ def annotated_class(expr: ast.AST | None, depth: int = 0) -> str | None:
     if expr is None or depth > 3:
         return None
     if isinstance(expr, ast.Constant) and isinstance(expr.value, str):
-        try:
-            return annotated_class(ast.parse(expr.value.strip(), mode="eval").body, depth + 1)
-        except (SyntaxError, ValueError, RecursionError):
-            return None
+        return _quoted(annotated_class, expr.value, depth)
     if isinstance(expr, (ast.Name, ast.Attribute)):
         dotted = dotted_name(expr)
         return None if dotted in ("None", "Any", "typing.Any", "object") else dotted
@@ -130,10 +135,7 @@ def annotated_item_class(expr: ast.AST | None, depth: int = 0) -> str | None:
     if expr is None or depth > 3:
         return None
     if isinstance(expr, ast.Constant) and isinstance(expr.value, str):
-        try:
-            return annotated_item_class(ast.parse(expr.value.strip(), mode="eval").body, depth + 1)
-        except (SyntaxError, ValueError, RecursionError):
-            return None
+        return _quoted(annotated_item_class, expr.value, depth)
     if isinstance(expr, ast.Subscript):
         base = dotted_name(expr.value) or ""
         items = list(expr.slice.elts) if isinstance(expr.slice, ast.Tuple) else [expr.slice]

@@ -130,13 +130,15 @@ def without_outputs(toolset: ToolSet, share: float, seed: int = 0) -> ToolSet:
 
 
 def fit_on_toolsets(toolsets: Sequence[ToolSet], encode: Callable[[list[str]], np.ndarray],
-                    output_dropout: float = OUTPUT_DROPOUT, seed: int = 0) -> ParamHead:
+                    output_dropout: float = OUTPUT_DROPOUT, seed: int = 0,
+                    rows: Callable[..., tuple[list[Unit], np.ndarray]] = unit_features) -> ParamHead:
     """The head fitted on every unit of ``toolsets`` (with parameter edges) and of a copy of each with
-    ``output_dropout`` of its producers' outputs removed; folds by group."""
+    ``output_dropout`` of its producers' outputs removed; folds by group. ``rows(tools, encode)``: the units
+    and their features (the reranker's stacked head passes its own)."""
     xs, ys, groups = [], [], []
     for ts in toolsets:
         for copy in (ts, without_outputs(ts, output_dropout, seed)) if output_dropout else (ts,):
-            units, x = unit_features(copy.tools, encode)
+            units, x = rows(copy.tools, encode)
             xs.append(x)
             ys.append(unit_gold(copy, copy.tools, units))
             groups += [f"{ts.name}/{copy.tools[c].group}" for _, c, _ in units]

@@ -23,8 +23,7 @@ import torch
 from schemas.toolset import Tool, ToolSet
 from tasks.common.atomic import hidden_sibling, replace_dir
 from tasks.training.param_examples import param_text, producer_text
-from tasks.training.param_head import (FEATURES, OUTPUT_DROPOUT, ParamHead, Unit, fit_param_head, unit_features,
-                                       unit_gold, without_outputs)
+from tasks.training.param_head import FEATURES, OUTPUT_DROPOUT, ParamHead, Unit, fit_on_toolsets, unit_features, unit_gold
 
 log = logging.getLogger(__name__)
 
@@ -190,30 +189,28 @@ def train_param_reranker(examples: RerankerExamples, base: str | Path, args: Rer
             "arguments": asdict(args)}
 
 
-def stacked_rows(tools: Sequence[Tool], encode, model, tokenizer, k: int, max_length: int,
-                 pairs=None) -> tuple[list[Unit], np.ndarray]:
-    """Candidate units and their stacked features (``STACK_FEATURES``: the reranker's logit, then the head's)."""
-    units, x = candidate_units(tools, encode, k, pairs)
+def stacked_rows(tools: Sequence[Tool], units: Sequence[Unit], x: np.ndarray, model, tokenizer, k: int,
+                 max_length: int) -> tuple[list[Unit], np.ndarray]:
+    """Of ``units`` and their head features ``x`` (``unit_features``), the candidates and their stacked features
+    (``STACK_FEATURES``: the reranker's logit, then the head's)."""
+    keep = candidate_mask(x, k) if len(units) else np.zeros(0, dtype=bool)
+    units = [u for u, m in zip(units, keep) if m]
     if not units:
         return [], np.zeros((0, len(STACK_FEATURES)), dtype=np.float32)
     logits = reranker_logits(model, tokenizer, unit_texts(tools, units), max_length)
-    return units, np.column_stack([logits, x]).astype(np.float32)
+    return units, np.column_stack([logits, x[keep]]).astype(np.float32)
 
 
 def fit_stacked_head(toolsets: Sequence[ToolSet], encode, folder: Path, k: int, max_length: int,
                      output_dropout: float = OUTPUT_DROPOUT, seed: int = 0) -> ParamHead:
     """The stacked head fitted on the candidate units of ``toolsets`` (validation groups, with parameter
-    edges) and of a copy with ``output_dropout`` of the producers' outputs removed, as the head's."""
+    edges) as the head is (``fit_on_toolsets``: with the outputs-removed copy, cut by grouped CV)."""
     model, tokenizer = _load(folder)
-    xs, ys, groups = [], [], []
-    for ts in toolsets:
-        for copy in (ts, without_outputs(ts, output_dropout, seed)) if output_dropout else (ts,):
-            units, x = stacked_rows(copy.tools, encode, model, tokenizer, k, max_length)
-            xs.append(x)
-            ys.append(unit_gold(copy, copy.tools, units))
-            groups += [f"{ts.name}/{copy.tools[c].group}" for _, c, _ in units]
-    head = fit_param_head(np.vstack(xs), np.concatenate(ys), groups, fitted_on=", ".join(ts.name for ts in toolsets),
-                          seed=seed)
+
+    def rows(tools, enc):
+        return stacked_rows(tools, *unit_features(tools, enc), model, tokenizer, k, max_length)
+
+    head = fit_on_toolsets(toolsets, encode, output_dropout, seed, rows)
     head.features = STACK_FEATURES
     head.candidate_k = k
     return head
@@ -226,6 +223,8 @@ class ParamReranker:
     def __init__(self, folder: str | Path, max_length: int = 128):
         self.folder = Path(folder)
         self.head = ParamHead.load(self.folder, STACK_FEATURES)
+        if not self.head.candidate_k:
+            raise ValueError(f"{self.folder}: its stacked head names no candidate_k (train-retriever --reranker)")
         self.model, self.tokenizer = _load(self.folder)
         self.max_length = max_length
 
@@ -236,6 +235,10 @@ class ParamReranker:
     def score(self, tools: Sequence[Tool], encode, pairs=None) -> tuple[list[Unit], np.ndarray]:
         """p(takes) of every candidate unit of ``tools``' groups (of the ordered ``pairs`` only, when given);
         units outside the candidates are not scored."""
-        units, x = stacked_rows(tools, encode, self.model, self.tokenizer, self.head.candidate_k or 5,
-                                self.max_length, pairs)
-        return units, self.head.predict(x) if units else np.zeros(0)
+        return self.score_units(tools, *unit_features(tools, encode, pairs))
+
+    def score_units(self, tools: Sequence[Tool], units: Sequence[Unit], x: np.ndarray) -> tuple[list[Unit], np.ndarray]:
+        """``score`` of units whose head features are already computed (``unit_features``)."""
+        units, stacked = stacked_rows(tools, units, x, self.model, self.tokenizer, self.head.candidate_k,
+                                      self.max_length)
+        return units, self.head.predict(stacked) if units else np.zeros(0)
