@@ -89,6 +89,8 @@ FUSED_METHODS = {f"{m}(cv)": m for m, kind in EMBEDDING_METHODS.items()
 # The same fusion for the +TGR graphs built from the training runs: "<method>(val)", w chosen on the validation
 # queries alone (their test queries must not choose it), scored on the test queries like the graph itself.
 VALIDATED_METHODS = {f"{m}(val)": m for m in HELD_OUT_ONLY if EMBEDDING_METHODS.get(m, "").startswith("tgr_")}
+# A "+order" graph's (val) fusion starts from its data graph (w = 0: "+TGR, data edges only"), not the embedding.
+ORDER_BASE = {m: m.removesuffix("+order") for m in HELD_OUT_ONLY if m.endswith("+order")}
 EXPANSION_TOPS = (1, 2, 3, 5)  # how many top results get a successor: chosen on the validation queries
 NEXT_TOOL_KS = (1, 3)
 METRIC_COLUMNS = [("recall", 5), ("recall", 10), ("ndcg", 5), ("ndcg", 10), ("pass_rate", 5), ("pass_rate", 10)]
@@ -289,7 +291,10 @@ def fused_rankings(inputs: EvalInputs, cfg: EvalConfig, depth: int,
 def validated_rankings(inputs: EvalInputs, split_of_query: dict[str, str], cfg: EvalConfig, depth: int,
                        progress: EvalProgress | None = None) -> dict[str, FusionResult]:
     """Per +TGR graph built from the training runs (``VALIDATED_METHODS``): every query ranked by
-    (1 - w) cos(q, x) + w cos(q, x') with w chosen on the validation queries (tasks/retrieval/fusion.py)."""
+    (1 - w) cos(q, b) + w cos(q, x') with w chosen on the validation queries (tasks/retrieval/fusion.py).
+    b is the plain embedding x, except for a data graph plus call-order edges (``+order``): there b is the data
+    graph's own x' (``ORDER_BASE``; x where the data graph has no edge), so w = 0 is "+TGR, data edges only" and
+    the precondition edges must earn their weight over the data graph, not over the embedding."""
     validation = [i for i, q in enumerate(inputs.query_ids) if split_of_query.get(q) == "validation"]
     if "base" not in inputs.embeddings or not validation:
         return {}
@@ -298,8 +303,11 @@ def validated_rankings(inputs: EvalInputs, split_of_query: dict[str, str], cfg: 
     out, progress = {}, progress or EvalProgress.quiet()
     for name, method in VALIDATED_METHODS.items():
         if (kind := EMBEDDING_METHODS[method]) in inputs.embeddings:
+            data_kind = EMBEDDING_METHODS.get(ORDER_BASE.get(method, ""), "base")
+            under = (cosine_scores(inputs.query_embeddings, inputs.embeddings[data_kind])
+                     if data_kind in inputs.embeddings and data_kind != "base" else base)
             with progress.method(inputs.dataset, name, len(golds)) as counted:
-                out[name] = choose_on_validation(base, cosine_scores(inputs.query_embeddings, inputs.embeddings[kind]),
+                out[name] = choose_on_validation(under, cosine_scores(inputs.query_embeddings, inputs.embeddings[kind]),
                                                  golds, validation, cfg.graph_weights, depth)
                 counted.advance(len(golds))
     return out

@@ -143,3 +143,34 @@ def test_build_graph_writes_train_only_precondition_edges_and_eval_scores_them_o
     chosen = result["fusion"]["orders"]["embedding+TGR-s+order(val)"]
     assert chosen["chosen_on"] == "validation queries" and chosen["weight"] in chosen["grid"]
     assert {r["graph_weight"] for r in val} == {chosen["weight"]}
+
+
+def test_precondition_edges_earn_their_weight_over_the_data_graph_not_over_the_embedding():
+    """``+order(val)`` fuses the data graph's scores (w = 0: "+TGR, data edges only") with the data + precondition
+    graph's, so precondition edges that hurt on validation leave exactly the data graph's ranking."""
+    from types import SimpleNamespace
+
+    from flows.eval_retrieval import validated_rankings
+    from tasks.retrieval.fusion import DEFAULT_WEIGHTS
+    from tasks.retrieval.inputs import EvalInputs
+
+    n = 12
+    eye = np.eye(n, dtype=np.float32)
+    gold_of = [9 + q % 3 for q in range(9)]  # gold tools sort last, so a tie never lifts them into the top 5
+    decoy = {g: g - 9 for g in set(gold_of)}  # the tool the plain embedding confuses each gold tool with
+    data = eye.copy()
+    for g, d in decoy.items():  # the data graph tells each gold tool from its decoy
+        data[g], data[d] = eye[d], eye[g]
+    queries = np.stack([eye[decoy[g]] for g in gold_of])
+    ids = [f"t{i:02d}" for i in range(n)]
+    inputs = EvalInputs("orders", ids, ids, {"base": eye, "tgr_schema": data, "tgr_schema_call_order": eye},
+                        [f"q{q}" for q in range(9)], [""] * 9, queries, [{ids[g]} for g in gold_of])
+    split = {f"q{q}": "validation" if q < 3 else "test" for q in range(9)}
+    cfg = SimpleNamespace(graph_weights=DEFAULT_WEIGHTS)
+    result = validated_rankings.fn(inputs, split, cfg, 5)["embedding+TGR-s+order(val)"]
+    assert result.weight == 0.0  # the precondition graph only hurts: the data graph alone
+    assert [r[0] for r in result.rankings] == gold_of  # ... and its ranking, which the plain embedding never gives
+    # no data graph (a set the schema rule finds nothing on): the precondition graph is weighed against the embedding
+    del inputs.embeddings["tgr_schema"]
+    plain = validated_rankings.fn(inputs, split, cfg, 5)["embedding+TGR-s+order(val)"]
+    assert [r[0] for r in plain.rankings] == [decoy[g] for g in gold_of]

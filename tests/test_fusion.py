@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from tasks.retrieval.fusion import (DEFAULT_WEIGHTS, check_weights, choose_on_validation, choose_weight, cross_validate,
+                                    within_one_se,
                                     fold_assignment, fused_scores)
 from tasks.retrieval.metrics import evaluate_rankings
 from tasks.retrieval.ranking import top_k_from_scores
@@ -162,3 +163,18 @@ def test_eval_retrieval_writes_the_fused_rows_with_their_weight(tmp_path, prefec
     w = by[("embedding+TGR-m(cv)", 5)]
     folds = "/".join(f"{x:g}" for x in w["graph_weight_folds"])
     assert f"| {w['graph_weight']:g} (folds {folds}) |" in md and "| embedding+TGR-m | " in md
+
+
+def test_one_standard_error_rule_keeps_the_smaller_weight_unless_the_gain_is_consistent():
+    w = (0.0, 0.5, 1.0)
+    rows = np.arange(15)
+    noise = np.zeros((3, 15))
+    noise[2, 0] = 1.0  # w = 1 wins one query of 15 and loses none: within noise of w = 0
+    assert choose_weight(w, noise, noise, rows) == 1.0 and within_one_se(w, noise, rows, 1.0) == 0.0
+    steady = np.zeros((3, 15))
+    steady[1, :] = 0.5
+    steady[2, :] = 0.5
+    steady[2, 0] = 0.0  # w = 0.5 wins on every query (best), so w = 0 is consistently worse: 0.5 stays
+    assert within_one_se(w, steady, rows, choose_weight(w, steady, steady, rows)) == 0.5
+    one = np.array([[0.0], [0.0], [1.0]])
+    assert within_one_se(w, one, np.array([0]), 1.0) == 1.0  # one validation query: no spread to measure

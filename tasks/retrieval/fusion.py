@@ -2,7 +2,7 @@
 embedding x and its graph-propagated x', with the graph weight w (0: the embedding alone, 1: TGR as
 published) chosen per tool set and graph by seeded k-fold cross-validation over the tool set's queries
 (``cross_validate``), or, for a graph built from training runs, on the validation queries alone
-(``choose_on_validation``).
+(``choose_on_validation``, with the one-standard-error rule: the smallest w as good as the best within noise).
 """
 from __future__ import annotations
 
@@ -51,6 +51,20 @@ def choose_weight(weights: Sequence[float], recall: np.ndarray, ndcg: np.ndarray
     return float(weights[best])
 
 
+def within_one_se(weights: Sequence[float], recall: np.ndarray, rows: np.ndarray, best: float) -> float:
+    """The one-standard-error rule: the smallest w of ``weights`` whose mean Recall@5 over ``rows`` trails
+    ``best``'s by at most the standard error of their per-query difference (paired: the same queries). A
+    validation set of a few dozen queries cannot tell w apart by one query; the graph has to earn its weight."""
+    if len(rows) < 2:
+        return best
+    top = recall[list(weights).index(best), rows]
+    for i in sorted(range(len(weights)), key=lambda j: weights[j]):
+        gap = top - recall[i, rows]
+        if weights[i] >= best or gap.mean() <= gap.std(ddof=1) / np.sqrt(len(rows)) + 1e-12:
+            return float(weights[i])
+    return best
+
+
 @dataclass
 class FusionResult:
     weights: tuple[float, ...]  # the grid
@@ -95,13 +109,16 @@ def cross_validate(base: np.ndarray, graph: np.ndarray, golds: Sequence[set[int]
 
 def choose_on_validation(base: np.ndarray, graph: np.ndarray, golds: Sequence[set[int]], validation: Sequence[int],
                          weights: Sequence[float] = DEFAULT_WEIGHTS, depth: int = 10) -> FusionResult:
-    """w chosen on the ``validation`` queries alone (Recall@5, then NDCG@5), every query ranked with it: for a
-    graph built from training runs (ToolNet transitions, call-order edges), whose test queries must not choose
-    its weight and whose training queries gave its edges. ``fold_weights`` is empty: there are no folds."""
+    """w chosen on the ``validation`` queries alone, every query ranked with it: for a graph built from training
+    runs (ToolNet transitions, call-order edges), whose test queries must not choose its weight and whose
+    training queries gave its edges. The best w (Recall@5, then NDCG@5) gives way to the smallest w within one
+    standard error of it (``within_one_se``): validation sets here are small (TMDB: 15 queries).
+    ``fold_weights`` is empty: there are no folds."""
     if not len(validation):
         raise ValueError("choose_on_validation: no validation queries to choose the graph weight on")
     weights, tops, recall, ndcg = _grid(base, graph, golds, weights, depth)
-    w = choose_weight(weights, recall, ndcg, np.asarray(validation, dtype=np.int64))
+    rows = np.asarray(validation, dtype=np.int64)
+    w = within_one_se(weights, recall, rows, choose_weight(weights, recall, ndcg, rows))
     ranked = tops[weights.index(w)]
     return FusionResult(weights, np.zeros(len(golds), dtype=np.int64), [], w,
                         [ranked[q][:depth].tolist() for q in range(len(golds))], recall.mean(axis=1).tolist())
