@@ -32,7 +32,7 @@ from schemas.docs import schema_errors
 from schemas.tdi import KIND_DATA
 from tasks.dataset.accounting import OUTCOME_SCHEMA, AccountingSummary, write_records_db
 from tasks.common.cli import Help, checking_inputs, parse_config
-from tasks.common.progress import EVERY_S, CountProgress, PrefectProgressArtifact, ticking
+from tasks.common.progress import EVERY_S, CountProgress, PrefectProgressArtifact, stage_progress, ticking
 from tasks.llm.config import EMBEDDED, EMBEDDED_CONCURRENCY, ENDPOINT_CONCURRENCY, LLMConfig, split_userinfo
 from tasks.llm.errors import LLMEndpointError, LLMUnavailableError
 from tasks.llm.ledger import ledger_rows, usage_summary
@@ -53,7 +53,7 @@ from tasks.mining.review import (
     seeded_sample,
 )
 from tasks.mining.dataset import (ORIGIN_LLM, RARE_ORDER, DependencyPair, MinedBalanceConfig, MinedBalanced, balance_mined,
-                                  flow_pairs, pair_docs, precondition_pairs)
+                                  doc_targets, flow_pairs, pair_docs, precondition_pairs)
 from tasks.mining.facts import FileRejection, ModuleFacts
 from tasks.mining.filters import DEFAULT_MAX_PRODUCERS_PER_PARAM
 from tasks.mining.mine import MineResult, resolve_flows
@@ -303,6 +303,12 @@ def _codesearchnet_modules(path: str) -> tuple[list[ModuleFacts | FileRejection]
 PROGRESS_EVERY_S = EVERY_S  # seconds between two progress lines of a mining stage (docs/mining.md, "Progress")
 
 
+def _stage(what: str, total: int, unit: str):
+    """The progress of a later mine-tdi step (docs, balance, shards): a line every ``PROGRESS_EVERY_S`` s
+    and a Prefect bar while it runs, nothing for a step that ends sooner."""
+    return stage_progress(f"mine-tdi {what}", total, unit, say=get_run_logger().info, every_s=PROGRESS_EVERY_S)
+
+
 def _found(parsed: list[ModuleFacts | FileRejection]) -> dict[str, int]:
     """The side counts of the parse progress: candidates found (data flows and call orders) and files rejected."""
     modules = [m for m in parsed if not isinstance(m, FileRejection)]
@@ -385,7 +391,8 @@ def load_llm_pairs(folder: str) -> tuple[list[DependencyPair], dict[str, dict[st
 @task(name="build-docs", cache_policy=NO_CACHE)
 def docs_for(result: MineResult, workers: int) -> dict[str, dict[str, Any]]:
     """The API doc of every function a data-flow pair or a precondition pair touches."""
-    docs = pair_docs(result, workers)
+    with _stage("docs", len(doc_targets(result)), "functions") as progress:
+        docs = pair_docs(result, workers, progress)
     get_run_logger().info("built %d API docs from signatures and docstrings", len(docs))
     return docs
 
@@ -393,7 +400,8 @@ def docs_for(result: MineResult, workers: int) -> dict[str, dict[str, Any]]:
 @task(name="balance-classes", cache_policy=NO_CACHE)
 def balance(pairs: list[DependencyPair], docs: dict[str, dict[str, Any]], cfg: MinedBalanceConfig,
             excluded: list[DependencyPair] | None = None) -> MinedBalanced:
-    balanced = balance_mined(pairs, docs, cfg, excluded or ())
+    with _stage("balance", len(pairs) + len(excluded or ()), "pairs") as progress:
+        balanced = balance_mined(pairs, docs, cfg, excluded or (), progress)
     get_run_logger().info("balanced: %d pairs per class, per split %s, negatives %s, outputs dropped from %d docs",
                           balanced.per_class, balanced.per_split, balanced.negatives, balanced.dropped_outputs)
     return balanced
@@ -401,7 +409,8 @@ def balance(pairs: list[DependencyPair], docs: dict[str, dict[str, Any]], cfg: M
 
 @task(name="write-shards", cache_policy=NO_CACHE)
 def stage_shards(rows: list[dict], staging: Path, cfg: ShardConfig) -> list[ShardInfo]:
-    return write_shards(rows, staging, cfg)
+    with _stage("shards", len(rows), "rows") as progress:
+        return write_shards(rows, staging, cfg, progress)
 
 
 def outcome_table(result: MineResult, balanced: MinedBalanced, llm_pairs: list[DependencyPair],

@@ -114,7 +114,7 @@ def test_a_run_that_fails_the_gate_leaves_the_published_dataset_as_it_was(shared
         out = tmp_path / "out" / "gated"
         shards_before = {p.name: p.read_bytes() for p in (out / "shards").glob("*.parquet")}
         monkeypatch.setattr(gate, "validate_shards",
-                            lambda d: QualityReport(success=False, checks=[{"success": False, "expectation": "injected"}]))
+                            lambda d, progress=None: QualityReport(success=False, checks=[{"success": False, "expectation": "injected"}]))
         with pytest.raises(QualityGateError, match="nothing was published"):
             build_tdi(config_from_args([*args, "--seed", "99"]))  # other seed: other shard bytes if it got through
     assert json.loads((out / "manifest.json").read_text()) == good

@@ -62,7 +62,7 @@ def test_a_passing_gate_publishes_the_shards_with_the_flows_card(tmp_path, prefe
 
 def test_a_failing_gate_publishes_nothing_and_writes_no_card(tmp_path, prefect_harness, monkeypatch):
     monkeypatch.setattr(gate, "validate_shards",
-                        lambda d: QualityReport(success=False, checks=[{"success": False, "expectation": "injected"}]))
+                        lambda d, progress=None: QualityReport(success=False, checks=[{"success": False, "expectation": "injected"}]))
     out = tmp_path / "ds"
     with pytest.raises(QualityGateError, match="nothing was published"):
         gate_then_publish(str(out))

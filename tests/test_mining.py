@@ -654,7 +654,7 @@ def test_failing_quality_gate_publishes_no_shards(tmp_path: Path, monkeypatch: p
     from tasks.dataset.quality import QualityGateError, QualityReport
 
     src = _bigger_tree(tmp_path / "src", n_modules=2, n_funcs=3)
-    monkeypatch.setattr(gate, "validate_shards", lambda d: QualityReport(success=False, checks=[{"success": False, "expectation": "injected"}]))
+    monkeypatch.setattr(gate, "validate_shards", lambda d, progress=None: QualityReport(success=False, checks=[{"success": False, "expectation": "injected"}]))
     with pytest.raises(QualityGateError):
         mt.mine_tdi(mt._parse_args(["--source", "tree", "--tree-paths", str(src), "--output-root", str(tmp_path / "out"),
                                     "--dataset", "bad", "--workers", "1"]))

@@ -5,6 +5,7 @@ progress artifacts."""
 from __future__ import annotations
 
 import contextvars
+import json
 import logging
 import re
 import threading
@@ -119,6 +120,24 @@ def test_a_short_pass_says_nothing_with_if_long_and_a_bad_choice_is_refused():
     with pytest.raises(ValueError, match="last_line"):
         with ticking(p, last_line="sometimes"):
             pass
+
+
+def test_a_stage_reports_only_when_it_runs_long_and_takes_its_total_once_known():
+    from tasks.common.progress import stage_progress
+
+    lines: list[str] = []
+    with stage_progress("quality gate", 0, "checks", say=lines.append, every_s=30.0) as p:
+        p.set_total(4)
+        p.advance(4)
+    assert lines == []  # a step shorter than a line's period says nothing
+    with stage_progress("quality gate", 0, "checks", say=lines.append, every_s=0.05) as p:
+        p.set_total(4)
+        for _ in range(4):
+            time.sleep(0.05)
+            p.advance(1)
+    assert lines and lines[-1].startswith("quality gate: 4/4 checks (100%)")
+    with pytest.raises(ValueError, match="total"):
+        p.set_total(-1)
 
 
 def test_the_timer_thread_sees_the_context_of_the_code_that_started_it():
@@ -275,10 +294,12 @@ def test_pair_scoring_keeps_its_bar_switch_and_logs_lines(tiny_checkpoint, caplo
 # -- a mine-tdi run on a tiny tree -------------------------------------------------------------------
 PARSE = re.compile(r"mine-tdi parse: (\d+)/(\d+) files \(\d+%\), (\d+) candidate pairs found, (\d+) files rejected, ")
 RESOLVE = re.compile(r"mine-tdi resolve: (\d+)/(\d+) candidates \(\d+%\), ")
+# the later steps: (step, done, total)
+LATER = re.compile(r"(mine-tdi docs|mine-tdi balance|mine-tdi shards|quality gate): (\d+)/(\d+) (?:functions|pairs|rows|checks) ")
 
 
 @pytest.mark.slow
-def test_a_mine_tdi_run_shows_its_parse_and_resolve_progress(tmp_path, prefect_harness, monkeypatch, caplog):
+def test_a_mine_tdi_run_shows_the_progress_of_every_step(tmp_path, prefect_harness, monkeypatch, caplog):
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId, ArtifactFilterType
 
@@ -288,6 +309,7 @@ def test_a_mine_tdi_run_shows_its_parse_and_resolve_progress(tmp_path, prefect_h
     src = _bigger_tree(tmp_path / "src", n_modules=4, n_funcs=4)
     (src / "lib" / "broken.py").write_text("def broken(:\n    pass\n")  # a file rejected, counted as such
     monkeypatch.setattr(mt, "PROGRESS_EVERY_S", 1e-6)  # a line at every file: the lines of a run seen in a second
+    monkeypatch.setattr("tasks.dataset.gate.PROGRESS_EVERY_S", 1e-6)
     task_log = logging.getLogger("prefect.task_runs")  # what get_run_logger() writes to in a task (it does not propagate)
     task_log.addHandler(caplog.handler)
     try:
@@ -310,5 +332,14 @@ def test_a_mine_tdi_run_shows_its_parse_and_resolve_progress(tmp_path, prefect_h
     with get_client(sync_client=True) as client:
         bars = client.read_artifacts(artifact_filter=ArtifactFilter(
             type=ArtifactFilterType(any_=["progress"]), flow_run_id=ArtifactFilterFlowRunId(any_=[state.state_details.flow_run_id])))
-    assert sorted(a.description.split(":")[0] for a in bars) == ["mine-tdi parse", "mine-tdi resolve"]
+    later: dict[str, list[tuple[int, int]]] = {}
+    for m in filter(None, map(LATER.match, messages)):
+        later.setdefault(m.group(1), []).append((int(m.group(2)), int(m.group(3))))
+    assert set(later) == {"mine-tdi docs", "mine-tdi balance", "mine-tdi shards", "quality gate"}
+    for step, seen in later.items():  # each ends at its total, never counting back
+        assert seen[-1][0] == seen[-1][1] > 0 and [d for d, _ in seen] == sorted(d for d, _ in seen), step
+    rows = sum(sum(per.values()) for per in manifest["counts"].values())
+    assert later["mine-tdi shards"][-1] == (rows, rows)
+    assert later["quality gate"][-1][1] == len(json.loads((tmp_path / "out" / "progress" / "quality.json").read_text())["checks"])
+    assert sorted(a.description.split(":")[0] for a in bars) == sorted(["mine-tdi parse", "mine-tdi resolve", *later])
     assert all(a.data == 100.0 for a in bars)  # created once each, updated to the end

@@ -248,6 +248,12 @@ class CountProgress(_Throttled):
         """The units done so far, as a total (a trainer's global step)."""
         self.done = done
 
+    def set_total(self, total: int) -> None:
+        """The units to do, once the stage knows them (the checks of a quality gate, after its suites are made)."""
+        if total < 0:
+            raise ValueError(f"total must be >= 0, not {total}")
+        self.total = total
+
     # -- reports --
     def snapshot(self) -> CountSnapshot:
         elapsed = self.clock() - self.started
@@ -286,6 +292,18 @@ def ticking(progress: _Throttled, last_line: str = "always") -> Iterator[_Thrott
     long = progress.reports > 0 or progress.clock() - progress.started >= progress.every_s
     if last_line == "always" or last_line == "if_long" and long:
         progress.report()
+
+
+@contextlib.contextmanager
+def stage_progress(what: str, total: int, unit: str, *, counts: tuple[str, ...] = (),
+                   say: Callable[[str], None] | None = None, every_s: float = EVERY_S) -> Iterator[CountProgress]:
+    """A flow step that may run for more than ``every_s`` seconds (building docs, balancing, writing shards, the
+    quality gate): a :class:`CountProgress` said to the run's log (``say``, else :func:`run_say`) and shown as a
+    Prefect progress bar, reported by a timer while the block runs; a step that ends sooner says nothing."""
+    progress = CountProgress(total, what, unit, counts=counts, say=say or run_say(logging.getLogger(__name__)),
+                             sinks=(PrefectProgressArtifact(""),), every_s=every_s)
+    with ticking(progress, last_line="if_long"):
+        yield progress
 
 
 def in_prefect_run() -> bool:

@@ -3,6 +3,7 @@ then the dataset's mix plot and the flow's card and the publish (``tasks.dataset
 artifact."""
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -12,9 +13,12 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
 from tasks.common.plots import markdown_table, show_plot
+from tasks.common.progress import EVERY_S, stage_progress
 from tasks.dataset.plots import MIX_PLOT, origin_counts, plot_dataset_mix
 from tasks.dataset.publish import gate_staged, publish_staged
 from tasks.dataset.quality import QualityReport, validate_shards
+
+PROGRESS_EVERY_S = EVERY_S  # seconds between two progress lines of the gate
 
 # write_card(out_dir, manifest, folder): the README.md of the dataset at out_dir, written into folder
 CardWriter = Callable[[Path, dict[str, Any], Path], Path]
@@ -23,7 +27,9 @@ CardWriter = Callable[[Path, dict[str, Any], Path], Path]
 @task(name="quality-gate", cache_policy=NO_CACHE)
 def quality_gate(out_dir: Path, staging: Path) -> QualityReport:
     """Validate the staged shards; a failure publishes nothing (``tasks.dataset.publish``)."""
-    report = gate_staged(out_dir, staging, validate_shards)
+    # the total is set once the suites are made
+    with stage_progress("quality gate", 0, "checks", say=get_run_logger().info, every_s=PROGRESS_EVERY_S) as progress:
+        report = gate_staged(out_dir, staging, functools.partial(validate_shards, progress=progress))
     get_run_logger().info("quality gate: %d checks passed", len(report.checks))
     return report
 

@@ -13,6 +13,7 @@ import pandas as pd
 from schemas.docs import schema_errors
 from schemas.parameters import input_param_names, output_param_names
 from schemas.tdi import DEPENDENCY_KINDS, ID2LABEL, KIND_PRECONDITION, TDI_PAIR_SCHEMA
+from tasks.common.progress import CountProgress
 from tasks.dataset.accounting import sql_string
 
 logger = logging.getLogger(__name__)
@@ -190,8 +191,9 @@ def _suites(gx: Any) -> dict[str, list[Any]]:
     }
 
 
-def validate_shards(shard_dir: Path) -> QualityReport:
-    """Run the suite over every shard in ``shard_dir``; never raises on data problems."""
+def validate_shards(shard_dir: Path, progress: CountProgress | None = None) -> QualityReport:
+    """Run the suite over every shard in ``shard_dir``; never raises on data problems. ``progress``: its total
+    set to the checks once the suites are made, advanced by each frame's checks as they are validated."""
     import great_expectations as gx
 
     frames = _check_frames(str(shard_dir / "*.parquet"))
@@ -201,7 +203,10 @@ def validate_shards(shard_dir: Path) -> QualityReport:
     context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)  # keep flow logs readable
     source = context.data_sources.add_pandas("tdi")
     report = QualityReport(success=True)
-    for frame_name, expectations in _suites(gx).items():
+    suites = _suites(gx)
+    if progress is not None:
+        progress.set_total(sum(len(e) for e in suites.values()))
+    for frame_name, expectations in suites.items():
         asset = source.add_dataframe_asset(frame_name)
         batch = asset.add_batch_definition_whole_dataframe(f"{frame_name}_all").get_batch(
             batch_parameters={"dataframe": frames[frame_name]}
@@ -225,4 +230,6 @@ def validate_shards(shard_dir: Path) -> QualityReport:
                                      for row in frames[frame_name].head(3).to_dict("records")]
             report.checks.append(check)
             report.success &= check["success"]
+        if progress is not None:
+            progress.advance(len(expectations))
     return report

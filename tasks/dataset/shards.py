@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 from schemas.tdi import DEPENDENCY_KINDS, ID2LABEL, LABEL_A_DEPENDS_ON_B, TDI_PAIR_SCHEMA
 from tasks.common.atomic import replace_dir
 from tasks.common.checksums import sha256_file
+from tasks.common.progress import CountProgress
 from tasks.dataset.plots import MIX_PLOT
 
 SPLITS = ("train", "validation")
@@ -58,8 +59,10 @@ def _kind_counts(labels: Sequence[int], kinds: Sequence[str | None]) -> dict[str
     return {k: found.get(k, 0) for k in DEPENDENCY_KINDS}
 
 
-def write_shards(rows: Sequence[dict], out_dir: Path, cfg: ShardConfig) -> list[ShardInfo]:
-    """Write ``rows`` as ``shards/<split>-NNNNN-of-MMMMM.parquet``; returns one info per shard.
+def write_shards(rows: Sequence[dict], out_dir: Path, cfg: ShardConfig,
+                 progress: CountProgress | None = None) -> list[ShardInfo]:
+    """Write ``rows`` as ``shards/<split>-NNNNN-of-MMMMM.parquet``; returns one info per shard. ``progress``
+    advances by the rows of each shard written.
 
     Rows are sorted by pair_id before the seeded shuffle, so the bytes depend only on the row set
     and the seed, not on the order the rows arrived in.
@@ -98,6 +101,8 @@ def write_shards(rows: Sequence[dict], out_dir: Path, cfg: ShardConfig) -> list[
                     origin_counts=_origin_counts(part.column("label").to_pylist(), part.column("origin").to_pylist()),
                 )
             )
+            if progress is not None:
+                progress.advance(part.num_rows)
     _swap_in(out_dir, tmp_dir)
     return infos
 

@@ -28,7 +28,9 @@ from tasks.dataset.balance import KIND_CONFLICT_DETAIL, _assign_splits, _Doc, _P
 from tasks.mining.sources import top_package
 
 if TYPE_CHECKING:
+    from tasks.common.progress import CountProgress
     from tasks.mining.mine import MineResult
+    from tasks.mining.resolve import Target
 
 ORIGIN_MINED, ORIGIN_MINED_SWAPPED = "mined", "mined_swapped"
 ORIGIN_HARD_NEGATIVE, ORIGIN_SHUFFLED = "hard_negative", "shuffled"
@@ -71,12 +73,17 @@ def single_output(doc: dict[str, Any] | None) -> str | None:
     return outputs[0]["name"] if len(outputs) == 1 else None
 
 
-def pair_docs(result: MineResult, workers: int) -> dict[str, dict[str, Any]]:
-    """The API doc of every function a mined data-flow pair or precondition pair touches, by target key."""
+def doc_targets(result: MineResult) -> list[Target]:
+    """The functions a mined data-flow pair or precondition pair touches (``Target``), by key: those that get a doc."""
+    return sorted({**result.order_targets, **result.targets}.values(), key=lambda t: t.key)
+
+
+def pair_docs(result: MineResult, workers: int, progress: CountProgress | None = None) -> dict[str, dict[str, Any]]:
+    """The API doc of every function a mined data-flow pair or precondition pair touches, by target key;
+    ``progress`` counts the functions done."""
     from tasks.mining.mine import build_docs
 
-    targets = {**result.order_targets, **result.targets}
-    return build_docs(sorted(targets.values(), key=lambda t: t.key), workers=workers, output_names=result.output_names)
+    return build_docs(doc_targets(result), workers=workers, output_names=result.output_names, progress=progress)
 
 
 def flow_pairs(result: MineResult, docs: dict[str, dict[str, Any]]) -> list[DependencyPair]:
@@ -174,11 +181,13 @@ def _negatives(pool: list[_Doc], package: dict[str, str], count: int, share: flo
 
 
 def balance_mined(pairs: Sequence[DependencyPair], docs: dict[str, dict[str, Any]], cfg: MinedBalanceConfig,
-                  excluded: Sequence[DependencyPair] = ()) -> MinedBalanced:
+                  excluded: Sequence[DependencyPair] = (), progress: CountProgress | None = None) -> MinedBalanced:
     """Balanced TDI rows from dependency pairs whose docs are in ``docs`` (by key).
 
     ``excluded``: mined pairs kept out of the rows (rejected elsewhere, e.g. by the LLM judge) that
-    still count as known links, so no negative is drawn from them; they get no rejection here."""
+    still count as known links, so no negative is drawn from them; they get no rejection here.
+    ``progress``: its total is the pairs given (``pairs`` and ``excluded``), advanced as each is placed
+    (kept or rejected), then the rows of the kept ones are drawn (said in its detail)."""
     rng = np.random.default_rng(cfg.seed)
     docs, dropped = drop_outputs(docs, cfg.output_dropout, cfg.seed)
     made: dict[str, _Doc] = {}
@@ -198,6 +207,8 @@ def balance_mined(pairs: Sequence[DependencyPair], docs: dict[str, dict[str, Any
     kept_out = {p.record_id for p in excluded}
     # data pairs first (by record id), then precondition pairs: of two pairs of the same docs the data one is kept
     for p in sorted([*pairs, *excluded], key=lambda p: (p.kind != KIND_DATA, p.record_id)):
+        if progress is not None:
+            progress.advance(1)
         if p.dependent_key not in docs or p.prerequisite_key not in docs:
             if p.record_id not in kept_out:
                 rejections.append((p.record_id, "balance_missing_doc", "no doc could be built for a side of the pair"))
@@ -231,6 +242,8 @@ def balance_mined(pairs: Sequence[DependencyPair], docs: dict[str, dict[str, Any
     if len(selected) < 2:
         rejections += [(p.record_id, "balance_too_few_pairs", "a balanced set needs at least 2 pairs") for p, _ in selected]
         selected, per_class = [], 0
+    if progress is not None:
+        progress.detail = f"rows and negatives of {per_class} pairs per class"
     splits = _assign_splits([p for p, _ in selected], cfg.validation_fraction, rng, known)
     rows: list[dict] = []
     per_split: dict[str, int] = {}

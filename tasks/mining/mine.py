@@ -281,11 +281,13 @@ def _docs_chunk(facts: Sequence[tuple[FunctionFacts, str | None]]) -> list[dict[
 
 
 def build_docs(targets: Sequence[Target], workers: int = 2, chunk: int = 512,
-               output_names: dict[str, str] | None = None) -> dict[str, dict[str, Any]]:
+               output_names: dict[str, str] | None = None, progress: CountProgress | None = None
+               ) -> dict[str, dict[str, Any]]:
     """API doc per target key, built in ``workers`` processes (docstring parsing is the cost).
-    ``output_names``: the callers' name for a target's result (``MineResult.output_names``)."""
+    ``output_names``: the callers' name for a target's result (``MineResult.output_names``); ``progress``:
+    advanced by the targets done."""
     facts = [(t.facts, (output_names or {}).get(t.key)) for t in targets]
-    docs = map_chunks(_docs_chunk, facts, workers, chunk)
+    docs = map_chunks(_docs_chunk, facts, workers, chunk, progress)
     return {t.key: d for t, d in zip(targets, docs) if d is not None}
 
 

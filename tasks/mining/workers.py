@@ -8,19 +8,22 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
+from tasks.common.progress import CountProgress
 
-def map_chunks(fn: Any, items: Sequence[Any], workers: int, chunk: int) -> list[Any]:
+
+def map_chunks(fn: Any, items: Sequence[Any], workers: int, chunk: int, progress: CountProgress | None = None) -> list[Any]:
     """``fn`` over ``items`` in chunks, in ``workers`` processes (in-process when workers <= 1 or
-    there is one chunk); results flattened in input order."""
+    there is one chunk); results flattened in input order. ``progress`` advances by each chunk's items."""
     chunks = [items[i: i + chunk] for i in range(0, len(items), chunk)]
     out: list[Any] = []
-    if workers <= 1 or len(chunks) <= 1:
-        for c in chunks:
-            out += fn(c)
-    else:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            for part in pool.map(fn, chunks):
-                out += part
+    parts = map(fn, chunks) if workers <= 1 or len(chunks) <= 1 else None
+    with contextlib.ExitStack() as stack:
+        if parts is None:
+            parts = stack.enter_context(ProcessPoolExecutor(max_workers=workers)).map(fn, chunks)
+        for c, part in zip(chunks, parts):
+            out += part
+            if progress is not None:
+                progress.advance(len(c))
     return out
 
 
