@@ -48,6 +48,14 @@ def _param(name: str, typ: str = "string") -> dict[str, str]:
     return {"name": name, "type": typ, "description": f"the {name.replace('_', ' ')}"}
 
 
+GIVEN_API = "The given API:\n"  # agent 2's prompts end with this and the given doc (tasks/agents/prompts.py)
+
+
+def given_doc(user_text: str) -> dict[str, Any]:
+    """The given API's doc in one of agent 2's prompts (its last part)."""
+    return json.loads(user_text[user_text.rindex(GIVEN_API) + len(GIVEN_API):])
+
+
 def canned_answer(agent: str, user_text: str) -> dict[str, Any]:
     """A deterministic, schema-valid answer for the agent that sent ``user_text``."""
     if agent == "api_doc":
@@ -62,7 +70,7 @@ def canned_answer(agent: str, user_text: str) -> dict[str, Any]:
             "output_params": [_param(f"{name}_result")],
         }
     if agent == "dependent_api_doc":
-        doc = json.loads(user_text[user_text.index("{") : user_text.index("\n\nStudy")])
+        doc = given_doc(user_text)
         # a given API without inputs cannot depend on another: the new API then consumes its output
         satisfied = 1 + _h(doc["name"]) % 2 if doc["input_params"] else 1
         if satisfied == 1:  # consumes the given API's output, through its first input
@@ -75,7 +83,7 @@ def canned_answer(agent: str, user_text: str) -> dict[str, Any]:
                 "input_params": [_param("request")], "output_params": outputs,
                 "consumer_param": doc["input_params"][0]["name"], "producer_output": outputs[0]["name"]}
     if agent == "precondition_api_doc":
-        doc = json.loads(user_text[user_text.index("{") : user_text.index("\n\nInvent")])
+        doc = given_doc(user_text)
         # no value passes: the new API's parameters are named apart from the given API's
         if _h(doc["name"]) % 3:  # a check called before the given API
             return {"called_first": "new", "name": f"check_{doc['name']}_allowed", "description": f"Checks that {doc['name']} may run now.",

@@ -128,8 +128,8 @@ def test_each_mode_sends_its_own_prompt_and_schema_and_the_data_flow_prompts_are
     # wording must come with a new version (and then this table's new entry)
     wording = {p.version: hashlib.sha256((p.system + "\0" + p.user_template).encode()).hexdigest()[:16]
                for p in (prompts.EXTRACT, prompts.GENERATE_DEPENDENT, prompts.VALIDATE)}
-    assert wording == {"extract-v3": "eb6555fbea760545", "generate-dependent-v6": "429ae80da76b9c8c",
-                       "validate-v2": "e31078c7810cc785"}
+    assert wording == {"extract-v4": "0cda66778190ab93", "generate-dependent-v7": "b2369eb593f0743b",
+                       "validate-v3": "0f45ea2a4b2aee11"}
 
 
 def test_a_precondition_answer_becomes_a_pair_of_kind_precondition_oriented_by_called_first():

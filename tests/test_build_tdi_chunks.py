@@ -33,7 +33,7 @@ from tasks.sources.dedup import StringSpill, U64Map
 from tasks.sources.filters import SourceFilter
 from tasks.sources.read import read_function_records
 from tasks.sources.spec import SourceSpec
-from tests.openai_server import FakeOpenAIServer, FaultPlan
+from tests.openai_server import FakeOpenAIServer, FaultPlan, given_doc
 from tests.test_balance_shards import _pairs
 
 
@@ -263,7 +263,7 @@ def test_the_handover_check_rejects_bent_answers_before_the_judge_is_asked(share
         answer = real(agent, user_text)
         if agent != "dependent_api_doc":
             return answer
-        given = json.loads(user_text[user_text.index("{"): user_text.index("\n\nStudy")])
+        given = given_doc(user_text)
         way = ("input_as_output", "type", "renamed", "unknown_output", None)[openai_server._h(given["name"]) % 5]
         if way == "input_as_output" and answer["satisfied"] == 1 and given["input_params"]:
             answer = {**answer, "producer_output": given["input_params"][0]["name"]}

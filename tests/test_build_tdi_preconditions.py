@@ -19,7 +19,7 @@ from tasks.agents.requests import pair_kind
 from tasks.llm.config import LLMConfig
 from tasks.sources.filters import SourceFilter
 from tasks.sources.spec import SourceSpec
-from tests.openai_server import FakeOpenAIServer
+from tests.openai_server import FakeOpenAIServer, given_doc
 
 PRECONDITION_SCHEMAS = ("precondition_api_doc", "precondition_verdict")
 
@@ -109,7 +109,7 @@ def test_precondition_answers_that_pass_a_value_or_echo_the_given_api_are_reject
         answer = real(agent, user_text)
         if agent != "precondition_api_doc":
             return answer
-        given = json.loads(user_text[user_text.index("{"): user_text.index("\n\nInvent")])
+        given = given_doc(user_text)
         turn = openai_server._h(given["name"]) % 4
         if turn == 0:  # the check hands the given API its first input: a data-flow pair
             if not given["input_params"]:

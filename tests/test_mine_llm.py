@@ -95,7 +95,7 @@ class Recorder:
         for agent, text, answer in self.calls:
             if agent == "dependency_verdict":
                 a = json.loads(re.search(r"API A:\n(.*?)\n\nAPI B:", text, re.S).group(1))["name"]
-                b = json.loads(re.search(r"API B:\n(.*?)\n\nIs there", text, re.S).group(1))["name"]
+                b = json.loads(re.search(r"API B:\n(.*)$", text, re.S).group(1))["name"]
                 out[frozenset((a, b))] = answer["result"]
         return out
 

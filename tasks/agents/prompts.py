@@ -88,32 +88,32 @@ GENERATE_PRECONDITION_SCHEMA: dict[str, Any] = {
 VALIDATE_PRECONDITION_SCHEMA: dict[str, Any] = VALIDATE_SCHEMA
 
 EXTRACT = Prompt(
-    version="extract-v3",
+    version="extract-v4",
     system=(
         "You are a precise technical writer. You document functions as API specifications in "
         "English and answer with one JSON object only."
     ),
     user_template=(
-        "Here is the source code of a function:\n\n```{language}\n{code}\n```\n\n"
-        "Write the API documentation of this function as JSON with the fields:\n"
+        "Write the API documentation of the function at the end of this message as JSON with the fields:\n"
         "- name: the API name\n"
         "- description: what the API does, in one or two sentences\n"
         "- input_params: list of {{name, type, description}} for each input parameter\n"
         "- output_params: list of {{name, type, description}} for each value it returns\n"
         "Be concise: each type is a short type name (string, integer, number, boolean, list, "
         "dict, bytes, object, none) and each description is one sentence.\n"
-        "JSON schema of the answer: {schema}"
+        "JSON schema of the answer: {schema}\n\n"
+        "The function:\n```{language}\n{code}\n```"
     ),
 )
 
 GENERATE_DEPENDENT = Prompt(
-    version="generate-dependent-v6",
+    version="generate-dependent-v7",
     system=(
         "You design realistic software APIs that work together. Every field you write is in "
         "English. Answer with one JSON object only."
     ),
     user_template=(
-        "Here is the documentation of an API:\n\n{doc}\n\n"
+        "The documentation of an API is at the end of this message. "
         "Study its input parameters and output parameters. Then invent a DIFFERENT API (a "
         "separate tool with its own name, purpose and parameters, not a variant or new version "
         "of the given one: no _v2, _new or _copy of its name, not its parameters under a new name) that works "
@@ -131,29 +131,31 @@ GENERATE_DEPENDENT = Prompt(
         "exactly as in its output_params (an output, never one of its inputs, never empty), and both "
         "have the same type (a string feeds a string, not a datetime). Pairs that break these rules are "
         "discarded.\n"
-        "JSON schema of the answer: {schema}"
+        "JSON schema of the answer: {schema}\n\n"
+        "The given API:\n{doc}"
     ),
 )
 
 VALIDATE = Prompt(
-    version="validate-v2",
+    version="validate-v3",
     system="You review API designs carefully. Answer with one JSON object only.",
     user_template=(
-        "API A:\n{doc_a}\n\nAPI B:\n{doc_b}\n\n"
+        "Two APIs, A and B, are documented at the end of this message. "
         "Is there a parameter dependency between these two APIs, that is, should an input "
         "parameter of one API be taken from an output parameter of the other? Answer with "
         "`result` 1 if there is such a dependency and 0 if there is not, and give a short "
         "`reason`.\n"
-        "JSON schema of the answer: {schema}"
+        "JSON schema of the answer: {schema}\n\n"
+        "API A:\n{doc_a}\n\nAPI B:\n{doc_b}"
     ),
 )
 
 # Kept short: on the embedded default (a small model on 2 CPU cores) prompt tokens are the main cost.
 GENERATE_PRECONDITION = Prompt(
-    version="generate-precondition-v1",
+    version="generate-precondition-v2",
     system=GENERATE_DEPENDENT.system,
     user_template=(
-        "Here is the documentation of an API:\n\n{doc}\n\n"
+        "The documentation of an API is at the end of this message. "
         "Invent a DIFFERENT API (its own name and purpose, not a variant of the given one) that must be "
         "called in a fixed order with it although no parameter passes between them: no input of one "
         "API is taken from an output of the other. Either the new API must be called first (it checks, "
@@ -163,19 +165,21 @@ GENERATE_PRECONDITION = Prompt(
         "input_params and output_params (each parameter with name, type and description; short type "
         "names, one-sentence descriptions), and say in `reason`, in one sentence, why the later call "
         "fails or goes wrong without the earlier one.\n"
-        "JSON schema of the answer: {schema}"
+        "JSON schema of the answer: {schema}\n\n"
+        "The given API:\n{doc}"
     ),
 )
 
 VALIDATE_PRECONDITION = Prompt(
-    version="validate-precondition-v1",
+    version="validate-precondition-v2",
     system=VALIDATE.system,
     user_template=(
-        "API A:\n{doc_a}\n\nAPI B:\n{doc_b}\n\n"
+        "Two APIs, A and B, are documented at the end of this message. "
         "A is called before B. Is this order required, that is, does B fail or give a wrong result "
         "when A was not called first? An order that is only usual or convenient is not required. "
         "Answer with `result` 1 if it is required and 0 if it is not, and give a short `reason`.\n"
-        "JSON schema of the answer: {schema}"
+        "JSON schema of the answer: {schema}\n\n"
+        "API A:\n{doc_a}\n\nAPI B:\n{doc_b}"
     ),
 )
 
