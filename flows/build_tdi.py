@@ -121,6 +121,10 @@ class BuildTDIConfig:
         "order is required; chosen per record by a seeded hash of its id (stable across reruns); 0: data flow only; "
         f"none: {PRECONDITION_SHARE} on an endpoint, {EMBEDDED_PRECONDITION_SHARE} on the embedded server (its 1.5B "
         "judge accepted none)")] = None
+    generate_repairs: Annotated[int, Help(
+        "times agent 2 is asked again, in the same conversation, when a check in code discards its answer (the "
+        "given API echoed, a hand-over naming no such parameter or joining two types): the reason is said and the "
+        "task repeated; 0: never")] = 1
     mined_per_class: Annotated[int | None, Help(
         "mined pairs per class added to the LLM's: this interpreter's standard library mined as mine-tdi mines it "
         "(no LLM; about a minute on 2 cores), balanced into up to this many pairs per class with their own origins "
@@ -181,6 +185,8 @@ class BuildTDIConfig:
         if self.mined_per_class is not None and (isinstance(self.mined_per_class, bool) or self.mined_per_class < 0):
             raise ValueError(f"--mined-per-class {self.mined_per_class}: a count >= 0 (0: no mined pairs; none: "
                              f"{EMBEDDED_MINED_PER_CLASS} on the embedded server, 0 on an endpoint)")
+        if self.generate_repairs < 0:
+            raise ValueError(f"--generate-repairs {self.generate_repairs}: must be >= 0 (0: never ask again)")
         if self.precondition_share is not None and not 0.0 <= self.precondition_share <= 1.0:
             raise ValueError(f"--precondition-share {self.precondition_share}: must lie in [0, 1] (0: data-flow pairs only)")
         if not 0.0 <= self.balance.validation_fraction < 1.0:
@@ -268,9 +274,11 @@ def process_chunk(job: ChunkJob) -> dict[str, Any]:
                        progress_sinks=(PrefectProgressArtifact("build-tdi"),))
     s = marker["stages"]
     get_run_logger().info(
-        "chunk %d: read %d, validated %d, rejected %d; extract %d/%d, generate %d/%d, validate %d/%d parsed; %s",
+        "chunk %d: read %d, validated %d, rejected %d; extract %d/%d, generate %d/%d (%d asked again, %d then passed), "
+        "validate %d/%d parsed; %s",
         job.chunk.index, marker["n_read"], marker["validated"], marker["rejected"], s["extract"]["ok"], s["extract"]["requests"],
-        s["generate"]["ok"], s["generate"]["requests"], s["validate"]["ok"], s["validate"]["requests"], marker["llm_usage"],
+        s["generate"]["ok"], s["generate"]["requests"], s["generate"].get("repairs", 0), s["generate"].get("repaired", 0),
+        s["validate"]["ok"], s["validate"]["requests"], marker["llm_usage"],
     )
     return marker
 
@@ -372,6 +380,7 @@ def run_chunks(cfg: BuildTDIConfig, llm_cfg: LLMConfig, root: Path, ensure_alive
     logger = get_run_logger()
     # the precondition share decides which prompts a record gets: a chunk made under another share is redone
     work = hashlib.sha256(f"{work_fingerprint(llm_cfg, cfg.max_code_chars)}:precondition_share={cfg.precondition_share!r}"
+                          f":generate_repairs={cfg.generate_repairs}"
                           .encode()).hexdigest()
     markers: dict[int, dict[str, Any]] = {}
     n_read = reused = 0
@@ -408,7 +417,8 @@ def run_chunks(cfg: BuildTDIConfig, llm_cfg: LLMConfig, root: Path, ensure_alive
                 if run_progress is not None:  # the bar, rate and time left are of this run's work
                     run_progress.total = max(0, run_progress.total - marker["records"])
                 continue
-            pending.append((chunk.index, submit(ChunkJob(chunk, str(folder), llm_cfg, cfg.max_code_chars, fingerprint, cfg.precondition_share))))
+            pending.append((chunk.index, submit(ChunkJob(chunk, str(folder), llm_cfg, cfg.max_code_chars, fingerprint, cfg.precondition_share,
+                                                              cfg.generate_repairs))))
             while len(pending) >= window:
                 collect()
         while pending:

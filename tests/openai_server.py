@@ -52,8 +52,8 @@ GIVEN_API = "The given API:\n"  # agent 2's prompts end with this and the given 
 
 
 def given_doc(user_text: str) -> dict[str, Any]:
-    """The given API's doc in one of agent 2's prompts (its last part)."""
-    return json.loads(user_text[user_text.rindex(GIVEN_API) + len(GIVEN_API):])
+    """The given API's doc in one of agent 2's prompts (its last part; a repair request's text may follow)."""
+    return json.JSONDecoder().raw_decode(user_text, user_text.rindex(GIVEN_API) + len(GIVEN_API))[0]
 
 
 def canned_answer(agent: str, user_text: str) -> dict[str, Any]:
@@ -267,7 +267,8 @@ def _error(message: str, type_: str, code: str | None = None) -> dict[str, Any]:
 def _completion(state: ServerState, request: dict[str, Any], fault: str | None) -> dict[str, Any]:
     """The chat completion for ``request`` (answer faults "truncated" and "invalid" applied)."""
     schema_name = request.get("response_format", {}).get("json_schema", {}).get("name", "")
-    user_text = next(m["content"] for m in request["messages"] if m["role"] == "user")
+    # the user turns in order: one for a first request, then the repair request of agent 2 asked again
+    user_text = "\n\n".join(m["content"] for m in request["messages"] if m["role"] == "user")
     text = json.dumps(canned_answer(schema_name, user_text))
     finish = "stop"
     if fault == "truncated":

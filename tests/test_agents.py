@@ -14,6 +14,7 @@ from tasks.agents.requests import (
     interpret_generate,
     interpret_validate,
     pair_kind,
+    repair_request,
     validate_request,
 )
 from tasks.llm.structured import StructuredResult, parse_answer
@@ -123,7 +124,7 @@ def test_each_mode_sends_its_own_prompt_and_schema_and_the_data_flow_prompts_are
     assert "consumer_param" not in json.dumps(pre.messages) and "consumer_param" not in pre.schema["properties"]
     assert json.loads(prompts.schema_text(pre.schema)) == prompts.GENERATE_PRECONDITION_SCHEMA
     versions = list(prompts.PROMPT_VERSIONS.values())
-    assert len(versions) == len(set(versions)) == 5 and len(set(prompts.PROMPT_VERSIONS)) == 5
+    assert len(versions) == len(set(versions)) == 6 and len(set(prompts.PROMPT_VERSIONS)) == 6
     # the wording behind each data-flow version is the one the existing caches answered: a change of
     # wording must come with a new version (and then this table's new entry)
     wording = {p.version: hashlib.sha256((p.system + "\0" + p.user_template).encode()).hexdigest()[:16]
@@ -263,3 +264,21 @@ def test_type_compatibility_table():
                 ("bytes", "string"), ("list", "dict"), ("none", "string"), ("bool", "list"), ("Optional[str]", "int")]
     assert [pair for pair in agree if not types_compatible(*pair)] == []
     assert [pair for pair in disagree if types_compatible(*pair)] == []
+
+
+def test_a_discarded_answer_is_asked_again_in_the_same_conversation_with_its_reason():
+    asked = generate_request(GIVEN)
+    echo = _gen(_doc("login_v2", ["user", "password"], ["token"]))
+    rejection = interpret_generate(GIVEN, echo)
+    assert isinstance(rejection, Outcome) and rejection.reason == "generate_echoed_input"
+    again = repair_request(asked, echo, rejection)
+    assert again.messages[:2] == asked.messages  # the same conversation: the prompt llama.cpp has cached
+    (role, said), (last_role, last) = again.messages[2], again.messages[3]
+    assert role == "assistant" and json.loads(said)["name"] == "login_v2" and last_role == "user"
+    assert last.startswith(f"That answer is discarded: {rejection.detail.rstrip('. ')}. Answer again")
+    assert (again.schema, again.agent, again.item_id) == (asked.schema, "generate", asked.item_id)
+    assert again.prompt_version == f"{prompts.GENERATE_DEPENDENT.version}+{prompts.GENERATE_REPAIR.version}"
+    # a failed call or an unparsed answer is the client's to retry, not a check's to explain
+    failed = StructuredResult("rec-1", False, reason="parse_failed", detail="not JSON")
+    assert repair_request(asked, failed, Outcome("rec-1", "generate", "generate_parse_failed", "not JSON")) is None
+    assert repair_request(asked, echo, Outcome("rec-1", "generate", "generate_schema_invalid", "x")) is None

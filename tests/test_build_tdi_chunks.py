@@ -210,14 +210,55 @@ def test_a_records_next_agent_starts_as_soon_as_its_previous_one_answered(shared
     assert pl.read_parquet(tmp_path / "chunk" / "ledger.parquet").height == sum(s["requests"] for s in marker["stages"].values())
 
 
-def run_codesearchnet_chunk(shared_data, tmp_path, n: int) -> dict:
+def run_codesearchnet_chunk(shared_data, tmp_path, n: int, generate_repairs: int = 0, batch: bool = False) -> dict:
     """One chunk of the first ``n`` CodeSearchNet records through the three agents on the fake server (whatever
     its ``canned_answer`` is patched to), into ``tmp_path/chunk``; returns the chunk's marker."""
     spec = SourceSpec(kind="codesearchnet", path=shared_data / "codesearchnet")
     chunk = next(iter_record_chunks(spec, n, SourceFilter(max_chars=1800), n))
     with FakeOpenAIServer() as server:
-        llm = LLMConfig(model="fake", base_url=server.base_url, concurrency=4, cache_dir=str(tmp_path / "cache"))
-        return run_chunk(ChunkJob(chunk, str(tmp_path / "chunk"), llm, 1800, "fp"))
+        llm = LLMConfig(model="fake", base_url=server.base_url, concurrency=4, cache_dir=str(tmp_path / "cache"), batch=batch)
+        return run_chunk(ChunkJob(chunk, str(tmp_path / "chunk"), llm, 1800, "fp", generate_repairs=generate_repairs))
+
+
+@pytest.mark.parametrize("batch", [False, True], ids=["pipelined", "batch"])
+def test_agent_2_asked_again_after_a_check_discards_its_answer(shared_data, tmp_path, monkeypatch, batch):
+    """An echo of the given API (renamed ``_v2``) is discarded by the check; with one repair agent 2 hears why
+    in the same conversation, after its own answer, and its second answer goes on to the judge; without, the
+    echo is the record's outcome."""
+    real = openai_server.canned_answer
+    echoed: set[str] = set()
+    repairs_seen: list[str] = []
+
+    def echo_first(agent, user_text):
+        answer = real(agent, user_text)
+        if agent != "dependent_api_doc":
+            return answer
+        given = given_doc(user_text)
+        if "That answer is discarded" in user_text:  # the repair turn: a proper answer
+            repairs_seen.append(user_text.rsplit("\n\n", 1)[-1])
+            return answer
+        if openai_server._h(given["name"]) % 3 == 0:
+            echoed.add(given["name"])
+            return {**answer, "name": f"{given['name']}_v2"}
+        return answer
+
+    monkeypatch.setattr(openai_server, "canned_answer", echo_first)
+    marker = run_codesearchnet_chunk(shared_data, tmp_path / "off", 40, 0, batch)
+    off = Counter(pl.read_parquet(tmp_path / "off" / "chunk" / "outcomes.parquet")["reason"].to_list())
+    assert echoed and off["generate_echoed_input"] == len(echoed) and not repairs_seen
+    assert marker["stages"]["generate"]["repairs"] == 0
+
+    marker = run_codesearchnet_chunk(shared_data, tmp_path / "on", 40, 1, batch)
+    on = pl.read_parquet(tmp_path / "on" / "chunk" / "outcomes.parquet")
+    assert "generate_echoed_input" not in on["reason"].to_list()
+    s = marker["stages"]["generate"]
+    assert s["repairs"] == s["repaired"] == len(echoed) == len(repairs_seen)
+    assert s["requests"] == marker["stages"]["extract"]["ok"] + len(echoed)  # one more request per echo, in the books
+    assert all("is the given API" in text and text.startswith("That answer is discarded: ") for text in repairs_seen)
+    validated = pl.read_parquet(tmp_path / "on" / "chunk" / "validated.parquet")
+    assert marker["validated"] > pl.read_parquet(tmp_path / "off" / "chunk" / "validated.parquet").height
+    names = [json.loads(d)["name"] for d in validated["dep_json"].to_list() + validated["pre_json"].to_list()]
+    assert not [n for n in names if n.endswith("_v2")]  # no echo reached the judge, or the dataset
 
 
 def test_agent_2s_parameter_reaches_the_rows_and_a_wrong_one_is_rejected_with_its_reason(shared_data, tmp_path, monkeypatch):

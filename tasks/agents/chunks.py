@@ -27,7 +27,7 @@ import logging
 import os
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -38,11 +38,13 @@ from schemas.docs import canonical_doc_json, doc_id
 from tasks.dataset.accounting import LEDGER_SCHEMA, OUTCOME_SCHEMA, AccountingError, check_read_ids
 from schemas.tdi import DependentPair
 from tasks.agents.requests import (
+    ExtractedDoc,
     extract_request,
     generate_request,
     interpret_extract,
     interpret_generate,
     interpret_validate,
+    repair_request,
     validate_request,
 )
 from tasks.llm.client import StructuredLLM, run_workers
@@ -196,6 +198,7 @@ class ChunkJob:
     max_code_chars: int
     fingerprint: str
     precondition_share: float = 0.0  # records sent to agent 2's precondition mode (tasks.agents.requests.pair_kind)
+    generate_repairs: int = 0  # times agent 2 is asked again after a check in code discarded its answer
 
 
 @dataclass
@@ -203,6 +206,8 @@ class StageCounts:
     requests: int = 0
     ok: int = 0
     reasons: Counter = field(default_factory=Counter)
+    repairs: int = 0  # generate: requests that asked again after a check discarded an answer (in ``requests`` too)
+    repaired: int = 0  # ... whose answer then passed the checks
 
     def add(self, result: StructuredResult) -> None:
         self.requests += 1
@@ -213,11 +218,36 @@ class StageCounts:
 
 
 # -- the agents, pipelined per record -------------------------------------------------------------
+async def _with_repairs(extracted: ExtractedDoc, asked: StructuredRequest, answer: StructuredResult,
+                        ask: Callable[[StructuredRequest], Awaitable[StructuredResult]], repairs: int,
+                        counts: StageCounts) -> DependentPair | Outcome:
+    """Agent 2's answer as a pair, asking again up to ``repairs`` times while a check in code discards it
+    (:func:`tasks.agents.requests.repair_request`); the last rejection says how many times it was asked again."""
+    pair = interpret_generate(extracted, answer)
+    for n in range(1, repairs + 1):
+        again = repair_request(asked, answer, pair) if isinstance(pair, Outcome) else None
+        if again is None:
+            break
+        asked, answer = again, await ask(again)
+        counts.repairs += 1
+        pair = interpret_generate(extracted, answer)
+        if not isinstance(pair, Outcome):
+            counts.repaired += 1
+        elif n == repairs:
+            pair = _asked_again(pair, n)
+    return pair
+
+
+def _asked_again(rejection: Outcome, times: int) -> Outcome:
+    return replace(rejection, detail=f"{rejection.detail} (asked {times} more time{'s' * (times > 1)})")
+
+
 async def _pipelined(llm: StructuredLLM, records: Sequence[ChunkRecord], max_code_chars: int,
                      counts: dict[str, StageCounts], precondition_share: float = 0.0,
-                     progress: RecordProgress | None = None) -> list[DependentPair | Outcome]:
+                     progress: RecordProgress | None = None, generate_repairs: int = 0) -> list[DependentPair | Outcome]:
     """extract -> generate -> validate per record, ``concurrency`` records at a time: a record's
-    next call goes out as soon as its previous one answered."""
+    next call goes out as soon as its previous one answered; a generate answer a check discards is asked
+    again up to ``generate_repairs`` times."""
     out: list[DependentPair | Outcome] = []
     todo = iter(records)
     progress = progress or RecordProgress(len(records))
@@ -242,7 +272,9 @@ async def _pipelined(llm: StructuredLLM, records: Sequence[ChunkRecord], max_cod
             if isinstance(extracted, Outcome):
                 finish(extracted)
                 continue
-            pair = interpret_generate(extracted, await call("generate", generate_request(extracted)))
+            asked = generate_request(extracted)
+            pair = await _with_repairs(extracted, asked, await call("generate", asked), lambda r: call("generate", r),
+                                       generate_repairs, counts["generate"])
             if isinstance(pair, Outcome):
                 finish(pair)
                 continue
@@ -257,8 +289,9 @@ async def _pipelined(llm: StructuredLLM, records: Sequence[ChunkRecord], max_cod
 
 async def _stagewise(llm: StructuredLLM, records: Sequence[ChunkRecord], max_code_chars: int,
                      counts: dict[str, StageCounts], precondition_share: float = 0.0,
-                     progress: RecordProgress | None = None) -> list[DependentPair | Outcome]:
-    """Batch API mode: one batch per agent and chunk (a batch needs all its requests up front)."""
+                     progress: RecordProgress | None = None, generate_repairs: int = 0) -> list[DependentPair | Outcome]:
+    """Batch API mode: one batch per agent and chunk (a batch needs all its requests up front); the
+    generate answers a check discards go in one more batch per repair round."""
     out: list[DependentPair | Outcome] = []
     progress = progress or RecordProgress(len(records))
 
@@ -281,8 +314,23 @@ async def _stagewise(llm: StructuredLLM, records: Sequence[ChunkRecord], max_cod
 
     answers = await stage("extract", [extract_request(r.record_id, r.code, r.language, max_code_chars) for r in records])
     extracted = [e for e in (interpret_extract(a, precondition_share) for a in answers) if not rejected(e)]
-    generated = [p for p in map(interpret_generate, extracted, await stage("generate", [generate_request(e) for e in extracted]))
-                 if not rejected(p)]
+    asked = [generate_request(e) for e in extracted]
+    answers = await stage("generate", asked)
+    pairs = list(map(interpret_generate, extracted, answers))
+    for n in range(1, generate_repairs + 1):  # one batch per round: the answers a check discarded, asked again
+        again = {i: r for i, p in enumerate(pairs) if isinstance(p, Outcome)
+                 and (r := repair_request(asked[i], answers[i], p)) is not None}
+        if not again:
+            break
+        for (i, request), answer in zip(again.items(), await stage("generate", list(again.values()))):
+            asked[i], answers[i] = request, answer
+            pairs[i] = interpret_generate(extracted[i], answer)
+            counts["generate"].repairs += 1
+            if not isinstance(pairs[i], Outcome):
+                counts["generate"].repaired += 1
+            elif n == generate_repairs:
+                pairs[i] = _asked_again(pairs[i], n)
+    generated = [p for p in pairs if not rejected(p)]
     for item in map(interpret_validate, generated, await stage("validate", [validate_request(p) for p in generated])):
         out.append(item)
         progress.record_done(accepted=not isinstance(item, Outcome))
@@ -345,8 +393,8 @@ def run_chunk(job: ChunkJob, say: Callable[[str], None] | None = None,
     progress = RecordProgress(len(chunk.records), f"chunk {chunk.index}", say=say or _log.info, sinks=progress_sinks,
                               every_s=every_s)
     try:
-        results = asyncio.run(_reporting(runner(llm, chunk.records, job.max_code_chars, counts, job.precondition_share, progress),
-                                         progress)) if chunk.records else []
+        results = asyncio.run(_reporting(runner(llm, chunk.records, job.max_code_chars, counts, job.precondition_share, progress,
+                                                job.generate_repairs), progress)) if chunk.records else []
         ledger = ledger_rows(llm.ledger)
     finally:
         llm.cache.close()
@@ -368,7 +416,9 @@ def run_chunk(job: ChunkJob, say: Callable[[str], None] | None = None,
         "read_rejected": len(chunk.rejected),
         "validated": len(validated),
         "rejected": len(outcomes),
-        "stages": {s: {"requests": c.requests, "ok": c.ok, "failed_by_reason": dict(c.reasons)} for s, c in counts.items()},
+        "stages": {s: {"requests": c.requests, "ok": c.ok, "failed_by_reason": dict(c.reasons),
+                       **({"repairs": c.repairs, "repaired": c.repaired} if s == "generate" else {})}
+                   for s, c in counts.items()},
         "transient_failures": sum(n for c in counts.values() for r, n in c.reasons.items() if r in TRANSIENT_REASONS),
         "llm_usage": usage_summary(ledger),
     }
@@ -387,4 +437,7 @@ def stage_totals(markers: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]
             t["requests"] += c["requests"]
             t["ok"] += c["ok"]
             t["failed_by_reason"].update(c["failed_by_reason"])
+            for key in ("repairs", "repaired"):  # generate's, in markers written since repairs exist
+                if key in c:
+                    t[key] = t.get(key, 0) + c[key]
     return out

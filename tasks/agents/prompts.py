@@ -183,5 +183,19 @@ VALIDATE_PRECONDITION = Prompt(
     ),
 )
 
+# Agent 2 once more, in the same conversation, after a check in code discarded its answer (an echo of the given
+# API, a hand-over that names no such parameter or joins two types): the reason, then the same task. Its user
+# message follows agent 2's own prompt and answer, which llama.cpp's prompt cache still holds.
+GENERATE_REPAIR = Prompt(
+    version="generate-repair-v1",
+    system=GENERATE_DEPENDENT.system,
+    user_template=(
+        "That answer is discarded: {problem}. Answer again, following every rule above: a DIFFERENT API "
+        "(its own name, purpose and parameters), with the hand-over named exactly as the rules say. "
+        "Answer with one JSON object only."
+    ),
+)
+
 PROMPT_VERSIONS = {p.version.rsplit("-v", 1)[0]: p.version
-                   for p in (EXTRACT, GENERATE_DEPENDENT, VALIDATE, GENERATE_PRECONDITION, VALIDATE_PRECONDITION)}
+                   for p in (EXTRACT, GENERATE_DEPENDENT, VALIDATE, GENERATE_PRECONDITION, VALIDATE_PRECONDITION,
+                             GENERATE_REPAIR)}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +25,7 @@ from tasks.agents.prompts import (
     GENERATE_DEPENDENT,
     GENERATE_PRECONDITION,
     GENERATE_PRECONDITION_SCHEMA,
+    GENERATE_REPAIR,
     GENERATE_SCHEMA,
     VALIDATE,
     VALIDATE_PRECONDITION,
@@ -101,6 +103,23 @@ def generate_request(extracted: ExtractedDoc) -> StructuredRequest:
         schema=schema,
         prompt_version=prompt.version,
     )
+
+
+# generate rejections made by a check in code, with a reason the model can act on: worth asking once more
+REPAIRABLE = frozenset({"generate_echoed_input", "generate_bad_consumer_param", "generate_bad_producer_output",
+                        "generate_type_mismatch"})
+
+
+def repair_request(asked: StructuredRequest, answer: StructuredResult, rejection: Outcome) -> StructuredRequest | None:
+    """Agent 2 asked again in the same conversation (its request, its answer, then why the answer was
+    discarded: :data:`GENERATE_REPAIR`), or None when the rejection is no check's (a failed or unparsed call)."""
+    if rejection.reason not in REPAIRABLE or answer.value is None:
+        return None
+    problem = rejection.detail.rstrip(". ")
+    messages = (*asked.messages, ("assistant", json.dumps(answer.value, ensure_ascii=False)),
+                ("user", GENERATE_REPAIR.user_template.format(problem=problem)))
+    return StructuredRequest(agent="generate", item_id=asked.item_id, messages=messages, schema_name=asked.schema_name,
+                             schema=asked.schema, prompt_version=f"{asked.prompt_version}+{GENERATE_REPAIR.version}")
 
 
 def _param_names(doc: dict[str, Any], side: str) -> frozenset[str]:
