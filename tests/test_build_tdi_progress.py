@@ -126,6 +126,7 @@ def test_a_chunk_reports_progress_while_it_runs_and_its_last_line_has_the_chunks
     assert (done, total, in_flight, accepted, rejected) == (40, 40, 0, marker["validated"], agent_rejected)
     assert len(chunk.records) == 40 and marker["validated"] > 0 and agent_rejected > 0
     running = parsed[:-1]
+    assert parsed[0] == (0, 40, 0, 0, 0)  # the first line as the chunk starts, before any answer
     assert all(d < 40 and d == a + r and 0 <= f <= 4 and t == 40 for d, t, f, a, r in running)
     assert any(f > 0 for _d, _t, f, _a, _r in running)  # requests were counted in flight
     assert [p[0] for p in parsed] == sorted(p[0] for p in parsed)  # counts only grow

@@ -392,6 +392,8 @@ def run_chunk(job: ChunkJob, say: Callable[[str], None] | None = None,
     runner = _stagewise if job.llm.batch else _pipelined
     progress = RecordProgress(len(chunk.records), f"chunk {chunk.index}", say=say or _log.info, sinks=progress_sinks,
                               every_s=every_s)
+    if chunk.records:
+        progress.report()  # a first line as the chunk starts: its first answer can be a minute away on a small model
     try:
         results = asyncio.run(_reporting(runner(llm, chunk.records, job.max_code_chars, counts, job.precondition_share, progress,
                                                 job.generate_repairs), progress)) if chunk.records else []
