@@ -134,7 +134,9 @@ def _load_and_check(folder: Path, manifest: dict[str, Any]) -> Any:
     three names in schemas.tdi order, every shard column there."""
     import datasets
 
-    ds = datasets.load_dataset(str(folder))
+    # a cache of this test's own: datasets reads HF_DATASETS_CACHE (hub_env) only when first imported, and an
+    # xdist worker may have imported it for an earlier test
+    ds = datasets.load_dataset(str(folder), cache_dir=str(folder.parent / "hf-cache"))
     assert set(ds) == set(manifest["counts"]) == {"train", "validation"}
     for split, per in manifest["counts"].items():
         assert ds[split].num_rows == sum(per.values())
@@ -205,7 +207,8 @@ def test_a_mined_folder_loads_with_datasets_and_pushes_to_the_hub_as_one_commit(
         (copy / path).write_bytes(blob)
     from_hub = _load_and_check(copy, manifest)
     assert from_hub["train"]["pair_id"] == ds["train"]["pair_id"]
-    assert isinstance(datasets.load_dataset(str(copy), split="validation").features["label"], datasets.ClassLabel)
+    assert isinstance(datasets.load_dataset(str(copy), split="validation", cache_dir=str(copy.parent / "hf-cache")
+                                            ).features["label"], datasets.ClassLabel)
 
 
 def test_a_second_push_deletes_stale_shards_and_leaves_other_files(tmp_path, prefect_harness, hub_env):
