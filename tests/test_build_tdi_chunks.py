@@ -234,14 +234,17 @@ def test_agent_2_asked_again_after_a_check_discards_its_answer(shared_data, tmp_
         if agent != "dependent_api_doc":
             return answer
         given = given_doc(user_text)
-        if "That answer is discarded" in user_text:  # the repair turn: a proper answer
+        if "That answer is discarded" in user_text:  # the repair turn: a proper answer, except for stubborn ones
             repairs_seen.append(user_text.rsplit("\n\n", 1)[-1])
+            if given["name"] in stubborn:
+                return {**answer, "name": f"{given['name']}_copy"}
             return answer
         if openai_server._h(given["name"]) % 3 == 0:
             echoed.add(given["name"])
             return {**answer, "name": f"{given['name']}_v2"}
         return answer
 
+    stubborn: set[str] = set()
     monkeypatch.setattr(openai_server, "canned_answer", echo_first)
     marker = run_codesearchnet_chunk(shared_data, tmp_path / "off", 40, 0, batch)
     off = Counter(pl.read_parquet(tmp_path / "off" / "chunk" / "outcomes.parquet")["reason"].to_list())
@@ -256,6 +259,12 @@ def test_agent_2_asked_again_after_a_check_discards_its_answer(shared_data, tmp_
     assert s["requests"] == marker["stages"]["extract"]["ok"] + len(echoed)  # one more request per echo, in the books
     assert all("is the given API" in text and text.startswith("That answer is discarded: ") for text in repairs_seen)
     validated = pl.read_parquet(tmp_path / "on" / "chunk" / "validated.parquet")
+    # an answer echoed again after its repair stays rejected, and says it was asked again
+    stubborn.update(sorted(echoed)[:2])
+    marker = run_codesearchnet_chunk(shared_data, tmp_path / "stubborn", 40, 1, batch)
+    again = pl.read_parquet(tmp_path / "stubborn" / "chunk" / "outcomes.parquet").filter(pl.col("reason") == "generate_echoed_input")
+    assert again.height == 2 and all(d.endswith("(asked 1 more time)") and "_copy" in d for d in again["detail"])
+    assert (marker["stages"]["generate"]["repairs"], marker["stages"]["generate"]["repaired"]) == (len(echoed), len(echoed) - 2)
     assert marker["validated"] > pl.read_parquet(tmp_path / "off" / "chunk" / "validated.parquet").height
     names = [json.loads(d)["name"] for d in validated["dep_json"].to_list() + validated["pre_json"].to_list()]
     assert not [n for n in names if n.endswith("_v2")]  # no echo reached the judge, or the dataset

@@ -229,17 +229,17 @@ async def _with_repairs(extracted: ExtractedDoc, asked: StructuredRequest, answe
         if again is None:
             break
         asked, answer = again, await ask(again)
-        counts.repairs += 1
-        pair = interpret_generate(extracted, answer)
-        if not isinstance(pair, Outcome):
-            counts.repaired += 1
-        elif n == repairs:
-            pair = _asked_again(pair, n)
+        pair = _repaired(interpret_generate(extracted, answer), n, repairs, counts)
     return pair
 
 
-def _asked_again(rejection: Outcome, times: int) -> Outcome:
-    return replace(rejection, detail=f"{rejection.detail} (asked {times} more time{'s' * (times > 1)})")
+def _repaired(pair: DependentPair | Outcome, n: int, repairs: int, counts: StageCounts) -> DependentPair | Outcome:
+    """The answer to repair round ``n`` of ``repairs``, counted; a rejection after the last round says so."""
+    counts.repairs += 1
+    if not isinstance(pair, Outcome):
+        counts.repaired += 1
+        return pair
+    return replace(pair, detail=f"{pair.detail} (asked {n} more time{'s' * (n > 1)})") if n == repairs else pair
 
 
 async def _pipelined(llm: StructuredLLM, records: Sequence[ChunkRecord], max_code_chars: int,
@@ -324,12 +324,7 @@ async def _stagewise(llm: StructuredLLM, records: Sequence[ChunkRecord], max_cod
             break
         for (i, request), answer in zip(again.items(), await stage("generate", list(again.values()))):
             asked[i], answers[i] = request, answer
-            pairs[i] = interpret_generate(extracted[i], answer)
-            counts["generate"].repairs += 1
-            if not isinstance(pairs[i], Outcome):
-                counts["generate"].repaired += 1
-            elif n == generate_repairs:
-                pairs[i] = _asked_again(pairs[i], n)
+            pairs[i] = _repaired(interpret_generate(extracted[i], answer), n, generate_repairs, counts["generate"])
     generated = [p for p in pairs if not rejected(p)]
     for item in map(interpret_validate, generated, await stage("validate", [validate_request(p) for p in generated])):
         out.append(item)
