@@ -193,19 +193,22 @@ def _suites(gx: Any) -> dict[str, list[Any]]:
 
 def validate_shards(shard_dir: Path, progress: CountProgress | None = None) -> QualityReport:
     """Run the suite over every shard in ``shard_dir``; never raises on data problems. ``progress``: its total
-    set to the checks once the suites are made, advanced by each frame's checks as they are validated."""
+    set to the checks once the suites are made (before the shards are read), advanced by each frame's checks as
+    they are validated; its detail says while the shards are read."""
     import great_expectations as gx
-
-    frames = _check_frames(str(shard_dir / "*.parquet"))
     from great_expectations.data_context.types.base import ProgressBarsConfig
 
+    suites = _suites(gx)
+    if progress is not None:
+        progress.set_total(sum(len(e) for e in suites.values()))
+        progress.detail = "reading the shards"
+    frames = _check_frames(str(shard_dir / "*.parquet"))
+    if progress is not None:
+        progress.detail = ""
     context = gx.get_context(mode="ephemeral")
     context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)  # keep flow logs readable
     source = context.data_sources.add_pandas("tdi")
     report = QualityReport(success=True)
-    suites = _suites(gx)
-    if progress is not None:
-        progress.set_total(sum(len(e) for e in suites.values()))
     for frame_name, expectations in suites.items():
         asset = source.add_dataframe_asset(frame_name)
         batch = asset.add_batch_definition_whole_dataframe(f"{frame_name}_all").get_batch(
