@@ -112,7 +112,7 @@ class BuildTDIConfig:
     source: SourceSpec = field(default_factory=lambda: SourceSpec(kind="stdlib", sample_seed=13), metadata={"cli": SOURCE_FLAGS})
     source_filter: SourceFilter = field(default_factory=lambda: SourceFilter(max_chars=1800), metadata={"cli": {}})
     limit: Annotated[int | None, Help("function records to accept (-1 or none: all)")] = field(
-        default=20, metadata={"cli": Flag(none_if_negative=True)})  # about 11 min on 2 cores, embedded
+        default=20, metadata={"cli": Flag(none_if_negative=True)})  # about 10 min on 2 cores, embedded
     max_code_chars: Annotated[int, Help("characters of a function agent 1 sees (prompt budget of small models)")] = 1800
     # About half of the dependencies in real tool sets carry no data (docs/build-tdi.md, "Two kinds of pair").
     precondition_share: Annotated[float | None, Help(
