@@ -53,7 +53,7 @@ from tasks.mining.review import (
     seeded_sample,
 )
 from tasks.mining.dataset import (ORIGIN_LLM, RARE_ORDER, DependencyPair, MinedBalanceConfig, MinedBalanced, balance_mined,
-                                  doc_targets, flow_pairs, pair_docs, precondition_pairs)
+                                  flow_pairs, pair_docs, precondition_pairs)
 from tasks.mining.facts import FileRejection, ModuleFacts
 from tasks.mining.filters import DEFAULT_MAX_PRODUCERS_PER_PARAM
 from tasks.mining.mine import MineResult, resolve_flows
@@ -391,7 +391,7 @@ def load_llm_pairs(folder: str) -> tuple[list[DependencyPair], dict[str, dict[st
 @task(name="build-docs", cache_policy=NO_CACHE)
 def docs_for(result: MineResult, workers: int) -> dict[str, dict[str, Any]]:
     """The API doc of every function a data-flow pair or a precondition pair touches."""
-    with _stage("docs", len(doc_targets(result)), "functions") as progress:
+    with _stage("docs", 0, "functions") as progress:  # pair_docs sets the total
         docs = pair_docs(result, workers, progress)
     get_run_logger().info("built %d API docs from signatures and docstrings", len(docs))
     return docs

@@ -282,9 +282,17 @@ def _fmt(x: float | None) -> str:
     return "-" if x is None else f"{x:.3f}"
 
 
+SCORER_COLUMNS = ("set", "scorer", "P", "R", "F1", "beyond-rule R", "beyond-rule P")
+
+
 def _scorer_row(name: str, label: str, r: dict, beyond: dict | None) -> str:
     extra = f"{_fmt(beyond['recall'])} (n={beyond['n_gold']}) | {_fmt(beyond['precision'])}" if beyond else "- | -"
     return f"| {name} | {label} | {r['precision']:.3f} | {r['recall']:.3f} | {r['f1']:.3f} | {extra} |"
+
+
+def _table(intro: str, *columns: str) -> list[str]:
+    """A report table's opening lines: its introduction, then the header row and the rule under it."""
+    return ["", intro, "", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
 
 
 def report_markdown(metrics: dict) -> str:
@@ -308,18 +316,16 @@ def report_markdown(metrics: dict) -> str:
             lines.append(f"| {name} | {after['strategy']} | {after['k']} | {_fmt(after['share_cap'])} | {_fmt(before['recall'])} | "
                          f"{_fmt(after['recall'])} | {before['ordered_share']:.3f} | {after['ordered_share']:.3f} |")
     if metrics["test"].get("head_ranked"):
-        lines += ["", "The same share caps with the pairs ranked by the parameter head (max p over the consumer's "
-                  "inputs; build-graph --retrieval-rank head):", "",
-                  "| set | strategy | k | share cap | recall | share |", "|---|---|---|---|---|---|"]
+        lines += _table("The same share caps with the pairs ranked by the parameter head (max p over the consumer's "
+                        "inputs; build-graph --retrieval-rank head):", "set", "strategy", "k", "share cap", "recall", "share")
         for name, rows in metrics["test"]["head_ranked"].items():
             lines += [f"| {name} | {r['strategy']} | {r['k']} | {_fmt(r['share_cap'])} | {_fmt(r['recall'])} | "
                       f"{r['ordered_share']:.3f} |" for r in rows]
     head = metrics.get("parameter_head")
     if head:
-        lines += ["", f"Parameter-level head ({head['head']['fitted_on']}, {head['head']['n_units']} units, "
-                  f"{head['head']['n_gold']} gold; cut {head['head']['threshold']:.3f}), on test groups, every "
-                  "(producer, consumer input) unit of every same-group ordered pair:", "",
-                  "| set | scorer | P | R | F1 | beyond-rule R | beyond-rule P |", "|---|---|---|---|---|---|---|"]
+        lines += _table(f"Parameter-level head ({head['head']['fitted_on']}, {head['head']['n_units']} units, "
+                        f"{head['head']['n_gold']} gold; cut {head['head']['threshold']:.3f}), on test groups, every "
+                        "(producer, consumer input) unit of every same-group ordered pair:", *SCORER_COLUMNS)
         for name, m in head["test"].items():
             beyond = m["beyond_rule"]
             for label, key in (("retriever head", "model"), ("rule exact", "rule_exact"),
@@ -327,10 +333,9 @@ def report_markdown(metrics: dict) -> str:
                 lines.append(_scorer_row(name, label, m[key], beyond if key == "model" else None))
     reranker = metrics.get("parameter_reranker")
     if reranker:
-        lines += ["", f"Parameter reranker (stacked head fitted on {reranker['head']['fitted_on']}, cut "
-                  f"{reranker['head']['threshold']:.3f}, candidates: top-{reranker['head']['candidate_k']} producers "
-                  "of each input or a name-rule match), on the same test units:", "",
-                  "| set | scorer | P | R | F1 | beyond-rule R | beyond-rule P | candidate units |", "|---|---|---|---|---|---|---|---|"]
+        lines += _table(f"Parameter reranker (stacked head fitted on {reranker['head']['fitted_on']}, cut "
+                        f"{reranker['head']['threshold']:.3f}, candidates: top-{reranker['head']['candidate_k']} producers "
+                        "of each input or a name-rule match), on the same test units:", *SCORER_COLUMNS, "candidate units")
         for name, m in reranker["test"].items():
             lines.append(_scorer_row(name, "reranker + head", m["model"], m["beyond_rule"]) +
                          f" {m['candidates']} of {m['n']} |")

@@ -295,12 +295,12 @@ def ticking(progress: _Throttled, last_line: str = "always") -> Iterator[_Thrott
 
 
 @contextlib.contextmanager
-def stage_progress(what: str, total: int, unit: str, *, counts: tuple[str, ...] = (),
-                   say: Callable[[str], None] | None = None, every_s: float = EVERY_S) -> Iterator[CountProgress]:
+def stage_progress(what: str, total: int, unit: str, *, say: Callable[[str], None] | None = None,
+                   every_s: float = EVERY_S) -> Iterator[CountProgress]:
     """A flow step that may run for more than ``every_s`` seconds (building docs, balancing, writing shards, the
     quality gate): a :class:`CountProgress` said to the run's log (``say``, else :func:`run_say`) and shown as a
     Prefect progress bar, reported by a timer while the block runs; a step that ends sooner says nothing."""
-    progress = CountProgress(total, what, unit, counts=counts, say=say or run_say(logging.getLogger(__name__)),
+    progress = CountProgress(total, what, unit, say=say or run_say(logging.getLogger(__name__)),
                              sinks=(PrefectProgressArtifact(""),), every_s=every_s)
     with ticking(progress, last_line="if_long"):
         yield progress

@@ -101,16 +101,18 @@ def head_ranking(tools: Sequence[Tool], encode: Callable[[list[str]], np.ndarray
     share caps of the same k rank the same pairs."""
     from tasks.training.param_head import unit_features
 
-    last: list = [None, None]
+    ranked: set[tuple[int, int]] | None = None
+    scores: dict[tuple[int, int], float] = {}
 
     def rank(pairs: set[tuple[int, int]]) -> dict[tuple[int, int], float]:
-        if last[0] != pairs:
+        nonlocal ranked, scores
+        if ranked != pairs:
             units, x = unit_features(tools, encode, pairs)
-            best: dict[tuple[int, int], float] = {}
+            scores = {}
             for (p, c, _), prob in zip(units, head.predict(x) if units else []):
-                best[(p, c)] = max(best.get((p, c), 0.0), float(prob))
-            last[:] = [set(pairs), best]
-        return last[1]
+                scores[(p, c)] = max(scores.get((p, c), 0.0), float(prob))
+            ranked = set(pairs)
+        return scores
 
     return rank
 

@@ -30,7 +30,6 @@ from tasks.mining.sources import top_package
 if TYPE_CHECKING:
     from tasks.common.progress import CountProgress
     from tasks.mining.mine import MineResult
-    from tasks.mining.resolve import Target
 
 ORIGIN_MINED, ORIGIN_MINED_SWAPPED = "mined", "mined_swapped"
 ORIGIN_HARD_NEGATIVE, ORIGIN_SHUFFLED = "hard_negative", "shuffled"
@@ -73,17 +72,15 @@ def single_output(doc: dict[str, Any] | None) -> str | None:
     return outputs[0]["name"] if len(outputs) == 1 else None
 
 
-def doc_targets(result: MineResult) -> list[Target]:
-    """The functions a mined data-flow pair or precondition pair touches (``Target``), by key: those that get a doc."""
-    return sorted({**result.order_targets, **result.targets}.values(), key=lambda t: t.key)
-
-
 def pair_docs(result: MineResult, workers: int, progress: CountProgress | None = None) -> dict[str, dict[str, Any]]:
     """The API doc of every function a mined data-flow pair or precondition pair touches, by target key;
-    ``progress`` counts the functions done."""
+    ``progress``: its total set to those functions, advanced as they are done."""
     from tasks.mining.mine import build_docs
 
-    return build_docs(doc_targets(result), workers=workers, output_names=result.output_names, progress=progress)
+    targets = sorted({**result.order_targets, **result.targets}.values(), key=lambda t: t.key)
+    if progress is not None:
+        progress.set_total(len(targets))
+    return build_docs(targets, workers=workers, output_names=result.output_names, progress=progress)
 
 
 def flow_pairs(result: MineResult, docs: dict[str, dict[str, Any]]) -> list[DependencyPair]:

@@ -62,13 +62,17 @@ def candidate_mask(x: np.ndarray, k: int) -> np.ndarray:
     return (x[:, _RANK] >= 1.0 / k - 1e-9) | (x[:, _EXACT] > 0) | (x[:, _PARTIAL] > 0)
 
 
+def candidates_of(units: Sequence[Unit], x: np.ndarray, k: int) -> tuple[list[Unit], np.ndarray]:
+    """Of ``units`` and their head features ``x`` (``unit_features``), the candidates (``candidate_mask``)."""
+    keep = candidate_mask(x, k) if len(units) else np.zeros(0, dtype=bool)
+    return [u for u, m in zip(units, keep) if m], x[keep]
+
+
 def candidate_units(tools: Sequence[Tool], encode: Callable[[list[str]], np.ndarray], k: int,
                     pairs=None) -> tuple[list[Unit], np.ndarray]:
     """The candidate units of ``tools``' groups (of the ordered ``pairs`` only, when given) and their head
     features."""
-    units, x = unit_features(tools, encode, pairs)
-    keep = candidate_mask(x, k)
-    return [u for u, m in zip(units, keep) if m], x[keep]
+    return candidates_of(*unit_features(tools, encode, pairs), k)
 
 
 def unit_texts(tools: Sequence[Tool], units: Sequence[Unit], drop: Sequence[bool] | None = None
@@ -143,19 +147,19 @@ def train_param_reranker(examples: RerankerExamples, base: str | Path, args: Rer
     rng = random.Random(args.seed)
     torch.manual_seed(args.seed)
     model, tokenizer = _load(base, args.layers)
-    per_epoch = len(positives) + min(len(negatives), args.negatives_per_positive * len(positives))
-    total = math.ceil(per_epoch / args.batch_size) * args.epochs
+    drawn_negatives = min(len(negatives), args.negatives_per_positive * len(positives))  # per epoch
+    total = math.ceil((len(positives) + drawn_negatives) / args.batch_size) * args.epochs
     if args.max_steps > 0:
         total = min(total, args.max_steps)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.learning_rate, weight_decay=0.01)
     warmup = max(1, total // 10)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: min(1.0, (s + 1) / warmup) * max(0.0, (total - s) / total))
-    weight = len(negatives[: args.negatives_per_positive * len(positives)]) / len(positives)
+    weight = drawn_negatives / len(positives)
     step, started, losses = 0, time.time(), []
     model.train()
     while step < total:
-        drawn = positives + rng.sample(negatives, min(len(negatives), args.negatives_per_positive * len(positives)))
+        drawn = positives + rng.sample(negatives, drawn_negatives)
         rng.shuffle(drawn)
         for s in range(0, len(drawn), args.batch_size):
             if step >= total:
@@ -193,12 +197,11 @@ def stacked_rows(tools: Sequence[Tool], units: Sequence[Unit], x: np.ndarray, mo
                  max_length: int) -> tuple[list[Unit], np.ndarray]:
     """Of ``units`` and their head features ``x`` (``unit_features``), the candidates and their stacked features
     (``STACK_FEATURES``: the reranker's logit, then the head's)."""
-    keep = candidate_mask(x, k) if len(units) else np.zeros(0, dtype=bool)
-    units = [u for u, m in zip(units, keep) if m]
+    units, x = candidates_of(units, x, k)
     if not units:
         return [], np.zeros((0, len(STACK_FEATURES)), dtype=np.float32)
     logits = reranker_logits(model, tokenizer, unit_texts(tools, units), max_length)
-    return units, np.column_stack([logits, x[keep]]).astype(np.float32)
+    return units, np.column_stack([logits, x]).astype(np.float32)
 
 
 def fit_stacked_head(toolsets: Sequence[ToolSet], encode, folder: Path, k: int, max_length: int,
