@@ -57,6 +57,23 @@ def test_counts_rate_and_time_left_follow_the_records_and_the_clock():
     assert snap.rate_per_min == pytest.approx(15.0) and snap.eta_s == pytest.approx(70 / 15 * 60)
 
 
+def test_records_answered_from_the_llm_cache_count_as_done_but_stay_out_of_the_rate():
+    p, clock, _ = _progress(total=100)
+    for _ in range(20):  # a resumed run: the first 20 records replay cached answers at once
+        p.record_done(False, replayed=True)
+    clock.now += 10.0
+    snap = p.snapshot()
+    assert (snap.done, snap.replayed, snap.rate_per_min, snap.eta_s) == (20, 20, None, None)  # no record asked yet
+    assert "20/100 records (20%, 20 from the LLM cache)" in snap.line() and "rate not known yet" in snap.line()
+    p.record_done(True)
+    p.record_done(False)
+    clock.now += 50.0  # two records the LLM answered in the minute
+    snap = p.snapshot()
+    assert (snap.done, snap.accepted, snap.replayed) == (22, 1, 20)
+    assert snap.rate_per_min == pytest.approx(2.0)  # not 22 a minute
+    assert snap.eta_s == pytest.approx(78 / 2 * 60)
+
+
 def test_reports_come_at_most_every_every_s_seconds_and_the_first_one_after_every_s():
     p, clock, lines = _progress(every_s=10.0)
     assert p.maybe_report() is None and p.due_in() == pytest.approx(10.0)
@@ -133,6 +150,23 @@ def test_a_chunk_reports_progress_while_it_runs_and_its_last_line_has_the_chunks
     assert snaps[-1].rate_per_min > 0 and snaps[-1].eta_s == 0
 
 
+def test_a_chunk_run_again_says_its_records_came_from_the_llm_cache(shared_data, tmp_path):
+    chunk = _chunk(shared_data, 8)
+    snaps: list[list[ProgressSnapshot]] = [[], []]
+    with FakeOpenAIServer() as server:
+        llm = LLMConfig(model="fake", base_url=server.base_url, cache_dir=str(tmp_path / "cache"))
+        sent = []
+        for run, got in enumerate(snaps):  # the same chunk in a new folder: the second run asks the cache only
+            run_chunk(ChunkJob(chunk, str(tmp_path / f"chunk{run}"), llm, 1800, "fp"), say=lambda _line: None,
+                      progress_sinks=(got.append,), every_s=60)
+            sent.append(server.state.counts["completions"])
+    first, again = snaps[0][-1], snaps[1][-1]
+    assert (first.done, first.replayed) == (8, 0) and first.rate_per_min > 0
+    assert (again.done, again.replayed, again.rate_per_min) == (8, 8, None)  # every answer replayed: no rate claimed
+    assert (again.accepted, again.rejected) == (first.accepted, first.rejected)
+    assert sent[0] > 0 and sent[1] == sent[0] and "8 from the LLM cache" in again.line()
+
+
 def test_without_a_say_the_lines_go_to_the_module_logger_and_batch_mode_counts_too(shared_data, tmp_path, caplog):
     chunk = _chunk(shared_data, 12)
     with FakeOpenAIServer() as server:
@@ -172,10 +206,13 @@ def test_a_flow_run_shows_a_progress_artifact_per_chunk_and_one_for_the_run(shar
     with get_client(sync_client=True) as client:
         ours = client.read_artifacts(artifact_filter=ArtifactFilter(
             type=ArtifactFilterType(any_=["progress"]), flow_run_id=ArtifactFilterFlowRunId(any_=[state.state_details.flow_run_id])))
-    chunks = [a for a in ours if a.task_run_id is not None]
+    chunks = [a for a in ours if a.task_run_id is not None and re.search(r"chunk \d+: ", a.description)]
     runs = [a for a in ours if a.task_run_id is None]
+    # a later step longer than its report period shows its own bar (the quality gate, on a loaded machine)
+    stages = [a for a in ours if a not in chunks and a not in runs]
     assert manifest["execution"]["chunks"] == 2
     assert len(chunks) == 2 and len(runs) == 1  # created once each, then updated in place
+    assert all("quality gate: " in a.description for a in stages), [a.description for a in stages]
     assert all(a.data == 100.0 for a in ours)  # every bar ends full
     assert re.search(r"run: 24/24 records \(100%\), \d+ pairs accepted", runs[0].description)
     assert {re.search(r"chunk (\d+): 12/12 records", a.description).group(1) for a in chunks} == {"0", "1"}

@@ -242,6 +242,11 @@ def _repaired(pair: DependentPair | Outcome, n: int, repairs: int, counts: Stage
     return replace(pair, detail=f"{pair.detail} (asked {n} more time{'s' * (n > 1)})") if n == repairs else pair
 
 
+def _from_cache(result: StructuredResult) -> bool:
+    """Whether the answer came from the LLM cache without a call (``tasks.llm.client``: outcome ``cache_hit``)."""
+    return bool(result.calls) and all(c.outcome == "cache_hit" for c in result.calls)
+
+
 async def _pipelined(llm: StructuredLLM, records: Sequence[ChunkRecord], max_code_chars: int,
                      counts: dict[str, StageCounts], precondition_share: float = 0.0,
                      progress: RecordProgress | None = None, generate_repairs: int = 0) -> list[DependentPair | Outcome]:
@@ -252,33 +257,35 @@ async def _pipelined(llm: StructuredLLM, records: Sequence[ChunkRecord], max_cod
     todo = iter(records)
     progress = progress or RecordProgress(len(records))
 
-    async def call(stage: str, request: StructuredRequest) -> StructuredResult:
+    async def call(stage: str, request: StructuredRequest, answered: list[bool]) -> StructuredResult:
         progress.request_started()
         try:
             result = await llm.run_one(request)
         finally:
             progress.request_ended()
         counts[stage].add(result)
+        answered.append(not _from_cache(result))
         return result
 
-    def finish(item: DependentPair | Outcome) -> None:
+    def finish(item: DependentPair | Outcome, answered: list[bool]) -> None:
         out.append(item)
-        progress.record_done(accepted=not isinstance(item, Outcome))
+        progress.record_done(accepted=not isinstance(item, Outcome), replayed=not any(answered))
 
     async def worker() -> None:
         for rec in todo:
-            extracted = interpret_extract(await call("extract", extract_request(rec.record_id, rec.code, rec.language, max_code_chars)),
-                                          precondition_share)
+            answered: list[bool] = []  # per request of this record: did the LLM answer it (not the cache)
+            extracted = interpret_extract(await call("extract", extract_request(rec.record_id, rec.code, rec.language, max_code_chars),
+                                                     answered), precondition_share)
             if isinstance(extracted, Outcome):
-                finish(extracted)
+                finish(extracted, answered)
                 continue
             asked = generate_request(extracted)
-            pair = await _with_repairs(extracted, asked, await call("generate", asked), lambda r: call("generate", r),
-                                       generate_repairs, counts["generate"])
+            pair = await _with_repairs(extracted, asked, await call("generate", asked, answered),
+                                       lambda r: call("generate", r, answered), generate_repairs, counts["generate"])
             if isinstance(pair, Outcome):
-                finish(pair)
+                finish(pair, answered)
                 continue
-            finish(interpret_validate(pair, await call("validate", validate_request(pair))))
+            finish(interpret_validate(pair, await call("validate", validate_request(pair), answered)), answered)
 
     try:
         await run_workers(worker, min(max(1, llm.cfg.in_flight), len(records)))

@@ -26,7 +26,8 @@ EVERY_S = 10.0  # seconds between two progress lines, at least
 
 @dataclass(frozen=True)
 class ProgressSnapshot:
-    """The counts at one moment; ``rate_per_min`` and ``eta_s`` are None until a record finished."""
+    """The counts at one moment; ``rate_per_min`` and ``eta_s`` are None until a record finished that
+    was not answered from the LLM cache (``replayed``, part of ``done``)."""
 
     what: str
     total: int
@@ -37,6 +38,7 @@ class ProgressSnapshot:
     elapsed_s: float
     rate_per_min: float | None
     eta_s: float | None
+    replayed: int = 0  # records whose every answer came from the LLM cache: done in no time, so not in the rate
 
     @property
     def fraction(self) -> float:
@@ -48,7 +50,8 @@ class ProgressSnapshot:
         rate = f"{self.rate_per_min:.1f} records/min" if self.rate_per_min is not None else "rate not known yet"
         left = f"about {duration(self.eta_s)} left" if self.eta_s is not None else "time left not known yet"
         in_flight = f"{self.in_flight} requests in flight, " if self.in_flight is not None else ""
-        return (f"{self.what}: {self.done}/{self.total} records ({100 * self.fraction:.0f}%), {in_flight}"
+        replayed = f", {self.replayed} from the LLM cache" if self.replayed else ""
+        return (f"{self.what}: {self.done}/{self.total} records ({100 * self.fraction:.0f}%{replayed}), {in_flight}"
                 f"{self.accepted} pairs accepted, {self.rejected} rejected, {rate}, {left} ({duration(self.elapsed_s)} so far)")
 
 
@@ -140,7 +143,7 @@ class RecordProgress(_Throttled):
             raise ValueError(f"total must be >= 0, not {total}")
         super().__init__(what, say, sinks, every_s, clock)
         self.total, self.count_requests = total, count_requests
-        self.accepted = self.rejected = self.in_flight = 0
+        self.accepted = self.rejected = self.in_flight = self.replayed = 0
 
     # -- the hot path: counters only --
     def request_started(self, n: int = 1) -> None:
@@ -153,11 +156,15 @@ class RecordProgress(_Throttled):
     def done(self) -> int:  # a sum, not a third counter: a report from another thread sees done = accepted + rejected
         return self.accepted + self.rejected
 
-    def record_done(self, accepted: bool) -> None:
+    def record_done(self, accepted: bool, replayed: bool = False) -> None:
+        """One record finished; ``replayed``: every answer it needed came from the LLM cache (a resumed or
+        repeated run), so it took no time and stays out of the rate, or the time left would be minutes for hours."""
         if accepted:
             self.accepted += 1
         else:
             self.rejected += 1
+        if replayed:
+            self.replayed += 1
 
     def records_done(self, accepted: int, rejected: int) -> None:
         """Many at once (a finished chunk)."""
@@ -167,12 +174,13 @@ class RecordProgress(_Throttled):
     # -- reports --
     def snapshot(self) -> ProgressSnapshot:
         elapsed = self.clock() - self.started
-        accepted, rejected = self.accepted, self.rejected  # read once: the loop may count on meanwhile
+        accepted, rejected, replayed = self.accepted, self.rejected, self.replayed  # read once: the loop counts on
         done = accepted + rejected
-        rate = done / elapsed * 60 if done and elapsed > 0 else None
+        asked = done - replayed  # the records the LLM answered: the rate of the work still to do
+        rate = asked / elapsed * 60 if asked > 0 and elapsed > 0 else None
         eta = max(0, self.total - done) / rate * 60 if rate else None
         return ProgressSnapshot(self.what, self.total, done, accepted, rejected,
-                                self.in_flight if self.count_requests else None, elapsed, rate, eta)
+                                self.in_flight if self.count_requests else None, elapsed, rate, eta, replayed)
 
 
 def rate_text(per_s: float | None, unit: str) -> str:
