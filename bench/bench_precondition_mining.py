@@ -5,6 +5,7 @@ sitting, so the extra time is measured on the same box.
     .venv/bin/python -m bench.bench_precondition_mining                      # both runs, the default corpus
     .venv/bin/python -m bench.bench_precondition_mining --only with --sample 50 --seed 22   # + a hand-reading sample
     .venv/bin/python -m bench.bench_precondition_mining --only with --sample 50 --sample-min-support 2  # of support >= 2
+    .venv/bin/python -m bench.bench_precondition_mining --only with --test-orders  # test code's call orders too
 
 Prints files, data-flow pairs, precondition candidates, accepted pairs (distinct (consumer, producer), both
 sides documented: that is what acceptance requires), how many have support >= 2, accepted pairs and candidates
@@ -66,6 +67,7 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=22)
     p.add_argument("--sample-out", default=None, help="write the sample table here (markdown)")
     p.add_argument("--sample-min-support", type=int, default=1, help="draw the sample from pairs with at least this support")
+    p.add_argument("--test-orders", action="store_true", help="count call orders in test code too (mine-tdi --test-orders)")
     a = p.parse_args()
     items = corpus(a.source.split(","))
     out: dict = {"files": len(items), "load_1min_before": os.getloadavg()[0]}
@@ -73,7 +75,7 @@ def main() -> None:
         if a.only and a.only != label:
             continue
         t0 = time.perf_counter()
-        res = mine_files(items, workers=a.workers, orders=orders)
+        res = mine_files(items, workers=a.workers, orders=orders, test_orders=a.test_orders)
         out[label] = summary(res, time.perf_counter() - t0)
         out[label]["load_1min_after"] = os.getloadavg()[0]
         print(json.dumps({label: out[label]}, indent=2), flush=True)

@@ -113,6 +113,10 @@ class MineTDIConfig:
     min_order_support: int = field(default=2, metadata={
         "help": "a precondition pair needs at least this many functions showing the order (fewer: rejected as "
                 "rare_order); 1 keeps every one, 4x as many (read by hand: 25 of 50 right at 1, 27 of 50 at 2: bench/precondition_sample.md)"})
+    test_orders: bool = field(default=False, metadata={
+        "help": "count call orders in test code as precondition candidates too (default: rejected as test_order; a "
+                "test's steps are the ones it chose: read by hand 21 of 23 were no requirement, 47 of 67 in library "
+                "code); test code's data flows count either way"})
     pin: Annotated[str | None, Help(
         "a mined dataset's sources.json (or its folder): mine exactly its files, in its order, each found again under "
         "its root (stdlib and site-packages under this interpreter's); refused when one is missing or its sha256 "
@@ -356,7 +360,7 @@ def mine(items: list[FileItem], cfg: MineTDIConfig) -> MineResult:
     resolving = CountProgress(candidates, "mine-tdi resolve", "candidates", say=get_run_logger().info,
                               sinks=(PrefectProgressArtifact(""),), every_s=PROGRESS_EVERY_S)
     with ticking(resolving):
-        result = resolve_flows(parsed, n_read, cfg.max_producers_per_param, progress=resolving)
+        result = resolve_flows(parsed, n_read, cfg.max_producers_per_param, progress=resolving, test_orders=cfg.test_orders)
     get_run_logger().info(
         "mined %d files (%d parsed) in %.1fs: %d candidates, %d accepted pairs; rejected %s; files rejected %s",
         result.files_read, result.files_parsed, time.perf_counter() - t0, result.candidates, len(result.flows),

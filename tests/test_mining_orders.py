@@ -255,6 +255,31 @@ def test_a_producer_before_too_many_consumers_is_generic(tmp_path: Path) -> None
     assert len(res.order_rejections) == res.order_candidates
 
 
+def test_call_orders_in_test_code_are_rejected_unless_asked_for_and_its_flows_still_count(tmp_path: Path) -> None:
+    files = {"api.py": API, "tests/test_api.py": '''
+        from api import Conn, exists, remove, load, save
+
+
+        def test_round_trip(path):
+            conn = Conn()
+            conn.connect()
+            conn.send(path)
+            if exists(path):
+                remove(path)
+            save(load(path))
+        '''}
+    default = _mine(tmp_path, files)
+    assert default.orders == [] and default.order_candidates >= 2  # send after connect, remove after exists, ...
+    assert set(_reasons(default).values()) == {MineReason.TEST_ORDER}  # every one, whatever else it would have met
+    assert [(f.consumer, f.producer) for f in default.flows] == [("api.save", "api.load")]  # the test's data flow counts
+    with_tests = mine_files(tree_files(tmp_path, "tree"), workers=1, test_orders=True)
+    assert {("api.Conn.send", "api.Conn.connect"), ("api.remove", "api.exists")} <= set(_orders(with_tests))
+    assert with_tests.order_candidates == default.order_candidates
+    assert with_tests.flows == default.flows
+    for res in (default, with_tests):
+        assert len(res.orders) + len(res.order_rejections) == res.order_candidates
+
+
 def test_orders_off_in_the_parse_phase(tmp_path: Path) -> None:
     path = tmp_path / "m.py"
     path.write_text(textwrap.dedent(API) + "\n\ndef f(r):\n    validate(r)\n    save(r)\n")

@@ -107,16 +107,17 @@ def _merge(modules: Iterable[ModuleFacts | FileRejection], file_rejections: list
 def resolve_flows(parsed: Iterable[ModuleFacts | FileRejection], files_read: int,
                   max_producers_per_param: int | None = DEFAULT_MAX_PRODUCERS_PER_PARAM,
                   max_order_partners: int | None = DEFAULT_MAX_ORDER_PARTNERS,
-                  progress: CountProgress | None = None) -> MineResult:
-    """``progress``: advanced by the candidates judged (data flows, then call orders), module by module."""
+                  progress: CountProgress | None = None, test_orders: bool = False) -> MineResult:
+    """``progress``: advanced by the candidates judged (data flows, then call orders), module by module;
+    ``test_orders``: call orders in test code count too (see :func:`resolve_orders`)."""
     with no_gc():
-        return _resolve_flows(parsed, files_read, max_producers_per_param, max_order_partners, progress)
+        return _resolve_flows(parsed, files_read, max_producers_per_param, max_order_partners, progress, test_orders)
 
 
 def _resolve_flows(parsed: Iterable[ModuleFacts | FileRejection], files_read: int,
                    max_producers_per_param: int | None = DEFAULT_MAX_PRODUCERS_PER_PARAM,
                    max_order_partners: int | None = DEFAULT_MAX_ORDER_PARTNERS,
-                   progress: CountProgress | None = None) -> MineResult:
+                   progress: CountProgress | None = None, test_orders: bool = False) -> MineResult:
     file_rejections: list[FileRejection] = []
     parsed_ids: list[str] = []
     modules, ambiguous = _merge(parsed, file_rejections, parsed_ids)
@@ -155,7 +156,7 @@ def _resolve_flows(parsed: Iterable[ModuleFacts | FileRejection], files_read: in
     }
     assert len(parsed_ids) + len(file_rejections) == files_read, "every file ends parsed or rejected"
     orders, order_rejections, order_candidates, order_targets = resolve_orders(
-        modules, table, {(f.consumer, f.producer) for f in flows}, max_order_partners, progress)
+        modules, table, {(f.consumer, f.producer) for f in flows}, max_order_partners, progress, test_orders)
     return MineResult(flows, rejections, file_rejections, targets, documented, files_read,
                       len(parsed_ids), candidates, parsed_ids, caller_output_names(modules, table, set(targets)),
                       orders, order_rejections, order_candidates, order_targets)
@@ -167,11 +168,15 @@ def _function_of(record_id: str) -> str:
 
 
 def resolve_orders(modules: Sequence[ModuleFacts], table: SymbolTable, flow_pairs: set[tuple[str, str]],
-                   max_partners: int | None = DEFAULT_MAX_ORDER_PARTNERS, progress: CountProgress | None = None
-                   ) -> tuple[list[MinedOrder], list[CandidateRejection], int, dict[str, Target]]:
+                   max_partners: int | None = DEFAULT_MAX_ORDER_PARTNERS, progress: CountProgress | None = None,
+                   test_orders: bool = False) -> tuple[list[MinedOrder], list[CandidateRejection], int, dict[str, Target]]:
     """Precondition candidates -> accepted :class:`MinedOrder` (one per distinct (consumer, producer), its
     support the distinct functions showing it) and rejections; ``flow_pairs``: the accepted data flows'
-    (consumer, producer), which are no bare preconditions. Returns (orders, rejections, candidates, targets)."""
+    (consumer, producer), which are no bare preconditions. Returns (orders, rejections, candidates, targets).
+
+    Call orders in test code (``FileItem.flows_only``) are rejected as ``test_order`` unless ``test_orders``:
+    a test's steps are the ones it chose (set up, act, read back), and read by hand 21 of 23 were no
+    requirement, against 47 of 67 in library code (bench/precondition_sample.md). Its data flows still count."""
     rejections: list[CandidateRejection] = []
     first: dict[tuple[str, str], str] = {}  # pair -> record id of its first accepted candidate
     functions: dict[tuple[str, str], set[str]] = {}
@@ -180,6 +185,13 @@ def resolve_orders(modules: Sequence[ModuleFacts], table: SymbolTable, flow_pair
     targets: dict[str, Target] = {}
     candidates = 0
     for mod in modules:
+        if mod.flows_only and not test_orders:
+            candidates += len(mod.orders)
+            rejections += [CandidateRejection(raw.record_id, "resolve", MineReason.TEST_ORDER, "call order in test code")
+                           for raw in mod.orders]
+            if progress is not None:
+                progress.advance(len(mod.orders))
+            continue
         for raw in mod.orders:
             candidates += 1
             resolved, rejection = judge_order(raw, table)
@@ -267,11 +279,12 @@ def caller_output_names(modules: Sequence[ModuleFacts], table: SymbolTable, keys
 
 def mine_files(items: Sequence[FileItem], workers: int = 2, chunk_files: int = 64,
                max_producers_per_param: int | None = DEFAULT_MAX_PRODUCERS_PER_PARAM, orders: bool = True,
-               max_order_partners: int | None = DEFAULT_MAX_ORDER_PARTNERS) -> MineResult:
+               max_order_partners: int | None = DEFAULT_MAX_ORDER_PARTNERS, test_orders: bool = False) -> MineResult:
     """Parse ``items`` in ``workers`` processes (in-process when workers <= 1), then resolve; ``orders``:
-    also precondition pairs."""
+    also precondition pairs; ``test_orders``: call orders in test code count too."""
     parse = parse_chunk if orders else functools.partial(parse_chunk, orders=False)
-    return resolve_flows(map_chunks(parse, items, workers, chunk_files), len(items), max_producers_per_param, max_order_partners)
+    return resolve_flows(map_chunks(parse, items, workers, chunk_files), len(items), max_producers_per_param, max_order_partners,
+                         test_orders=test_orders)
 
 
 # -- docs for the functions a dataset needs -------------------------------------------------------

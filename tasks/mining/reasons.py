@@ -27,6 +27,7 @@ class MineReason:
     GENERIC_SINK = "generic_sink"  # the parameter takes values from too many producers (assert_equal, dumps, latex)
     # precondition candidates (call order without data flow, tasks/mining/order.py)
     SELF_ORDER = "self_order"  # both calls resolve to the same function
+    TEST_ORDER = "test_order"  # the order is in test code: the steps a test chose (set up, act, read back), no rule of the API
     DATA_FLOW_PAIR = "data_flow_pair"  # the same (consumer, producer) is an accepted data flow: not a bare precondition
     DUPLICATE_ORDER = "duplicate_order"  # merged into the accepted order of the same (consumer, producer): its support
     GENERIC_PRECONDITION = "generic_precondition"  # one side is paired with too many distinct others (log, assertEqual)
