@@ -259,9 +259,10 @@ def test_type_compatibility_table():
              ("list", "array"), ("tuple", "sequence"), ("list of str", "list[str]"), ("dict", "object"), ("mapping", "dict"),
              ("Optional[int]", "int"), ("str | None", "string"), ("int or float", "float"), ("datetime", "datetime.datetime"),
              ("any", "bytes"), ("unknown", "int"), ("", "string"), (None, "string"), ("datetime", "object"),
-             ("Path", "PathLike")]
+             ("Path", "PathLike"), ("object", "dict"), ("OrderedDict", "dict"), ("json", "mapping")]
     disagree = [("datetime", "string"), ("string", "datetime"), ("number", "integer"), ("string", "integer"),
-                ("bytes", "string"), ("list", "dict"), ("none", "string"), ("bool", "list"), ("Optional[str]", "int")]
+                ("bytes", "string"), ("list", "dict"), ("none", "string"), ("bool", "list"), ("Optional[str]", "int"),
+                ("Widget", "dict"), ("dict", "Widget"), ("object", "string"), ("none", "object")]
     assert [pair for pair in agree if not types_compatible(*pair)] == []
     assert [pair for pair in disagree if types_compatible(*pair)] == []
 
