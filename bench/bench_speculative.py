@@ -59,8 +59,8 @@ def run_variant(variant: str, records: int, dataset: Path, threads: int) -> dict
     from bench.bench_prompt_prefix import requests
     from models.embedded_llm.catalog import DEFAULT_MODEL
     from models.embedded_llm.serving import free_port
+    from tasks.llm.client import chat_body
     from tasks.llm.config import LLMConfig
-    from tasks.llm.structured import response_format
 
     port = free_port()
     server = xlc.Server(server_params(variant, port, threads))
@@ -72,10 +72,7 @@ def run_variant(variant: str, records: int, dataset: Path, threads: int) -> dict
                                                 "messages": [{"role": "user", "content": "hi"}]}).raise_for_status()
         started = time.perf_counter()
         for req in requests(records, dataset):
-            body = {"model": DEFAULT_MODEL, "messages": [{"role": r, "content": m} for r, m in req.messages],
-                    "temperature": cfg.temperature, "max_tokens": cfg.max_tokens,
-                    "response_format": response_format(req, cfg.strict_schema)}
-            data = client.post("/chat/completions", json=body).raise_for_status().json()
+            data = client.post("/chat/completions", json=chat_body(cfg, req)).raise_for_status().json()
             row = per_agent.setdefault(req.agent, dict.fromkeys(("requests", *TIMINGS), 0))
             row["requests"] += 1
             for key in TIMINGS:

@@ -46,7 +46,7 @@ TYPE_FAMILIES = {
     **dict.fromkeys(("bool", "boolean"), "boolean"),
     **dict.fromkeys(("list", "array", "tuple", "sequence"), "array"),
     **dict.fromkeys(("dict", "mapping", "map", "json", "ordereddict", "defaultdict"), "mapping"),
-    "object": "object",  # any value: every tabled type but none fits it, and it fits a mapping
+    "object": "object",  # an instance of some class: takes an unlisted type or a mapping, not a string or a number
     **dict.fromkeys(("none", "null", "void", "nonetype"), "none"),
 }
 ANY_TYPES = frozenset({"", "any", "unknown", "mixed", "various", "typing.any"})
@@ -78,8 +78,8 @@ def _one_type_fits(produced: str, consumed: str) -> bool:
     p, c = TYPE_FAMILIES.get(produced), TYPE_FAMILIES.get(consumed)
     if p is None and c is None:  # two types outside the table (Path, PathLike): no rule says they differ
         return True
-    if p is None or c is None:  # one outside the table: only a generic object takes it (datetime into object, not
-        return (p or c) == "object" and "none" not in (p, c)  # a Widget into a dict)
+    if p is None or c is None:  # one outside the table: only a generic object takes it (datetime into object, not into dict)
+        return (p or c) == "object" and "none" not in (p, c)
     # an integer is a number, not the other way round; a dict is an object, and an object may be a dict
     return p == c or (p, c) == ("integer", "number") or {p, c} == {"mapping", "object"}
 

@@ -67,6 +67,17 @@ async def run_workers(worker: Callable[[], Awaitable[None]], n: int) -> None:
         raise
 
 
+def chat_body(cfg: LLMConfig, req: StructuredRequest) -> dict[str, Any]:
+    """The chat-completions request body ``req`` is sent as under ``cfg`` (online, and as a Batch API line)."""
+    return {
+        "model": cfg.model,
+        "messages": [{"role": role, "content": content} for role, content in req.messages],
+        "temperature": cfg.temperature,
+        "max_tokens": cfg.max_tokens,
+        "response_format": response_format(req, cfg.strict_schema),
+    }
+
+
 class StructuredLLM(BatchMode):
     """Runs structured requests with cache, retries, rate limits, concurrency and a ledger."""
 
@@ -202,13 +213,7 @@ class StructuredLLM(BatchMode):
         return results  # type: ignore[return-value]
 
     def _body(self, req: StructuredRequest) -> dict[str, Any]:
-        return {
-            "model": self.cfg.model,
-            "messages": [{"role": role, "content": content} for role, content in req.messages],
-            "temperature": self.cfg.temperature,
-            "max_tokens": self.cfg.max_tokens,
-            "response_format": response_format(req, self.cfg.strict_schema),
-        }
+        return chat_body(self.cfg, req)
 
     def _log(self, calls: list[CallRecord], record: CallRecord) -> None:
         """A call ended: its row goes to the request's calls, the client's ledger and the journal at
