@@ -120,7 +120,7 @@ mine-tdi: setup  ## mine TDI dependency pairs from Python code, no LLM (minutes)
 $(MINED_TDI)/manifest.json:
 	$(MAKE) mine-tdi
 
-train-discriminator: setup $(if $(filter $(MINED_TDI),$(TDI_DATA)),$(MINED_TDI)/manifest.json)  ## mined TDI (if missing) -> pretrain -> finetune -> calibrate -> test
+train-discriminator: setup $(if $(filter $(MINED_TDI),$(TDI_DATA)),$(MINED_TDI)/manifest.json)  ## mined TDI (if missing) -> pretrain -> finetune -> calibrate -> parameter level -> test
 	$(PY) -m flows.train_discriminator --pretrain-data $(TDI_DATA) $(if $(FINETUNE),--finetune $(FINETUNE)) $(if $(TEST_SET),--test $(TEST_SET)) $(if $(BASE_MODEL),--base-model $(BASE_MODEL)) --output artifacts/discriminator/$(RUN) $(TRAIN_ARGS)
 
 train-retriever: setup $(if $(filter $(MINED_TDI),$(TDI_DATA)),$(MINED_TDI)/manifest.json)  ## mined TDI (if missing) -> dependency retriever + parameter head (bi-encoder; docs/retriever.md)

@@ -4,9 +4,11 @@ Many real catalogues list no output parameters; the project's hidden benchmark i
 is rewritten with every ``output_params`` removed, so each tool's output comes from its name
 (``GetUserToken`` -> ``user_token``), and the same test pairs are scored with a checkpoint and its
 stored cut, beside the exact parameter-match rule and the rule that also counts partial name
-matches (``user_token`` -> ``token``, ``movie`` -> ``movie_id``).
+matches (``user_token`` -> ``token``, ``movie`` -> ``movie_id``). A checkpoint that carries a parameter scorer
+(``best/parameter_scorer``) adds its two-level row.
 
     .venv/bin/python -m bench.inputs_only_eval --checkpoint artifacts/discriminator/minilm/best
+    .venv/bin/python -m bench.inputs_only_eval --test-max-none none     # every ordered pair (real use's prior)
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ import numpy as np
 
 import flows.train_discriminator as td
 from models.discriminator import load_calibration
+from tasks.graph.two_level import TWO_LEVEL_CUT, parameter_scorer_of
 from tasks.toolsets.readers import load_benchmark, write_toolset_dir
 
 
@@ -32,7 +35,9 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--checkpoint", default="artifacts/discriminator/minilm/best")
     p.add_argument("--benchmark", default="apibank")
+    p.add_argument("--test-max-none", default="500", help="none pairs kept (seeded), or none: all")
     a = p.parse_args(argv)
+    max_none = None if a.test_max_none == "none" else int(a.test_max_none)
     cfg, best = td.TrainDiscriminatorConfig(), Path(a.checkpoint)
     calibration = load_calibration(best)
     threshold = calibration["threshold"] if calibration else None
@@ -41,10 +46,14 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for label, spec in ((f"{a.benchmark} as published", a.benchmark),
                             (f"{a.benchmark}, outputs removed", str(without_outputs(a.benchmark, cfg.benchmarks_root, Path(tmp))))):
-            pairs = td.build_toolset_pairs.fn((spec,), cfg.benchmarks_root, cfg.test_max_none, cfg.seed)
-            probs = np.asarray(td.score_examples.fn(best, pairs, max_length, 128, True, False))
-            section = td.report(pairs, probs, threshold)
-            for method, metrics in td.comparison_rows(section).items():
+            pairs = td.build_toolset_pairs.fn((spec,), cfg.benchmarks_root, max_none, cfg.seed)
+            probs = np.asarray(td.score_examples.fn(best, pairs, max_length, 128, True, False)["probs"]).reshape(-1, 3)
+            section, two_level = td.report(pairs, probs, threshold), None
+            if parameter_scorer_of(best) is not None:
+                two_level = td.report(pairs, td.two_level_scores.fn(parameter_scorer_of(best), (spec,), cfg.benchmarks_root,
+                                                                    max_none, cfg.seed, pairs, probs, threshold),
+                                      TWO_LEVEL_CUT)
+            for method, metrics in td.comparison_rows(section, two_level).items():
                 d, b = metrics["dependency"], metrics.get("beyond_rule") or {}
                 beyond = " | ".join("-" if b.get(k) is None else f"{b[k]:.3f}" for k in ("recall", "precision"))
                 print(f"| {label} | {method} | {d['precision']:.3f} | {d['recall']:.3f} | {d['f1']:.3f} | {beyond} |")

@@ -161,6 +161,11 @@ class GraphConfig:
         "consumer inputs are scored against the producer, kept ones go to parameter_edges (source 'discriminator'), and "
         "the 'discriminator' tool edge is the max over the consumer's inputs (a consumer without inputs keeps "
         "--discriminator's pair score, if given)")] = None
+    two_level: Annotated[bool, Help(
+        "with a --discriminator checkpoint that carries a parameter scorer (best/parameter_scorer: train-discriminator's "
+        "default) and no --param-discriminator: score with both levels, that scorer on each consumer's inputs and the "
+        "cross-encoder where a consumer declares none, and (without --retrieval-encoder) its retriever choosing the "
+        "'retrieval' candidates; --no-two-level: the cross-encoder alone")] = True
     param_threshold: Annotated[float | None, Help(
         "cut on p(input takes the producer's output), in [0, 1]; none: the checkpoint's calibration.json (or its "
         "param_head.json)")] = None
@@ -222,6 +227,13 @@ class GraphConfig:
     def __post_init__(self) -> None:
         if not self.toolsets:
             raise ValueError("--toolset: name at least one benchmark or tool set folder")
+        if self.two_level and self.param_discriminator is None and self.discriminator:
+            from tasks.graph.two_level import parameter_scorer_of
+
+            scorer = parameter_scorer_of(self.discriminator)  # the checkpoint's own parameter level
+            if scorer is not None:
+                self.param_discriminator = str(scorer)
+                self.retrieval_encoder = self.retrieval_encoder or str(scorer)  # it is a trained retriever too
         if self.param_discriminator and not Path(self.param_discriminator, "config.json").exists():
             raise ValueError(f"--param-discriminator {self.param_discriminator}: no config.json there "
                              "(train one: train-discriminator --param-level)")

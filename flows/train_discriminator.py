@@ -11,11 +11,14 @@ r"""Prefect flow ``train-discriminator``: pretrain (Eq. 1) on TDI shards, finetu
 3. Calibrate: the cut on p(dependency) that the graph step uses, chosen on validation
    (symmetrized probabilities), stored as ``best/calibration.json``; with the kind head (default) also the
    cut on its p(precondition), chosen on the validation pairs of known kind.
-4. Test: argmax and calibrated P/R/F1, direction accuracy, and the parameter-match rule on the same
-   pairs, in ``metrics.json`` (strict JSON), a printed table and the model card; beside metrics.json
+4. The parameter level (``--parameter-scorer``, default): the train-retriever run, inside this flow, trains the
+   dependency retriever and its parameter head into ``<output>/parameter_scorer``; its best folder goes into the
+   checkpoint as ``parameter_scorer/``, which scores each input of a consumer (two levels, docs/discriminator.md).
+5. Test: argmax and calibrated P/R/F1, direction accuracy, the two-level row, and the parameter-match rule on
+   the same pairs, in ``metrics.json`` (strict JSON), a printed table and the model card; beside metrics.json
    ``precision_recall.png``: the dependency precision-recall curve per evaluation set, the name rules as points.
 The new checkpoint is completed in ``<output>/.best.new`` (weights, tokenizer, calibration.json,
-metrics.json, card) and only then swapped in as ``best/`` in one step (``finish_checkpoint``): a
+parameter_scorer/, metrics.json, card) and only then swapped in as ``best/`` in one step (``finish_checkpoint``): a
 kill -9 at any point leaves ``best/`` the previous complete checkpoint or the new one.
 See docs/discriminator.md.
 """
@@ -118,6 +121,21 @@ class TrainDiscriminatorConfig:
     seed: Annotated[int, Help("seed of sampling, splits, init and shuffling")] = 42
     resume: Annotated[bool, Help("continue each stage from its newest checkpoint")] = False
     progress: Annotated[bool, Help("progress bars")] = True
+    parameter_scorer: Annotated[bool, Help(
+        "also train the dependency retriever with its parameter head (the train-retriever flow on the same TDI data "
+        "and the --retriever-toolsets' train groups) into best/parameter_scorer: a pair whose consumer declares "
+        "inputs is then scored input by input, the rest by this cross-encoder (two levels: the evaluation's "
+        "two-level row, build-graph's default with this checkpoint; docs/discriminator.md)")] = True
+    retriever_toolsets: Annotated[tuple[str, ...], Help(
+        "with --parameter-scorer: tool sets with parameter edges, their groups split 60/20/20 into training, "
+        "checkpoint choice and head fit, and measurement; benchmark names or folders")] = ("nestools", "ultratool")
+    retriever_base_model: Annotated[str, Help("with --parameter-scorer: the retriever's starting encoder")] = \
+        "offline-minilm"
+    # train-retriever's seeds chose steps 22-44 of one epoch (88; bench/RESULTS.md): half an epoch keeps the
+    # default run within 15 minutes on 2 cores
+    retriever_max_steps: Annotated[int | None, Help(
+        "with --parameter-scorer: cap on the retriever's training steps, validated at half and at the end (none: "
+        "one epoch)")] = 44
     param_level: Annotated[bool, Help(
         "also train the parameter-level scorer (one consumer input against one producer; tasks/training/param_scorer.py) "
         "on the TDI v2 consumer_param rows and the --param-toolsets' parameter edges, calibrated on their validation "
@@ -176,6 +194,16 @@ class TrainDiscriminatorConfig:
         if self.select_metric not in SELECT_METRICS:
             raise ValueError(f"--select-metric {self.select_metric!r}: one of {', '.join(SELECT_METRICS)} "
                              "(the validation metrics the checkpoint choice can read)")
+        if trains and self.parameter_scorer:
+            if not self.retriever_toolsets:
+                raise ValueError("--parameter-scorer: name --retriever-toolsets (tool sets with parameter edges), "
+                                 "or pass --no-parameter-scorer")
+            for spec in self.retriever_toolsets:
+                if spec not in BENCHMARKS and not Path(spec).is_dir():
+                    raise ValueError(f"--retriever-toolsets {spec!r} is neither a benchmark ({', '.join(BENCHMARKS)}) "
+                                     "nor a tool set folder")
+            if self.retriever_max_steps is not None and self.retriever_max_steps < 1:
+                raise ValueError(f"--retriever-max-steps {self.retriever_max_steps}: must be at least 1")
         if self.param_toolsets and not self.param_level:
             raise ValueError("--param-toolsets: only with --param-level")
         if self.param_level:
@@ -203,6 +231,7 @@ class TrainDiscriminatorConfig:
         trains = self.checkpoint is None
         used = [("--finetune", self.finetune)] if trains or self.recalibrate else []
         used += [("--test", self.test)] + ([("--param-toolsets", self.param_toolsets)] if self.param_level else [])
+        used += [("--retriever-toolsets", self.retriever_toolsets)] if trains and self.parameter_scorer else []
         problems = []
         for flag, specs in used:
             try:  # benchmark names are read from --benchmarks-root only (_load_toolset)
@@ -269,6 +298,7 @@ from prefect.cache_policies import NO_CACHE  # noqa: E402
 from models.discriminator import CALIBRATION_FILE, load_calibration, load_discriminator, load_model, load_tokenizer  # noqa: E402
 from tasks.training.plots import PR_POINTS, plot_confusion, plot_precision_recall, plot_training_curves  # noqa: E402
 from tasks.common.plots import show_plot  # noqa: E402
+from tasks.graph.two_level import PARAMETER_SCORER_DIR, TWO_LEVEL_CUT, parameter_scorer_of  # noqa: E402
 from tasks.training.trainer import (StageArguments, TrainResult, pick_device, predict_examples, seed_everything,  # noqa: E402
                                     train_classifier)
 
@@ -349,6 +379,52 @@ def train_param_level(cfg: TrainDiscriminatorConfig, out: Path, batch_size: int,
     return {"best_dir": str(result.best_dir), "calibration": calibration, "train": len(train), "validation": len(valid)}
 
 
+def train_parameter_scorer(cfg: TrainDiscriminatorConfig, tdi: Path | None, ckpt: Path, out: Path) -> dict[str, Any]:
+    """The dependency retriever with its parameter head (train-retriever's run, inside this flow, with its
+    defaults) trained into ``<output>/parameter_scorer``; its best folder is copied into the staged checkpoint
+    as ``parameter_scorer/``, so the checkpoint carries both levels and is swapped in whole."""
+    from tasks.training.retriever_config import RetrieverConfig
+    from tasks.graph.retriever_run import run_retriever
+
+    run = out / PARAMETER_SCORER_DIR
+    metrics = run_retriever(RetrieverConfig(
+        tdi=str(tdi) if tdi is not None else None, toolsets=tuple(cfg.retriever_toolsets), heldout=(),
+        benchmarks_root=str(cfg.benchmarks_root), output=str(run), base_model=cfg.retriever_base_model,
+        max_steps=cfg.retriever_max_steps, evals=2, seed=cfg.seed))
+    shutil.rmtree(ckpt / PARAMETER_SCORER_DIR, ignore_errors=True)
+    shutil.copytree(run / "best", ckpt / PARAMETER_SCORER_DIR)
+    head = metrics.get("parameter_head") or {}
+    return {"run": str(run), "examples": metrics.get("examples"), "steps": metrics.get("steps"),
+            "best_step": metrics.get("best_step"), "seconds": metrics.get("seconds"),
+            "head_threshold": (head.get("head") or {}).get("threshold"), "test": head.get("test")}
+
+
+@task(cache_policy=NO_CACHE)
+def two_level_scores(scorer: Path, specs: tuple[str, ...], benchmarks_root: Path, max_none: int | None, seed: int,
+                     examples: list[PairExample], cross_probs, cross_cut: float | None):
+    """Class probabilities of the test pairs with two levels (``tasks.graph.two_level.two_level_probs``,
+    decided at 0.5): each consumer that declares inputs scored input by input by the checkpoint's parameter
+    scorer, the rest by the cross-encoder's ``cross_probs`` at its ``cross_cut``. The pairs are rebuilt per tool
+    set exactly as ``build_toolset_pairs`` built them, so each set's tools are known by index."""
+    import numpy as np
+
+    from tasks.graph.param_scoring import param_threshold, score_parameters
+    from tasks.graph.two_level import two_level_probs
+
+    out, start, cut = [], 0, param_threshold(scorer)
+    for spec in specs:
+        toolset = _load_toolset(spec, benchmarks_root)
+        part = build_pairs(toolset, max_none=max_none, seed=seed)
+        if [(e.tool_a, e.tool_b) for e in part] != [(e.tool_a, e.tool_b) for e in examples[start:start + len(part)]]:
+            raise RuntimeError(f"{spec}: the test pairs were not rebuilt in the same order")
+        index = {t.tool_id: n for n, t in enumerate(toolset.tools)}
+        ordered = [(index[e.tool_a], index[e.tool_b]) for e in part]
+        scores = score_parameters(scorer, toolset.tools, sorted({(min(p), max(p)) for p in ordered}))
+        out.append(two_level_probs(toolset.tools, ordered, cross_probs[start:start + len(part)], cross_cut, scores, cut))
+        start += len(part)
+    return np.concatenate(out) if out else np.zeros((0, 3))
+
+
 @task(cache_policy=NO_CACHE)
 def score_examples(checkpoint: Path, examples: list[PairExample], max_length: int, batch_size: int, symmetric: bool,
                    progress: bool, what: str = "scoring pairs") -> dict[str, list | None]:
@@ -368,10 +444,15 @@ def report(examples: list[PairExample], probs, threshold: float | None, p_precon
             "counts": label_counts(examples)}
 
 
-def comparison_rows(section: dict[str, Any]) -> dict[str, dict]:
+TWO_LEVEL_ROW = "discriminator, two levels (inputs by the parameter scorer)"
+
+
+def comparison_rows(section: dict[str, Any], two_level: dict[str, Any] | None = None) -> dict[str, dict]:
     rows = {"discriminator, argmax": section["argmax"]}
     if "calibrated" in section:
         rows[f"discriminator, calibrated (cut {section['calibrated']['threshold']:.3f})"] = section["calibrated"]
+    if two_level is not None:
+        rows[TWO_LEVEL_ROW] = two_level["calibrated"]
     rows["parameter-match rule (schema)"] = section["schema_rule"]
     if "schema_rule_partial" in section:
         rows["parameter-match rule, partial names too"] = section["schema_rule_partial"]
@@ -382,6 +463,8 @@ def model_card(cfg: TrainDiscriminatorConfig, summary: dict[str, Any]) -> str:
     test, valid = summary["test"], summary.get("validation")
     headline = test.get("calibrated", test["argmax"])
     rows = [("test: discriminator, calibrated" if "calibrated" in test else "test: discriminator, argmax", headline["dependency"]),
+            *([(f"test: {TWO_LEVEL_ROW}", summary["test_two_level"]["calibrated"]["dependency"])]
+              if summary.get("test_two_level") else []),
             ("test: parameter-match rule", test["schema_rule"]["dependency"]),
             ("test: parameter-match rule, partial names too", test["schema_rule_partial"]["dependency"])]
     for name, section in (valid or {}).items():
@@ -393,6 +476,11 @@ def model_card(cfg: TrainDiscriminatorConfig, summary: dict[str, Any]) -> str:
                        for name, section in (("test", test), *((f"validation ({n})", v) for n, v in (valid or {}).items())))
     data = summary["data"]
     kind_cut = (summary.get("calibration") or {}).get("kind_threshold")
+    two_level_note = "" if not summary.get("parameter_scorer") else f"""
+`{PARAMETER_SCORER_DIR}/` holds the parameter level: a dependency retriever with its parameter head, which scores
+each input of a consumer against a producer. build-graph scores a pair whose consumer declares inputs with it and
+the rest with this cross-encoder (two levels: docs/discriminator.md).
+"""
     kind_note = ("" if kind_cut is None else f"""
 A kind head (a fourth logit) gives p(precondition | dependency): the prerequisite must run first and no value
 is passed. `predict_proba(..., with_kind=True).p_precondition`; an edge is a precondition at p >= {kind_cut:.3f}
@@ -409,7 +497,7 @@ A 3-class sequence-pair classifier over two tool API docs: `0 a_depends_on_b`, `
 `2 b_depends_on_a`. The pair is rendered by `models.discriminator.pair_texts` before tokenization:
 each doc as a signature line then descriptions, led by the parameter-match evidence when an
 output name of the other tool equals one of its inputs.
-{kind_note}
+{kind_note}{two_level_note}
 ```python
 from models.discriminator import decide, load_calibration, load_discriminator, predict_proba
 model, tokenizer = load_discriminator("{cfg.output / 'best'}")
@@ -583,12 +671,21 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
         summary["calibration"] = None
         logger.warning("no validation pairs: no calibration, edges will use argmax")
 
-    # Stage 4: test with the best checkpoint
+    # Stage 4: the parameter level (the retriever and its head), saved inside the staged checkpoint
+    if cfg.checkpoint is None and cfg.parameter_scorer:
+        summary["parameter_scorer"] = train_parameter_scorer(cfg, resolve_pretrain_data(cfg.pretrain_data), ckpt, out)
+
+    # Stage 5: test with the best checkpoint
     test_pairs = build_toolset_pairs(cfg.test, cfg.benchmarks_root, cfg.test_max_none, cfg.seed)
     threshold = summary["calibration"]["threshold"] if summary.get("calibration") else None
     test_probs, test_kinds = scores(ckpt, test_pairs, "scoring test pairs")
     summary["test"] = report(test_pairs, test_probs, threshold, test_kinds,
                              (summary.get("calibration") or {}).get("kind_threshold"))
+    scorer, two_level = parameter_scorer_of(ckpt), None
+    if scorer is not None:  # the checkpoint's two levels: inputs scored one by one, the rest by the cross-encoder
+        two_level = two_level_scores(scorer, cfg.test, cfg.benchmarks_root, cfg.test_max_none, cfg.seed, test_pairs,
+                                     test_probs, threshold)
+        summary["test_two_level"] = report(test_pairs, two_level, TWO_LEVEL_CUT)
     summary["stages"] = {name: {"best_step": r.best_step, "best_score": r.best_score, "history": r.history}
                          for name, r in stages.items()}
 
@@ -598,9 +695,10 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
         kinds = format_kind_table(comparison_rows(section), f"{title}, P/R/F1 per dependency kind")
         if kinds:
             print(kinds)
-    print(format_comparison({**comparison_rows(summary["test"]), "paper Table 3": {"dependency": PAPER_TABLE_3}},
+    test_rows = comparison_rows(summary["test"], summary.get("test_two_level"))
+    print(format_comparison({**test_rows, "paper Table 3": {"dependency": PAPER_TABLE_3}},
                             f"test ({', '.join(cfg.test)}; {summary['test']['counts']})"))
-    kinds = format_kind_table(comparison_rows(summary["test"]), f"test ({', '.join(cfg.test)}), P/R/F1 per dependency kind")
+    kinds = format_kind_table(test_rows, f"test ({', '.join(cfg.test)}), P/R/F1 per dependency kind")
     if kinds:
         print(kinds)
     print(f"direction accuracy on true test dependency pairs: {summary['test']['direction']}")
@@ -617,6 +715,9 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
     pr_sets = {**{f"validation: {name}": ([e.label for e in valid_sets[name]], valid_probs[name], section)
                   for name, section in (summary.get("validation") or {}).items()},
                f"test: {', '.join(cfg.test)}": ([e.label for e in test_pairs], test_probs, summary["test"])}
+    if two_level is not None:
+        pr_sets[f"test, two levels: {', '.join(cfg.test)}"] = ([e.label for e in test_pairs], two_level,
+                                                                summary["test_two_level"])
     plot_precision_recall(pr_sets, out / "precision_recall.png")
     show_plot(out / "precision_recall.png", "train-discriminator: dependency precision-recall against the name rules",
               [{"set": title, "point": label, "precision": section[key]["dependency"]["precision"],
@@ -629,7 +730,8 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
     logger.info("checkpoint: %s; metrics: %s", best, out / "metrics.json")
     return {"best_dir": str(best), "metrics_path": str(out / "metrics.json"), "test": summary["test"],
             "validation": summary.get("validation"), "calibration": summary.get("calibration"),
-            "param": summary.get("param")}
+            "param": summary.get("param"), "parameter_scorer": summary.get("parameter_scorer"),
+            "test_two_level": summary.get("test_two_level")}
 
 
 # ---------------------------------------------------------------------------------------------

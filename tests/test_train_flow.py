@@ -103,7 +103,7 @@ def tiny_run(tmp_path):
     cfg = TrainDiscriminatorConfig(output=tmp_path / "run", pretrain_data=str(tdi), finetune=tuple(finetune), test=(test,),
                                    base_model=str(model_dir), max_length=64, batch_size=4, pretrain_epochs=1,
                                    finetune_epochs=2, pretrain_learning_rate=1e-3, finetune_learning_rate=1e-3,
-                                   progress=False, seed=7, kind_head=True)
+                                   progress=False, seed=7, kind_head=True, parameter_scorer=False)
     return cfg
 
 
@@ -170,6 +170,42 @@ def test_flow_trains_calibrates_evaluates_and_saves_a_loadable_checkpoint(tiny_r
                                                         max_length=64, batch_size=4, progress=False))
     assert only["test"]["argmax"] == test["argmax"] and only["test"]["calibrated"] == test["calibrated"]
     assert not (out / "eval" / "pretrain").exists() and (out / "eval" / "metrics.json").exists()
+
+
+@pytest.mark.slow
+def test_flow_trains_both_levels_into_one_checkpoint_that_evaluation_and_build_graph_use(tmp_path, prefect_harness):
+    """--parameter-scorer (the default): the retriever with its parameter head is trained after the cross-encoder and
+    saved inside the checkpoint; the test gets a two-level row that the evaluate-only run repeats, and build-graph
+    takes that scorer (and its retriever for candidates) from the checkpoint unless told otherwise."""
+    from flows.build_graph import GraphConfig
+    from tasks.graph.two_level import PARAMETER_SCORER_DIR
+    from tests.test_retriever import _toolset_folder, make_tiny_encoder
+
+    shop = _toolset_folder(tmp_path, "shopset")  # 6 groups with parameter edges: split 60/20/20 by group
+    test = str(_toolset_folder(tmp_path, "shoptest", groups=1))
+    cfg = TrainDiscriminatorConfig(output=tmp_path / "run", pretrain_data=str(write_tiny_tdi(tmp_path / "tdi" / "tiny")),
+                                   finetune=(str(write_toolset_dir(second_toolset(), tmp_path / "movies")),),
+                                   test=(test,), base_model=str(make_tiny_model(tmp_path / "tiny-bert")), max_length=64,
+                                   batch_size=4, progress=False, seed=7, retriever_toolsets=(str(shop),),
+                                   retriever_base_model=str(make_tiny_encoder(tmp_path / "tiny-encoder")),
+                                   retriever_max_steps=2)
+    result = train_discriminator(cfg)
+    best = tmp_path / "run" / "best"
+    scorer = best / PARAMETER_SCORER_DIR
+    assert (scorer / "param_head.json").is_file() and (scorer / "config.json").is_file()
+    assert (tmp_path / "run" / PARAMETER_SCORER_DIR / "metrics.json").is_file()  # the retriever's own run folder
+    # 6 groups split 4 / 1 / 1 (60/20/20), 2 parameter edges a group; the tiny TDI names no consumer input
+    assert result["parameter_scorer"]["steps"] == 2 and result["parameter_scorer"]["examples"] == {"tdi": 0, "shopset": 8}
+    two = result["test_two_level"]
+    assert two["counts"] == result["test"]["counts"] and two["calibrated"]["threshold"] == 0.5
+    assert sum(map(sum, two["calibrated"]["confusion_matrix"])) == sum(result["test"]["counts"].values())
+    again = train_discriminator(TrainDiscriminatorConfig(output=tmp_path / "eval", checkpoint=best, test=(test,),
+                                                         max_length=64, batch_size=4, progress=False, seed=7))
+    assert again["test_two_level"]["calibrated"] == two["calibrated"]
+    graph = GraphConfig(toolsets=(test,), discriminator=str(best), warehouse=str(tmp_path / "w.duckdb"))
+    assert graph.param_discriminator == graph.retrieval_encoder == str(scorer)
+    alone = GraphConfig(toolsets=(test,), discriminator=str(best), two_level=False, warehouse=str(tmp_path / "w.duckdb"))
+    assert alone.param_discriminator is None and alone.retrieval_encoder is None
 
 
 @pytest.mark.slow

@@ -1,0 +1,72 @@
+"""Two levels of one discriminator checkpoint (train-discriminator's default): a tool pair whose consumer declares
+inputs is scored input by input by the checkpoint's parameter scorer (``parameter_scorer/``, a dependency
+retriever with its parameter head), the rest by the tool-level cross-encoder. Light on purpose (numpy only):
+build-graph's config finds the parameter scorer here before any model is loaded."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from schemas.tdi import LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A
+from schemas.toolset import Tool
+from tasks.training.param_head import HEAD_FILE
+
+if TYPE_CHECKING:
+    from tasks.graph.param_scoring import ParamScore
+
+PARAMETER_SCORER_DIR = "parameter_scorer"  # inside a discriminator checkpoint: a train-retriever best/ folder
+TWO_LEVEL_CUT = 0.5  # two_level_probs puts both scorers' own cuts here
+
+
+def parameter_scorer_of(discriminator: str | Path | None) -> Path | None:
+    """The parameter scorer a discriminator checkpoint carries (``<checkpoint>/parameter_scorer``: a dependency
+    retriever with its parameter head, trained by train-discriminator), or None."""
+    if discriminator is None:
+        return None
+    folder = Path(discriminator) / PARAMETER_SCORER_DIR
+    return folder if (folder / HEAD_FILE).is_file() else None
+
+
+def rescale(p: float, cut: float) -> float:
+    """``p`` mapped monotonically onto [0, 1] with ``cut`` at 0.5, so that scores with different cuts compare."""
+    cut = min(max(cut, 1e-6), 1 - 1e-6)
+    return 0.5 * p / cut if p < cut else 0.5 + 0.5 * (p - cut) / (1 - cut)
+
+
+def two_level_probs(tools: Sequence[Tool], ordered: Sequence[tuple[int, int]], cross_probs: np.ndarray,
+                    cross_cut: float | None, scores: Sequence[ParamScore], param_cut: float) -> np.ndarray:
+    """Class probabilities (n, 3) of the ordered pairs (a, b) (class 0: a depends on b) that decide at 0.5
+    (``models.discriminator.decide(probs, 0.5)``) exactly as build-graph's two-level edges do
+    (``param_tool_edges``): an edge through the consumer's best input when a direction's parameter score
+    reaches ``param_cut``, the higher of the two; otherwise the cross-encoder's edge (``cross_probs``: its
+    dependency mass p0 + p2 at ``cross_cut``, 0.5 without one) where its consumer declares no inputs. Below the
+    cuts, the pair's dependency mass is the best of those scores, each rescaled to put its own cut at 0.5 (a
+    ranking for precision-recall curves)."""
+    best: dict[tuple[int, int], float] = {}
+    for s in scores:
+        best[(s.producer, s.consumer)] = max(s.prob, best.get((s.producer, s.consumer), 0.0))
+    has_inputs = [bool(t.doc.get("input_params")) for t in tools]
+    cross_probs = np.asarray(cross_probs, dtype=np.float64).reshape(-1, 3)
+    out = np.zeros((len(ordered), 3))
+    for k, (a, b) in enumerate(ordered):
+        p0, p2 = cross_probs[k, LABEL_A_DEPENDS_ON_B], cross_probs[k, LABEL_B_DEPENDS_ON_A]
+        cross_class = LABEL_A_DEPENDS_ON_B if p0 >= p2 else LABEL_B_DEPENDS_ON_A
+        cross_consumer = a if cross_class == LABEL_A_DEPENDS_ON_B else b
+        cross_mass = rescale(p0 + p2, 0.5 if cross_cut is None else cross_cut)
+        param = [(rescale(best[(b, a)], param_cut), LABEL_A_DEPENDS_ON_B)] if (b, a) in best else []
+        param += [(rescale(best[(a, b)], param_cut), LABEL_B_DEPENDS_ON_A)] if (a, b) in best else []
+        kept = [o for o in param if o[0] >= 0.5]
+        if kept:
+            mass, cls = max(kept)
+        elif cross_mass >= 0.5 and not has_inputs[cross_consumer]:
+            mass, cls = cross_mass, cross_class
+        else:  # no edge: the best score below the cuts, for ranking
+            options = param + ([(cross_mass, cross_class)] if not has_inputs[cross_consumer] else [])
+            mass, cls = max(options) if options else (0.0, LABEL_A_DEPENDS_ON_B)
+            mass = min(mass, 0.5 - 1e-9)
+        out[k, cls] = mass
+        out[k, 1] = 1.0 - mass
+    return out

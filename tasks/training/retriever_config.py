@@ -1,0 +1,106 @@
+"""The dependency retriever's one config surface (train-retriever's Prefect parameter and command line, and what
+train-discriminator's parameter level passes): light on purpose, so ``--help`` and usage errors cost no Prefect or
+torch import."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated
+
+from models.encoder_path import OFFLINE_DEFAULT
+from tasks.common.cli import Flag, Help
+
+DEFAULT_TDI = "artifacts/tdi/tdi-mined"
+DEFAULT_BENCHMARKS = "../shared/data/benchmarks"
+# (k, share cap) of the retrieval rule in the report: top-k per input, then (share) the best-scored pairs up to
+# that share of each group's ordered pairs; 5% is the issue's budget
+REPORT_SETTINGS = ((1, None), (3, None), (5, None), (10, None), (10, 0.05), (10, 0.03))
+VALIDATION_K = 3  # the k of build-graph's default --retrieval-k: the checkpoint is chosen there
+
+
+@dataclass
+class RetrieverConfig:
+    """The one config surface of train-retriever (Prefect parameter and, generated from it, the command line)."""
+
+    tdi: Annotated[str | None, Help("mined TDI v2 dataset folder (rows with consumer_param); none: tool sets only")] = \
+        DEFAULT_TDI
+    toolsets: Annotated[tuple[str, ...], Help(
+        "tool sets with gold edges to train on (their train groups), validate on and test on (their held-out "
+        "groups); repeat or comma-separate")] = field(default=("nestools", "ultratool"),
+                                                       metadata={"cli": Flag("toolset", repeat=True)})
+    heldout: Annotated[tuple[str, ...], Help("tool sets measured whole, never trained on")] = ("apibank", "tmdb")
+    benchmarks_root: Annotated[str, Help("where tool-set names are looked up")] = DEFAULT_BENCHMARKS
+    output: Annotated[str, Help("run folder: best/ (the retriever), metrics.json, report.md")] = \
+        "artifacts/retriever/dependency-retriever"
+    split_fractions: Annotated[tuple[float, float, float], Help(
+        "train,validation,test shares of each --toolset set's groups")] = field(
+        default=(0.6, 0.2, 0.2), metadata={"cli": Flag("split")})
+    split_seed: Annotated[int, Help("seed of the group split")] = 0
+    base_model: Annotated[str, Help("encoder to start from (offline-minilm, a hub id or a folder)")] = OFFLINE_DEFAULT
+    num_layers: Annotated[int | None, Help("keep the first N transformer layers (none: all)")] = None
+    epochs: Annotated[float, Help("passes over the training examples")] = 1.0
+    max_steps: Annotated[int | None, Help("stop after N steps (none: all epochs)")] = None
+    batch_size: Annotated[int, Help("queries per step (with their positives and hard negatives)")] = 32
+    learning_rate: Annotated[float, Help("peak AdamW learning rate")] = 5e-5
+    max_length: Annotated[int, Help("word pieces per text, in training and (recorded in the folder) at use")] = 64
+    name_dropout: Annotated[float, Help("share of training queries shown by description only (no parameter name)")] = 0.3
+    max_tdi_examples: Annotated[int | None, Help(
+        "seeded cap on mined examples (none: all); more mined rows pulled validation recall down (bench/RESULTS.md)")] = 1500
+    evals: Annotated[int, Help("validations (best-checkpoint saves) over the run")] = 4
+    seed: Annotated[int, Help("seed of sampling, shuffling and negatives")] = 42
+    threads: Annotated[int | None, Help("torch CPU threads (none: torch's default)")] = None
+    reranker: Annotated[bool, Help(
+        "also train the parameter reranker: a cross-encoder over the retriever's candidate units (top-k producers "
+        "of each input, or a name-rule match), stacked with the parameter head; build-graph --param-discriminator "
+        "uses it from <run>/best/param_reranker")] = False
+    reranker_layers: Annotated[int, Help("transformer layers of the reranker, from the retriever's")] = 6
+    reranker_epochs: Annotated[int, Help("reranker passes over the positives (negatives drawn afresh each)")] = 2
+    reranker_k: Annotated[int, Help("reranker candidates: each input's top-k producers by the retriever")] = 5
+    reranker_max_steps: Annotated[int | None, Help("stop the reranker after N steps (none: all epochs)")] = None
+    checkpoint: Annotated[str | None, Help(
+        "a trained retriever folder (<run>/best): measure it on the test groups and sets, train nothing")] = None
+
+    def __post_init__(self) -> None:
+        if not self.toolsets and not self.tdi:
+            raise ValueError("--toolset and --tdi: name at least one source of training examples")
+        fractions = self.split_fractions
+        if len(fractions) != 3 or min(fractions) < 0 or abs(sum(fractions) - 1) > 1e-9 or fractions[1] <= 0:
+            raise ValueError(f"--split {','.join(map(str, fractions))}: three non-negative fractions summing to 1, "
+                             "validation above 0 (it chooses the checkpoint)")
+        for flag, value in (("--num-layers", self.num_layers), ("--max-steps", self.max_steps),
+                            ("--batch-size", self.batch_size), ("--max-length", self.max_length),
+                            ("--max-tdi-examples", self.max_tdi_examples), ("--evals", self.evals),
+                            ("--threads", self.threads), ("--reranker-layers", self.reranker_layers),
+                            ("--reranker-epochs", self.reranker_epochs), ("--reranker-k", self.reranker_k),
+                            ("--reranker-max-steps", self.reranker_max_steps)):
+            if value is not None and value < 1:
+                raise ValueError(f"{flag} {value}: must be at least 1")
+        if not 0.0 <= self.name_dropout <= 1.0:
+            raise ValueError(f"--name-dropout {self.name_dropout}: must lie in [0, 1]")
+        if self.epochs <= 0 or self.learning_rate <= 0:
+            raise ValueError("--epochs and --learning-rate must be positive")
+
+    def check_inputs(self) -> None:
+        """Every folder the run reads exists (called first by the flow, before any work)."""
+        if self.checkpoint and not Path(self.checkpoint, "config.json").is_file():
+            raise ValueError(f"--checkpoint {self.checkpoint}: no config.json there (a train-retriever <run>/best)")
+        for name in (*self.toolsets, *self.heldout):
+            if not (Path(name).is_dir() or (Path(self.benchmarks_root) / name).is_dir()):
+                raise ValueError(f"tool set {name!r}: not a folder, nor a benchmark under {self.benchmarks_root} "
+                                 "(../shared/data/README.md says where each comes from)")
+        if not self.checkpoint and self.tdi and not (Path(self.tdi) / "shards").is_dir():
+            raise ValueError(f"--tdi {self.tdi}: no shards/ folder there (make mine-tdi, or --tdi none)")
+
+    def arguments(self):
+        from tasks.training.retriever import RetrieverArguments
+
+        return RetrieverArguments(self.base_model, self.num_layers, self.epochs, self.batch_size, self.learning_rate,
+                                  max_length=self.max_length, max_steps=self.max_steps or -1, evals=self.evals,
+                                  seed=self.seed)
+
+
+    def reranker_arguments(self):
+        from tasks.training.param_reranker import RerankerArguments
+
+        return RerankerArguments(layers=self.reranker_layers, epochs=self.reranker_epochs, candidate_k=self.reranker_k,
+                                 seed=self.seed, max_steps=self.reranker_max_steps or -1)

@@ -1,0 +1,74 @@
+"""Two levels of one discriminator checkpoint (tasks/graph/two_level.py): inputs scored by the parameter scorer,
+consumers without inputs by the cross-encoder; the evaluation's probabilities decide as build-graph's edges do."""
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from models.discriminator import decide
+from schemas.tdi import LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A, LABEL_NO_DEPENDENCY
+from schemas.toolset import Tool
+from tasks.graph.param_scoring import ParamScore, param_tool_edges
+from tasks.graph.scoring import edges_from_probabilities
+from tasks.graph.two_level import TWO_LEVEL_CUT, parameter_scorer_of, rescale, two_level_probs
+
+
+def _tool(name: str, inputs: list[str]) -> Tool:
+    return Tool(name, "g", {"name": name, "description": name, "output_params": [],
+                            "input_params": [{"name": i, "type": "str", "description": i} for i in inputs]})
+
+
+def test_rescale_puts_the_cut_at_one_half_and_keeps_the_order():
+    assert rescale(0.8, 0.8) == 0.5 and rescale(0.0, 0.3) == 0.0 and rescale(1.0, 0.3) == 1.0
+    assert rescale(0.2, 0.4) == pytest.approx(0.25) and rescale(0.7, 0.4) == pytest.approx(0.75)
+    xs = np.linspace(0, 1, 41)
+    assert all(np.diff([rescale(x, 0.93) for x in xs]) > 0)
+
+
+def test_inputs_are_decided_by_the_parameter_scorer_and_the_rest_by_the_cross_encoder():
+    tools = [_tool("GetAccount", []), _tool("Transfer", ["account_id"]), _tool("Notify", []), _tool("Audit", ["x"])]
+    scores = [ParamScore(0, 1, "account_id", 0.9),  # Transfer takes GetAccount's output: above the cut 0.6
+              ParamScore(1, 3, "x", 0.2)]  # Audit takes Transfer's: below it
+    cross = np.array([
+        [0.0, 0.95, 0.05],  # (GetAccount, Transfer): the cross-encoder sees nothing; the input decides
+        [0.9, 0.1, 0.0],  # (Notify, GetAccount): Notify has no inputs, the cross-encoder's edge stands
+        [0.0, 0.1, 0.9],  # (Transfer, Audit): says Audit depends on Transfer, but Audit has inputs: no edge
+        [0.1, 0.8, 0.1],  # (Notify, Audit): nothing either way
+    ])
+    ordered = [(0, 1), (2, 0), (1, 3), (2, 3)]
+    probs = two_level_probs(tools, ordered, cross, 0.7, scores, 0.6)
+    assert probs.sum(axis=1) == pytest.approx(np.ones(4))
+    labels = decide(probs, TWO_LEVEL_CUT)
+    assert labels.tolist() == [LABEL_B_DEPENDS_ON_A, LABEL_A_DEPENDS_ON_B, LABEL_NO_DEPENDENCY, LABEL_NO_DEPENDENCY]
+    assert probs[0, LABEL_B_DEPENDS_ON_A] == pytest.approx(rescale(0.9, 0.6))
+    assert probs[1, LABEL_A_DEPENDS_ON_B] == pytest.approx(rescale(0.9 + 0.0, 0.7))  # the mass p0 + p2
+    # below the cuts the mass still ranks: Audit's input score, rescaled (the cross-encoder is not asked for Audit)
+    assert probs[2, LABEL_B_DEPENDS_ON_A] == pytest.approx(rescale(0.2, 0.6))
+
+
+def test_the_decisions_are_build_graphs_two_level_edges_on_random_pairs():
+    rng = random.Random(3)
+    tools = [_tool(f"t{n}", ["a", "b"][: rng.randrange(3)]) for n in range(9)]
+    pairs = [(i, j) for i in range(9) for j in range(i + 1, 9)]
+    scores = [ParamScore(p, c, q["name"], rng.random()) for i, j in pairs for p, c in ((i, j), (j, i))
+              for q in tools[c].doc["input_params"] if rng.random() < 0.8]
+    raw = np.array([rng.random() for _ in range(3 * len(pairs))]).reshape(-1, 3)
+    cross = raw / raw.sum(axis=1, keepdims=True)
+    param_cut, cross_cut = 0.55, 0.62
+    fallback = edges_from_probabilities(tools, pairs, cross, 0.0, cross_cut)
+    expected = {(e.predicted.edge.dependent, e.predicted.edge.prerequisite)
+                for e in param_tool_edges(tools, pairs, scores, param_cut, fallback)}
+    labels = decide(two_level_probs(tools, pairs, cross, cross_cut, scores, param_cut), TWO_LEVEL_CUT)
+    got = {(tools[i].tool_id, tools[j].tool_id) if label == LABEL_A_DEPENDS_ON_B else (tools[j].tool_id, tools[i].tool_id)
+           for (i, j), label in zip(pairs, labels) if label != LABEL_NO_DEPENDENCY}
+    assert expected and got == expected
+
+
+def test_a_checkpoint_carries_a_parameter_scorer_only_with_its_head(tmp_path):
+    assert parameter_scorer_of(None) is None and parameter_scorer_of(tmp_path) is None
+    (tmp_path / "parameter_scorer").mkdir()
+    assert parameter_scorer_of(tmp_path) is None  # a folder without the head scores nothing
+    (tmp_path / "parameter_scorer" / "param_head.json").write_text("{}")
+    assert parameter_scorer_of(tmp_path) == tmp_path / "parameter_scorer"
