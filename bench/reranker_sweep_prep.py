@@ -6,7 +6,8 @@ domains (train-retriever's split) and API-Bank, with their texts, gold and head 
 """
 import sys, json, gzip, random, numpy as np
 from pathlib import Path
-from flows.train_retriever import RetrieverConfig, split_toolsets
+from tasks.graph.retriever_run import split_toolsets
+from tasks.training.retriever_config import RetrieverConfig
 from models.sentence_encoder import EncoderConfig, SentenceEncoder
 from tasks.toolsets.readers import load_toolset_spec
 from tasks.training.param_examples import split_groups, param_text, producer_text, load_tdi_param_examples

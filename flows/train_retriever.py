@@ -31,7 +31,7 @@ CLI = FlowCLI.start(__name__, checking_inputs(parse_args, PROG), PROG)  # check_
 
 from prefect import flow  # noqa: E402
 
-from tasks.graph.retriever_run import run_retriever, split_toolsets  # noqa: E402, F401  (split_toolsets: bench/)
+from tasks.graph.retriever_run import run_retriever  # noqa: E402
 
 
 @flow(name="train-retriever", log_prints=True)

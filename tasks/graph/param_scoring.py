@@ -127,4 +127,3 @@ def describe(scores: Sequence[ParamScore], edges: Sequence[ParamToolEdge], thres
     fallback = sum(e.best_param is None for e in edges)
     return (f"parameter scorer: {len(scores)} (producer, input) pairs scored, {kept} at p >= {threshold:.3f}; "
             f"{len(edges)} tool edges ({fallback} from the tool-level fallback)")
-
