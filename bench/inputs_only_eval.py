@@ -46,12 +46,12 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for label, spec in ((f"{a.benchmark} as published", a.benchmark),
                             (f"{a.benchmark}, outputs removed", str(without_outputs(a.benchmark, cfg.benchmarks_root, Path(tmp))))):
-            pairs = td.build_toolset_pairs.fn((spec,), cfg.benchmarks_root, max_none, cfg.seed)
+            test_sets = td.toolset_pairs.fn((spec,), cfg.benchmarks_root, max_none, cfg.seed)
+            pairs = test_sets[0][1]
             probs = np.asarray(td.score_examples.fn(best, pairs, max_length, 128, True, False)["probs"]).reshape(-1, 3)
             section, two_level = td.report(pairs, probs, threshold), None
             if parameter_scorer_of(best) is not None:
-                two_level = td.report(pairs, td.two_level_scores.fn(parameter_scorer_of(best), (spec,), cfg.benchmarks_root,
-                                                                    max_none, cfg.seed, pairs, probs, threshold),
+                two_level = td.report(pairs, td.two_level_scores.fn(parameter_scorer_of(best), test_sets, probs, threshold),
                                       TWO_LEVEL_CUT)
             for method, metrics in td.comparison_rows(section, two_level).items():
                 d, b = metrics["dependency"], metrics.get("beyond_rule") or {}

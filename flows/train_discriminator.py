@@ -317,11 +317,17 @@ def load_pretraining_pairs(folder: Path, max_pairs: int | None, max_valid: int |
 
 
 @task(cache_policy=NO_CACHE)
+def toolset_pairs(specs: tuple[str, ...], benchmarks_root: Path, max_none: int | None,
+                  seed: int) -> list[tuple[ToolSet, list[PairExample]]]:
+    """Each tool set with its pairs: every ordered pair inside a group (both orders of each dependency pair are
+    in), the none pairs capped at ``max_none`` per set (seeded)."""
+    return [(toolset, build_pairs(toolset, max_none=max_none, seed=seed))
+            for toolset in (_load_toolset(spec, benchmarks_root) for spec in specs)]
+
+
+@task(cache_policy=NO_CACHE)
 def build_toolset_pairs(specs: tuple[str, ...], benchmarks_root: Path, max_none: int | None, seed: int) -> list[PairExample]:
-    pairs: list[PairExample] = []
-    for spec in specs:  # every ordered pair: both orders of each dependency pair are already in
-        pairs += build_pairs(_load_toolset(spec, benchmarks_root), max_none=max_none, seed=seed)
-    return pairs
+    return [e for _, pairs in toolset_pairs.fn(specs, benchmarks_root, max_none, seed) for e in pairs]
 
 
 @task(cache_policy=NO_CACHE)
@@ -400,28 +406,23 @@ def train_parameter_scorer(cfg: TrainDiscriminatorConfig, tdi: Path | None, ckpt
 
 
 @task(cache_policy=NO_CACHE)
-def two_level_scores(scorer: Path, specs: tuple[str, ...], benchmarks_root: Path, max_none: int | None, seed: int,
-                     examples: list[PairExample], cross_probs, cross_cut: float | None):
-    """Class probabilities of the test pairs with two levels (``tasks.graph.two_level.two_level_probs``,
-    decided at 0.5): each consumer that declares inputs scored input by input by the checkpoint's parameter
-    scorer, the rest by the cross-encoder's ``cross_probs`` at its ``cross_cut``. The pairs are rebuilt per tool
-    set exactly as ``build_toolset_pairs`` built them, so each set's tools are known by index."""
+def two_level_scores(scorer: Path, test_sets: list[tuple[ToolSet, list[PairExample]]], cross_probs,
+                     cross_cut: float | None):
+    """Class probabilities of the test pairs (``test_sets``' pairs in order, as ``cross_probs`` holds them) with
+    two levels (``tasks.graph.two_level.two_level_probs``, decided at 0.5): each consumer that declares inputs
+    scored input by input by the checkpoint's parameter scorer, the rest by the cross-encoder at ``cross_cut``."""
     import numpy as np
 
     from tasks.graph.param_scoring import param_threshold, score_parameters
     from tasks.graph.two_level import two_level_probs
 
     out, start, cut = [], 0, param_threshold(scorer)
-    for spec in specs:
-        toolset = _load_toolset(spec, benchmarks_root)
-        part = build_pairs(toolset, max_none=max_none, seed=seed)
-        if [(e.tool_a, e.tool_b) for e in part] != [(e.tool_a, e.tool_b) for e in examples[start:start + len(part)]]:
-            raise RuntimeError(f"{spec}: the test pairs were not rebuilt in the same order")
+    for toolset, pairs in test_sets:
         index = {t.tool_id: n for n, t in enumerate(toolset.tools)}
-        ordered = [(index[e.tool_a], index[e.tool_b]) for e in part]
+        ordered = [(index[e.tool_a], index[e.tool_b]) for e in pairs]
         scores = score_parameters(scorer, toolset.tools, sorted({(min(p), max(p)) for p in ordered}))
-        out.append(two_level_probs(toolset.tools, ordered, cross_probs[start:start + len(part)], cross_cut, scores, cut))
-        start += len(part)
+        out.append(two_level_probs(toolset.tools, ordered, cross_probs[start:start + len(pairs)], cross_cut, scores, cut))
+        start += len(pairs)
     return np.concatenate(out) if out else np.zeros((0, 3))
 
 
@@ -676,15 +677,15 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
         summary["parameter_scorer"] = train_parameter_scorer(cfg, resolve_pretrain_data(cfg.pretrain_data), ckpt, out)
 
     # Stage 5: test with the best checkpoint
-    test_pairs = build_toolset_pairs(cfg.test, cfg.benchmarks_root, cfg.test_max_none, cfg.seed)
+    test_sets = toolset_pairs(cfg.test, cfg.benchmarks_root, cfg.test_max_none, cfg.seed)
+    test_pairs = [e for _, pairs in test_sets for e in pairs]
     threshold = summary["calibration"]["threshold"] if summary.get("calibration") else None
     test_probs, test_kinds = scores(ckpt, test_pairs, "scoring test pairs")
     summary["test"] = report(test_pairs, test_probs, threshold, test_kinds,
                              (summary.get("calibration") or {}).get("kind_threshold"))
     scorer, two_level = parameter_scorer_of(ckpt), None
     if scorer is not None:  # the checkpoint's two levels: inputs scored one by one, the rest by the cross-encoder
-        two_level = two_level_scores(scorer, cfg.test, cfg.benchmarks_root, cfg.test_max_none, cfg.seed, test_pairs,
-                                     test_probs, threshold)
+        two_level = two_level_scores(scorer, test_sets, test_probs, threshold)
         summary["test_two_level"] = report(test_pairs, two_level, TWO_LEVEL_CUT)
     summary["stages"] = {name: {"best_step": r.best_step, "best_score": r.best_score, "history": r.history}
                          for name, r in stages.items()}
