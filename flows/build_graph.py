@@ -721,6 +721,12 @@ def build_graph(cfg: GraphConfig | None = None) -> dict:
         pairs, probs, predicted, fused = [], np.zeros((0, 3)), [], []
         if cfg.discriminator:
             pairs = pruning.candidates
+            if cfg.param_discriminator:  # two levels: the cross-encoder decides only where a tool declares no inputs
+                from tasks.graph.two_level import cross_encoder_pairs
+
+                pairs = cross_encoder_pairs(toolset.tools, pairs)
+                log.info(f"{toolset.name}: the cross-encoder scores {len(pairs)} of {len(pruning.candidates)} candidate "
+                         "pairs, those with a tool that declares no inputs; the parameter level decides the rest")
             if cfg.scoring_runner == "local" or not pairs:
                 probs, p_precondition = score(cfg.discriminator, quote(toolset), quote(pairs), cfg)
             else:
@@ -772,7 +778,8 @@ def build_graph(cfg: GraphConfig | None = None) -> dict:
             for source, edges in data_sources.items():  # each data graph, and it with the precondition edges
                 embeddings[f"tgr_{source}_call_order"] = graph(with_call_order(edges, order.edges))
         log.info(f"{toolset.name}: edges manual {len(toolset.edges)}, schema {len(schema)}, "
-                 f"discriminator {len(predicted)} of {len(pairs)} scored pairs, fused {len(fused)}, "
+                 f"discriminator {len(predicted)} of {len(pruning.candidates) if cfg.param_discriminator else len(pairs)} "
+                 f"scored pairs, fused {len(fused)}, "
                  + (f"call_order {len(order.edges)}, " if order else "")
                  + (f"transition {int(built.graph.mask.sum())} from {built.runs_in('train')} training runs "
                     f"(alpha {built.alpha}, beta {built.beta}: {built.chosen_on})" if built else "no trajectories"))

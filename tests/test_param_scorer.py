@@ -246,6 +246,27 @@ def test_build_graph_writes_parameter_edges_and_tool_edges_from_the_scorer(train
     assert params["param_discriminator"] == str(best)
 
 
+def test_with_two_levels_the_cross_encoder_scores_only_pairs_with_a_tool_without_inputs(trained, tmp_path, prefect_harness):
+    """Between two tools that declare inputs the parameter level decides, so build-graph does not ask the tool-level
+    cross-encoder about them: ``scored_pairs`` holds the pairs with ``ping`` (no inputs), and the tool edges are
+    the parameter level's plus, at most, cross-encoder edges into ``ping``."""
+    from flows.build_graph import GraphConfig, build_graph
+    from tasks.toolsets.readers import write_toolset_dir
+    from warehouse.build import connect
+
+    folder = write_toolset_dir(TOYSET, tmp_path / "toy")
+    target = tmp_path / "tgr.duckdb"
+    build_graph(GraphConfig(toolsets=[str(folder)], warehouse=str(target), pruning="none", progress=False,
+                            discriminator=str(make_tiny_model(tmp_path / "tool-level")), param_discriminator=str(trained[1]),
+                            schema_edges=False))
+    con = connect(target)
+    scored = con.execute("SELECT tool_a, tool_b FROM scored_pairs").fetchall()
+    assert sorted(map(sorted, scored)) == [["get_user", "ping"], ["list_orders", "ping"], ["open_account", "ping"]]
+    edges = set(con.execute("SELECT dependent, prerequisite FROM edges WHERE source = 'discriminator'").fetchall())
+    through_inputs = {("clothes", "weather"), ("list_orders", "get_user"), ("open_account", "get_user")}
+    assert through_inputs <= edges and all(d == "ping" for d, _ in edges - through_inputs)
+
+
 def test_train_flow_param_level_trains_on_tool_set_groups_and_saves_a_calibrated_checkpoint(tmp_path):
     """``--param-level``: the flow's helper splits the tool set's groups 80/20, trains, and leaves
     ``<output>/param/best`` with its calibration.json."""

@@ -12,7 +12,7 @@ from schemas.tdi import LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A, LABEL_NO_DEP
 from schemas.toolset import Tool
 from tasks.graph.param_scoring import ParamScore, param_tool_edges
 from tasks.graph.scoring import edges_from_probabilities
-from tasks.graph.two_level import TWO_LEVEL_CUT, parameter_scorer_of, rescale, two_level_probs
+from tasks.graph.two_level import TWO_LEVEL_CUT, cross_encoder_pairs, parameter_scorer_of, rescale, two_level_probs
 
 
 def _tool(name: str, inputs: list[str]) -> Tool:
@@ -64,6 +64,13 @@ def test_the_decisions_are_build_graphs_two_level_edges_on_random_pairs():
     got = {(tools[i].tool_id, tools[j].tool_id) if label == LABEL_A_DEPENDS_ON_B else (tools[j].tool_id, tools[i].tool_id)
            for (i, j), label in zip(pairs, labels) if label != LABEL_NO_DEPENDENCY}
     assert expected and got == expected
+    # the cross-encoder asked only where a tool declares no inputs: the same edges
+    asked = cross_encoder_pairs(tools, pairs)
+    assert 0 < len(asked) < len(pairs)
+    assert all(not (tools[i].doc["input_params"] and tools[j].doc["input_params"]) for i, j in asked)
+    fewer = edges_from_probabilities(tools, asked, cross[[pairs.index(p) for p in asked]], 0.0, cross_cut)
+    assert {(e.predicted.edge.dependent, e.predicted.edge.prerequisite)
+            for e in param_tool_edges(tools, pairs, scores, param_cut, fewer)} == expected
 
 
 def test_a_checkpoint_carries_a_parameter_scorer_only_with_its_head(tmp_path):

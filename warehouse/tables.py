@@ -100,7 +100,8 @@ CORE_TABLES: tuple[Table, ...] = (
         Column("source", "VARCHAR", check="source IN ('manual', 'schema', 'discriminator')"),
     ), primary_key=("dataset", "source", "dependent", "prerequisite", "consumer_param")),
 
-    Table("scored_pairs", "Every pair the discriminator scored (after candidate pruning), edges or not.", (
+    Table("scored_pairs", "Every pair the tool-level cross-encoder scored (after candidate pruning; with two levels only the "
+          "pairs with a tool that declares no inputs), edges or not.", (
         Column("dataset", "VARCHAR"),
         Column("tool_group", "VARCHAR"),
         Column("tool_a", "VARCHAR"),

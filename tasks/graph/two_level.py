@@ -30,6 +30,15 @@ def parameter_scorer_of(discriminator: str | Path | None) -> Path | None:
     return folder if (folder / HEAD_FILE).is_file() else None
 
 
+def cross_encoder_pairs(tools: Sequence[Tool], pairs: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The candidate pairs the tool-level cross-encoder can still decide when the parameter level scores the rest:
+    those with a tool that declares no inputs. Between two tools that both declare inputs each direction is
+    decided input by input, so their cross-encoder scores would never be read (``param_tool_edges``,
+    ``two_level_probs``)."""
+    has_inputs = [bool(t.doc.get("input_params")) for t in tools]
+    return [(i, j) for i, j in pairs if not (has_inputs[i] and has_inputs[j])]
+
+
 def rescale(p: float, cut: float) -> float:
     """``p`` mapped monotonically onto [0, 1] with ``cut`` at 0.5, so that scores with different cuts compare."""
     cut = min(max(cut, 1e-6), 1 - 1e-6)
