@@ -24,7 +24,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from schemas.tdi import KIND_DATA, LABEL_A_DEPENDS_ON_B
-from tasks.agents.requests import HandoverRejection, check_handover, echo_reason
+from tasks.agents.requests import HandoverRejection, check_handover, echo_reason, handover_restatement
 
 ECHO = "generate_echoed_input"
 NULL_OUTPUT = "null in the dataset: agent 2 named no output, or one the prerequisite does not have"
@@ -71,12 +71,17 @@ def shard_pairs(dataset: Path) -> Iterator[AcceptedPair]:
 
 def replay(pair: AcceptedPair) -> tuple[str, str] | None:
     """(reason, detail) the check gives ``pair`` now, or None when it passes: the echo rule first (both
-    kinds), then, for a data-flow pair, the producer output and the two ends' types."""
+    kinds), then, for a data-flow pair, a hand-over that restates the given API, the producer output and the
+    two ends' types."""
     echo = echo_reason(pair.given, pair.generated, pair.kind)
     if echo:
         return ECHO, echo
     if pair.kind != KIND_DATA:
         return None
+    restated = handover_restatement(pair.given, pair.generated, 1 if pair.generated is pair.dependent else 2,
+                                    pair.consumer_param or "")
+    if restated:
+        return ECHO, restated
     if pair.producer_output is None:
         return "generate_bad_producer_output", NULL_OUTPUT
     checked = check_handover(pair.dependent, pair.prerequisite, pair.consumer_param or "", pair.producer_output)

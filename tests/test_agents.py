@@ -8,6 +8,7 @@ import json
 from schemas.tdi import KIND_DATA, KIND_PRECONDITION, DependentPair
 from tasks.agents import prompts
 from tasks.agents.requests import (
+    REPAIRABLE,
     ExtractedDoc,
     generate_request,
     interpret_extract,
@@ -283,3 +284,71 @@ def test_a_discarded_answer_is_asked_again_in_the_same_conversation_with_its_rea
     failed = StructuredResult("rec-1", False, reason="parse_failed", detail="not JSON")
     assert repair_request(asked, failed, Outcome("rec-1", "generate", "generate_parse_failed", "not JSON")) is None
     assert repair_request(asked, echo, Outcome("rec-1", "generate", "generate_schema_invalid", "x")) is None
+
+
+# -- a generated API that restates the given one (the 160-function run's accepted pairs, bench/RESULTS.md) --------
+def _described_doc(name, description, inputs, outputs):
+    """A doc whose parameters are (name, type, description) triples."""
+    p = lambda n, t, d: {"name": n, "type": t, "description": d}  # noqa: E731
+    return {"name": name, "description": description, "input_params": [p(*i) for i in inputs],
+            "output_params": [p(*o) for o in outputs]}
+
+
+def _answer(doc, satisfied, consumer_param, producer_output):
+    return StructuredResult("rec-9", True, value={"satisfied": satisfied, **doc, "consumer_param": consumer_param,
+                                                  "producer_output": producer_output})
+
+
+def test_a_generated_api_that_restates_the_given_one_is_an_echo():
+    time = ExtractedDoc("rec-9", _described_doc(
+        "time", "Return the time part of the datetime object, with tzinfo None.",
+        [("self", "datetime", "The datetime object from which to extract the time part.")],
+        [("time", "datetime", "The time part of the datetime object, with tzinfo None.")]))
+    to_time = _described_doc("datetime_to_time", "Extract the time part of a datetime object without timezone information.",
+                             [("datetime", "datetime", "The datetime object from which to extract the time part.")],
+                             [("time", "datetime", "The time part of the datetime object, without timezone information.")])
+    split = ExtractedDoc("rec-9", _described_doc(
+        "_splitquery", "Splits a URL into its path and query components.", [("url", "string", "The URL to be split.")],
+        [("path", "string", "The path part of the URL."), ("query", "string", "The query part of the URL, or None.")]))
+    to_path = _described_doc("_splitquery_to_path", "Extracts the path part from a URL.",
+                             [("url", "string", "The URL to extract the path from.")],
+                             [("path", "string", "The path part of the URL.")])
+    cleanup_text = "Adds a cleanup function to the class that will be called after setUpClass, even if it fails."
+    class_cleanup = ExtractedDoc("rec-9", _described_doc(
+        "addClassCleanup", cleanup_text, [("cls", "class", "The class to which the cleanup function will be added."),
+                                          ("function", "function", "The cleanup function to be added to the class.")], []))
+    add_cleanup = _described_doc("addCleanup", cleanup_text, [("cls", "class", "The class to which the cleanup function will be added.")],
+                                 [("function", "function", "The cleanup function to be added to the class.")])
+    mark = ExtractedDoc("rec-9", _described_doc("scan_mark", "Remembers the current X, Y coordinates.",
+                                                [("x", "integer", "The X coordinate to mark."), ("y", "integer", "The Y coordinate to mark.")], []))
+    mark_again = _described_doc("scan_mark_to_mark", "Remembers the current X, Y coordinates and marks them again.",
+                                [("x", "integer", "The X coordinate to mark."), ("y", "integer", "The Y coordinate to mark.")],
+                                [("x", "integer", "The X coordinate to mark."), ("y", "integer", "The Y coordinate to mark.")])
+    cases = [(time, _answer(to_time, 1, "datetime", "time"), "takes what the given API takes"),
+             (split, _answer(to_path, 1, "url", "path"), "it returns 'path', which the given API already returns"),
+             (class_cleanup, _answer(add_cleanup, 2, "function", "function"), "nearly the same description"),
+             (mark, _answer(mark_again, 2, "y", "y"), "returns only its own inputs")]
+    for given, answer, why in cases:
+        out = interpret_generate(given, answer)
+        assert isinstance(out, Outcome) and out.reason == "generate_echoed_input" and why in out.detail, why
+        assert out.reason in REPAIRABLE  # agent 2 is asked again, told why
+    # the run's one right pair: string_to_bytes writes the null-terminated bytes that tarfile's nts reads
+    nts = ExtractedDoc("rec-9", _described_doc(
+        "nts", "Convert a null-terminated bytes object to a string.",
+        [("s", "bytes", "The null-terminated bytes object to convert."),
+         ("encoding", "string", "The encoding to use for decoding the bytes object.")],
+        [("s", "string", "The converted string.")]))
+    to_bytes = _described_doc("string_to_bytes", "Convert a string to a null-terminated bytes object.",
+                              [("s", "string", "The string to convert."),
+                               ("encoding", "string", "The encoding to use for encoding the string.")],
+                              [("bytes", "bytes", "The null-terminated bytes object.")])
+    assert isinstance(interpret_generate(nts, _answer(to_bytes, 2, "s", "bytes")), DependentPair)
+    # a prerequisite that reads an input the given API also takes, and returns what it lacks, is a real producer
+    transfer = ExtractedDoc("rec-9", _described_doc(
+        "transfer", "Transfer money from one of the user's accounts to another person.",
+        [("user_id", "string", "The id of the user who sends the money."), ("account_id", "string", "The account to debit.")],
+        [("status", "string", "Whether the transfer went through.")]))
+    account = _described_doc("get_account", "Look up the main account of a user by the user's id.",
+                             [("user_id", "string", "The id of the user who sends the money.")],
+                             [("account_id", "string", "The id of the user's main account.")])
+    assert isinstance(interpret_generate(transfer, _answer(account, 2, "account_id", "account_id")), DependentPair)

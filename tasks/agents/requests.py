@@ -150,12 +150,59 @@ def _near_same_text(a: str, b: str) -> bool:
     return difflib.SequenceMatcher(None, " ".join(a.lower().split()), " ".join(b.lower().split())).ratio() >= 0.9
 
 
+def _described(doc: dict[str, Any], side: str) -> list[tuple[str, str]]:
+    return [(normalise_param_name(p["name"]), p.get("description") or "") for p in doc.get(side) or []]
+
+
+def _same_sentence(a: str, b: str) -> bool:
+    """Two descriptions that say the same thing: near-identical and a sentence each (4 words or more; a word or
+    two, such as "digest", says too little to call two things the same)."""
+    return min(len(a.split()), len(b.split())) >= 4 and _near_same_text(a, b)
+
+
+def restatement_reason(given: dict[str, Any], generated: dict[str, Any]) -> str | None:
+    """Why ``generated`` restates the given API under another name (as the 1.5B model's accepted pairs did, read
+    by hand: ``addCleanup`` for ``addClassCleanup``, ``_splitquery_to_path`` for ``_splitquery``), or None: it
+    describes itself as the given API does, or it returns an output of the given API (the same name, described
+    the same)."""
+    if _same_sentence(generated.get("description") or "", given.get("description") or ""):
+        return f"{generated['name']!r} restates the given API {given['name']!r}: nearly the same description"
+    given_outputs = _described(given, "output_params")
+    for name, text in _described(generated, "output_params"):
+        if text and any(name == n and _same_sentence(text, t) for n, t in given_outputs):
+            return (f"{generated['name']!r} restates the given API {given['name']!r}: it returns {name!r}, which the "
+                    "given API already returns, described the same")
+    return None
+
+
+def handover_restatement(given: dict[str, Any], generated: dict[str, Any], satisfied: int,
+                         consumer_param: str) -> str | None:
+    """Why a data-flow answer's hand-over passes no value of the given API (``satisfied`` 1: the generated API
+    depends on the given one; 2: the reverse), or None. A generated dependent whose fed input
+    ``consumer_param`` is described as an input of the given API, and as none of its outputs, takes what the
+    given API takes, not what it returns (``datetime_to_time`` fed the datetime ``time()`` reads). A generated
+    prerequisite that returns only its own inputs passes them through (``scan_mark_to_mark``): it produces
+    nothing."""
+    if satisfied == 1:
+        fed = next((text for name, text in _described(generated, "input_params")
+                    if name == normalise_param_name(consumer_param)), "")
+        if fed and any(_same_sentence(fed, t) for _, t in _described(given, "input_params")) and not any(
+                _same_sentence(fed, t) for _, t in _described(given, "output_params")):
+            return (f"input {consumer_param!r} of {generated['name']!r} is described as an input of the given API "
+                    f"{given['name']!r}, not as one of its outputs: it takes what the given API takes")
+        return None
+    outputs = {name for name, _ in _described(generated, "output_params")}
+    if outputs and outputs <= {name for name, _ in _described(generated, "input_params")}:
+        return f"{generated['name']!r} returns only its own inputs ({sorted(outputs)}): it passes them through"
+    return None
+
+
 def echo_reason(given: dict[str, Any], generated: dict[str, Any], kind: str = KIND_DATA) -> str | None:
     """Why ``generated`` is the given API again rather than another tool (small models echo): the same doc,
-    the same name, the same name under a version or copy mark (:func:`renamed_copy`: ``break_here_v2``), or
-    the same input and output parameter names under another name. In precondition mode the same parameters
-    are common (a check and the call it guards act on one resource), so there they make an echo only with a
-    near-identical description."""
+    the same name, the same name under a version or copy mark (:func:`renamed_copy`: ``break_here_v2``),
+    the same input and output parameter names under another name, or the given API restated
+    (:func:`restatement_reason`). In precondition mode the same parameters are common (a check and the call it
+    guards act on one resource), so there they make an echo only with a near-identical description."""
     if doc_id(generated) == doc_id(given):
         return "identical document"
     if generated["name"].strip().lower() == given["name"].strip().lower():
@@ -168,7 +215,7 @@ def echo_reason(given: dict[str, Any], generated: dict[str, Any], kind: str = KI
             return f"{generated['name']!r} has exactly the given API's input and output parameters"
         if _near_same_text(generated["description"], given["description"]):
             return f"{generated['name']!r} has the given API's parameters and nearly its description"
-    return None
+    return restatement_reason(given, generated)
 
 
 def passed_value(prerequisite: dict[str, Any], dependent: dict[str, Any]) -> str | None:
@@ -206,6 +253,9 @@ def interpret_generate(extracted: ExtractedDoc, result: StructuredResult) -> Dep
         return Outcome(result.item_id, "generate", "generate_bad_consumer_param",
                        f"consumer_param {asked!r} is no input parameter of {side} dependent API {dependent['name']!r} "
                        f"(inputs: {inputs})", canonical_doc_json(generated))
+    restated = handover_restatement(extracted.doc, generated, satisfied, consumer_param)
+    if restated:
+        return Outcome(result.item_id, "generate", "generate_echoed_input", restated, canonical_doc_json(generated))
     handover = check_handover(dependent, prerequisite, consumer_param, str(result.value.get("producer_output") or ""))
     if isinstance(handover, HandoverRejection):
         return Outcome(result.item_id, "generate", handover.reason, handover.detail, canonical_doc_json(generated))
