@@ -352,3 +352,11 @@ def test_a_generated_api_that_restates_the_given_one_is_an_echo():
                              [("user_id", "string", "The id of the user who sends the money.")],
                              [("account_id", "string", "The id of the user's main account.")])
     assert isinstance(interpret_generate(transfer, _answer(account, 2, "account_id", "account_id")), DependentPair)
+    # a hand-over from another output than the one that has the fed input's name (an accepted pair of a 24-function run)
+    to_query = _described_doc("splitquery_to_path", "Converts the query part of a URL into its path component.",
+                              [("query", "string", "The query part of the URL to be converted.")],
+                              [("path", "string", "The path component.")])
+    out = interpret_generate(split, _answer(to_query, 1, "query", "path"))
+    assert isinstance(out, Outcome) and out.reason == "generate_bad_producer_output"
+    assert "is, by name, the output 'query' of '_splitquery', not 'path'" in out.detail
+    assert isinstance(interpret_generate(split, _answer(to_query, 1, "query", "query")), DependentPair)

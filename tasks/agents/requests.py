@@ -273,7 +273,8 @@ def check_handover(dependent: dict[str, Any], prerequisite: dict[str, Any], cons
     """The checked hand-over of a data-flow pair whose ``consumer_param`` is an input of ``dependent``:
     ``asked_output`` as the prerequisite spells it, or why it is rejected (stage generate): it names no
     output of the prerequisite (a declared output, or the one its name says it returns when it declares
-    none; an input named as its output is said so), or the two ends' declared types disagree
+    none; an input named as its output is said so) or another output than the one that has the input's name,
+    or the two ends' declared types disagree
     (``schemas.parameters.types_compatible``). Run before agent 3 is asked, so the judge never sees them."""
     outputs = output_param_names(prerequisite)
     producer_output = match_param(asked_output, outputs)
@@ -288,6 +289,11 @@ def check_handover(dependent: dict[str, Any], prerequisite: dict[str, Any], cons
         return HandoverRejection("generate_bad_producer_output",
                                  f"producer_output {asked_output!r} {why} (outputs: {outputs}) for consumer_param "
                                  f"{consumer_param!r} of {dependent['name']!r}")
+    same_name = match_param(consumer_param, outputs)
+    if same_name is not None and same_name != producer_output:  # _splitquery's path said to feed an input 'query'
+        return HandoverRejection("generate_bad_producer_output",
+                                 f"input {consumer_param!r} of {dependent['name']!r} is, by name, the output "
+                                 f"{same_name!r} of {prerequisite['name']!r}, not {producer_output!r}")
     produced = param_type(prerequisite, "output_params", producer_output)
     consumed = param_type(dependent, "input_params", consumer_param)
     if not types_compatible(produced, consumed):
