@@ -360,3 +360,24 @@ def test_a_generated_api_that_restates_the_given_one_is_an_echo():
     assert isinstance(out, Outcome) and out.reason == "generate_bad_producer_output"
     assert "is, by name, the output 'query' of '_splitquery', not 'path'" in out.detail
     assert isinstance(interpret_generate(split, _answer(to_query, 1, "query", "query")), DependentPair)
+
+
+def test_the_answer_checks_have_a_version_in_the_chunk_fingerprint_that_moves_with_their_code(monkeypatch):
+    """A chunk accepted under older checks is redone on a rerun: the checks' version is in the fingerprint, and
+    the source behind each version is the one recorded here (change a check: bump the version, add its hash)."""
+    import inspect
+
+    from schemas import parameters
+    from tasks.agents import chunks, requests
+    from tasks.llm.config import LLMConfig
+
+    checks = (requests.api_name_key, requests.renamed_copy, requests._near_same_text, requests._described,
+              requests._same_sentence, requests.restatement_reason, requests.handover_restatement,
+              requests.echo_reason, requests.passed_value, requests.interpret_generate, requests.check_handover,
+              requests._precondition_pair, parameters.types_compatible)
+    source = hashlib.sha256("\0".join(inspect.getsource(f) for f in checks).encode()).hexdigest()[:16]
+    assert {requests.ANSWER_CHECKS_VERSION: source} == {"answer-checks-v2": "e9dc0dc142fd303e"}
+    llm = LLMConfig(base_url="http://127.0.0.1:1/v1", model="m")
+    before = chunks.work_fingerprint(llm, 4000)
+    monkeypatch.setattr(chunks, "ANSWER_CHECKS_VERSION", "answer-checks-v3")
+    assert chunks.work_fingerprint(llm, 4000) != before

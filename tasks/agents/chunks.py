@@ -38,6 +38,7 @@ from schemas.docs import canonical_doc_json, doc_id
 from tasks.dataset.accounting import LEDGER_SCHEMA, OUTCOME_SCHEMA, AccountingError, check_read_ids
 from schemas.tdi import DependentPair
 from tasks.agents.requests import (
+    ANSWER_CHECKS_VERSION,
     ExtractedDoc,
     extract_request,
     generate_request,
@@ -161,6 +162,7 @@ def work_fingerprint(llm: LLMConfig, max_code_chars: int) -> str:
         "strict": llm.strict_schema,
         "parse_attempts": llm.parse_attempts,
         "prompts": PROMPT_VERSIONS,
+        "answer_checks": ANSWER_CHECKS_VERSION,
         "max_code_chars": max_code_chars,
     }
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()

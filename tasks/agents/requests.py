@@ -105,6 +105,11 @@ def generate_request(extracted: ExtractedDoc) -> StructuredRequest:
     )
 
 
+# The version of the checks in code that judge an answer before agent 3 (echo, restatement, hand-over, types):
+# part of a chunk's fingerprint, so a rerun redoes chunks an older check accepted from. Bump it with any change
+# to them (tests/test_agents.py holds the source hash of each version).
+ANSWER_CHECKS_VERSION = "answer-checks-v2"
+
 # generate rejections made by a check in code, with a reason the model can act on: worth asking once more
 REPAIRABLE = frozenset({"generate_echoed_input", "generate_bad_consumer_param", "generate_bad_producer_output",
                         "generate_type_mismatch"})
