@@ -42,11 +42,6 @@ def parameter_query(doc: dict[str, Any], param: dict[str, Any], show_name: bool 
     return f"{head} (input of {tool})"
 
 
-def output_text(doc: dict[str, Any], param: dict[str, Any]) -> str:
-    """One output of ``doc`` on its own, "name: description (output of tool)", as an input is asked for."""
-    return f"{_sentence(param['name'], param.get('description'))} (output of {readable_name(doc.get('name', ''))})"
-
-
 def parameter_queries(doc: dict[str, Any]) -> list[str]:
     """One query per input parameter; a tool that declares no inputs asks once with its name and description."""
     params = doc.get("input_params") or []

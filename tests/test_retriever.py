@@ -370,17 +370,6 @@ def test_unit_features_by_hand():
     # for get_user, the group's inputs by cosine: customer (0.707: user, account), user_id (0.447: user, orders x2)
     assert customer["inverse_column_rank"] == 1.0 and user_id["inverse_column_rank"] == 0.5
     assert customer["cosine"] == pytest.approx(2 ** -0.5) and user_id["cosine"] == pytest.approx(5 ** -0.5)
-    # get_user's one output on its own, "user id: the user's id (output of get user)": the user axis alone
-    assert customer["output_cosine"] == pytest.approx(2 ** -0.5) and user_id["output_cosine"] == pytest.approx(5 ** -0.5)
-    assert f[(3, 1, "user_id")]["output_cosine"] == 0.0 and f[(3, 1, "user_id")]["declares_outputs"] == 0.0  # ping
-    # by that cosine, for list_orders.user_id: get_user first (0.447), open_account second (its output
-    # "account number" shares no word: 0), ping unranked (no outputs); margins over the best other producer
-    assert (user_id["output_inverse_rank"], user_id["output_margin"]) == (1.0, pytest.approx(5 ** -0.5))
-    by_account = f[(2, 1, "user_id")]
-    assert (by_account["output_inverse_rank"], by_account["output_margin"]) == (0.5, pytest.approx(-(5 ** -0.5)))
-    assert (f[(3, 1, "user_id")]["output_inverse_rank"], f[(3, 1, "user_id")]["output_margin"]) == (0.0, 0.0)
-    # the names alone: "user id" and get_user's "user id" are one; "customer" names no word of "user id"
-    assert user_id["name_cosine"] == pytest.approx(1.0) and customer["name_cosine"] == 0.0
     only = unit_features(shop, _by_words, pairs={(0, 1)})[0]
     assert sorted(only) == [(0, 1, "limit"), (0, 1, "user_id")]  # only the ordered pairs asked for
 
@@ -400,15 +389,9 @@ def test_head_fits_chooses_its_cut_on_held_out_groups_and_round_trips(tmp_path):
     head.save(tmp_path)
     assert np.allclose(ParamHead.load(tmp_path).predict(x), head.predict(x))
     data = json.loads((tmp_path / "param_head.json").read_text())
-    assert "columns" not in data
-    (tmp_path / "param_head.json").write_text(json.dumps(data | {"features": ["cosine", "no_such_feature"]}))
-    with pytest.raises(ValueError, match="no_such_feature"):
+    (tmp_path / "param_head.json").write_text(json.dumps(data | {"features": ["cosine"]}))
+    with pytest.raises(ValueError, match="features"):
         ParamHead.load(tmp_path)
-    # a head fitted before the last feature was added reads its own columns of the features computed now
-    older = fit_param_head(x[:, :-1], gold, [f"g{i % 8}" for i in range(400)], "toy")
-    older.features = FEATURES[:-1]
-    older.save(tmp_path)
-    assert np.allclose(ParamHead.load(tmp_path).predict(x), older.predict(x[:, :-1]))
     with pytest.raises(ValueError, match="gold and non-gold"):
         fit_param_head(x, np.zeros(400, dtype=bool), ["g"] * 400)
 

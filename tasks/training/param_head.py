@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from schemas.dependency_text import output_text, parameter_query, producer_text, readable_name, tool_query
+from schemas.dependency_text import parameter_query, producer_text, tool_query
 from schemas.name_rule import identifier_tokens
 from schemas.parameters import output_param_names
 from schemas.toolset import Tool, ToolSet
@@ -25,8 +25,7 @@ from tasks.training.metrics import choose_probability_cut
 from tasks.training.param_examples import rule_over_outputs
 
 FEATURES = ("cosine", "inverse_rank", "margin", "best_input", "inverse_column_rank", "tool_cosine", "exact", "partial",
-            "token_overlap", "type_match", "declares_outputs", "output_cosine", "output_inverse_rank", "output_margin",
-            "name_cosine")
+            "token_overlap", "type_match", "declares_outputs")
 OUTPUT_DROPOUT = 0.3  # share of producers shown without their declared outputs when the head is fitted
 HEAD_FILE = "param_head.json"  # beside the retriever's weights: build-graph --param-discriminator takes the folder
 
@@ -53,13 +52,7 @@ def unit_features(tools: Sequence[Tool], encode: Callable[[list[str]], np.ndarra
     - cosine of the consumer as a whole (its name and description) and the producer;
     - the exact and partial name rule; the share of the input's name tokens found in the producer's name
       and output names; whether the input's declared type is one of the producer's output types (0.5 when
-      either side declares none); whether the producer declares outputs at all;
-    - the cosine of the input's query and the producer's closest declared output on its own ("name: description
-      (output of tool)"; 0 when it declares none): a producer with many outputs is not judged by their blend; the
-      producer's inverse rank by that cosine among the group's producers with outputs (0 without outputs) and its
-      margin over the best other producer (-1 for one without outputs; 0 without outputs itself);
-    - the cosine of the input's name alone and the closest output name alone (as words; 0 without outputs):
-      meaning in the names (``customer`` and ``user_id``) that the rules' spelling misses."""
+      either side declares none); whether the producer declares outputs at all."""
     queries, owner, names = [], [], []
     for c, t in enumerate(tools):
         for p in dict((q["name"], q) for q in t.doc.get("input_params") or []).values():
@@ -70,21 +63,9 @@ def unit_features(tools: Sequence[Tool], encode: Callable[[list[str]], np.ndarra
         return [], np.zeros((0, len(FEATURES)), dtype=np.float32)
     query_tokens = [_tokens(name) for name in names]
     n = len(tools)
-    outputs, output_owner = [], []
-    for p, t in enumerate(tools):
-        for o in t.doc.get("output_params") or []:
-            outputs.append(output_text(t.doc, o))
-            output_owner.append(p)
-    output_words = [readable_name(o["name"]) for t in tools for o in t.doc.get("output_params") or []]
-    emb = encode([producer_text(t.doc) for t in tools] + [tool_query(t.doc) for t in tools] + queries + outputs
-                 + [readable_name(name) for name in names] + output_words)
+    emb = encode([producer_text(t.doc) for t in tools] + [tool_query(t.doc) for t in tools] + queries)
     emb = emb / np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)
-    prod, whole, rest = emb[:n], emb[n: 2 * n], emb[2 * n:]
-    qry, outs, rest = rest[:len(queries)], rest[len(queries): len(queries) + len(outputs)], rest[len(queries) + len(outputs):]
-    qry_names, out_names = rest[:len(queries)], rest[len(queries):]
-    rows_of_outputs: dict[int, list[int]] = defaultdict(list)
-    for k, p in enumerate(output_owner):
-        rows_of_outputs[p].append(k)
+    prod, whole, qry = emb[:n], emb[n: 2 * n], emb[2 * n:]
     offered = [_tokens(t.doc.get("name", "")) | {w for o in output_param_names(t.doc) for w in _tokens(o)}
                for t in tools]
     exact_keys = [output_names(t.doc) for t in tools]  # the name rule's inputs, once per producer
@@ -115,22 +96,10 @@ def unit_features(tools: Sequence[Tool], encode: Callable[[list[str]], np.ndarra
         for i, r in enumerate(qrows):
             inputs_of[owner[r]].append(i)
         closest = {c: sims[rows].max(axis=0) for c, rows in inputs_of.items()}  # per producer, c's best input
-        group_outputs = [k for p in idx for k in rows_of_outputs.get(p, ())]
-        output_sims = qry[qrows] @ outs[group_outputs].T if group_outputs else np.zeros((len(qrows), 0))
-        name_sims = qry_names[qrows] @ out_names[group_outputs].T if group_outputs else np.zeros((len(qrows), 0))
-        output_cols: dict[int, list[int]] = defaultdict(list)  # producer -> its columns of output_sims
-        for k, o in enumerate(group_outputs):
-            output_cols[output_owner[o]].append(k)
-        # per input, each producer's closest output (-1: it declares none; -inf: the input's own tool)
-        best_output = np.full((len(qrows), len(idx)), -1.0)
-        for p, cols in output_cols.items():
-            best_output[:, col[p]] = output_sims[:, cols].max(axis=1)
-        best_output[np.arange(len(qrows)), own] = -np.inf
         for i, r in enumerate(qrows):
             c = owner[r]
             row = sims[i]
             finite = np.sort(row[np.isfinite(row)])[::-1]
-            by_output = best_output[i]
             for p in idx:
                 if p == c or (wanted is not None and (p, c) not in wanted):
                     continue
@@ -147,22 +116,8 @@ def unit_features(tools: Sequence[Tool], encode: Callable[[list[str]], np.ndarra
                 units.append((p, c, names[r]))
                 rows.append((cos, 1.0 / rank, margin, best_input, 1.0 / column_rank[i, col[p]],
                              float(tool_sims[col[c], col[p]]), float(rule == "exact"), float(rule == "partial"),
-                             overlap, type_match, float(bool(tools[p].doc.get("output_params"))),
-                             *_output_features(by_output, col[p], name_sims[i, output_cols[p]])))
+                             overlap, type_match, float(bool(tools[p].doc.get("output_params")))))
     return units, np.asarray(rows, dtype=np.float32).reshape(-1, len(FEATURES))
-
-
-def _output_features(by_output: np.ndarray, k: int, name_sims: np.ndarray) -> tuple[float, float, float, float]:
-    """(output_cosine, output_inverse_rank, output_margin, name_cosine) of producer ``k`` for one input, from
-    every producer's closest-output cosine ``by_output`` (-1: no outputs; -inf: the input's own tool) and the
-    name cosines of producer ``k``'s outputs ``name_sims``."""
-    if not len(name_sims):
-        return 0.0, 0.0, 0.0, 0.0
-    v = float(by_output[k])
-    others = np.delete(by_output, k)
-    others = others[np.isfinite(others)]
-    rank = 1 + int((others > v).sum())
-    return v, 1.0 / rank, v - float(others.max()) if len(others) else 0.0, float(name_sims.max())
 
 
 def without_outputs(toolset: ToolSet, share: float, seed: int = 0) -> ToolSet:
@@ -212,35 +167,23 @@ class ParamHead:
     fitted_on: str = ""
     cut_f1: float | None = None  # F1 at the cut on the cross-validated predictions it was chosen on
     candidate_k: int | None = None  # a reranker's stacked head: the candidate rule's k (param_reranker.py)
-    # the columns of the computed features it reads: set by ``load`` for a head fitted before features were added
-    columns: list[int] | None = dataclasses.field(default=None, repr=False)
 
     def predict(self, x: np.ndarray) -> np.ndarray:
-        x = np.asarray(x, dtype=np.float64)
-        if self.columns is not None:
-            x = x[:, self.columns]
-        z = (x - self.mean) / self.scale
+        z = (np.asarray(x, dtype=np.float64) - self.mean) / self.scale
         return 1.0 / (1.0 + np.exp(-(z @ np.asarray(self.coef) + self.intercept)))
 
     def save(self, folder: Path) -> Path:
         path = Path(folder) / HEAD_FILE
-        data = asdict(self)
-        data.pop("columns")
-        path.write_text(json.dumps(data, indent=1))
+        path.write_text(json.dumps(asdict(self), indent=1))
         return path
 
     @classmethod
     def load(cls, folder: Path, features: tuple[str, ...] = FEATURES) -> "ParamHead":
-        """The head of ``folder``, reading ``features`` as this code computes them; a head fitted on fewer of them
-        (before a feature was added) reads its own columns."""
         data = json.loads((Path(folder) / HEAD_FILE).read_text())
         data["features"] = tuple(data["features"])
-        unknown = [f for f in data["features"] if f not in features]
-        if unknown:
-            raise ValueError(f"{folder}/{HEAD_FILE}: features {unknown} are not among those this code computes "
-                             f"{features}")
-        columns = None if data["features"] == features else [features.index(f) for f in data["features"]]
-        return cls(**data, columns=columns)
+        if data["features"] != features:
+            raise ValueError(f"{folder}/{HEAD_FILE}: features {data['features']}, this code computes {features}")
+        return cls(**data)
 
 
 def fit_param_head(x: np.ndarray, y: np.ndarray, groups: Sequence[str], fitted_on: str = "", folds: int = 5,
