@@ -12,8 +12,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tasks.toolsets.readers import load_benchmark, write_toolset_dir
-from tasks.training.param_examples import split_groups
+from tasks.graph.retriever_run import split_toolsets
+from tasks.toolsets.readers import write_toolset_dir
 from tasks.training.retriever_config import DEFAULT_BENCHMARKS, RetrieverConfig
 
 
@@ -22,9 +22,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--output", type=Path, required=True, help="folder for nes_train, nes_fit and nes_test")
     parser.add_argument("--benchmarks-root", type=Path, default=Path(DEFAULT_BENCHMARKS))
     args = parser.parse_args(argv)
-    defaults = RetrieverConfig()  # the split the parameter scorer is trained with
-    nestools = load_benchmark("nestools", args.benchmarks_root)
-    train, valid, test = split_groups({t.group for t in nestools.tools}, defaults.split_fractions, defaults.split_seed)
+    # the run's own split step, with its defaults: the split the parameter scorer is trained with
+    sets = split_toolsets.fn(RetrieverConfig(toolsets=("nestools",), heldout=(), benchmarks_root=str(args.benchmarks_root)))
+    (nestools, train), = sets.train
+    valid, test = ({t.group for t in part.tools} for part in (sets.validation[0], sets.test[0]))
     for name, groups in (("nes_train", train), ("nes_fit", train | valid), ("nes_test", test)):
         part = nestools.only_groups(groups)
         part.name = name

@@ -30,12 +30,18 @@ def parameter_scorer_of(discriminator: str | Path | None) -> Path | None:
     return folder if (folder / HEAD_FILE).is_file() else None
 
 
+def declares_inputs(tools: Sequence[Tool]) -> list[bool]:
+    """Per tool, whether it declares inputs: a consumer that does is decided by the parameter level, one that
+    does not by the tool-level cross-encoder."""
+    return [bool(t.doc.get("input_params")) for t in tools]
+
+
 def cross_encoder_pairs(tools: Sequence[Tool], pairs: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
     """The candidate pairs the tool-level cross-encoder can still decide when the parameter level scores the rest:
     those with a tool that declares no inputs. Between two tools that both declare inputs each direction is
     decided input by input, so their cross-encoder scores would never be read (``param_tool_edges``,
     ``two_level_probs``)."""
-    has_inputs = [bool(t.doc.get("input_params")) for t in tools]
+    has_inputs = declares_inputs(tools)
     return [(i, j) for i, j in pairs if not (has_inputs[i] and has_inputs[j])]
 
 
@@ -57,7 +63,7 @@ def two_level_probs(tools: Sequence[Tool], ordered: Sequence[tuple[int, int]], c
     best: dict[tuple[int, int], float] = {}
     for s in scores:
         best[(s.producer, s.consumer)] = max(s.prob, best.get((s.producer, s.consumer), 0.0))
-    has_inputs = [bool(t.doc.get("input_params")) for t in tools]
+    has_inputs = declares_inputs(tools)
     cross_probs = np.asarray(cross_probs, dtype=np.float64).reshape(-1, 3)
     out = np.zeros((len(ordered), 3))
     for k, (a, b) in enumerate(ordered):
