@@ -97,6 +97,12 @@ def types_compatible(produced: str | None, consumed: str | None) -> bool:
     return any(_one_type_fits(p, c) for p in produced_values for c in consumed_alts)
 
 
+def is_none_type(declared: str | None) -> bool:
+    """Whether a declared type says there is no value (``None``, ``void``; not ``Optional[int]``)."""
+    alternatives = _type_alternatives(declared)
+    return bool(alternatives) and all(TYPE_FAMILIES.get(t) == "none" for t in alternatives)
+
+
 def param_type(doc: dict[str, Any], side: str, name: str | None) -> str | None:
     """The declared type of the parameter ``name`` on ``side`` (input_params / output_params) of ``doc``;
     None when the doc has no such parameter (a name-derived output) or declares no type."""

@@ -69,19 +69,18 @@ def canned_answer(agent: str, user_text: str) -> dict[str, Any]:
             "input_params": [_param(a) for a in args],
             "output_params": [_param(f"{name}_result")],
         }
-    if agent == "dependent_api_doc":
+    if agent == "consumer_api_doc":  # consumes the given API's first output, through its first input
         doc = given_doc(user_text)
-        # a given API without inputs cannot depend on another: the new API then consumes its output
-        satisfied = 1 + _h(doc["name"]) % 2 if doc["input_params"] else 1
-        if satisfied == 1:  # consumes the given API's output, through its first input
-            inputs = doc["output_params"][:3] or [_param("value")]
-            return {"satisfied": 1, "name": f"consume_{doc['name']}", "description": f"Uses the output of {doc['name']}.",
-                    "input_params": inputs, "output_params": [_param("report")], "consumer_param": inputs[0]["name"],
-                    "producer_output": doc["output_params"][0]["name"] if doc["output_params"] else ""}
-        outputs = doc["input_params"][:3]
-        return {"satisfied": 2, "name": f"prepare_{doc['name']}", "description": f"Produces the inputs of {doc['name']}.",
-                "input_params": [_param("request")], "output_params": outputs,
-                "consumer_param": doc["input_params"][0]["name"], "producer_output": outputs[0]["name"]}
+        taken = (doc["output_params"] or [_param(f"{doc['name']}_result")])[0]
+        return {"producer_output": taken["name"], "name": f"consume_{doc['name']}",
+                "description": f"Uses the output of {doc['name']}.", "fed_input": {**taken, "description": "the value used"},
+                "other_input_params": doc["output_params"][1:3], "output_params": [_param("report")]}
+    if agent == "producer_api_doc":  # produces the given API's first input (the receiver aside)
+        doc = given_doc(user_text)
+        fed = next(p for p in doc["input_params"] if p["name"] not in ("self", "cls") and not p["name"].startswith("*"))
+        return {"consumer_param": fed["name"], "name": f"prepare_{doc['name']}",
+                "description": f"Produces the inputs of {doc['name']}.", "input_params": [_param("request")],
+                "fed_output": fed, "other_output_params": [p for p in doc["input_params"] if p is not fed][:2]}
     if agent == "precondition_api_doc":
         doc = given_doc(user_text)
         # no value passes: the new API's parameters are named apart from the given API's

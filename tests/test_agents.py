@@ -30,13 +30,26 @@ def _doc(name, inputs, outputs):
 GIVEN = ExtractedDoc("rec-1", _doc("login", ["user", "password"], ["token"]))
 
 
+def structured(doc, satisfied, consumer_param, producer_output):
+    """Agent 2's data-flow answer for the new API ``doc``: the shape of the consumer schema (satisfied 1: the
+    fed input is ``consumer_param``, an input of ``doc``) or of the producer schema (2: the fed output is
+    ``producer_output``, an output of ``doc``)."""
+    if satisfied == 1:
+        fed = next(p for p in doc["input_params"] if p["name"] == consumer_param)
+        return {"producer_output": producer_output, "name": doc["name"], "description": doc["description"], "fed_input": fed,
+                "other_input_params": [p for p in doc["input_params"] if p is not fed], "output_params": doc["output_params"]}
+    fed = next(p for p in doc["output_params"] if p["name"] == producer_output)
+    return {"consumer_param": consumer_param, "name": doc["name"], "description": doc["description"],
+            "input_params": doc["input_params"], "fed_output": fed,
+            "other_output_params": [p for p in doc["output_params"] if p is not fed]}
+
+
 def _gen(doc, satisfied=1, consumer_param=None, producer_output=None):
     if consumer_param is None:  # the dependent's first input
         consumer_param = (doc if satisfied == 1 else GIVEN.doc)["input_params"][0]["name"]
     if producer_output is None:  # the prerequisite's first output
         producer_output = ((GIVEN.doc if satisfied == 1 else doc)["output_params"] or [{"name": ""}])[0]["name"]
-    return StructuredResult("rec-1", True, value={"satisfied": satisfied, **doc, "consumer_param": consumer_param,
-                                                  "producer_output": producer_output})
+    return StructuredResult("rec-1", True, value=structured(doc, satisfied, consumer_param, producer_output))
 
 
 def test_extract_rejects_docs_outside_the_doc_schema_with_the_field():
@@ -59,9 +72,9 @@ def test_generate_keeps_the_consumer_parameter_and_the_producer_output():
     consumer = _doc("update_email", ["token", "email"], ["status"])
     pair = interpret_generate(GIVEN, _gen(consumer, 1, "token", "token"))
     assert (pair.consumer_param, pair.producer_output) == ("token", "token")
-    # satisfied 2: the given API is the consumer; names are taken in the doc's own spelling
+    # satisfied 2: the given API is the consumer; its input is taken in the doc's own spelling
     producer = _doc("validate_user", ["user"], ["password"])
-    pair = interpret_generate(GIVEN, _gen(producer, 2, " Password ", "PASSWORD"))
+    pair = interpret_generate(GIVEN, _gen(producer, 2, " Password ", "password"))
     assert (pair.consumer_param, pair.producer_output) == ("password", "password")
     # a producer that declares no outputs: the output its name says it returns
     given = ExtractedDoc("rec-1", _doc("get_user_token", ["user"], []))
@@ -70,12 +83,15 @@ def test_generate_keeps_the_consumer_parameter_and_the_producer_output():
 
 
 def test_generate_rejects_a_consumer_param_that_is_no_input_of_the_dependent():
-    consumer = _doc("update_email", ["token", "email"], ["status"])
-    for satisfied, name, doc in ((1, "password", consumer), (1, "", consumer), (2, "token", _doc("validate_user", ["user"], ["password"]))):
-        out = interpret_generate(GIVEN, _gen(doc, satisfied, name))
-        assert isinstance(out, Outcome) and out.reason == "generate_bad_consumer_param", (satisfied, name)
+    # satisfied 1: the fed input is a parameter of the new API by the answer's shape (fed_input); satisfied 2:
+    # the answer names the given API's input, which the request's enum holds to its inputs but a server that
+    # does not enforce the schema's enum may not
+    producer = _doc("validate_user", ["user"], ["password"])
+    for name in ("token", "", "email"):
+        out = interpret_generate(GIVEN, _gen(producer, 2, name, "password"))
+        assert isinstance(out, Outcome) and out.reason == "generate_bad_consumer_param", name
         assert repr(name) in out.detail and out.raw_text
-    # 'token' is an output of the given API (satisfied 2: the given API is the dependent), not an input
+    # 'email' is no input of the given API (satisfied 2: the given API is the dependent)
     assert "'login'" in out.detail and "['user', 'password']" in out.detail
 
 
@@ -120,18 +136,57 @@ def test_the_share_picks_the_mode_per_record_stably_and_monotonically():
 
 def test_each_mode_sends_its_own_prompt_and_schema_and_the_data_flow_prompts_are_unchanged():
     data, pre = generate_request(GIVEN), generate_request(PRE_GIVEN)
-    assert (data.schema_name, data.prompt_version) == ("dependent_api_doc", prompts.GENERATE_DEPENDENT.version)
+    assert (data.schema_name, data.prompt_version) in {("consumer_api_doc", prompts.GENERATE_CONSUMER.version),
+                                                       ("producer_api_doc", prompts.GENERATE_PRODUCER.version)}
     assert (pre.schema_name, pre.prompt_version) == ("precondition_api_doc", prompts.GENERATE_PRECONDITION.version)
     assert "consumer_param" not in json.dumps(pre.messages) and "consumer_param" not in pre.schema["properties"]
     assert json.loads(prompts.schema_text(pre.schema)) == prompts.GENERATE_PRECONDITION_SCHEMA
     versions = list(prompts.PROMPT_VERSIONS.values())
-    assert len(versions) == len(set(versions)) == 6 and len(set(prompts.PROMPT_VERSIONS)) == 6
+    assert len(versions) == len(set(versions)) == 7 and len(set(prompts.PROMPT_VERSIONS)) == 7
     # the wording behind each data-flow version is the one the existing caches answered: a change of
     # wording must come with a new version (and then this table's new entry)
     wording = {p.version: hashlib.sha256((p.system + "\0" + p.user_template).encode()).hexdigest()[:16]
-               for p in (prompts.EXTRACT, prompts.GENERATE_DEPENDENT, prompts.VALIDATE)}
-    assert wording == {"extract-v4": "0cda66778190ab93", "generate-dependent-v7": "b2369eb593f0743b",
+               for p in (prompts.EXTRACT, prompts.GENERATE_CONSUMER, prompts.GENERATE_PRODUCER, prompts.VALIDATE)}
+    assert wording == {"extract-v4": "0cda66778190ab93", "generate-consumer-v1": "c5d970121fad9e84", "generate-producer-v1": "4db2331231f3d06b",
                        "validate-v3": "0f45ea2a4b2aee11"}
+
+
+def test_a_data_flow_request_names_the_given_apis_end_of_the_handover_as_an_enum_after_the_doc():
+    from tasks.agents.requests import handover_side
+
+    ids = [f"repo:f.py:func_{i}" for i in range(400)]
+    sides = [handover_side(ExtractedDoc(i, GIVEN.doc)).satisfied for i in ids]
+    assert abs(sides.count(1) / len(ids) - 0.5) < 0.1  # both directions open: a seeded coin per record
+    assert sides == [handover_side(ExtractedDoc(i, GIVEN.doc)).satisfied for i in ids]  # the same on a rerun
+    consumer = generate_request(ExtractedDoc(ids[sides.index(1)], GIVEN.doc))
+    producer = generate_request(ExtractedDoc(ids[sides.index(2)], GIVEN.doc))
+    assert consumer.schema["properties"]["producer_output"] == {"type": "string", "enum": ["token"]}
+    assert producer.schema["properties"]["consumer_param"] == {"type": "string", "enum": ["user", "password"]}
+    for request, shown, tail in ((consumer, prompts.GENERATE_CONSUMER_SCHEMA, "Its outputs to choose from: `token` (string)."),
+                                 (producer, prompts.GENERATE_PRODUCER_SCHEMA,
+                                  "Its inputs to choose from: `user` (string), `password` (string).")):
+        user = request.messages[1][1]
+        # the prompt shows the schema without the record's names (a prefix llama.cpp reuses), then the doc, then the names
+        assert prompts.schema_text(shown) in user and '"enum"' not in user and user.endswith(tail)
+        assert user.index("The given API:") < user.index(tail)
+    # one direction open: the receiver is produced by no API, and an output None is no value
+    only_out = _typed("now", [("self", "object")], [("time", "datetime")])
+    assert handover_side(ExtractedDoc("r", only_out)).satisfied == 1
+    only_in = _typed("close", [("self", "object"), ("timeout", "number"), ("*args", "tuple")], [("None", "none")])
+    assert handover_side(ExtractedDoc("r", only_in)) == type(handover_side(ExtractedDoc("r", only_in)))(2, ("timeout",))
+    # an answer that copies the prompt's worked example (its name), or renames it (nearly its description), is no
+    # API for the given one: the run's find_tls_config for find_config_file
+    tls = {**_doc("find_tls_config", ["app_name"], ["user"]), "description": "Finds the TLS configuration file of an application."}
+    for answer in (_gen(_doc("count_words", ["token"], ["count"]), 1, "token", "token"),
+                   _gen(_doc("find_config_file", ["app_name"], ["user"]), 2, "user", "user"), _gen(tls, 2, "user", "user")):
+        out = interpret_generate(GIVEN, answer)
+        assert isinstance(out, Outcome) and out.reason == "generate_copied_example" and out.reason in REPAIRABLE, out
+    # none open: a recorded rejection, and no request; an output the name alone suggests (tool sets' rule) is
+    # no value here, where agent 1 read the code and declared none
+    for nothing in (_typed("update", [("self", "object")], [("None", "none")]), _typed("close", [], [])):
+        out = generate_request(ExtractedDoc("rec-7", nothing))
+        assert isinstance(out, Outcome) and (out.stage, out.reason) == ("generate", "generate_nothing_to_hand_over")
+        assert repr(nothing["name"]) in out.detail and out.raw_text
 
 
 def test_a_precondition_answer_becomes_a_pair_of_kind_precondition_oriented_by_called_first():
@@ -210,7 +265,7 @@ def test_a_producer_output_that_is_no_output_of_the_prerequisite_is_rejected_bef
     # the issue's case: lognormvariate_inverse fed by the given API's input mu
     given = ExtractedDoc("rec-2", _typed("lognormvariate", [("mu", "number"), ("sigma", "number")], [("value", "number")]))
     inverse = _typed("lognormvariate_inverse", [("mu", "number"), ("value", "number")], [("x", "number")])
-    answer = StructuredResult("rec-2", True, value={"satisfied": 1, **inverse, "consumer_param": "mu", "producer_output": "mu"})
+    answer = StructuredResult("rec-2", True, value=structured(inverse, 1, "mu", "mu"))
     out = interpret_generate(given, answer)
     assert out.reason == "generate_bad_producer_output" and "'mu' is an input, not an output" in out.detail
     # a prerequisite that declares no outputs: the one its name says it returns, and nothing else
@@ -223,7 +278,7 @@ def test_a_handover_whose_declared_types_disagree_is_rejected():
     # the issue's case: a generated tzname_to_datetime whose string tzname is "taken from" the datetime dt
     given = ExtractedDoc("rec-3", _typed("astimezone", [("tz", "string")], [("dt", "datetime")]))
     tz = _typed("tzname_to_datetime", [("tzname", "string")], [("dt", "datetime")])
-    answer = StructuredResult("rec-3", True, value={"satisfied": 1, **tz, "consumer_param": "tzname", "producer_output": "dt"})
+    answer = StructuredResult("rec-3", True, value=structured(tz, 1, "tzname", "dt"))
     out = interpret_generate(given, answer)
     assert isinstance(out, Outcome) and (out.stage, out.reason) == ("generate", "generate_type_mismatch")
     assert out.detail == "output 'dt' of 'astimezone' is 'datetime' but input 'tzname' of 'tzname_to_datetime' takes 'string'"
@@ -231,8 +286,7 @@ def test_a_handover_whose_declared_types_disagree_is_rejected():
     for produced, consumed in (("datetime", "datetime"), ("integer", "number"), ("", "string"), ("any", "string")):
         given = ExtractedDoc("rec-3", _typed("astimezone", [("tz", "string")], [("dt", produced)]))
         ok = _typed("format_datetime", [("dt", consumed)], [("text", "string")])
-        value = {"satisfied": 1, **ok, "consumer_param": "dt", "producer_output": "dt"}
-        pair = interpret_generate(given, StructuredResult("rec-3", True, value=value))
+        pair = interpret_generate(given, StructuredResult("rec-3", True, value=structured(ok, 1, "dt", "dt")))
         assert isinstance(pair, DependentPair) and (pair.consumer_param, pair.producer_output) == ("dt", "dt"), (produced, consumed)
 
 
@@ -249,6 +303,13 @@ def test_a_generated_api_that_is_the_given_one_renamed_is_an_echo():
     # a different tool whose name shares words or digits is none
     for name in ("break_here_report", "clear_break", "here_break"):
         assert isinstance(interpret_generate(given, _gen(_doc(name, ["stopped"], ["report"]), 1, "stopped", "stopped")), DependentPair), name
+    # the same call with an option (a trailing "with ..."), as the embedded model answered for close and map_async
+    for name in ("close_with_flush", "mapAsyncWithErrorCallback"):
+        given = ExtractedDoc("rec-4", _doc(name.split("_with")[0].split("With")[0], ["frame"], ["stopped"]))
+        out = interpret_generate(given, _gen(_doc(name, ["stopped"], ["report"]), 1, "stopped", "stopped"))
+        assert out.reason == "generate_echoed_input" and "renamed" in out.detail, name
+    assert isinstance(interpret_generate(ExtractedDoc("rec-4", _doc("with_retry", ["frame"], ["stopped"])),
+                                         _gen(_doc("with_timeout", ["stopped"], ["report"]), 1, "stopped", "stopped")), DependentPair)
     md5 = ExtractedDoc("rec-5", _doc("hash_md5", ["data"], ["digest"]))
     assert isinstance(interpret_generate(md5, _gen(_doc("hash_md4", ["digest"], ["ok"]), 1, "digest", "digest")), DependentPair)
 
@@ -279,7 +340,8 @@ def test_a_discarded_answer_is_asked_again_in_the_same_conversation_with_its_rea
     assert role == "assistant" and json.loads(said)["name"] == "login_v2" and last_role == "user"
     assert last.startswith(f"That answer is discarded: {rejection.detail.rstrip('. ')}. Answer again")
     assert (again.schema, again.agent, again.item_id) == (asked.schema, "generate", asked.item_id)
-    assert again.prompt_version == f"{prompts.GENERATE_DEPENDENT.version}+{prompts.GENERATE_REPAIR.version}"
+    assert again.prompt_version == f"{asked.prompt_version}+{prompts.GENERATE_REPAIR.version}"
+    assert asked.prompt_version in (prompts.GENERATE_CONSUMER.version, prompts.GENERATE_PRODUCER.version)
     # a failed call or an unparsed answer is the client's to retry, not a check's to explain
     failed = StructuredResult("rec-1", False, reason="parse_failed", detail="not JSON")
     assert repair_request(asked, failed, Outcome("rec-1", "generate", "generate_parse_failed", "not JSON")) is None
@@ -295,8 +357,7 @@ def _described_doc(name, description, inputs, outputs):
 
 
 def _answer(doc, satisfied, consumer_param, producer_output):
-    return StructuredResult("rec-9", True, value={"satisfied": satisfied, **doc, "consumer_param": consumer_param,
-                                                  "producer_output": producer_output})
+    return StructuredResult("rec-9", True, value=structured(doc, satisfied, consumer_param, producer_output))
 
 
 def test_a_generated_api_that_restates_the_given_one_is_an_echo():
@@ -321,13 +382,20 @@ def test_a_generated_api_that_restates_the_given_one_is_an_echo():
                                  [("function", "function", "The cleanup function to be added to the class.")])
     mark = ExtractedDoc("rec-9", _described_doc("scan_mark", "Remembers the current X, Y coordinates.",
                                                 [("x", "integer", "The X coordinate to mark."), ("y", "integer", "The Y coordinate to mark.")], []))
-    mark_again = _described_doc("scan_mark_to_mark", "Remembers the current X, Y coordinates and marks them again.",
+    mark_again = _described_doc("scan_mark_to_mark", "Marks the given X, Y coordinates once more.",
                                 [("x", "integer", "The X coordinate to mark."), ("y", "integer", "The Y coordinate to mark.")],
                                 [("x", "integer", "The X coordinate to mark."), ("y", "integer", "The Y coordinate to mark.")])
     cases = [(time, _answer(to_time, 1, "datetime", "time"), "takes what the given API takes"),
              (split, _answer(to_path, 1, "url", "path"), "it returns 'path', which the given API already returns"),
              (class_cleanup, _answer(add_cleanup, 2, "function", "function"), "nearly the same description"),
              (mark, _answer(mark_again, 2, "y", "y"), "returns only its own inputs")]
+    # the given API's whole description and more (this session's run: an IMAP socket "and additional operations")
+    imap = ExtractedDoc("rec-9", _described_doc("socket", "Returns the socket instance used to connect to an IMAP4 server.", [],
+                                                [("socket", "object", "The socket instance.")]))
+    more = _described_doc("imap_socket", "Returns the socket instance used to connect to an IMAP4 server and performs "
+                          "additional operations on it.", [("socket", "object", "The socket instance.")],
+                          [("operations", "object", "What was done.")])
+    cases.append((imap, _answer(more, 1, "socket", "socket"), "its description is the given API's with more words"))
     for given, answer, why in cases:
         out = interpret_generate(given, answer)
         assert isinstance(out, Outcome) and out.reason == "generate_echoed_input" and why in out.detail, why
@@ -374,10 +442,12 @@ def test_the_answer_checks_have_a_version_in_the_chunk_fingerprint_that_moves_wi
     checks = (requests.api_name_key, requests.renamed_copy, requests._near_same_text, requests._described,
               requests._same_sentence, requests.restatement_reason, requests.handover_restatement,
               requests.echo_reason, requests.passed_value, requests.interpret_generate, requests.check_handover,
-              requests._precondition_pair, parameters.types_compatible)
+              requests._precondition_pair, requests.handover_side, requests.flat_answer, requests.copied_example_reason,
+              parameters.is_none_type,
+              parameters.types_compatible)
     source = hashlib.sha256("\0".join(inspect.getsource(f) for f in checks).encode()).hexdigest()[:16]
-    assert {requests.ANSWER_CHECKS_VERSION: source} == {"answer-checks-v2": "e9dc0dc142fd303e"}
+    assert {requests.ANSWER_CHECKS_VERSION: source} == {"answer-checks-v3": "55ca8b24baa8fe5d"}
     llm = LLMConfig(base_url="http://127.0.0.1:1/v1", model="m")
     before = chunks.work_fingerprint(llm, 4000)
-    monkeypatch.setattr(chunks, "ANSWER_CHECKS_VERSION", "answer-checks-v3")
+    monkeypatch.setattr(chunks, "ANSWER_CHECKS_VERSION", "answer-checks-v4")
     assert chunks.work_fingerprint(llm, 4000) != before

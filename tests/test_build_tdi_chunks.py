@@ -36,6 +36,8 @@ from tasks.sources.spec import SourceSpec
 from tests.openai_server import FakeOpenAIServer, FaultPlan, given_doc
 from tests.test_balance_shards import _pairs
 
+DATA_FLOW_AGENT_2 = ("consumer_api_doc", "producer_api_doc")  # agent 2's data-flow schema names, one per direction
+
 
 # -- the lazy reader ----------------------------------------------------------------------------
 def _same_read(spec: SourceSpec, limit: int | None, flt: SourceFilter, chunk_size: int) -> list:
@@ -201,7 +203,8 @@ def test_a_records_next_agent_starts_as_soon_as_its_previous_one_answered(shared
         llm = LLMConfig(model="fake", base_url=server.base_url, concurrency=4, cache_dir=str(tmp_path / "cache"))
         marker = run_chunk(ChunkJob(chunk, str(tmp_path / "chunk"), llm, 1800, "fp"))
     # with a barrier between agents, no generate request could arrive before the last extract one
-    assert arrivals.index("dependent_api_doc") < len(arrivals) - 1 - arrivals[::-1].index("api_doc")
+    first_generate = min(i for i, agent in enumerate(arrivals) if agent in DATA_FLOW_AGENT_2)
+    assert first_generate < len(arrivals) - 1 - arrivals[::-1].index("api_doc")
     assert arrivals.index("dependency_verdict") < len(arrivals) - 1 - arrivals[::-1].index("api_doc")
     assert marker["stages"]["extract"]["requests"] == 40 and marker["validated"] + marker["rejected"] == chunk.n_read
     assert json.loads((tmp_path / "chunk" / MARKER).read_text()) == marker
@@ -231,7 +234,7 @@ def test_agent_2_asked_again_after_a_check_discards_its_answer(shared_data, tmp_
 
     def echo_first(agent, user_text):
         answer = real(agent, user_text)
-        if agent != "dependent_api_doc":
+        if agent not in DATA_FLOW_AGENT_2:
             return answer
         given = given_doc(user_text)
         if "That answer is discarded" in user_text:  # the repair turn: a proper answer, except for stubborn ones
@@ -275,14 +278,15 @@ def test_agent_2s_parameter_reaches_the_rows_and_a_wrong_one_is_rejected_with_it
 
     def some_wrong(agent, user_text):
         answer = real(agent, user_text)
-        if agent == "dependent_api_doc" and openai_server._h(answer["name"]) % 4 == 0:
-            answer = {**answer, "consumer_param": "no_such_parameter"}
+        if agent == "producer_api_doc" and openai_server._h(answer["name"]) % 4 == 0:
+            answer = {**answer, "consumer_param": "no_such_parameter"}  # outside the request's enum
         return answer
 
     monkeypatch.setattr(openai_server, "canned_answer", some_wrong)
     run_codesearchnet_chunk(shared_data, tmp_path, 40)
-    bad = pl.read_parquet(tmp_path / "chunk" / "outcomes.parquet").filter(pl.col("reason") == "generate_bad_consumer_param")
-    assert bad.height > 0 and all("'no_such_parameter' is no input parameter" in d for d in bad["detail"])
+    # the given API's end is an enum in the request's schema: a server that ignores it gets a schema rejection
+    bad = pl.read_parquet(tmp_path / "chunk" / "outcomes.parquet").filter(pl.col("reason") == "generate_schema_invalid")
+    assert bad.height > 0 and all("no_such_parameter" in d for d in bad["detail"])
     validated = pl.read_parquet(tmp_path / "chunk" / "validated.parquet")
     assert validated.height > 0 and validated["consumer_param"].null_count() == 0
     for row in validated.iter_rows(named=True):
@@ -303,26 +307,28 @@ def test_agent_2s_parameter_reaches_the_rows_and_a_wrong_one_is_rejected_with_it
 
 
 def test_the_handover_check_rejects_bent_answers_before_the_judge_is_asked(shared_data, tmp_path, monkeypatch):
-    """Agent 2's data-flow answers bent four ways (an input named as the producer's output, a type that
-    disagrees, the given API renamed, and an unknown output): each is rejected at generate with its reason,
-    and agent 3 gets no request for it."""
+    """Agent 2's data-flow answers bent four ways (the given API's end named outside the request's enum: one of
+    its inputs as its output, or an unknown name; a type that disagrees; the given API renamed): each is
+    rejected at generate with its reason, and agent 3 gets no request for it."""
     real = openai_server.canned_answer
     bent: dict[str, str] = {}  # given API name -> how its answer was bent
 
     def bend(agent, user_text):
         answer = real(agent, user_text)
-        if agent != "dependent_api_doc":
+        if agent not in DATA_FLOW_AGENT_2:
             return answer
         given = given_doc(user_text)
-        way = ("input_as_output", "type", "renamed", "unknown_output", None)[openai_server._h(given["name"]) % 5]
-        if way == "input_as_output" and answer["satisfied"] == 1 and given["input_params"]:
-            answer = {**answer, "producer_output": given["input_params"][0]["name"]}
-        elif way == "type" and answer["satisfied"] == 1:
-            answer = {**answer, "input_params": [{**answer["input_params"][0], "type": "datetime"}, *answer["input_params"][1:]]}
+        way = ("input_as_output", "type", "renamed", "unknown_name", None)[openai_server._h(given["name"]) % 5]
+        end = "producer_output" if agent == "consumer_api_doc" else "consumer_param"  # the given API's end
+        fed = "fed_input" if agent == "consumer_api_doc" else "fed_output"  # the new API's end
+        if way == "input_as_output" and agent == "consumer_api_doc" and given["input_params"]:
+            answer = {**answer, end: given["input_params"][0]["name"]}
+        elif way == "type":
+            answer = {**answer, fed: {**answer[fed], "type": "datetime"}}
         elif way == "renamed":
             answer = {**answer, "name": f"{given['name']}_v2"}
-        elif way == "unknown_output":
-            answer = {**answer, "producer_output": "no_such_output"}
+        elif way == "unknown_name":
+            answer = {**answer, end: "no_such_name"}
         else:
             return answer
         bent[given["name"]] = way
@@ -332,15 +338,16 @@ def test_the_handover_check_rejects_bent_answers_before_the_judge_is_asked(share
     marker = run_codesearchnet_chunk(shared_data, tmp_path, 60)
     outcomes = pl.read_parquet(tmp_path / "chunk" / "outcomes.parquet").filter(pl.col("stage") == "generate")
     by_reason = Counter(outcomes["reason"].to_list())
-    want = {"generate_bad_producer_output": Counter(bent.values())["input_as_output"] + Counter(bent.values())["unknown_output"],
-            "generate_type_mismatch": Counter(bent.values())["type"], "generate_echoed_input": Counter(bent.values())["renamed"]}
+    ways = Counter(bent.values())
+    want = {"generate_schema_invalid": ways["input_as_output"] + ways["unknown_name"],
+            "generate_type_mismatch": ways["type"], "generate_echoed_input": ways["renamed"]}
     assert all(n > 0 for n in want.values()), want
     assert {r: by_reason[r] for r in want} == want
     details = dict(zip(outcomes["reason"], outcomes["detail"]))
-    assert "is an input, not an output, of the prerequisite" in " ".join(outcomes.filter(
-        pl.col("reason") == "generate_bad_producer_output")["detail"]) and "takes 'datetime'" in details["generate_type_mismatch"]
-    # the judge was asked only for the answers that passed: one validate request per generate answer kept
-    rejected_at_generate = outcomes.height
+    assert "is not one of" in details["generate_schema_invalid"] and "datetime" in details["generate_type_mismatch"]
+    # the judge was asked only for the answers that passed: one validate request per generate answer kept (an answer
+    # outside the schema is no answer: the stage counts it as not ok)
+    rejected_at_generate = outcomes.height - by_reason["generate_schema_invalid"]
     s = marker["stages"]
     assert s["validate"]["requests"] == s["generate"]["ok"] - rejected_at_generate
     validated = pl.read_parquet(tmp_path / "chunk" / "validated.parquet")

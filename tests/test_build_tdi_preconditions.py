@@ -67,7 +67,7 @@ def test_one_build_sends_each_record_to_the_mode_its_share_picks(shared_data, tm
     wanted = Counter(pair_kind(r, 0.5) for r in extracted)
     asked = Counter(arrivals)
     assert asked["precondition_api_doc"] == wanted[KIND_PRECONDITION] > 10
-    assert asked["dependent_api_doc"] == wanted[KIND_DATA] > 10
+    assert asked["consumer_api_doc"] + asked["producer_api_doc"] == wanted[KIND_DATA] > 10
     assert marker["stages"]["generate"]["requests"] == len(extracted)  # one agent 2 call per extracted doc, either mode
 
     # every pair is of its record's kind; a precondition pair names no parameter
@@ -97,7 +97,7 @@ def test_share_zero_sends_nothing_to_the_precondition_prompts_and_share_one_ever
     assert not set(arrivals) & set(PRECONDITION_SCHEMAS) and set(validated["kind"]) == {KIND_DATA}
     arrivals.clear()
     _, validated, _ = _run(chunk, tmp_path, 1.0, "one")
-    assert "dependent_api_doc" not in arrivals and "dependency_verdict" not in arrivals
+    assert not {"consumer_api_doc", "producer_api_doc", "dependency_verdict"} & set(arrivals)
     assert set(validated["kind"]) == {KIND_PRECONDITION}
 
 

@@ -282,6 +282,9 @@ async def _pipelined(llm: StructuredLLM, records: Sequence[ChunkRecord], max_cod
                 finish(extracted, answered)
                 continue
             asked = generate_request(extracted)
+            if isinstance(asked, Outcome):  # no value can pass to or from the given API
+                finish(asked, answered)
+                continue
             pair = await _with_repairs(extracted, asked, await call("generate", asked, answered),
                                        lambda r: call("generate", r, answered), generate_repairs, counts["generate"])
             if isinstance(pair, Outcome):
@@ -323,7 +326,8 @@ async def _stagewise(llm: StructuredLLM, records: Sequence[ChunkRecord], max_cod
 
     answers = await stage("extract", [extract_request(r.record_id, r.code, r.language, max_code_chars) for r in records])
     extracted = [e for e in (interpret_extract(a, precondition_share) for a in answers) if not rejected(e)]
-    asked = [generate_request(e) for e in extracted]
+    kept = [(e, r) for e in extracted if not rejected(r := generate_request(e))]  # rejected: no value can pass
+    extracted, asked = [e for e, _ in kept], [r for _, r in kept]
     answers = await stage("generate", asked)
     pairs = list(map(interpret_generate, extracted, answers))
     for n in range(1, generate_repairs + 1):  # one batch per round: the answers a check discarded, asked again

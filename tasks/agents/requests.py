@@ -17,20 +17,26 @@ from schemas.docs import canonical_doc_json, doc_id, schema_errors
 from tasks.llm.structured import StructuredRequest, StructuredResult
 from tasks.common.outcome import Outcome
 from schemas.name_rule import identifier_tokens, normalise_param_name
-from schemas.parameters import input_param_names, match_param, output_param_names, param_type, types_compatible
+from schemas.parameters import (input_param_names, is_none_type, match_param, output_param_names, param_type,
+                               types_compatible)
 from schemas.tdi import KIND_DATA, KIND_PRECONDITION, DependentPair
 from tasks.agents.prompts import (
     EXTRACT,
     EXTRACT_SCHEMA,
-    GENERATE_DEPENDENT,
+    CONSUMER_EXAMPLE,
+    GENERATE_CONSUMER,
     GENERATE_PRECONDITION,
     GENERATE_PRECONDITION_SCHEMA,
+    GENERATE_PRODUCER,
     GENERATE_REPAIR,
-    GENERATE_SCHEMA,
     VALIDATE,
     VALIDATE_PRECONDITION,
     VALIDATE_PRECONDITION_SCHEMA,
     VALIDATE_SCHEMA,
+    GENERATE_CONSUMER_SCHEMA,
+    GENERATE_PRODUCER_SCHEMA,
+    PRODUCER_EXAMPLE,
+    with_choices,
 )
 from tasks.llm.prompt import schema_text
 
@@ -89,30 +95,93 @@ def interpret_extract(result: StructuredResult, precondition_share: float = 0.0)
 
 
 # -- agent 2: generate a dependent API ----------------------------------------------------------
-def generate_request(extracted: ExtractedDoc) -> StructuredRequest:
-    """Agent 2's request in the record's mode: a data-flow partner, or a precondition partner."""
+# Salt of the hash that picks a data-flow record's direction when both are open: fixed, so a rerun asks the same.
+SIDE_SEED = "tgr-handover-side-v1"
+# Inputs no other API produces: the receiver and packed arguments.
+_NOT_PRODUCED = frozenset({"self", "cls"})
+
+
+@dataclass(frozen=True)
+class HandoverSide:
+    """The direction agent 2 is asked for, in data-flow mode: ``satisfied`` 1, the new API takes one of the given
+    API's ``names`` (its outputs); 2, the new API produces one of them (the given API's inputs)."""
+    satisfied: int
+    names: tuple[str, ...]
+
+
+def handover_side(extracted: ExtractedDoc) -> HandoverSide | Outcome:
+    """Which direction agent 2 designs in for this record, or a generate rejection when the given API has no
+    value to hand over either way (no output but None, no input but the receiver): asking would only invite an
+    echo. With both open, a seeded hash of the record id picks (stable across reruns)."""
+    doc = extracted.doc
+    outputs = tuple(p["name"] for p in doc.get("output_params") or []  # declared: agent 1 saw the code return it
+                    if not is_none_type(p.get("type")) and p["name"].strip().lower() not in ("none", "null"))
+    inputs = tuple(n for n in input_param_names(doc) if n not in _NOT_PRODUCED and not n.startswith("*"))
+    if not outputs and not inputs:
+        return Outcome(extracted.record_id, "generate", "generate_nothing_to_hand_over",
+                       f"the given API {doc['name']!r} returns no value and takes none but its receiver "
+                       f"(inputs: {input_param_names(doc)}, outputs: {[p['name'] for p in doc['output_params']]}): no value can pass "
+                       "to or from it", canonical_doc_json(doc))
+    if outputs and inputs:
+        pick = hashlib.sha256(f"{SIDE_SEED}:{extracted.record_id}".encode()).digest()[0] % 2
+        return HandoverSide(1, outputs) if pick == 0 else HandoverSide(2, inputs)
+    return HandoverSide(1, outputs) if outputs else HandoverSide(2, inputs)
+
+
+def _choices(doc: dict[str, Any], side: str, names: tuple[str, ...]) -> str:
+    return ", ".join(f"`{n}` ({param_type(doc, side, n) or 'any type'})" for n in names)
+
+
+def generate_request(extracted: ExtractedDoc) -> StructuredRequest | Outcome:
+    """Agent 2's request in the record's mode: a data-flow partner in the direction :func:`handover_side`
+    picks, or a precondition partner; a rejection when no value can pass either way."""
+    doc = canonical_doc_json(extracted.doc)
     if extracted.kind == KIND_PRECONDITION:
         prompt, schema, schema_name = GENERATE_PRECONDITION, GENERATE_PRECONDITION_SCHEMA, "precondition_api_doc"
+        messages = prompt.messages(doc=doc, schema=schema_text(schema))
     else:
-        prompt, schema, schema_name = GENERATE_DEPENDENT, GENERATE_SCHEMA, "dependent_api_doc"
+        side = handover_side(extracted)
+        if isinstance(side, Outcome):
+            return side
+        if side.satisfied == 1:
+            prompt, shown, schema_name, side_key = GENERATE_CONSUMER, GENERATE_CONSUMER_SCHEMA, "consumer_api_doc", "output_params"
+        else:
+            prompt, shown, schema_name, side_key = GENERATE_PRODUCER, GENERATE_PRODUCER_SCHEMA, "producer_api_doc", "input_params"
+        schema = with_choices(shown, list(side.names))
+        messages = prompt.messages(doc=doc, schema=schema_text(shown), choices=_choices(extracted.doc, side_key, side.names))
     return StructuredRequest(
         agent="generate",
         item_id=extracted.record_id,
-        messages=prompt.messages(doc=canonical_doc_json(extracted.doc), schema=schema_text(schema)),
+        messages=messages,
         schema_name=schema_name,
         schema=schema,
         prompt_version=prompt.version,
     )
 
 
+def flat_answer(value: dict[str, Any]) -> dict[str, Any]:
+    """A data-flow answer of either direction as the checks read it: ``satisfied``, the new API's doc (the fed
+    parameter first among its inputs or outputs), ``consumer_param`` and ``producer_output``."""
+    head = {"name": value["name"], "description": value["description"]}
+    if "fed_input" in value:  # the new API takes the given API's output
+        fed = value["fed_input"]
+        return {"satisfied": 1, **head, "input_params": [fed, *value["other_input_params"]],
+                "output_params": value["output_params"], "consumer_param": fed["name"],
+                "producer_output": value["producer_output"]}
+    fed = value["fed_output"]  # the new API produces the given API's input
+    return {"satisfied": 2, **head, "input_params": value["input_params"],
+            "output_params": [fed, *value["other_output_params"]], "consumer_param": value["consumer_param"],
+            "producer_output": fed["name"]}
+
+
 # The version of the checks in code that judge an answer before agent 3 (echo, restatement, hand-over, types):
 # part of a chunk's fingerprint, so a rerun redoes chunks an older check accepted from. Bump it with any change
 # to them (tests/test_agents.py holds the source hash of each version).
-ANSWER_CHECKS_VERSION = "answer-checks-v2"
+ANSWER_CHECKS_VERSION = "answer-checks-v3"
 
 # generate rejections made by a check in code, with a reason the model can act on: worth asking once more
-REPAIRABLE = frozenset({"generate_echoed_input", "generate_bad_consumer_param", "generate_bad_producer_output",
-                        "generate_type_mismatch"})
+REPAIRABLE = frozenset({"generate_echoed_input", "generate_copied_example", "generate_bad_consumer_param",
+                        "generate_bad_producer_output", "generate_type_mismatch"})
 
 
 def repair_request(asked: StructuredRequest, answer: StructuredResult, rejection: Outcome) -> StructuredRequest | None:
@@ -136,9 +205,12 @@ VERSION_MARK = re.compile(r"v?\d+|new|copy|alt|alternative|updated|modified|impr
 
 
 def api_name_key(name: str) -> str:
-    """``name`` without case, separators and trailing version or copy marks: ``break_here_v2``,
-    ``BreakHereNew`` and ``break-here copy`` -> ``breakhere``."""
+    """``name`` without case, separators, trailing version or copy marks and a trailing "with ..." (the same
+    call with an option): ``break_here_v2``, ``BreakHereNew``, ``break-here copy`` and
+    ``break_here_with_condition`` -> ``breakhere``."""
     tokens = identifier_tokens(name)
+    if "with" in tokens[1:]:
+        tokens = tokens[:tokens.index("with", 1)]
     while len(tokens) > 1 and VERSION_MARK.fullmatch(tokens[-1]):
         tokens.pop()
     return "".join(tokens)
@@ -165,13 +237,22 @@ def _same_sentence(a: str, b: str) -> bool:
     return min(len(a.split()), len(b.split())) >= 4 and _near_same_text(a, b)
 
 
+def _sentence_key(text: str) -> str:
+    return " ".join(text.lower().split()).rstrip(".")
+
+
 def restatement_reason(given: dict[str, Any], generated: dict[str, Any]) -> str | None:
     """Why ``generated`` restates the given API under another name (as the 1.5B model's accepted pairs did, read
-    by hand: ``addCleanup`` for ``addClassCleanup``, ``_splitquery_to_path`` for ``_splitquery``), or None: it
-    describes itself as the given API does, or it returns an output of the given API (the same name, described
-    the same)."""
-    if _same_sentence(generated.get("description") or "", given.get("description") or ""):
+    by hand: ``addCleanup`` for ``addClassCleanup``, ``_splitquery_to_path`` for ``_splitquery``,
+    ``close_with_flush`` for ``close``), or None: it describes itself as the given API does, or as the given API
+    and more (its whole description, then an option or an extra step), or it returns an output of the given API
+    (the same name, described the same)."""
+    generated_text, given_text = generated.get("description") or "", given.get("description") or ""
+    if _same_sentence(generated_text, given_text):
         return f"{generated['name']!r} restates the given API {given['name']!r}: nearly the same description"
+    if len(given_text.split()) >= 4 and _sentence_key(given_text) in _sentence_key(generated_text):
+        return (f"{generated['name']!r} restates the given API {given['name']!r}: its description is the given API's "
+                "with more words")
     given_outputs = _described(given, "output_params")
     for name, text in _described(generated, "output_params"):
         if text and any(name == n and _same_sentence(text, t) for n, t in given_outputs):
@@ -223,6 +304,17 @@ def echo_reason(given: dict[str, Any], generated: dict[str, Any], kind: str = KI
     return restatement_reason(given, generated)
 
 
+def copied_example_reason(generated: dict[str, Any]) -> str | None:
+    """Why ``generated`` is the worked example of agent 2's prompt rather than an API for the given one (a small
+    model copies it, or renames it: ``find_tls_config`` for ``find_config_file``), or None: the example's name, or
+    nearly its description."""
+    for example in (CONSUMER_EXAMPLE, PRODUCER_EXAMPLE):
+        if api_name_key(generated["name"]) == api_name_key(example["name"]) or _near_same_text(
+                generated.get("description") or "", example["description"]):
+            return f"{generated['name']!r} is the prompt's example {example['name']!r}, not an API for the given one"
+    return None
+
+
 def passed_value(prerequisite: dict[str, Any], dependent: dict[str, Any]) -> str | None:
     """How a value passes from ``prerequisite`` to ``dependent`` (an output of the first is, by name, an
     input of the second), or None: a precondition pair must pass none, else it is a data-flow pair."""
@@ -239,7 +331,8 @@ def interpret_generate(extracted: ExtractedDoc, result: StructuredResult) -> Dep
     """Agent 2's answer as a pair oriented by which API depends on which, or a generate rejection."""
     if not result.ok or result.value is None:
         return _failed("generate", result)
-    generated = _doc_of(result.value)
+    value = result.value if extracted.kind == KIND_PRECONDITION else flat_answer(result.value)
+    generated = _doc_of(value)
     errors = schema_errors(generated, "api_doc")
     if errors:
         return Outcome(result.item_id, "generate", "generate_schema_invalid", "; ".join(errors), canonical_doc_json(generated))
@@ -248,9 +341,12 @@ def interpret_generate(extracted: ExtractedDoc, result: StructuredResult) -> Dep
         return Outcome(result.item_id, "generate", "generate_echoed_input", echo, canonical_doc_json(generated))
     if extracted.kind == KIND_PRECONDITION:
         return _precondition_pair(extracted, generated, result)
-    satisfied = int(result.value["satisfied"])
+    copied = copied_example_reason(generated)
+    if copied:
+        return Outcome(result.item_id, "generate", "generate_copied_example", copied, canonical_doc_json(generated))
+    satisfied = int(value["satisfied"])
     dependent, prerequisite = (generated, extracted.doc) if satisfied == 1 else (extracted.doc, generated)
-    asked = str(result.value.get("consumer_param") or "")
+    asked = str(value.get("consumer_param") or "")
     inputs = input_param_names(dependent)
     consumer_param = match_param(asked, inputs)
     if consumer_param is None:
@@ -261,7 +357,7 @@ def interpret_generate(extracted: ExtractedDoc, result: StructuredResult) -> Dep
     restated = handover_restatement(extracted.doc, generated, satisfied, consumer_param)
     if restated:
         return Outcome(result.item_id, "generate", "generate_echoed_input", restated, canonical_doc_json(generated))
-    handover = check_handover(dependent, prerequisite, consumer_param, str(result.value.get("producer_output") or ""))
+    handover = check_handover(dependent, prerequisite, consumer_param, str(value.get("producer_output") or ""))
     if isinstance(handover, HandoverRejection):
         return Outcome(result.item_id, "generate", handover.reason, handover.detail, canonical_doc_json(generated))
     return DependentPair(result.item_id, extracted.doc, generated, satisfied, consumer_param, handover)
