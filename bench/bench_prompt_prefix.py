@@ -49,7 +49,7 @@ def requests(records: int, dataset: Path) -> list[StructuredRequest]:
         given, partner = docs[2 * i], docs[2 * i + 1]
         out += [extract_request(r.record_id, r.code, r.language, 4000), generate_request(ExtractedDoc(r.record_id, given, "data")),
                 validate_request(DependentPair(r.record_id, given, partner, 1))]
-    return out
+    return [r for r in out if isinstance(r, StructuredRequest)]  # a doc with no value to hand over gets no agent-2 request
 
 
 def main(argv: list[str] | None = None) -> None:
