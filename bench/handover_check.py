@@ -24,7 +24,8 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from schemas.tdi import KIND_DATA, LABEL_A_DEPENDS_ON_B
-from tasks.agents.requests import HandoverRejection, check_handover, echo_reason, handover_restatement
+from tasks.agents.requests import (HandoverRejection, check_handover, copied_example_reason, echo_reason,
+                                   handover_restatement)
 
 ECHO = "generate_echoed_input"
 NULL_OUTPUT = "null in the dataset: agent 2 named no output, or one the prerequisite does not have"
@@ -70,12 +71,15 @@ def shard_pairs(dataset: Path) -> Iterator[AcceptedPair]:
 
 
 def replay(pair: AcceptedPair) -> tuple[str, str] | None:
-    """(reason, detail) the check gives ``pair`` now, or None when it passes: the echo rule first (both
-    kinds), then, for a data-flow pair, a hand-over that restates the given API, the producer output and the
+    """(reason, detail) the check gives ``pair`` now, or None when it passes: the echo rule first, then a copy of
+    a prompt's worked answer (both kinds), then, for a data-flow pair, a hand-over that restates the given API, the producer output and the
     two ends' types."""
     echo = echo_reason(pair.given, pair.generated, pair.kind)
     if echo:
         return ECHO, echo
+    copied = copied_example_reason(pair.generated)
+    if copied:
+        return "generate_copied_example", copied
     if pair.kind != KIND_DATA:
         return None
     restated = handover_restatement(pair.given, pair.generated, 1 if pair.generated is pair.dependent else 2,
