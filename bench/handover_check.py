@@ -28,6 +28,7 @@ from tasks.agents.requests import (HandoverRejection, check_handover, copied_exa
                                    handover_restatement)
 
 ECHO = "generate_echoed_input"
+COPIED = "generate_copied_example"
 NULL_OUTPUT = "null in the dataset: agent 2 named no output, or one the prerequisite does not have"
 
 
@@ -72,14 +73,14 @@ def shard_pairs(dataset: Path) -> Iterator[AcceptedPair]:
 
 def replay(pair: AcceptedPair) -> tuple[str, str] | None:
     """(reason, detail) the check gives ``pair`` now, or None when it passes: the echo rule first, then a copy of
-    a prompt's worked answer (both kinds), then, for a data-flow pair, a hand-over that restates the given API, the producer output and the
-    two ends' types."""
+    a prompt's worked answer (both kinds), then, for a data-flow pair, a hand-over that restates the given API,
+    the producer output and the two ends' types."""
     echo = echo_reason(pair.given, pair.generated, pair.kind)
     if echo:
         return ECHO, echo
     copied = copied_example_reason(pair.generated)
     if copied:
-        return "generate_copied_example", copied
+        return COPIED, copied
     if pair.kind != KIND_DATA:
         return None
     restated = handover_restatement(pair.given, pair.generated, 1 if pair.generated is pair.dependent else 2,
