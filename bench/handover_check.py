@@ -1,5 +1,5 @@
 """Replay the hand-over check of agent 2's answers (tasks/agents/requests.py: ``echo_reason``, with the
-renamed-copy rule, and ``check_handover``) over the dependent pairs a build-tdi dataset accepted, to say how
+renamed-copy rule, ``check_handover`` and ``passthrough_reason``) over the dependent pairs a build-tdi dataset accepted, to say how
 many the check would have stopped before agent 3 was asked (issue 23 item 3, "before/after").
 
     .venv/bin/python -m bench.handover_check artifacts/tdi/tdi-stdlib-demo [--examples 3] [--json]
@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 
 from schemas.tdi import KIND_DATA, LABEL_A_DEPENDS_ON_B
 from tasks.agents.requests import (HandoverRejection, check_handover, copied_example_reason, echo_reason,
-                                   handover_restatement)
+                                   handover_restatement, passthrough_reason)
 
 ECHO = "generate_echoed_input"
 COPIED = "generate_copied_example"
@@ -74,7 +74,7 @@ def shard_pairs(dataset: Path) -> Iterator[AcceptedPair]:
 def replay(pair: AcceptedPair) -> tuple[str, str] | None:
     """(reason, detail) the check gives ``pair`` now, or None when it passes: the echo rule first, then a copy of
     a prompt's worked answer (both kinds), then, for a data-flow pair, a hand-over that restates the given API,
-    the producer output and the two ends' types."""
+    the producer output and the two ends' types, and a hand-over that makes no new value."""
     echo = echo_reason(pair.given, pair.generated, pair.kind)
     if echo:
         return ECHO, echo
@@ -90,7 +90,10 @@ def replay(pair: AcceptedPair) -> tuple[str, str] | None:
     if pair.producer_output is None:
         return "generate_bad_producer_output", NULL_OUTPUT
     checked = check_handover(pair.dependent, pair.prerequisite, pair.consumer_param or "", pair.producer_output)
-    return (checked.reason, checked.detail) if isinstance(checked, HandoverRejection) else None
+    if isinstance(checked, HandoverRejection):
+        return checked.reason, checked.detail
+    passes_through = passthrough_reason(pair.dependent, pair.prerequisite, checked)
+    return (ECHO, passes_through) if passes_through else None
 
 
 def handover_report(dataset: Path, source: str = "auto", examples: int = 3) -> dict[str, Any]:

@@ -79,7 +79,8 @@ def canned_answer(agent: str, user_text: str) -> dict[str, Any]:
         doc = given_doc(user_text)
         fed = next(p for p in doc["input_params"] if p["name"] not in ("self", "cls") and not p["name"].startswith("*"))
         return {"consumer_param": fed["name"], "name": f"prepare_{doc['name']}",
-                "description": f"Produces the inputs of {doc['name']}.", "input_params": [_param("request")],
+                # its own input is named apart from the given API's: a producer that takes the value it supplies is an echo
+                "description": f"Produces the inputs of {doc['name']}.", "input_params": [_param(f"{doc['name']}_request")],
                 "fed_output": fed, "other_output_params": [p for p in doc["input_params"] if p is not fed][:2]}
     if agent == "precondition_api_doc":
         doc = given_doc(user_text)

@@ -63,9 +63,9 @@ def test_generate_orients_the_pair_by_satisfied():
     consumer = _doc("update_email", ["token", "email"], ["status"])
     pair = interpret_generate(GIVEN, _gen(consumer, 1))
     assert (pair.dependent["name"], pair.prerequisite["name"]) == ("update_email", "login")
-    producer = _doc("validate_user", ["user"], ["password"])
+    producer = _doc("find_user", ["email"], ["password"])
     pair = interpret_generate(GIVEN, _gen(producer, 2))
-    assert (pair.dependent["name"], pair.prerequisite["name"]) == ("login", "validate_user")
+    assert (pair.dependent["name"], pair.prerequisite["name"]) == ("login", "find_user")
 
 
 def test_generate_keeps_the_consumer_parameter_and_the_producer_output():
@@ -433,6 +433,71 @@ def test_a_generated_api_that_restates_the_given_one_is_an_echo():
     assert isinstance(interpret_generate(split, _answer(to_query, 1, "query", "query")), DependentPair)
 
 
+def test_a_handover_that_makes_no_new_value_or_needs_the_value_it_supplies_is_an_echo():
+    """Accepted pairs of the 240-function run that a reader rejects at once: the dependent returns the value it is
+    handed, described the same; the generated prerequisite takes the very input it is to supply; the hand-over is
+    the receiver agent 1 declared as an output."""
+    filling = ExtractedDoc("rec-9", _described_doc(
+        "filling", "Return fillstate (True if filling, False else).", [],
+        [("fillstate", "boolean", "True if the turtle is currently filling, False otherwise.")]))
+    is_filling = _described_doc("is_filling", "Determines if the turtle is currently filling.",
+                                [("fillstate", "boolean", "The current fill state of the turtle.")],
+                                [("is_filling", "boolean", "True if the turtle is currently filling, False otherwise.")])
+    url = ExtractedDoc("rec-9", _described_doc("geturl", "Returns the real URL of the page. In some cases, the HTTP "
+                                               "server redirects a client to another URL.", [],
+                                               [("url", "string", "The real URL of the page after redirection.")]))
+    real_url = _described_doc("get_real_url", "Returns the real URL of the page after redirection.",
+                              [("url", "string", "The URL to check for redirection.")],
+                              [("real_url", "string", "The real URL after redirection.")])
+    lower = "The lower-cased version of the member name."
+    next_value = ExtractedDoc("rec-9", _described_doc(
+        "_generate_next_value_", "Returns the lower-cased version of the member name.",
+        [("name", "string", "The name of the member."), ("count", "integer", "The number of values so far.")],
+        [("name", "string", lower)]))
+    to_lower = _described_doc("convert_to_lowercase", "Converts the given member name to lowercase.",
+                              [("member", "object", "The member whose name is converted to lowercase.")],
+                              [("lowercase_name", "string", lower)])
+    shutdown = ExtractedDoc("rec-9", _described_doc(
+        "shutdown", "Clean-up the resources associated with the Executor.",
+        [("wait", "boolean", "If True then shutdown will not return until all running futures have finished.")], []))
+    shutdown_executor = _described_doc(
+        "shutdown_executor", "Shuts down the executor and cleans up its resources.",
+        [("wait", "boolean", "If True, the executor will wait until all running futures have finished.")],
+        [("shutdown_complete", "boolean", "Whether the shutdown process was completed successfully.")])
+    cases = [(filling, _answer(is_filling, 1, "fillstate", "fillstate"), "the two make the same value"),
+             (url, _answer(real_url, 1, "url", "url"), "described as the 'url' that 'geturl' hands it"),
+             (next_value, _answer(to_lower, 2, "name", "lowercase_name"), "'_generate_next_value_' returns 'name'"),
+             (shutdown, _answer(shutdown_executor, 2, "wait", "shutdown_complete"),
+              "takes 'wait', the very input of the given API 'shutdown' it is to supply")]
+    for given, answer, why in cases:
+        out = interpret_generate(given, answer)
+        assert isinstance(out, Outcome) and out.reason == "generate_echoed_input" and why in out.detail, (why, out)
+        assert out.reason in REPAIRABLE
+    # the run's right pairs pass: a dependent that makes something of the value, a producer of another value
+    sendcmd = ExtractedDoc("rec-9", _described_doc(
+        "sendcmd", "Sends a command to the device and returns the response.",
+        [("cmd", "string", "The command to be sent to the device.")],
+        [("response", "string", "The response received from the device.")]))
+    parse = _described_doc("parse_response", "Parses the response from the device and returns a structured object.",
+                           [("response", "string", "The response received from the device.")],
+                           [("parsed_response", "object", "A structured object representing the parsed response.")])
+    values = ExtractedDoc("rec-9", _described_doc("values", "Return a list of messages.", [],
+                                                  [("return", "list", "A list of messages.")]))
+    filtered = _described_doc("filter_messages", "Filters a list of messages based on a given condition.",
+                              [("messages", "list", "The list of messages to filter.")],
+                              [("filtered_messages", "list", "The list of messages that satisfy the condition.")])
+    for given, answer in ((sendcmd, _answer(parse, 1, "response", "response")), (values, _answer(filtered, 1, "messages", "return"))):
+        assert isinstance(interpret_generate(given, answer), DependentPair)
+    # agent 1 read `return self`: the receiver is no value to hand over, by the enum or by name
+    done = ExtractedDoc("rec-9", _described_doc("done", "Return True if the future is done.", [],
+                                                [("self", "object", "The instance of the class.")]))
+    assert generate_request(done).reason == "generate_nothing_to_hand_over"
+    is_done = _described_doc("is_done", "Checks if the future is done.", [("self", "object", "The future to check.")],
+                             [("is_done", "boolean", "True if the future is done, False otherwise.")])
+    out = interpret_generate(done, _answer(is_done, 1, "self", "self"))
+    assert out.reason == "generate_bad_producer_output" and "'self' is the object 'done' is called on" in out.detail
+
+
 def test_the_answer_checks_have_a_version_in_the_chunk_fingerprint_that_moves_with_their_code(monkeypatch):
     """A chunk accepted under older checks is redone on a rerun: the checks' version is in the fingerprint, and
     the source behind each version is the one recorded here (change a check: bump the version, add its hash)."""
@@ -446,11 +511,11 @@ def test_the_answer_checks_have_a_version_in_the_chunk_fingerprint_that_moves_wi
               requests._same_sentence, requests.restatement_reason, requests.handover_restatement,
               requests.echo_reason, requests.passed_value, requests.interpret_generate, requests.check_handover,
               requests._precondition_pair, requests.handover_side, requests.flat_answer, requests.copied_example_reason,
-              parameters.is_none_type,
+              requests.passthrough_reason, parameters.is_none_type,
               parameters.types_compatible)
     source = hashlib.sha256("\0".join(inspect.getsource(f) for f in checks).encode()).hexdigest()[:16]
-    assert {requests.ANSWER_CHECKS_VERSION: source} == {"answer-checks-v3": "41ee5fa891f8d7f6"}
+    assert {requests.ANSWER_CHECKS_VERSION: source} == {"answer-checks-v4": "661848a6dd7aea18"}
     llm = LLMConfig(base_url="http://127.0.0.1:1/v1", model="m")
     before = chunks.work_fingerprint(llm, 4000)
-    monkeypatch.setattr(chunks, "ANSWER_CHECKS_VERSION", "answer-checks-v4")
+    monkeypatch.setattr(chunks, "ANSWER_CHECKS_VERSION", "answer-checks-v5")
     assert chunks.work_fingerprint(llm, 4000) != before

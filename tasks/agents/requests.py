@@ -98,8 +98,9 @@ def interpret_extract(result: StructuredResult, precondition_share: float = 0.0)
 # -- agent 2: generate a dependent API ----------------------------------------------------------
 # Salt of the hash that picks a data-flow record's direction when both are open: fixed, so a rerun asks the same.
 SIDE_SEED = "tgr-handover-side-v1"
-# Inputs no other API produces: the receiver (packed arguments, ``*args``, are left out by their star).
-_NOT_PRODUCED = frozenset({"self", "cls"})
+# The receiver: as an input, no other API produces it (packed arguments, ``*args``, are left out by their star);
+# as a declared output (agent 1 read ``return self``), it is the object called, not a value the call makes.
+_RECEIVER = frozenset({"self", "cls"})
 
 
 @dataclass(frozen=True)
@@ -116,8 +117,8 @@ def handover_side(extracted: ExtractedDoc) -> HandoverSide | Outcome:
     echo. With both open, a seeded hash of the record id picks (stable across reruns)."""
     doc = extracted.doc
     outputs = tuple(p["name"] for p in doc.get("output_params") or []  # declared: agent 1 saw the code return it
-                    if not is_none_type(p.get("type")) and p["name"].strip().lower() not in ("none", "null"))
-    inputs = tuple(n for n in input_param_names(doc) if n not in _NOT_PRODUCED and not n.startswith("*"))
+                    if not is_none_type(p.get("type")) and p["name"].strip().lower() not in ("none", "null", *_RECEIVER))
+    inputs = tuple(n for n in input_param_names(doc) if n not in _RECEIVER and not n.startswith("*"))
     if not outputs and not inputs:
         declared = [p["name"] for p in doc["output_params"]]
         return Outcome(extracted.record_id, "generate", "generate_nothing_to_hand_over",
@@ -182,7 +183,7 @@ def flat_answer(value: dict[str, Any]) -> dict[str, Any]:
 # The version of the checks in code that judge an answer before agent 3 (echo, restatement, hand-over, types):
 # part of a chunk's fingerprint, so a rerun redoes chunks an older check accepted from. Bump it with any change
 # to them (tests/test_agents.py holds the source hash of each version).
-ANSWER_CHECKS_VERSION = "answer-checks-v3"
+ANSWER_CHECKS_VERSION = "answer-checks-v4"
 
 # generate rejections made by a check in code, with a reason the model can act on: worth asking once more
 REPAIRABLE = frozenset({"generate_echoed_input", "generate_copied_example", "generate_bad_consumer_param",
@@ -228,8 +229,8 @@ def renamed_copy(given_name: str, generated_name: str) -> bool:
     return bool(given) and (generated == given or re.fullmatch(re.escape(given) + r"\d+", generated) is not None)
 
 
-def _near_same_text(a: str, b: str) -> bool:
-    return difflib.SequenceMatcher(None, " ".join(a.lower().split()), " ".join(b.lower().split())).ratio() >= 0.9
+def _near_same_text(a: str, b: str, ratio: float = 0.9) -> bool:
+    return difflib.SequenceMatcher(None, " ".join(a.lower().split()), " ".join(b.lower().split())).ratio() >= ratio
 
 
 def _described(doc: dict[str, Any], side: str) -> list[tuple[str, str]]:
@@ -273,7 +274,9 @@ def handover_restatement(given: dict[str, Any], generated: dict[str, Any], satis
     ``consumer_param`` is described as an input of the given API, and as none of its outputs, takes what the
     given API takes, not what it returns (``datetime_to_time`` fed the datetime ``time()`` reads). A generated
     prerequisite that returns only its own inputs passes them through (``scan_mark_to_mark``): it produces
-    nothing."""
+    nothing. A generated prerequisite that takes the fed input itself (its name, a type that fits) needs the
+    value it is to supply (``shutdown_executor(wait)`` for ``shutdown(wait)``, ``find_pattern_in_string`` with all
+    of ``subn``'s inputs); ``string_to_bytes(s: string)`` for ``nts(s: bytes)`` takes another value."""
     if satisfied == 1:
         fed = next((text for name, text in _described(generated, "input_params")
                     if name == normalise_param_name(consumer_param)), "")
@@ -283,8 +286,30 @@ def handover_restatement(given: dict[str, Any], generated: dict[str, Any], satis
                     f"{given['name']!r}, not as one of its outputs: it takes what the given API takes")
         return None
     outputs = {name for name, _ in _described(generated, "output_params")}
-    if outputs and outputs <= {name for name, _ in _described(generated, "input_params")}:
+    inputs = {name for name, _ in _described(generated, "input_params")}
+    if outputs and outputs <= inputs:
         return f"{generated['name']!r} returns only its own inputs ({sorted(outputs)}): it passes them through"
+    fed = normalise_param_name(consumer_param)
+    if fed in inputs and types_compatible(param_type(generated, "input_params", consumer_param),
+                                          param_type(given, "input_params", consumer_param)):
+        return (f"{generated['name']!r} takes {consumer_param!r}, the very input of the given API {given['name']!r} it "
+                "is to supply: it needs the value it should produce")
+    return None
+
+
+def passthrough_reason(dependent: dict[str, Any], prerequisite: dict[str, Any], producer_output: str) -> str | None:
+    """Why a checked hand-over makes no new value, or None: the dependent returns an output described nearly as
+    the prerequisite's ``producer_output`` it is handed (both sentences of 4 words or more; a looser bar than
+    :func:`_same_sentence`, since a dependent that works on the value says what it made of it: "parsed",
+    "filtered"). Then one of the two restates the other: ``is_filling`` handed ``filling()``'s fill state
+    returns it again; ``convert_to_lowercase`` hands ``_generate_next_value_`` the lower-cased name that
+    ``_generate_next_value_`` returns."""
+    handed = next((text for name, text in _described(prerequisite, "output_params")
+                   if name == normalise_param_name(producer_output)), "")
+    for name, text in _described(dependent, "output_params"):
+        if min(len(handed.split()), len(text.split())) >= 4 and _near_same_text(handed, text, 0.8):
+            return (f"{dependent['name']!r} returns {name!r}, described as the {producer_output!r} that "
+                    f"{prerequisite['name']!r} hands it: the two make the same value, one restates the other")
     return None
 
 
@@ -365,6 +390,9 @@ def interpret_generate(extracted: ExtractedDoc, result: StructuredResult) -> Dep
     handover = check_handover(dependent, prerequisite, consumer_param, str(value.get("producer_output") or ""))
     if isinstance(handover, HandoverRejection):
         return Outcome(result.item_id, "generate", handover.reason, handover.detail, canonical_doc_json(generated))
+    passes_through = passthrough_reason(dependent, prerequisite, handover)
+    if passes_through:
+        return Outcome(result.item_id, "generate", "generate_echoed_input", passes_through, canonical_doc_json(generated))
     return DependentPair(result.item_id, extracted.doc, generated, satisfied, consumer_param, handover)
 
 
@@ -378,16 +406,18 @@ def check_handover(dependent: dict[str, Any], prerequisite: dict[str, Any], cons
                    asked_output: str) -> str | HandoverRejection:
     """The checked hand-over of a data-flow pair whose ``consumer_param`` is an input of ``dependent``:
     ``asked_output`` as the prerequisite spells it, or why it is rejected (stage generate): it names no
-    output of the prerequisite (a declared output, or the one its name says it returns when it declares
-    none; an input named as its output is said so) or another output than the one that has the input's name,
+    output of the prerequisite (a declared output but the receiver, ``self``, or the one its name says it returns
+    when it declares none; an input named as its output is said so) or another output than the one that has the input's name,
     or the two ends' declared types disagree
     (``schemas.parameters.types_compatible``). Run before agent 3 is asked, so the judge never sees them."""
-    outputs = output_param_names(prerequisite)
+    outputs = [o for o in output_param_names(prerequisite) if o.strip().lower() not in _RECEIVER]
     producer_output = match_param(asked_output, outputs)
     if producer_output is None:
         name = prerequisite["name"]
         if not asked_output.strip():
             why = "is empty: agent 2 named no output"
+        elif asked_output.strip().lower() in _RECEIVER:
+            why = f"is the object {name!r} is called on, not a value it produces"
         elif match_param(asked_output, input_param_names(prerequisite)) is not None:
             why = f"is an input, not an output, of the prerequisite {name!r}"
         else:
