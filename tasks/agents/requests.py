@@ -406,9 +406,9 @@ def check_handover(dependent: dict[str, Any], prerequisite: dict[str, Any], cons
                    asked_output: str) -> str | HandoverRejection:
     """The checked hand-over of a data-flow pair whose ``consumer_param`` is an input of ``dependent``:
     ``asked_output`` as the prerequisite spells it, or why it is rejected (stage generate): it names no
-    output of the prerequisite (a declared output but the receiver, ``self``, or the one its name says it returns
-    when it declares none; an input named as its output is said so) or another output than the one that has the input's name,
-    or the two ends' declared types disagree
+    output of the prerequisite (a declared output but the receiver, ``self``, or the one its name says it
+    returns when it declares none; an input named as its output is said so) or another output than the one
+    that has the input's name, or the two ends' declared types disagree
     (``schemas.parameters.types_compatible``). Run before agent 3 is asked, so the judge never sees them."""
     outputs = [o for o in output_param_names(prerequisite) if o.strip().lower() not in _RECEIVER]
     producer_output = match_param(asked_output, outputs)
