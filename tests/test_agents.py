@@ -508,13 +508,14 @@ def test_the_answer_checks_have_a_version_in_the_chunk_fingerprint_that_moves_wi
     from tasks.llm.config import LLMConfig
 
     checks = (requests.api_name_key, requests.renamed_copy, requests._near_same_text, requests._described,
+              requests._description_of, requests._is_receiver,
               requests._same_sentence, requests.restatement_reason, requests.handover_restatement,
               requests.echo_reason, requests.passed_value, requests.interpret_generate, requests.check_handover,
               requests._precondition_pair, requests.handover_side, requests.flat_answer, requests.copied_example_reason,
               requests.passthrough_reason, parameters.is_none_type,
               parameters.types_compatible)
     source = hashlib.sha256("\0".join(inspect.getsource(f) for f in checks).encode()).hexdigest()[:16]
-    assert {requests.ANSWER_CHECKS_VERSION: source} == {"answer-checks-v4": "2b33fb56fc2f64c8"}
+    assert {requests.ANSWER_CHECKS_VERSION: source} == {"answer-checks-v4": "42f6874112041860"}
     llm = LLMConfig(base_url="http://127.0.0.1:1/v1", model="m")
     before = chunks.work_fingerprint(llm, 4000)
     monkeypatch.setattr(chunks, "ANSWER_CHECKS_VERSION", "answer-checks-v5")

@@ -103,6 +103,10 @@ SIDE_SEED = "tgr-handover-side-v1"
 _RECEIVER = frozenset({"self", "cls"})
 
 
+def _is_receiver(name: str) -> bool:
+    return name.strip().lower() in _RECEIVER
+
+
 @dataclass(frozen=True)
 class HandoverSide:
     """The direction agent 2 is asked for, in data-flow mode: ``satisfied`` 1, the new API takes one of the given
@@ -117,7 +121,8 @@ def handover_side(extracted: ExtractedDoc) -> HandoverSide | Outcome:
     echo. With both open, a seeded hash of the record id picks (stable across reruns)."""
     doc = extracted.doc
     outputs = tuple(p["name"] for p in doc.get("output_params") or []  # declared: agent 1 saw the code return it
-                    if not is_none_type(p.get("type")) and p["name"].strip().lower() not in ("none", "null", *_RECEIVER))
+                    if not is_none_type(p.get("type")) and p["name"].strip().lower() not in ("none", "null")
+                    and not _is_receiver(p["name"]))
     inputs = tuple(n for n in input_param_names(doc) if n not in _RECEIVER and not n.startswith("*"))
     if not outputs and not inputs:
         declared = [p["name"] for p in doc["output_params"]]
@@ -237,6 +242,12 @@ def _described(doc: dict[str, Any], side: str) -> list[tuple[str, str]]:
     return [(normalise_param_name(p["name"]), p.get("description") or "") for p in doc.get(side) or []]
 
 
+def _description_of(doc: dict[str, Any], side: str, name: str) -> str:
+    """The description of parameter ``name`` (any spelling: ``userId`` is ``user_id``) on ``side``, or ""."""
+    key = normalise_param_name(name)
+    return next((text for n, text in _described(doc, side) if n == key), "")
+
+
 def _same_sentence(a: str, b: str) -> bool:
     """Two descriptions that say the same thing: near-identical and a sentence each (4 words or more; a word or
     two, such as "digest", says too little to call two things the same)."""
@@ -278,8 +289,7 @@ def handover_restatement(given: dict[str, Any], generated: dict[str, Any], satis
     value it is to supply (``shutdown_executor(wait)`` for ``shutdown(wait)``, ``find_pattern_in_string`` with all
     of ``subn``'s inputs); ``string_to_bytes(s: string)`` for ``nts(s: bytes)`` takes another value."""
     if satisfied == 1:
-        fed = next((text for name, text in _described(generated, "input_params")
-                    if name == normalise_param_name(consumer_param)), "")
+        fed = _description_of(generated, "input_params", consumer_param)
         if fed and any(_same_sentence(fed, t) for _, t in _described(given, "input_params")) and not any(
                 _same_sentence(fed, t) for _, t in _described(given, "output_params")):
             return (f"input {consumer_param!r} of {generated['name']!r} is described as an input of the given API "
@@ -304,8 +314,7 @@ def passthrough_reason(dependent: dict[str, Any], prerequisite: dict[str, Any], 
     "filtered"). Then one of the two restates the other: ``is_filling`` handed ``filling()``'s fill state
     returns it again; ``convert_to_lowercase`` hands ``_generate_next_value_`` the lower-cased name that
     ``_generate_next_value_`` returns."""
-    handed = next((text for name, text in _described(prerequisite, "output_params")
-                   if name == normalise_param_name(producer_output)), "")
+    handed = _description_of(prerequisite, "output_params", producer_output)
     for name, text in _described(dependent, "output_params"):
         if min(len(handed.split()), len(text.split())) >= 4 and _near_same_text(handed, text, 0.8):
             return (f"{dependent['name']!r} returns {name!r}, described as the {producer_output!r} that "
@@ -410,13 +419,13 @@ def check_handover(dependent: dict[str, Any], prerequisite: dict[str, Any], cons
     returns when it declares none; an input named as its output is said so) or another output than the one
     that has the input's name, or the two ends' declared types disagree
     (``schemas.parameters.types_compatible``). Run before agent 3 is asked, so the judge never sees them."""
-    outputs = [o for o in output_param_names(prerequisite) if o.strip().lower() not in _RECEIVER]
+    outputs = [o for o in output_param_names(prerequisite) if not _is_receiver(o)]
     producer_output = match_param(asked_output, outputs)
     if producer_output is None:
         name = prerequisite["name"]
         if not asked_output.strip():
             why = "is empty: agent 2 named no output"
-        elif asked_output.strip().lower() in _RECEIVER:
+        elif _is_receiver(asked_output):
             why = f"is the object {name!r} is called on, not a value it produces"
         elif match_param(asked_output, input_param_names(prerequisite)) is not None:
             why = f"is an input, not an output, of the prerequisite {name!r}"
