@@ -284,9 +284,10 @@ def process_chunk(job: ChunkJob) -> dict[str, Any]:
 
 
 @task(name="balance-classes", cache_policy=NO_CACHE)
-def balance(validated_files: list[str], cfg: BalanceConfig, outcomes_file: Path) -> BalancePlan:
-    """The balance plan; its outcomes (one row per validated pair) go to ``outcomes_file`` for the books."""
-    plan = plan_balance(validated_files, cfg)
+def balance(validated_files: list[str], cfg: BalanceConfig, outcomes_file: Path, given_doc_files: list[str]) -> BalancePlan:
+    """The balance plan; its outcomes (one row per validated pair) go to ``outcomes_file`` for the books. A run too
+    small to draw its 'no dependency' pairs from its own pairs' docs draws them from its other agent-1 docs too."""
+    plan = plan_balance(validated_files, cfg, given_doc_files)
     plan.write_outcomes(outcomes_file)
     get_run_logger().info("balanced: %d pairs per class, per split %s", plan.per_class, plan.per_split)
     return plan
@@ -484,11 +485,12 @@ def _build_tdi(cfg: BuildTDIConfig) -> dict[str, Any]:
     folders = [chunk_dir(root, i) for i in range(len(markers))]
 
     balance_outcomes = root / "balance-outcomes.parquet"
-    plan = balance([str(f / "validated.parquet") for f in folders], cfg.balance, balance_outcomes)
+    plan = balance([str(f / "validated.parquet") for f in folders], cfg.balance, balance_outcomes,
+                   [str(f / "given_docs.parquet") for f in folders])
     outcome_files = [f / "outcomes.parquet" for f in folders] + [balance_outcomes]
     mined = None
     if cfg.mined_per_class:  # after the chunks: the embedded server has stopped and the cores are free
-        taken = plan.selected["dep_id"].to_list() + plan.selected["pre_id"].to_list()
+        taken = plan.selected["dep_id"].to_list() + plan.selected["pre_id"].to_list() + plan.spare["doc_id"].to_list()
         mined = mine_pairs(cfg.mined_per_class, cfg.balance, taken, root / "mined-outcomes.parquet")
         outcome_files.append(root / "mined-outcomes.parquet")
     # every attempt's journal of a chunk (chunks finished before journals existed: their ledger file)

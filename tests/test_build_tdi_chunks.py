@@ -165,6 +165,54 @@ def test_columnar_balance_makes_the_rows_and_rejections_of_balance_pairs(tmp_pat
         assert {r["kind"] for r in plan_rows(plan, plan.rows) if r["label"] != 1} == {"data", KIND_PRECONDITION}
 
 
+def _given_docs_file(folder: Path, pairs: list[DependentPair], others: int) -> Path:
+    """A chunk's given_docs.parquet: the given doc of every pair's record, and ``others`` records whose pair
+    did not pass (their agent-1 doc only)."""
+    from tasks.agents.chunks import GIVEN_DOCS_SCHEMA, given_doc_row
+    from tasks.agents.requests import ExtractedDoc
+    from tests.test_balance_shards import _doc
+
+    rows = [given_doc_row(ExtractedDoc(p.record_id, p.given)) for p in pairs]
+    rows += [given_doc_row(ExtractedDoc(f"rec-other-{i}", _doc(f"other_{i}", [f"x_{i}"], [f"y_{i}"]))) for i in range(others)]
+    path = folder / "given_docs.parquet"
+    pq.write_table(pa.Table.from_pylist(rows, schema=GIVEN_DOCS_SCHEMA), path)
+    return path
+
+
+@pytest.mark.parametrize("pairs", [_pairs(1), _pairs(1) + [  # gen_1 takes gen_0's report: 3 docs, 1 free pair of them
+    DependentPair("rec-0001", _pairs(1)[0].generated, _pairs(2)[1].generated, 1, "out_1", "report")]],
+    ids=["one pair", "two pairs of three docs"])
+def test_a_run_too_small_to_balance_draws_no_dependency_partners_from_its_other_agent_1_docs(tmp_path, pairs):
+    cfg = BalanceConfig(per_class=10, validation_fraction=0.1)
+    files = _validated_files(tmp_path, pairs, parts=1)
+    given = _given_docs_file(tmp_path, pairs, others=3)
+    plan = plan_balance(files, cfg, [given])
+    rows = plan_rows(plan, plan.rows)
+    assert plan.per_class == len(pairs) and Counter(r["label"] for r in rows) == {0: len(pairs), 1: len(pairs), 2: len(pairs)}
+    assert {o["reason"] for o in plan.outcomes().to_dicts()} == {"in_dataset"}
+    own = {r["tool_a_id"] for r in rows if r["label"] == 0} | {r["tool_b_id"] for r in rows if r["label"] == 0}
+    known = {frozenset((r["tool_a_id"], r["tool_b_id"])) for r in rows if r["label"] == 0}
+    for r in (r for r in rows if r["label"] == 1):
+        assert r["tool_a_id"] in own and r["tool_a_id"] != r["tool_b_id"]  # one side is a pair's doc
+        assert frozenset((r["tool_a_id"], r["tool_b_id"])) not in known
+        if r["tool_b_id"] not in own:  # the other an agent-1 doc of a record without a pair, named by its record
+            assert r["source_b"].startswith("rec-other-") and r["source_b"].endswith("#given")
+            assert json.loads(r["doc_b"])["name"].startswith("other_")
+    assert plan.spare.height == len({r["tool_b_id"] for r in rows if r["label"] == 1} - own)
+    infos = write_planned_shards(plan, tmp_path / "out", ShardConfig(rows_per_shard=100))
+    assert sum(i.rows for i in infos) == 3 * len(pairs)
+    report = validate_shards(tmp_path / "out" / "shards")
+    assert report.success, report.failures()
+
+
+def test_a_lone_pair_with_no_other_agent_1_doc_is_still_rejected_with_its_reason(tmp_path):
+    pairs = _pairs(1)
+    files = _validated_files(tmp_path, pairs, parts=1)
+    plan = plan_balance(files, BalanceConfig(per_class=10), [_given_docs_file(tmp_path, pairs, others=0)])
+    assert plan.per_class == 0 and plan.n_rows == 0
+    assert [(o["record_id"], o["reason"]) for o in plan.outcomes().to_dicts()] == [("rec-0000", "balance_too_few_pairs")]
+
+
 def test_planned_shards_are_the_rows_of_write_shards_and_depend_only_on_rows_and_seed(tmp_path):
     pairs = _pairs(700, shared_every=4, precondition_every=5)
     cfg, shards = BalanceConfig(per_class=600, validation_fraction=0.2, seed=5), ShardConfig(rows_per_shard=500, seed=5)

@@ -9,7 +9,8 @@ per record, per-chunk Parquet outputs with a completion marker, and the books bu
 * :func:`run_chunk` runs one chunk: for every record, agent 1 (extract), then agent 2 (generate)
   as soon as agent 1 answered, then agent 3 (validate): ``concurrency`` records are in flight, so
   the endpoint stays full instead of draining between agents. It writes ``validated.parquet``,
-  ``outcomes.parquet`` and ``ledger.parquet`` into the chunk's folder, then ``done.json`` (the
+  ``outcomes.parquet``, ``ledger.parquet`` and ``given_docs.parquet`` (every API doc agent 1 wrote: the
+  "no dependency" pool of a run too small to balance alone) into the chunk's folder, then ``done.json`` (the
   completion marker, with the chunk's fingerprint) last. While it runs, a progress line (records
   done, requests in flight, pairs accepted, rejections, rate, time left) at most every ``every_s``
   seconds (``tasks.common.progress``).
@@ -61,7 +62,8 @@ from tasks.sources.spec import SourceConfigError, SourceSpec
 
 CHUNKS = ".chunks"  # <dataset>/.chunks/chunk-NNNNNN/: the staging area of the chunk outputs
 MARKER = "done.json"
-CHUNK_FORMAT = "tgr-tdi-chunk-v3"  # bump when a chunk's outputs change meaning: old markers then mismatch (v3: ``kind``)
+CHUNK_FORMAT = "tgr-tdi-chunk-v4"  # bump when a chunk's outputs change meaning: old markers then mismatch (v4: given_docs)
+CHUNK_FILES = ("validated.parquet", "outcomes.parquet", "ledger.parquet", "given_docs.parquet")
 # A chunk closes at chunk_size accepted records, or at this many items read (a run of rejects).
 MAX_ITEMS_PER_ACCEPTED = 4
 # Request failures that a later run may not repeat (the endpoint was down or overloaded): a chunk
@@ -80,6 +82,14 @@ VALIDATED_SCHEMA = pa.schema(
         pa.field("consumer_param", pa.string(), nullable=True),  # the dependent doc's input fed by the prerequisite
         pa.field("producer_output", pa.string(), nullable=True),  # the prerequisite doc's output that feeds it, where known
         pa.field("kind", pa.string(), nullable=False),  # schemas.tdi.DEPENDENCY_KINDS: DependentPair.kind
+    ]
+)
+# Every API doc agent 1 wrote in the chunk (its record's "given" doc), whatever became of the record.
+GIVEN_DOCS_SCHEMA = pa.schema(
+    [
+        pa.field("record_id", pa.string(), nullable=False),
+        pa.field("doc_id", pa.string(), nullable=False),  # schemas.docs.doc_id
+        pa.field("doc_json", pa.string(), nullable=False),  # its canonical JSON
     ]
 )
 
@@ -185,7 +195,7 @@ def finished(folder: Path, fingerprint: str) -> dict[str, Any] | None:
     marker = read_marker(folder)
     if marker is None or marker.get("fingerprint") != fingerprint or marker.get("transient_failures", 0):
         return None
-    if not all((folder / name).exists() for name in ("validated.parquet", "outcomes.parquet", "ledger.parquet")):
+    if not all((folder / name).exists() for name in CHUNK_FILES):
         return None
     return marker
 
@@ -251,11 +261,13 @@ def _from_cache(result: StructuredResult) -> bool:
 
 async def _pipelined(llm: StructuredLLM, records: Sequence[ChunkRecord], max_code_chars: int,
                      counts: dict[str, StageCounts], precondition_share: float = 0.0,
-                     progress: RecordProgress | None = None, generate_repairs: int = 0) -> list[DependentPair | Outcome]:
+                     progress: RecordProgress | None = None, generate_repairs: int = 0,
+                     given: list[ExtractedDoc] | None = None) -> list[DependentPair | Outcome]:
     """extract -> generate -> validate per record, ``concurrency`` records at a time: a record's
     next call goes out as soon as its previous one answered; a generate answer a check discards is asked
-    again up to ``generate_repairs`` times."""
+    again up to ``generate_repairs`` times. Every doc agent 1 wrote is appended to ``given``."""
     out: list[DependentPair | Outcome] = []
+    given = given if given is not None else []
     todo = iter(records)
     progress = progress or RecordProgress(len(records))
 
@@ -281,6 +293,7 @@ async def _pipelined(llm: StructuredLLM, records: Sequence[ChunkRecord], max_cod
             if isinstance(extracted, Outcome):
                 finish(extracted, answered)
                 continue
+            given.append(extracted)
             asked = generate_request(extracted)
             if isinstance(asked, Outcome):  # no value can pass to or from the given API
                 finish(asked, answered)
@@ -301,10 +314,13 @@ async def _pipelined(llm: StructuredLLM, records: Sequence[ChunkRecord], max_cod
 
 async def _stagewise(llm: StructuredLLM, records: Sequence[ChunkRecord], max_code_chars: int,
                      counts: dict[str, StageCounts], precondition_share: float = 0.0,
-                     progress: RecordProgress | None = None, generate_repairs: int = 0) -> list[DependentPair | Outcome]:
+                     progress: RecordProgress | None = None, generate_repairs: int = 0,
+                     given: list[ExtractedDoc] | None = None) -> list[DependentPair | Outcome]:
     """Batch API mode: one batch per agent and chunk (a batch needs all its requests up front); the
-    generate answers a check discards go in one more batch per repair round."""
+    generate answers a check discards go in one more batch per repair round. Every doc agent 1 wrote is
+    appended to ``given``."""
     out: list[DependentPair | Outcome] = []
+    given = given if given is not None else []
     progress = progress or RecordProgress(len(records))
 
     async def stage(name: str, requests: list[StructuredRequest]) -> list[StructuredResult]:
@@ -326,6 +342,7 @@ async def _stagewise(llm: StructuredLLM, records: Sequence[ChunkRecord], max_cod
 
     answers = await stage("extract", [extract_request(r.record_id, r.code, r.language, max_code_chars) for r in records])
     extracted = [e for e in (interpret_extract(a, precondition_share) for a in answers) if not rejected(e)]
+    given.extend(extracted)
     kept = [(e, r) for e in extracted if not rejected(r := generate_request(e))]  # rejected: no value can pass
     extracted, asked = [e for e, _ in kept], [r for _, r in kept]
     answers = await stage("generate", asked)
@@ -374,14 +391,21 @@ def validated_row(p: DependentPair) -> dict[str, Any]:
             "producer_output": p.producer_output, "kind": p.kind}
 
 
+def given_doc_row(e: ExtractedDoc) -> dict[str, Any]:
+    doc_json = canonical_doc_json(e.doc)
+    return {"record_id": e.record_id, "doc_id": doc_id(doc_json), "doc_json": doc_json}
+
+
 def write_chunk_outputs(folder: Path, validated: Sequence[dict], outcomes: Sequence[dict], ledger: Sequence[dict],
-                        marker: dict[str, Any]) -> None:
-    """The chunk's three Parquet files (each atomically), then its marker, last."""
+                        marker: dict[str, Any], given_docs: Sequence[dict] = ()) -> None:
+    """The chunk's Parquet files (each atomically), then its marker, last."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / MARKER).unlink(missing_ok=True)
     _write_parquet(pa.Table.from_pylist(sorted(validated, key=lambda r: r["record_id"]), schema=VALIDATED_SCHEMA), folder / "validated.parquet")
     _write_parquet(pa.Table.from_pylist(sorted(outcomes, key=lambda r: r["record_id"]), schema=OUTCOME_SCHEMA), folder / "outcomes.parquet")
     _write_parquet(pa.Table.from_pylist(list(ledger), schema=LEDGER_SCHEMA), folder / "ledger.parquet")
+    _write_parquet(pa.Table.from_pylist(sorted(given_docs, key=lambda r: r["record_id"]), schema=GIVEN_DOCS_SCHEMA),
+                   folder / "given_docs.parquet")
     tmp = folder / (MARKER + ".tmp")
     tmp.write_text(json.dumps(marker, indent=1, sort_keys=True))
     os.replace(tmp, folder / MARKER)
@@ -403,8 +427,9 @@ def run_chunk(job: ChunkJob, say: Callable[[str], None] | None = None,
     if chunk.records:
         progress.report()  # a first line as the chunk starts: its first answer can be a minute away on a small model
     try:
+        given: list[ExtractedDoc] = []
         results = asyncio.run(_reporting(runner(llm, chunk.records, job.max_code_chars, counts, job.precondition_share, progress,
-                                                job.generate_repairs), progress)) if chunk.records else []
+                                                job.generate_repairs, given), progress)) if chunk.records else []
         ledger = ledger_rows(llm.ledger)
     finally:
         llm.cache.close()
@@ -435,7 +460,7 @@ def run_chunk(job: ChunkJob, say: Callable[[str], None] | None = None,
     if len(validated) + len(outcomes) != chunk.n_read:
         raise AccountingError(f"chunk {chunk.index}: read {chunk.n_read} items but {len(validated)} validated + "
                               f"{len(outcomes)} rejected")
-    write_chunk_outputs(Path(job.folder), validated, outcomes, ledger, marker)
+    write_chunk_outputs(Path(job.folder), validated, outcomes, ledger, marker, [given_doc_row(e) for e in given])
     return marker
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -281,6 +281,10 @@ class BalancePlan:
     reason_codes: np.ndarray  # uint8 index into OUTCOME_REASONS per validated pair, files' row order
     validated_files: list[str]
     target: int  # the configured pairs per class (the surplus rejections say it)
+    # agent-1 docs of other records a 'no dependency' row uses (record_id, doc_id; source 2 * len(selected) + j),
+    # read back from ``given_doc_files``: only where a split's own docs cannot form enough such pairs (a lone pair)
+    spare: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema={"record_id": pl.String, "doc_id": pl.String}))
+    given_doc_files: list[str] = field(default_factory=list)
 
     @property
     def n_rows(self) -> int:
@@ -322,14 +326,27 @@ class BalancePlan:
     def source_doc_ids(self, src: np.ndarray) -> list[str]:
         dep, pre = self._column("dep_id"), self._column("pre_id")
         src = np.asarray(src, np.int64)
-        return np.where(src % 2 == 0, dep[src // 2], pre[src // 2]).tolist()
+        pair, spare = self._split_sources(src)
+        out = np.where(src % 2 == 0, dep[pair // 2], pre[pair // 2]).astype(object)
+        if spare.any():
+            out[spare] = self.spare["doc_id"].to_numpy()[src[spare] - 2 * self.selected.height]
+        return out.tolist()
 
     def source_names(self, src: np.ndarray) -> list[str]:
         rid, sat = self._column("record_id"), self._column("satisfied")
         src = np.asarray(src, np.int64)
-        i, side = src // 2, src % 2  # side 0: dependent, 1: prerequisite
+        pair, spare = self._split_sources(src)
+        i, side = pair // 2, pair % 2  # side 0: dependent, 1: prerequisite
         generated = (sat[i] == 1) == (side == 0)  # satisfied 1: the dependent is the generated doc
-        return [f"{r}#{_TAGS[g]}" for r, g in zip(rid[i].tolist(), generated.tolist())]
+        names = np.array([f"{r}#{_TAGS[g]}" for r, g in zip(rid[i].tolist(), generated.tolist())], dtype=object)
+        if spare.any():  # an agent-1 doc: its record's given doc
+            names[spare] = [f"{r}#given" for r in self.spare["record_id"].to_numpy()[src[spare] - 2 * self.selected.height]]
+        return names.tolist()
+
+    def _split_sources(self, src: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``src`` with spare sources replaced by 0 (for the pair lookups), and where the spare ones are."""
+        spare = src >= 2 * self.selected.height
+        return np.where(spare, 0, src), spare
 
 
 def _u64(hex_ids: pl.Series) -> np.ndarray:
@@ -426,9 +443,11 @@ def _assign_split_columns(dep: np.ndarray, pre: np.ndarray, fraction: float, rng
 
 
 def _none_pair_columns(pool: np.ndarray, count: int, known: _KnownPairs, rng: np.random.Generator,
-                       split: str) -> tuple[np.ndarray, np.ndarray]:
-    """``_none_pairs`` on columns: indices into ``pool`` (sorted doc keys) of ``count`` pairs."""
+                       split: str, n_first: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``_none_pairs`` on columns: indices into ``pool`` (sorted doc keys) of ``count`` pairs; each pair's
+    first doc is one of the first ``n_first`` (the split's own docs, where spare docs follow them)."""
     n = len(pool)
+    n_first = n if n_first is None else n_first
     out_a: list[np.ndarray] = []
     out_b: list[np.ndarray] = []
     chosen = pl.DataFrame({"lo": np.zeros(0, np.uint64), "hi": np.zeros(0, np.uint64)})
@@ -441,7 +460,7 @@ def _none_pair_columns(pool: np.ndarray, count: int, known: _KnownPairs, rng: np
                 "too few docs that are not already dependent pairs (build more pairs)"
             )
         need = count - got
-        firsts = rng.integers(0, n, size=2 * need + 16)
+        firsts = rng.integers(0, n_first, size=2 * need + 16)
         seconds = rng.integers(0, n, size=2 * need + 16)
         a, b = pool[firsts], pool[seconds]
         ok = (a != b) & ~known.contains(a, b)
@@ -484,11 +503,30 @@ def _outcome_frame(pairs: pl.DataFrame, codes: np.ndarray, target: int) -> pl.Da
     )
 
 
-def plan_balance(validated_files: Sequence[str | Path], cfg: BalanceConfig) -> BalancePlan:
+def _spare_docs(given_doc_files: Sequence[str], taken: np.ndarray) -> tuple[pl.DataFrame, np.ndarray]:
+    """The agent-1 docs of ``given_doc_files`` (``tasks.agents.chunks.GIVEN_DOCS_SCHEMA``) that are in no selected
+    pair, one per doc in record-id order: (record_id, doc_id) and their uint64 keys."""
+    if not given_doc_files:
+        return pl.DataFrame(schema={"record_id": pl.String, "doc_id": pl.String}), np.zeros(0, np.uint64)
+    docs = (pl.scan_parquet(list(given_doc_files)).select("record_id", "doc_id").sort("record_id")
+            .unique("doc_id", keep="first", maintain_order=True).collect())
+    keys = _u64(docs["doc_id"])
+    free = ~np.isin(keys, taken)
+    return docs.filter(pl.Series(free)), keys[free]
+
+
+def plan_balance(validated_files: Sequence[str | Path], cfg: BalanceConfig,
+                 given_doc_files: Sequence[str | Path] = ()) -> BalancePlan:
     """Balance the validated pairs in ``validated_files`` (``tasks.agents.chunks.VALIDATED_SCHEMA``). The
     pairs are taken in record-id order (data pairs before precondition pairs, as ``balance_pairs``), so the plan
-    does not depend on where chunks end."""
+    does not depend on where chunks end.
+
+    Where a split's own docs cannot form as many 'no dependency' pairs as it has dependent pairs (one lone pair:
+    its two docs depend on each other), each such pair takes one of the split's docs and, as the other, may take
+    an agent-1 doc of another record (``given_doc_files``: the run's docs that are in no selected pair). Without
+    such docs a lone pair is rejected (``balance_too_few_pairs``)."""
     files = [str(f) for f in validated_files]
+    given_files = [str(f) for f in given_doc_files]
     cols = ["record_id", "satisfied", "dep_id", "pre_id", "consumer_param", "producer_output", "kind"]
     if files:
         ids = pl.scan_parquet(files).select(cols).collect()  # the files' row order
@@ -509,8 +547,9 @@ def plan_balance(validated_files: Sequence[str | Path], cfg: BalanceConfig) -> B
     order = rng.permutation(len(unique))
     per_class = min(cfg.per_class, len(unique))
     selected, surplus = unique[order[:per_class]], unique[order[per_class:]]
+    spare, spare_keys = _spare_docs(given_files, np.concatenate([dep[selected], pre[selected]])) if per_class == 1 else (None, None)
     too_few = np.zeros(0, np.int64)
-    if per_class == 1:  # two docs that depend on each other leave no "none" pair to draw
+    if per_class == 1 and not len(spare_keys):  # two docs that depend on each other leave no "none" pair to draw
         too_few, selected, per_class = selected, selected[:0], 0
 
     code = np.zeros(len(dep), np.uint8)  # record-id order
@@ -538,7 +577,13 @@ def plan_balance(validated_files: Sequence[str | Path], cfg: BalanceConfig) -> B
         srcs = np.stack([dep_src, pre_src], axis=1).ravel()
         pool, first_at = np.unique(docs, return_index=True)
         pool_src = srcs[first_at]
-        ia, ib = _none_pair_columns(pool, len(members), known, rng, split)
+        n_own = len(pool)
+        if len(pool) * (len(pool) - 1) // 2 - known.inside(pool) < len(members):  # a lone pair: other records' docs too
+            if spare is None:
+                spare, spare_keys = _spare_docs(given_files, np.concatenate([s_dep, s_pre]))
+            pool = np.concatenate([pool, spare_keys])
+            pool_src = np.concatenate([pool_src, 2 * len(selected) + np.arange(len(spare_keys))])
+        ia, ib = _none_pair_columns(pool, len(members), known, rng, split, n_own)
         a_src = np.concatenate([dep_src, pre_src, pool_src[ia]])
         b_src = np.concatenate([pre_src, dep_src, pool_src[ib]])
         n = len(members)
@@ -558,10 +603,25 @@ def plan_balance(validated_files: Sequence[str | Path], cfg: BalanceConfig) -> B
     rows = pl.concat(parts) if parts else pl.DataFrame(schema={"split": pl.String, "label": pl.Int8, "origin": pl.String, "a_src": pl.UInt32, "b_src": pl.UInt32,
                                                                "consumer_param": pl.String, "producer_output": pl.String, "kind": pl.String,
                                                                "support": pl.Int32})
-    plan = BalancePlan(per_class, per_split, rows, sel, reason_codes, files, cfg.per_class)
+    used = np.unique(np.concatenate([rows["a_src"].to_numpy(), rows["b_src"].to_numpy()]).astype(np.int64) - 2 * len(selected))
+    spare_used = spare[used[used >= 0]] if spare is not None else None  # only the spare docs a row names
+    plan = BalancePlan(per_class, per_split, rows, sel, reason_codes, files, cfg.per_class, given_doc_files=given_files)
+    if spare_used is not None and spare_used.height:
+        rows = rows.with_columns(pl.Series("a_src", _renumber(rows["a_src"].to_numpy(), used, len(selected)), pl.UInt32),
+                                 pl.Series("b_src", _renumber(rows["b_src"].to_numpy(), used, len(selected)), pl.UInt32))
+        plan.rows, plan.spare = rows, spare_used
     a_hex, b_hex = plan.source_doc_ids(rows["a_src"].to_numpy()), plan.source_doc_ids(rows["b_src"].to_numpy())
     plan.rows = rows.with_columns(pair_id=pl.Series(_pair_ids(a_hex, b_hex), dtype=pl.String))
     return plan
+
+
+def _renumber(src: np.ndarray, used: np.ndarray, n_selected: int) -> np.ndarray:
+    """Spare sources renumbered to their place among the spare docs a row uses (``used``: sorted offsets)."""
+    src = src.astype(np.int64)
+    spare = src >= 2 * n_selected
+    out = src.copy()
+    out[spare] = 2 * n_selected + np.searchsorted(used[used >= 0], src[spare] - 2 * n_selected)
+    return out
 
 
 def plan_rows(plan: BalancePlan, rows: pl.DataFrame, doc_json: dict[str, str] | None = None) -> list[dict]:
@@ -585,11 +645,12 @@ def plan_rows(plan: BalancePlan, rows: pl.DataFrame, doc_json: dict[str, str] | 
 
 
 def selected_docs(plan: BalancePlan) -> pl.DataFrame:
-    """``id`` (hex doc id) and ``json`` of the docs of the selected pairs, read lazily from the
-    chunk files (at most 2 x per_class docs: memory follows the dataset's size, not the input's)."""
+    """``id`` (hex doc id) and ``json`` of the docs of the selected pairs and the spare docs a row names, read
+    lazily from the chunk files (at most 2 x per_class docs, plus a few spare: memory follows the dataset's size,
+    not the input's)."""
     if not plan.selected.height:
         return pl.DataFrame(schema={"id": pl.String, "json": pl.String})
-    return (
+    docs = (
         pl.scan_parquet(plan.validated_files)
         .join(plan.selected.lazy().select("record_id"), on="record_id", how="semi")
         .select(pl.concat_list("dep_id", "pre_id").alias("id"), pl.concat_list("dep_json", "pre_json").alias("json"))
@@ -597,3 +658,8 @@ def selected_docs(plan: BalancePlan) -> pl.DataFrame:
         .unique("id")
         .collect()
     )
+    if not plan.spare.height:
+        return docs
+    spare = (pl.scan_parquet(plan.given_doc_files).join(plan.spare.lazy().select("doc_id"), on="doc_id", how="semi")
+             .select(id="doc_id", json="doc_json").unique("id").collect())
+    return pl.concat([docs, spare]).unique("id")
