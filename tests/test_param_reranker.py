@@ -11,9 +11,10 @@ import torch
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from tasks.training.param_head import FEATURES, ParamHead  # noqa: E402
-from tasks.training.param_reranker import (RERANKER_DIR, STACK_FEATURES, ParamReranker, RerankerArguments,  # noqa: E402
-                                           candidate_mask, candidate_units, fit_stacked_head, reranker_examples,
-                                           train_param_reranker, unit_texts)
+from tasks.training.param_reranker import (RERANKER_DIR, STACK_FEATURES, ListwiseLoss, ParamReranker,  # noqa: E402
+                                           PointwiseLoss, RerankerArguments, RerankerExamples, candidate_mask,
+                                           candidate_units, fit_stacked_head, reranker_examples, train_param_reranker,
+                                           unit_texts)
 from tests.test_param_scorer import TOYSET  # noqa: E402
 from tests.test_retriever import _by_words, _toolset_folder, make_tiny_encoder  # noqa: E402
 
@@ -54,24 +55,60 @@ def test_texts_show_the_input_and_the_producer_and_dropout_keeps_the_meaning():
 
 
 def test_arguments_refuse_bad_values():
-    for bad in ({"layers": 0}, {"epochs": 0}, {"candidate_k": 0}, {"name_dropout": 1.5}, {"learning_rate": 0}):
+    for bad in ({"layers": 0}, {"epochs": 0}, {"candidate_k": 0}, {"name_dropout": 1.5}, {"learning_rate": 0},
+                {"loss": "pairwise"}, {"none_inputs_per_positive": -1}):
         with pytest.raises(ValueError, match="reranker"):
             RerankerArguments(**bad)
 
 
-def _train(tiny_encoder, tmp_path, steps=3):
+def _lists_examples() -> RerankerExamples:
+    """Candidate units of three consumer inputs: (c1, a) with gold unit 1 among 4, (c1, b) with none among 3,
+    (c2, x) with none among 2; tools are not read by the losses."""
+    units = [(0, 1, "a"), (2, 1, "a"), (3, 1, "a"), (4, 1, "a"), (0, 1, "b"), (2, 1, "b"), (3, 1, "b"), (0, 5, "x"), (1, 5, "x")]
+    gold = np.array([False, True, False, False, False, False, False, False, False])
+    return RerankerExamples([], units, gold)
+
+
+def test_listwise_lists_are_one_input_each_gold_first_with_fresh_negatives_and_none_inputs():
+    import random
+
+    ex = _lists_examples()
+    loss = ListwiseLoss(ex, RerankerArguments(negatives_per_positive=2, batch_size=6, none_inputs_per_positive=1.0))
+    assert loss.inputs_per_step == 2 and loss.steps_per_epoch() == 1  # 1 gold input + 1 input without gold
+    rng = random.Random(0)
+    epochs = [[units for batch in loss.epoch(rng) for units in batch] for _ in range(6)]
+    for lists in epochs:
+        assert len(lists) == 2 and all(len({ex.units[i][1:] for i in units}) == 1 for units in lists)  # one input a list
+        gold_list = next(units for units in lists if ex.gold[units[0]])
+        assert gold_list[0] == 1 and len(gold_list) == 3 and not ex.gold[gold_list[1:]].any()  # gold + 2 negatives
+        none_list = next(units for units in lists if not ex.gold[units[0]])
+        assert not ex.gold[none_list].any() and len(none_list) <= 3
+    assert len({tuple(sorted(u for units in lists for u in units)) for lists in epochs}) > 1  # drawn afresh
+    # the loss: a softmax over the list and a "none" slot at logit 0; the gold's slot, or "none", is the target
+    logits = torch.tensor([2.0, 0.5, -1.0, 1.0, 0.0])
+    got = loss(logits, [[1, 0, 2], [4, 5]], ex.gold)
+    want = (-torch.log_softmax(torch.tensor([2.0, 0.5, -1.0, 0.0]), 0)[0]
+            - torch.log_softmax(torch.tensor([1.0, 0.0, 0.0]), 0)[2]) / 2
+    assert torch.isclose(got, want)
+    pointwise = PointwiseLoss(ex, RerankerArguments(negatives_per_positive=2, batch_size=2))
+    assert pointwise.steps_per_epoch() == 2 and all(len(units) == 1 for b in pointwise.epoch(rng) for units in b)
+
+
+def _train(tiny_encoder, tmp_path, steps=3, loss="listwise"):
     examples = reranker_examples([(TOYSET, {"shop", "sky"})], _by_words, k=3)
     folder = tmp_path / "retriever" / RERANKER_DIR
     done = train_param_reranker(examples, tiny_encoder, RerankerArguments(layers=2, max_steps=steps, batch_size=4,
-                                                                          max_length=32), folder)
+                                                                          max_length=32, loss=loss), folder)
     return examples, folder, done
 
 
-def test_training_from_the_encoder_saves_a_changed_cross_encoder_whole(tiny_encoder, tmp_path):
+@pytest.mark.parametrize("loss", ["listwise", "pointwise"])
+def test_training_from_the_encoder_saves_a_changed_cross_encoder_whole(tiny_encoder, tmp_path, loss):
     from transformers import AutoModel, AutoModelForSequenceClassification
 
-    examples, folder, done = _train(tiny_encoder, tmp_path)
+    examples, folder, done = _train(tiny_encoder, tmp_path, loss=loss)
     assert done["steps"] == 3 and done["positives"] == int(examples.gold.sum()) == 3  # the toy's 3 parameter edges
+    assert done["arguments"]["loss"] == loss and done["units_seen"] > 0
     assert (folder / "config.json").is_file() and not list(folder.parent.glob(".*tmp*"))
     start = AutoModel.from_pretrained(tiny_encoder).state_dict()
     trained = AutoModelForSequenceClassification.from_pretrained(folder).bert.state_dict()

@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 
 RERANKER_DIR = "param_reranker"  # inside a retriever folder: the cross-encoder and its stacked head
 STACK_FEATURES = ("reranker",) + FEATURES  # the reranker's logit first, then the head's features
+RERANKER_LOSSES = ("listwise", "pointwise")
 _RANK, _EXACT, _PARTIAL = (FEATURES.index(f) for f in ("inverse_rank", "exact", "partial"))
 
 
@@ -47,6 +48,10 @@ class RerankerArguments:
     candidate_k: int = 5  # a unit is a candidate when its producer is among the input's top-k (or a name rule fires)
     seed: int = 0
     max_steps: int = -1  # stop after this many steps (tests); -1: all epochs
+    # "listwise": per consumer input, a softmax over its gold unit, up to negatives_per_positive of its other
+    # candidates and a "none of them" slot (logit 0); "pointwise": class-balanced BCE per unit
+    loss: str = "listwise"
+    none_inputs_per_positive: float = 1.0  # listwise: inputs with no gold candidate (target "none") per gold input
 
     def __post_init__(self) -> None:
         for name in ("layers", "epochs", "negatives_per_positive", "batch_size", "max_length", "candidate_k"):
@@ -54,6 +59,10 @@ class RerankerArguments:
                 raise ValueError(f"reranker {name} {getattr(self, name)}: must be at least 1")
         if not 0.0 <= self.name_dropout <= 1.0 or self.learning_rate <= 0:
             raise ValueError("reranker name_dropout must lie in [0, 1] and learning_rate be positive")
+        if self.loss not in RERANKER_LOSSES:
+            raise ValueError(f"reranker loss {self.loss!r}: one of {', '.join(RERANKER_LOSSES)}")
+        if self.none_inputs_per_positive < 0:
+            raise ValueError(f"reranker none_inputs_per_positive {self.none_inputs_per_positive}: must be >= 0")
 
 
 def candidate_mask(x: np.ndarray, k: int) -> np.ndarray:
@@ -133,45 +142,105 @@ def reranker_examples(toolsets: Sequence[tuple[ToolSet, set[str]]], encode: Call
     return RerankerExamples(tools, units, np.concatenate(gold) if gold else np.zeros(0, dtype=bool))
 
 
+class PointwiseLoss:
+    """Class-balanced binary cross-entropy per unit. An epoch is every positive and a fresh seeded draw of
+    ``negatives_per_positive`` negatives per positive, ``batch_size`` units a step."""
+
+    def __init__(self, examples: RerankerExamples, args: RerankerArguments):
+        self.positives = [i for i, g in enumerate(examples.gold) if g]
+        self.negatives = [i for i, g in enumerate(examples.gold) if not g]
+        self.drawn = min(len(self.negatives), args.negatives_per_positive * len(self.positives))  # per epoch
+        self.weight = self.drawn / max(1, len(self.positives))  # positives count as much as the negatives drawn
+        self.batch_size = args.batch_size
+
+    def steps_per_epoch(self) -> int:
+        return math.ceil((len(self.positives) + self.drawn) / self.batch_size)
+
+    def epoch(self, rng: random.Random) -> list[list[list[int]]]:
+        """The epoch's batches, each a list of one-unit lists (the listwise shape)."""
+        drawn = self.positives + rng.sample(self.negatives, self.drawn)
+        rng.shuffle(drawn)
+        return [[[i] for i in drawn[s:s + self.batch_size]] for s in range(0, len(drawn), self.batch_size)]
+
+    def __call__(self, logits: torch.Tensor, lists: list[list[int]], gold: np.ndarray) -> torch.Tensor:
+        y = torch.tensor([float(gold[u[0]]) for u in lists])
+        w = torch.where(y > 0, self.weight, 1.0)
+        return (torch.nn.functional.binary_cross_entropy_with_logits(logits, y, reduction="none") * w).sum() / w.sum()
+
+
+class ListwiseLoss:
+    """Per consumer input, cross-entropy of a softmax over its candidate units and a "none of them" slot
+    (logit 0): the target is its gold unit, or "none" where it has none. The input's candidates compete, as they
+    do when an edge is kept (measured: bench/RESULTS.md, "Parameter reranker", the listwise sweep). An epoch is
+    every input with a gold candidate (its gold unit and a fresh draw of up to ``negatives_per_positive`` others)
+    and a fresh draw of ``none_inputs_per_positive`` inputs without one per such input; a step holds
+    ``batch_size // (negatives_per_positive + 1)`` inputs, about ``batch_size`` units."""
+
+    def __init__(self, examples: RerankerExamples, args: RerankerArguments):
+        by_input: dict[tuple[int, str], list[int]] = {}
+        for i, (_, c, q) in enumerate(examples.units):
+            by_input.setdefault((c, q), []).append(i)
+        self.with_gold = [(g, [i for i in idx if not examples.gold[i]])
+                          for idx in by_input.values() if (g := [i for i in idx if examples.gold[i]])]
+        self.without = [idx for idx in by_input.values() if not any(examples.gold[i] for i in idx)]
+        self.n_none = min(len(self.without), round(args.none_inputs_per_positive * len(self.with_gold)))
+        self.negatives = args.negatives_per_positive
+        self.inputs_per_step = max(1, args.batch_size // (args.negatives_per_positive + 1))
+
+    def steps_per_epoch(self) -> int:
+        return math.ceil((len(self.with_gold) + self.n_none) / self.inputs_per_step)
+
+    def epoch(self, rng: random.Random) -> list[list[list[int]]]:
+        """The epoch's batches, each a list of inputs, each input the units of its list (gold first, if any)."""
+        lists = [[gold[0]] + rng.sample(others, min(len(others), self.negatives)) for gold, others in self.with_gold]
+        lists += [rng.sample(idx, min(len(idx), self.negatives + 1)) for idx in rng.sample(self.without, self.n_none)]
+        rng.shuffle(lists)
+        step = self.inputs_per_step
+        return [lists[s:s + step] for s in range(0, len(lists), step)]
+
+    def __call__(self, logits: torch.Tensor, lists: list[list[int]], gold: np.ndarray) -> torch.Tensor:
+        loss, at = logits.new_zeros(()), 0
+        for units in lists:
+            z = torch.cat([logits[at:at + len(units)], logits.new_zeros(1)])
+            target = 0 if gold[units[0]] else len(units)  # gold first; else the "none" slot
+            loss = loss + torch.nn.functional.cross_entropy(z[None], torch.tensor([target]))
+            at += len(units)
+        return loss / len(lists)
+
+
 def train_param_reranker(examples: RerankerExamples, base: str | Path, args: RerankerArguments,
                          folder: Path) -> dict:
-    """Train the cross-encoder from ``base`` (the retriever's weights) on ``examples``: every positive and,
-    each epoch, a fresh seeded draw of ``negatives_per_positive`` negatives per positive, class-balanced
-    binary cross-entropy, AdamW with linear warm-up and decay; saved to ``folder`` (written whole or not at
-    all). Returns what was done."""
-    positives = [i for i, g in enumerate(examples.gold) if g]
-    negatives = [i for i, g in enumerate(examples.gold) if not g]
+    """Train the cross-encoder from ``base`` (the retriever's weights) on ``examples`` with ``args.loss``
+    (:class:`ListwiseLoss` or :class:`PointwiseLoss`: fresh seeded negatives each epoch), AdamW with linear
+    warm-up and decay; saved to ``folder`` (written whole or not at all). Returns what was done."""
+    positives = int(examples.gold.sum())
+    negatives = len(examples.gold) - positives
     if not positives or not negatives:
         raise ValueError("the parameter reranker needs gold and non-gold candidate units of training groups "
                          "(a --toolset with parameter edges)")
     rng = random.Random(args.seed)
     torch.manual_seed(args.seed)
     model, tokenizer = _load(base, args.layers)
-    drawn_negatives = min(len(negatives), args.negatives_per_positive * len(positives))  # per epoch
-    total = math.ceil((len(positives) + drawn_negatives) / args.batch_size) * args.epochs
+    loss_fn = (ListwiseLoss if args.loss == "listwise" else PointwiseLoss)(examples, args)
+    total = loss_fn.steps_per_epoch() * args.epochs
     if args.max_steps > 0:
         total = min(total, args.max_steps)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.learning_rate, weight_decay=0.01)
     warmup = max(1, total // 10)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: min(1.0, (s + 1) / warmup) * max(0.0, (total - s) / total))
-    weight = drawn_negatives / len(positives)
-    step, started, losses = 0, time.time(), []
+    step, started, losses, seen = 0, time.time(), [], 0
     model.train()
     while step < total:
-        drawn = positives + rng.sample(negatives, drawn_negatives)
-        rng.shuffle(drawn)
-        for s in range(0, len(drawn), args.batch_size):
+        for lists in loss_fn.epoch(rng):
             if step >= total:
                 break
-            batch = drawn[s:s + args.batch_size]
+            batch = [i for units in lists for i in units]
             a, b = unit_texts(examples.tools, [examples.units[i] for i in batch],
                               [rng.random() < args.name_dropout for _ in batch])
             enc = tokenizer(a, b, truncation=True, max_length=args.max_length, padding=True, return_tensors="pt")
-            y = torch.tensor([float(examples.gold[i]) for i in batch])
-            w = torch.where(y > 0, weight, 1.0)  # balanced: positives count as much as the negatives drawn
-            logits = model(**enc).logits[:, 0]
-            loss = (torch.nn.functional.binary_cross_entropy_with_logits(logits, y, reduction="none") * w).sum() / w.sum()
+            loss = loss_fn(model(**enc).logits[:, 0], lists, examples.gold)
+            seen += len(batch)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
@@ -188,7 +257,7 @@ def train_param_reranker(examples: RerankerExamples, base: str | Path, args: Rer
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
     replace_dir(tmp, folder)
-    return {"steps": step, "positives": len(positives), "negatives": len(negatives),
+    return {"steps": step, "positives": positives, "negatives": negatives, "units_seen": seen,
             "seconds": round(time.time() - started, 1), "final_loss": float(np.mean(losses[-50:])),
             "arguments": asdict(args)}
 

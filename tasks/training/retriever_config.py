@@ -57,6 +57,9 @@ class RetrieverConfig:
     reranker_epochs: Annotated[int, Help("reranker passes over the positives (negatives drawn afresh each)")] = 2
     reranker_k: Annotated[int, Help("reranker candidates: each input's top-k producers by the retriever")] = 5
     reranker_max_steps: Annotated[int | None, Help("stop the reranker after N steps (none: all epochs)")] = None
+    reranker_loss: Annotated[str, Help(
+        "reranker training loss: listwise (per consumer input, a softmax over its candidates and 'none') or "
+        "pointwise (balanced binary cross-entropy per unit)")] = "listwise"
     checkpoint: Annotated[str | None, Help(
         "a trained retriever folder (<run>/best): measure it on the test groups and sets, train nothing")] = None
 
@@ -75,6 +78,8 @@ class RetrieverConfig:
                             ("--reranker-max-steps", self.reranker_max_steps)):
             if value is not None and value < 1:
                 raise ValueError(f"{flag} {value}: must be at least 1")
+        if self.reranker_loss not in ("listwise", "pointwise"):
+            raise ValueError(f"--reranker-loss {self.reranker_loss}: listwise or pointwise")
         if not 0.0 <= self.name_dropout <= 1.0:
             raise ValueError(f"--name-dropout {self.name_dropout}: must lie in [0, 1]")
         if self.epochs <= 0 or self.learning_rate <= 0:
@@ -103,4 +108,4 @@ class RetrieverConfig:
         from tasks.training.param_reranker import RerankerArguments
 
         return RerankerArguments(layers=self.reranker_layers, epochs=self.reranker_epochs, candidate_k=self.reranker_k,
-                                 seed=self.seed, max_steps=self.reranker_max_steps or -1)
+                                 seed=self.seed, max_steps=self.reranker_max_steps or -1, loss=self.reranker_loss)
