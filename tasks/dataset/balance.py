@@ -603,25 +603,24 @@ def plan_balance(validated_files: Sequence[str | Path], cfg: BalanceConfig,
     rows = pl.concat(parts) if parts else pl.DataFrame(schema={"split": pl.String, "label": pl.Int8, "origin": pl.String, "a_src": pl.UInt32, "b_src": pl.UInt32,
                                                                "consumer_param": pl.String, "producer_output": pl.String, "kind": pl.String,
                                                                "support": pl.Int32})
-    used = np.unique(np.concatenate([rows["a_src"].to_numpy(), rows["b_src"].to_numpy()]).astype(np.int64) - 2 * len(selected))
-    spare_used = spare[used[used >= 0]] if spare is not None else None  # only the spare docs a row names
     plan = BalancePlan(per_class, per_split, rows, sel, reason_codes, files, cfg.per_class, given_doc_files=given_files)
-    if spare_used is not None and spare_used.height:
+    offsets = np.unique(np.concatenate([rows["a_src"].to_numpy(), rows["b_src"].to_numpy()]).astype(np.int64)) - 2 * len(selected)
+    used = offsets[offsets >= 0]  # the spare docs a row names: only those stay in the plan
+    if len(used):
         rows = rows.with_columns(pl.Series("a_src", _renumber(rows["a_src"].to_numpy(), used, len(selected)), pl.UInt32),
                                  pl.Series("b_src", _renumber(rows["b_src"].to_numpy(), used, len(selected)), pl.UInt32))
-        plan.rows, plan.spare = rows, spare_used
+        plan.rows, plan.spare = rows, spare[used]
     a_hex, b_hex = plan.source_doc_ids(rows["a_src"].to_numpy()), plan.source_doc_ids(rows["b_src"].to_numpy())
     plan.rows = rows.with_columns(pair_id=pl.Series(_pair_ids(a_hex, b_hex), dtype=pl.String))
     return plan
 
 
 def _renumber(src: np.ndarray, used: np.ndarray, n_selected: int) -> np.ndarray:
-    """Spare sources renumbered to their place among the spare docs a row uses (``used``: sorted offsets)."""
+    """Spare sources renumbered to their place among the spare docs the rows use (``used``: sorted offsets)."""
     src = src.astype(np.int64)
     spare = src >= 2 * n_selected
-    out = src.copy()
-    out[spare] = 2 * n_selected + np.searchsorted(used[used >= 0], src[spare] - 2 * n_selected)
-    return out
+    src[spare] = 2 * n_selected + np.searchsorted(used, src[spare] - 2 * n_selected)
+    return src
 
 
 def plan_rows(plan: BalancePlan, rows: pl.DataFrame, doc_json: dict[str, str] | None = None) -> list[dict]:
