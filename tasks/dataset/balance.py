@@ -402,6 +402,11 @@ def _components_of(dep: np.ndarray, pre: np.ndarray) -> tuple[np.ndarray, int]:
     return rank[pair_label], len(uniq)
 
 
+def _free_pairs(docs: np.ndarray, known: _KnownPairs) -> int:
+    """How many distinct 'no dependency' pairs the distinct ``docs`` can form (``_none_pairs_possible`` on columns)."""
+    return len(docs) * (len(docs) - 1) // 2 - known.inside(docs)
+
+
 def _assign_split_columns(dep: np.ndarray, pre: np.ndarray, fraction: float, rng: np.random.Generator,
                           known: _KnownPairs) -> np.ndarray:
     """``_assign_splits`` on columns: True where a selected pair goes to validation."""
@@ -424,8 +429,7 @@ def _assign_split_columns(dep: np.ndarray, pre: np.ndarray, fraction: float, rng
         count = int(members.sum())
         if not count:
             return False
-        docs = np.unique(np.concatenate([dep[members], pre[members]]))
-        return len(docs) * (len(docs) - 1) // 2 - known.inside(docs) >= count
+        return _free_pairs(np.unique(np.concatenate([dep[members], pre[members]])), known) >= count
 
     taken = 0
     slack = want + max(1, want // 10)
@@ -578,7 +582,7 @@ def plan_balance(validated_files: Sequence[str | Path], cfg: BalanceConfig,
         pool, first_at = np.unique(docs, return_index=True)
         pool_src = srcs[first_at]
         n_own = len(pool)
-        if len(pool) * (len(pool) - 1) // 2 - known.inside(pool) < len(members):  # a lone pair: other records' docs too
+        if _free_pairs(pool, known) < len(members):  # a lone pair: other records' docs too
             if spare is None:
                 spare, spare_keys = _spare_docs(given_files, np.concatenate([s_dep, s_pre]))
             pool = np.concatenate([pool, spare_keys])
