@@ -26,6 +26,7 @@ from schemas.tdi import (DEPENDENCY_KINDS, KIND_DATA, KIND_PRECONDITION, LABEL_A
                          LABEL_NO_DEPENDENCY, check_kind)
 from tasks.dataset.balance import KIND_CONFLICT_DETAIL, _assign_splits, _Doc, _Pair, _row  # the shared split/row logic of build-tdi
 from tasks.mining.sources import top_package
+from tasks.mining.state import STATED_PATTERNS
 
 if TYPE_CHECKING:
     from tasks.common.progress import CountProgress
@@ -95,10 +96,12 @@ RARE_ORDER = "rare_order"  # a precondition pair seen in fewer functions than --
 
 def precondition_pairs(result: MineResult, min_support: int) -> tuple[list[DependencyPair], list[tuple[str, str, str]]]:
     """Accepted precondition pairs (``MinedOrder``) as dependency pairs of kind precondition with their support;
-    those seen in fewer than ``min_support`` functions as (record id, reason, detail) rejections."""
+    those seen in fewer than ``min_support`` functions as (record id, reason, detail) rejections, except a pair
+    a state guard or an error message shows (tasks/mining/state.py): the consumer's own code says the producer
+    must come first."""
     pairs, rare = [], []
     for o in result.orders:
-        if o.support < min_support:
+        if o.support < min_support and not set(STATED_PATTERNS) & set(o.patterns):  # stated in code: no habit to count
             rare.append((o.record_id, RARE_ORDER, f"{o.producer} before {o.consumer} in {o.support} function(s), "
                                                   f"fewer than --min-order-support {min_support}"))
         else:

@@ -1,0 +1,325 @@
+"""State guards -> precondition candidates (:class:`RawOrder`, pattern ``state_guard``): a function that refuses to
+run unless some state is set, and the functions that set it.
+
+    class Conn:
+        def connect(self):
+            self._sock = socket.create_connection(self.addr)
+
+        def send(self, data):
+            if self._sock is None:
+                raise ConnectionError("not connected")  # send needs connect first
+            ...
+
+Call order shows a precondition by habit; a guard states it in the consumer's own body, most often with the
+reason in the error message ("Must call fit() before predict()"). So one function showing it is enough: these
+pairs are kept whatever ``--min-order-support`` says (tasks/mining/dataset.py ``precondition_pairs``).
+
+- **Consumer**: a method whose top-level statements hold ``if <absent>: ... raise`` (no ``else``), where the test
+  detects that ``self.X`` is unset (``self.X is None``, ``not self.X``, or such tests joined by ``or``), or
+  ``assert self.X`` / ``assert self.X is not None`` (joined by ``and``). A top-level call of a checker method of the
+  class (``self._check_open()``: a name that starts with check/ensure/assert/require/verify/validate) brings that
+  checker's guards: one hop.
+- **Producer**: another method of the same class, or of a base class defined in the same module, that binds
+  ``self.X`` to something other than an empty value (None, False, 0, "", an empty literal), itself or through a
+  ``self.h()`` call (one hop). Dunder methods are no producers.
+- **Skipped**: an X that ``__init__`` already binds non-empty (the guard then checks a reset, such as ``close``:
+  "not after" is no "call first"), a binding from another attribute (``self.fp = self._fp`` restores), and the
+  consumer itself. An X that more than ``MAX_STATE_SETTERS`` methods set is rejected as ``shared_state``.
+- **Module level** alike: a function that raises unless a module global ``G`` is set, and the functions that
+  declare ``global G`` and bind it non-empty (``init()`` before ``get()``).
+
+The opposite polarity (``if self._closed: raise``) says what must *not* come first, and is not read.
+Candidates then go through the order books like every call order (tasks/mining/mine.py ``resolve_orders``).
+"""
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterable
+
+from tasks.mining.docs import BodyIndex, index_body
+from tasks.mining.facts import ModuleFacts, RawOrder
+from tasks.mining.reasons import MineReason
+
+STATE_GUARD = "state_guard"
+ERROR_MESSAGE = "error_message"
+STATED_PATTERNS = (STATE_GUARD, ERROR_MESSAGE)  # the consumer's own code states the order: no habit to count
+MAX_STATE_SETTERS = 3  # more methods setting one state say little about which one a guard needs (shared_state)
+_CHECKER_PREFIXES = ("check", "ensure", "assert", "require", "verify", "validate")
+
+Method = ast.FunctionDef | ast.AsyncFunctionDef
+# attribute -> (the guard statement, what it raises: the requirement in words where the code says it)
+Guards = dict[str, tuple[ast.stmt, str]]
+
+
+def _attr_of(expr: ast.expr, owner: str) -> str | None:
+    """``X`` of ``owner.X`` (owner: ``self``), or of a bare name ``X`` when owner is ``""`` (module globals)."""
+    if not owner:
+        return expr.id if isinstance(expr, ast.Name) else None
+    if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == owner:
+        return expr.attr
+    return None
+
+
+def _is_none(expr: ast.expr) -> bool:
+    return isinstance(expr, ast.Constant) and expr.value is None
+
+
+def _absent(test: ast.expr, owner: str) -> list[str]:
+    """Attributes whose absence ``test`` detects: ``X is None``, ``not X``, joined by ``or``."""
+    parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or) else [test]
+    found = []
+    for p in parts:
+        if isinstance(p, ast.UnaryOp) and isinstance(p.op, ast.Not):
+            attr = _attr_of(p.operand, owner)
+        elif (isinstance(p, ast.Compare) and len(p.ops) == 1 and isinstance(p.ops[0], ast.Is)
+              and _is_none(p.comparators[0])):
+            attr = _attr_of(p.left, owner)
+        else:
+            attr = None
+        if attr:
+            found.append(attr)
+    return found
+
+
+def _present(test: ast.expr, owner: str) -> list[str]:
+    """Attributes an assertion requires set: ``assert X``, ``assert X is not None``, joined by ``and``."""
+    parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
+    found = []
+    for p in parts:
+        attr = _attr_of(p, owner)
+        if attr is None and (isinstance(p, ast.Compare) and len(p.ops) == 1 and isinstance(p.ops[0], ast.IsNot)
+                             and _is_none(p.comparators[0])):
+            attr = _attr_of(p.left, owner)
+        if attr:
+            found.append(attr)
+    return found
+
+
+def _said(node: ast.stmt) -> str:
+    try:
+        return " ".join(ast.unparse(node).split())[:160]
+    except (ValueError, RecursionError):  # pragma: no cover - unparse of a tree ast.parse built
+        return type(node).__name__
+
+
+def guards_of(body: list[ast.stmt], owner: str) -> Guards:
+    """The state a body's top-level statements refuse to run without (see the module doc)."""
+    found: Guards = {}
+    for s in body:
+        if isinstance(s, ast.If) and not s.orelse and s.body and isinstance(s.body[-1], ast.Raise):
+            for attr in _absent(s.test, owner):
+                found.setdefault(attr, (s, _said(s.body[-1])))
+        elif isinstance(s, ast.Assert):
+            for attr in _present(s.test, owner):
+                found.setdefault(attr, (s, _said(s)))
+    return found
+
+
+def _empty(value: ast.expr) -> bool:
+    if isinstance(value, ast.Constant):
+        return value.value in (None, False, 0, "", b"")
+    if isinstance(value, (ast.List, ast.Tuple, ast.Set)):
+        return not value.elts
+    if isinstance(value, ast.Dict):
+        return not value.keys
+    return False
+
+
+def _binds(assigns: Iterable[ast.Assign | ast.AnnAssign], owner: str) -> dict[str, ast.stmt]:
+    """Attributes bound to a non-empty value -> the first statement that does. ``self.fp = self._fp`` restores
+    a state made elsewhere: no binding."""
+    found: dict[str, ast.stmt] = {}
+    for a in assigns:
+        if a.value is None or _empty(a.value) or _attr_of(a.value, owner) is not None:
+            continue
+        for t in a.targets if isinstance(a, ast.Assign) else [a.target]:
+            attr = _attr_of(t, owner)
+            if attr:
+                found.setdefault(attr, a)
+    return found
+
+
+def _self_calls(method: Method, owner: str) -> tuple[list[str], set[str]]:
+    """(methods of ``owner`` called as top-level statements, methods of ``owner`` called anywhere)."""
+    top = [name for s in method.body if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)
+           for name in [_attr_of(s.value.func, owner)] if name]
+    anywhere = {name for n in ast.walk(method) if isinstance(n, ast.Call) for name in [_attr_of(n.func, owner)] if name}
+    return top, anywhere
+
+
+def _is_checker(name: str) -> bool:
+    return name.lstrip("_").lower().startswith(_CHECKER_PREFIXES)
+
+
+def _first_param(method: Method) -> str | None:
+    positional = [*method.args.posonlyargs, *method.args.args]
+    return positional[0].arg if positional else None
+
+
+def _record_id(mod: ModuleFacts, consumer: str, guard: ast.stmt, bind: ast.stmt) -> str:
+    return f"{mod.module}:{consumer}:{guard.lineno}:{guard.col_offset}:after:{bind.lineno}:{bind.col_offset}"
+
+
+def _family(mod: ModuleFacts, cls: str, methods: dict[str, dict[str, Method]]) -> dict[str, tuple[str, Method]]:
+    """Method name -> (the class that defines it, its def) for ``cls`` and its bases defined in the same module,
+    the class's own first (an override hides the base's method)."""
+    found: dict[str, tuple[str, Method]] = {}
+    for owner in [cls, *(b[len(mod.module) + 1:] for b in mod.bases.get(cls, []) if b.startswith(mod.module + "."))]:
+        for name, m in methods.get(owner, {}).items():
+            found.setdefault(name, (owner, m))
+    return found
+
+
+def class_guard_orders(mod: ModuleFacts, methods: dict[str, dict[str, Method]],
+                       indexes: dict[int, BodyIndex]) -> list[RawOrder]:
+    """``methods``: class qualname -> method name -> def, instance methods only, for the module's classes."""
+    guards: dict[str, dict[str, Guards]] = {}
+    for cls, defs in methods.items():
+        own = {name: guards_of(m.body, _first_param(m) or "") for name, m in defs.items()}
+        if any(own.values()):
+            guards[cls] = own
+    orders: list[RawOrder] = []
+    for cls, own in guards.items():
+        defs = methods[cls]
+        calls = {name: _self_calls(m, _first_param(m) or "") for name, m in defs.items()}
+        required: dict[str, Guards] = {}
+        for name, g in own.items():
+            merged = dict(g)
+            for helper in calls[name][0]:  # self._check_open(): the checker's guards are the caller's
+                if helper != name and _is_checker(helper):
+                    for attr, where in own.get(helper, {}).items():
+                        merged.setdefault(attr, (where[0], f"via {helper}: {where[1]}"))
+            if merged:
+                required[name] = merged
+        if not required:
+            continue
+        # producers: this class's methods and those of its same-module bases, each with what it binds (one hop)
+        family = _family(mod, cls, methods)
+        direct = {name: _binds((indexes.get(id(m)) or index_body(m)).attr_assigns, _first_param(m) or "")
+                  for name, (_, m) in family.items()}
+        binds: dict[str, dict[str, ast.stmt]] = {}  # "Class.method" -> attr -> statement
+        for name, (owner, m) in family.items():
+            bound = dict(direct[name])
+            for helper in calls[name][1] if name in calls else _self_calls(m, _first_param(m) or "")[1]:
+                if helper != name and helper in direct and not helper.startswith("__"):
+                    for attr, stmt in direct[helper].items():
+                        bound.setdefault(attr, stmt)
+            binds[f"{owner}.{name}"] = bound
+        set_by_init = binds.get(f"{cls}.__init__", {})
+        for consumer, needs in required.items():
+            for attr, (guard, said) in needs.items():
+                if attr in set_by_init:
+                    continue
+                setters = [q for q, bound in binds.items() if attr in bound and not q.rsplit(".", 1)[-1].startswith("__")]
+                shared = len(setters) > MAX_STATE_SETTERS  # flatbuffers' ``nested``: which Start* does EndObject need?
+                for producer in setters:
+                    if producer.rsplit(".", 1)[-1] == consumer:
+                        continue
+                    orders.append(RawOrder(
+                        _record_id(mod, f"{cls}.{consumer}", guard, binds[producer][attr]),
+                        f"{mod.module}.{cls}.{consumer}", f"{mod.module}.{producer}", STATE_GUARD, True, True,
+                        MineReason.SHARED_STATE if shared else None,
+                        f"self.{attr} is set by {len(setters)} methods (> {MAX_STATE_SETTERS})" if shared
+                        else f"{STATE_GUARD} on self.{attr}: {said}"))
+    return orders
+
+
+def global_guard_orders(mod: ModuleFacts, functions: dict[str, Method], indexes: dict[int, BodyIndex]) -> list[RawOrder]:
+    """The module-level form: ``if _client is None: raise`` in ``get``, ``global _client; _client = ...`` in ``init``."""
+    setters: dict[str, dict[str, ast.stmt]] = {}
+    for name, f in functions.items():
+        declared = (indexes.get(id(f)) or index_body(f)).global_names
+        if not declared:
+            continue
+        found: dict[str, ast.stmt] = {}
+        for n in ast.walk(f):
+            if isinstance(n, (ast.Assign, ast.AnnAssign)) and n.value is not None and not _empty(n.value):
+                for t in n.targets if isinstance(n, ast.Assign) else [n.target]:
+                    if isinstance(t, ast.Name) and t.id in declared:
+                        found.setdefault(t.id, n)
+        if found:
+            setters[name] = found
+    if not setters:
+        return []
+    orders: list[RawOrder] = []
+    for consumer, f in functions.items():
+        for attr, (guard, said) in guards_of(f.body, "").items():
+            for producer, bound in setters.items():
+                if producer != consumer and attr in bound and not producer.startswith("__"):
+                    orders.append(RawOrder(_record_id(mod, consumer, guard, bound[attr]), f"{mod.module}.{consumer}",
+                                           f"{mod.module}.{producer}", STATE_GUARD, False, False, None,
+                                           f"{STATE_GUARD} on global {attr}: {said}"))
+    return orders
+
+
+_FIRST = re.compile(r"\b(first|before|prior to|has not been|have not been|hasn't been|haven't been|not been called|"
+                    r"was not called|were not called|not yet)\b", re.I)
+_NOT_AFTER = re.compile(r"\b(after|already|twice|again|closed|once)\b", re.I)  # what must not come first
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+_MENTION = re.compile(r"`\.?(\w+)(?:\(\))?`|\b(\w+)\(\)")
+
+
+def _raised_texts(fn: Method) -> list[tuple[ast.Raise, str]]:
+    """The string parts of each ``raise`` of ``fn``'s own body (nested defs are theirs)."""
+    found = []
+    stack: list[ast.AST] = list(fn.body)
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(n, ast.Raise) and n.exc is not None:
+            text = " ".join(c.value for c in ast.walk(n.exc) if isinstance(c, ast.Constant) and isinstance(c.value, str))
+            if text:
+                found.append((n, " ".join(text.split())))
+            continue
+        stack.extend(ast.iter_child_nodes(n))
+    return found
+
+
+def _named_first(text: str) -> list[str]:
+    """Names an error message says must come first: ``"Must call prepare() first"`` -> prepare. Sentence by
+    sentence: in "Using `.select` here is not allowed. You can first run `.drop_index()`" only drop_index is."""
+    if _NOT_AFTER.search(text):
+        return []
+    return [a or b for sentence in _SENTENCE.split(text) if _FIRST.search(sentence)
+            for a, b in _MENTION.findall(sentence)]
+
+
+def message_orders(mod: ModuleFacts, methods: dict[str, dict[str, Method]], functions: dict[str, Method]) -> list[RawOrder]:
+    """``error_message``: a function whose error says another of its class (or of its module, at module level)
+    must be called first: ``raise ValueError("prepare() must be called first")`` in ``get_ready``."""
+    scopes = [(cls, defs, _family(mod, cls, methods)) for cls, defs in methods.items()]
+    scopes.append(("", functions, {name: ("", f) for name, f in functions.items()}))
+    orders: list[RawOrder] = []
+    for scope, own, known in scopes:
+        for name, fn in own.items():
+            seen: set[str] = set()
+            consumer = f"{scope}.{name}" if scope else name
+            for node, text in _raised_texts(fn):
+                for named in _named_first(text):
+                    if named == name or named.startswith("__") or named in seen or named not in known:
+                        continue
+                    seen.add(named)
+                    owner, producer = known[named]
+                    orders.append(RawOrder(_record_id(mod, consumer, node, producer), f"{mod.module}.{consumer}",
+                                           f"{mod.module}.{owner + '.' if owner else ''}{named}", ERROR_MESSAGE,
+                                           bool(scope), bool(scope), None, f"{ERROR_MESSAGE}: {text[:160]}"))
+    return orders
+
+
+def state_guard_orders(mod: ModuleFacts, defs: list[tuple[ast.AST, str, str | None]],
+                       indexes: dict[int, BodyIndex]) -> list[RawOrder]:
+    """Every state-guard candidate of one module (``defs``: parse's (node, qualname, class name) list)."""
+    methods: dict[str, dict[str, Method]] = {}
+    functions: dict[str, Method] = {}
+    for node, qualname, class_name in defs:
+        if isinstance(node, ast.ClassDef) or qualname in mod.duplicated:
+            continue
+        facts = mod.functions.get(qualname)
+        if class_name is None:
+            functions[qualname] = node  # type: ignore[assignment]
+        elif facts is not None and facts.binding == "instance" and _first_param(node):  # type: ignore[arg-type]
+            methods.setdefault(class_name, {})[qualname.rsplit(".", 1)[-1]] = node  # type: ignore[assignment]
+    return (class_guard_orders(mod, methods, indexes) + global_guard_orders(mod, functions, indexes)
+            + message_orders(mod, methods, functions))
