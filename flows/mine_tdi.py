@@ -60,6 +60,7 @@ from tasks.mining.mine import MineResult, resolve_flows
 from tasks.mining.parse import parse_chunk, parse_file, parse_record
 from tasks.mining.pin import describe_sources, file_records, manifest_summary, pinned_items, read_pin, write_sources
 from tasks.mining.sources import FileItem, default_roots, tree_files
+from tasks.mining.state import STATED_PATTERNS
 from tasks.agents.prompts import EXTRACT, VALIDATE
 from tasks.dataset.hub import check_push, check_repo_id, push_dataset
 from tasks.dataset.publish import dataset_lock, fresh_staging
@@ -112,7 +113,8 @@ class MineTDIConfig:
                 "a validation before use: tasks/mining/order.py), kind 'precondition' in the dataset"})
     min_order_support: int = field(default=2, metadata={
         "help": "a precondition pair needs at least this many functions showing the order (fewer: rejected as "
-                "rare_order); 1 keeps every one, 4x as many (read by hand: 25 of 50 right at 1, 27 of 50 at 2: bench/precondition_sample.md)"})
+                "rare_order), unless the consumer's own code states it (a state guard or an error message: "
+                "tasks/mining/state.py); 1 keeps every one, 4x as many (read by hand: 25 of 50 right at 1, 27 of 50 at 2: bench/precondition_sample.md)"})
     test_orders: bool = field(default=False, metadata={
         "help": "count call orders in test code as precondition candidates too (default: rejected as test_order; a "
                 "test's steps are the ones it chose: read by hand 21 of 23 were no requirement, 47 of 67 in library "
@@ -367,9 +369,10 @@ def mine(items: list[FileItem], cfg: MineTDIConfig) -> MineResult:
         result.reason_counts(), result.file_reason_counts(),
     )
     if cfg.preconditions:
-        get_run_logger().info("precondition candidates %d: %d accepted pairs (%d with support >= %d); rejected %s",
-                              result.order_candidates, len(result.orders),
+        get_run_logger().info("precondition candidates %d: %d accepted pairs (%d with support >= %d, %d stated in code); "
+                              "rejected %s", result.order_candidates, len(result.orders),
                               sum(o.support >= cfg.min_order_support for o in result.orders), cfg.min_order_support,
+                              sum(bool(set(STATED_PATTERNS) & set(o.patterns)) for o in result.orders),
                               result.order_reason_counts())
     return result
 
@@ -608,8 +611,9 @@ def write_mined_card(out_dir: Path, manifest: dict[str, Any], folder: Path | Non
         "returned by a documented function that reaches an argument of another documented function makes "
         "the pair <consumer, producer> (class 0, kind `data`). Call order without data flow (a guard whose result "
         "decides whether the later call runs, a setup call on the same object, a validation before use) makes a "
-        "precondition pair (class 0, kind `precondition`, `support` = functions showing the order). Docs are built "
-        "from signatures and docstrings.",
+        "precondition pair (class 0, kind `precondition`, `support` = functions showing the order); so does a "
+        "function that raises unless another has set some state, or whose error message names the call to make "
+        "first (stated in code: kept at support 1). Docs are built from signatures and docstrings.",
         "",
         "## Labels and origins",
         "| id | name | origins |",
@@ -639,8 +643,8 @@ def write_mined_card(out_dir: Path, manifest: dict[str, Any], folder: Path | Non
         f"- candidates {mining['candidates']}, accepted distinct pairs {mining['accepted_pairs']}; rejected by reason "
         f"`{json.dumps(mining['rejected_by_reason'])}`",
         *([f"- precondition candidates {mining['precondition_candidates']}, accepted distinct pairs "
-           f"{mining['accepted_precondition_pairs']}, kept with support >= {manifest['config']['min_order_support']}: "
-           f"{mining['precondition_pairs_kept']}; rejected by reason `{json.dumps(mining['precondition_rejected_by_reason'])}`"]
+           f"{mining['accepted_precondition_pairs']}, kept with support >= {manifest['config']['min_order_support']} "
+           f"or stated in code: {mining['precondition_pairs_kept']}; rejected by reason `{json.dumps(mining['precondition_rejected_by_reason'])}`"]
           if mining.get("precondition_candidates") else []),
         f"- LLM pairs mixed in: {mining['llm_pairs']}; negatives by origin `{json.dumps(mining['negatives'])}`",
         f"- output dropout: declared outputs removed from {mining['docs_outputs_dropped']} of {mining['docs']} docs "
@@ -741,7 +745,7 @@ def _mine_tdi(cfg: MineTDIConfig) -> dict[str, Any]:
         # call order without data flow (tasks/mining/order.py); accepted: one per distinct pair, support counted
         "precondition_candidates": result.order_candidates,
         "accepted_precondition_pairs": len(result.orders),
-        "precondition_pairs_kept": len(orders),  # support >= --min-order-support
+        "precondition_pairs_kept": len(orders),  # support >= --min-order-support, or stated in code (state.STATED_PATTERNS)
         "precondition_rejected_by_reason": {**result.order_reason_counts(), **({RARE_ORDER: len(rare_orders)} if rare_orders else {})},
         "llm_pairs": len(llm_pairs),
         "docs": len(docs),

@@ -486,6 +486,39 @@ def pipeline_modules(n_modules: int, n_funcs: int) -> dict[str, str]:
     return files
 
 
+def test_mine_tdi_keeps_a_precondition_stated_in_code_at_support_one(tmp_path: Path, prefect_harness) -> None:
+    """A state guard (tasks/mining/state.py) reaches the shards as a kind-precondition pair with support 1 at the
+    default --min-order-support 2: the consumer's own code states the order."""
+    from flows.mine_tdi import _parse_args, mine_tdi
+
+    files = pipeline_modules(4, 4)
+    files["lib/conn.py"] = textwrap.dedent('''
+        class Conn:
+            """A network connection."""
+
+            def __init__(self, addr):
+                self.addr = addr
+                self._sock = None
+
+            def connect(self):
+                """Open the connection to the address."""
+                self._sock = object()
+
+            def send(self, data):
+                """Send data over the open connection."""
+                if self._sock is None:
+                    raise ConnectionError("not connected: call connect() first")
+    ''')
+    src = write_package(tmp_path / "src", files)
+    manifest = mine_tdi(_parse_args(["--source", "tree", "--tree-paths", str(src), "--output-root", str(tmp_path / "out"),
+                                     "--workers", "1", "--validation-fraction", "0.2", "--dataset", "stated"]))
+    assert manifest["mining"]["precondition_pairs_kept"] == 1 and "rare_order" not in manifest["mining"]["precondition_rejected_by_reason"]
+    pre = [r for r in pq.read_table(tmp_path / "out" / "stated" / "shards").to_pylist() if r["kind"] == "precondition"]
+    assert len(pre) == 2 and all(r["support"] == 1 for r in pre)  # the pair and its swap
+    consumer, producer = (pre[0]["doc_a"], pre[0]["doc_b"]) if pre[0]["label"] == 0 else (pre[0]["doc_b"], pre[0]["doc_a"])
+    assert (json.loads(consumer)["name"], json.loads(producer)["name"]) == ("Conn.send", "Conn.connect")
+
+
 def test_mine_tdi_writes_precondition_pairs_with_support(tmp_path: Path, prefect_harness) -> None:
     """Call order without data flow becomes kind-precondition rows carrying their support; an order seen in
     fewer functions than --min-order-support is rejected as rare_order, and the books still add up."""
@@ -547,7 +580,7 @@ def test_mine_tdi_writes_precondition_pairs_with_support(tmp_path: Path, prefect
     assert all(r["support"] is None for r in rows if r["kind"] == "data")
     assert mining["parameters"]["by_kind"]["precondition"] == 1
     card = (tmp_path / "out" / "pre" / "README.md").read_text()
-    assert "precondition candidates" in card and "kept with support >= 2: 1" in card
+    assert "precondition candidates" in card and "kept with support >= 2 or stated in code: 1" in card
     con = duckdb.connect(str(tmp_path / "out" / "pre" / "records.duckdb"), read_only=True)
     read, accepted, rejected = con.execute(
         "SELECT (SELECT records_read FROM run_info), count(*) FILTER (WHERE status='accepted'), "

@@ -1,5 +1,6 @@
-"""State guards -> precondition candidates (:class:`RawOrder`, pattern ``state_guard``): a function that refuses to
-run unless some state is set, and the functions that set it.
+"""Preconditions stated in code -> precondition candidates (:class:`RawOrder`): a function that refuses to run unless
+some state is set, and the functions that set it (pattern ``state_guard``); a function whose error message names
+the call to make first (pattern ``error_message``).
 
     class Conn:
         def connect(self):
@@ -12,7 +13,8 @@ run unless some state is set, and the functions that set it.
 
 Call order shows a precondition by habit; a guard states it in the consumer's own body, most often with the
 reason in the error message ("Must call fit() before predict()"). So one function showing it is enough: these
-pairs are kept whatever ``--min-order-support`` says (tasks/mining/dataset.py ``precondition_pairs``).
+pairs are kept whatever ``--min-order-support`` says (tasks/mining/dataset.py ``precondition_pairs``). Read by
+hand, 43 of 50 were right (bench/precondition_sample.md), against about 30% for call orders.
 
 - **Consumer**: a method whose top-level statements hold ``if <absent>: ... raise`` (no ``else``), where the test
   detects that ``self.X`` is unset (``self.X is None``, ``not self.X``, or such tests joined by ``or``), or
@@ -27,6 +29,10 @@ pairs are kept whatever ``--min-order-support`` says (tasks/mining/dataset.py ``
   consumer itself. An X that more than ``MAX_STATE_SETTERS`` methods set is rejected as ``shared_state``.
 - **Module level** alike: a function that raises unless a module global ``G`` is set, and the functions that
   declare ``global G`` and bind it non-empty (``init()`` before ``get()``).
+
+- **Error messages**: a ``raise`` whose message names another function of the class (or module) in a sentence that
+  says it comes first ("first", "before", "has not been", "not yet"), and says nothing of after, already, again,
+  twice, once or closed: ``raise ValueError("prepare() must be called first")`` in ``get_ready``.
 
 The opposite polarity (``if self._closed: raise``) says what must *not* come first, and is not read.
 Candidates then go through the order books like every call order (tasks/mining/mine.py ``resolve_orders``).
