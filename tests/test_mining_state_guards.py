@@ -60,8 +60,17 @@ class Conn:
 
     def peek(self):
         """Look at the next byte."""
-        assert self._sock is not None
+        with self._lock:
+            assert self._sock is not None  # a with block runs whenever the method does
         return b""
+
+    def unread(self, data):
+        """Push data back."""
+        try:
+            if self._sock is None:
+                raise ValueError("not open")
+        except ValueError:
+            pass  # caught: no guard
 
     def flush(self):
         """Flush the buffer."""
@@ -111,6 +120,7 @@ def test_close_flush_reconnect_and_a_reset_guard_give_no_pair(tmp_path: Path) ->
     assert "set_retries" not in producers and "resend" not in consumers  # __init__ already binds retries
     assert "flush" not in consumers  # ``if self._closed: raise``: what must not come first
     assert "is_open" not in consumers  # the guard decides and raises nothing
+    assert "unread" not in consumers  # a raise inside try may be caught
 
 
 def test_a_state_that_many_methods_set_is_shared_and_rejected_with_its_reason(tmp_path: Path) -> None:

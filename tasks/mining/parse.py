@@ -16,10 +16,10 @@ from tasks.mining.docs import BodyIndex, FunctionFacts, ParamFacts, function_fac
 from tasks.mining.facts import MODULE_BODY, FileRejection, ModuleFacts
 from tasks.mining.flow import BodyScanner, ClassFlows, attr_binding_counts
 from tasks.mining.order import OrderScanner
-from tasks.mining.state import state_guard_orders
 from tasks.mining.reasons import MineReason
 from tasks.mining.resolve import bind_import, import_base, type_of_call
 from tasks.mining.sources import FileItem
+from tasks.mining.state import state_guard_orders
 from tasks.mining.syntax import annotated_class, bound_names, dotted_name, top_level_statements, unwrap
 from tasks.mining.workers import no_gc
 

@@ -16,9 +16,10 @@ reason in the error message ("Must call fit() before predict()"). So one functio
 pairs are kept whatever ``--min-order-support`` says (tasks/mining/dataset.py ``precondition_pairs``). Read by
 hand, 43 of 50 were right (bench/precondition_sample.md), against about 30% for call orders.
 
-- **Consumer**: a method whose top-level statements hold ``if <absent>: ... raise`` (no ``else``), where the test
-  detects that ``self.X`` is unset (``self.X is None``, ``not self.X``, or such tests joined by ``or``), or
-  ``assert self.X`` / ``assert self.X is not None`` (joined by ``and``). A top-level call of a checker method of the
+- **Consumer**: a method whose top-level statements (and those of a top-level ``with`` block) hold ``if <absent>:
+  ... raise`` (no ``else``), where the test detects that ``self.X`` is unset (``self.X is None``, ``not self.X``,
+  or such tests joined by ``or``), or ``assert self.X`` / ``assert self.X is not None`` (joined by ``and``). A
+  top-level call of a checker method of the
   class (``self._check_open()``: a name that starts with check/ensure/assert/require/verify/validate) brings that
   checker's guards: one hop.
 - **Producer**: another method of the same class, or of a base class defined in the same module, that binds
@@ -109,10 +110,19 @@ def _said(node: ast.stmt) -> str:
         return type(node).__name__
 
 
+def _straight(body: list[ast.stmt]) -> Iterable[ast.stmt]:
+    """Statements that run whenever the body runs: the top level and ``with`` blocks (``with self._lock:``), not
+    ``try`` (an error raised there may be caught) nor branches."""
+    for s in body:
+        yield s
+        if isinstance(s, (ast.With, ast.AsyncWith)):
+            yield from _straight(s.body)
+
+
 def guards_of(body: list[ast.stmt], owner: str) -> Guards:
     """The state a body's top-level statements refuse to run without (see the module doc)."""
     found: Guards = {}
-    for s in body:
+    for s in _straight(body):
         if isinstance(s, ast.If) and not s.orelse and s.body and isinstance(s.body[-1], ast.Raise):
             for attr in _absent(s.test, owner):
                 found.setdefault(attr, (s, _said(s.body[-1])))
