@@ -224,6 +224,12 @@ def test_a_module_global_guard_needs_the_function_that_sets_it(tmp_path: Path) -
             if _client is None:
                 raise RuntimeError("call init() first")
             return key
+
+
+        def connect(_client=None):
+            """Connect with a client of one's own."""
+            if _client is None:
+                raise ValueError("no client")  # its parameter, not the module's state
         '''})
     assert _guarded(res) == {("get", "init")}
 

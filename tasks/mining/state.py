@@ -157,8 +157,8 @@ def _binds(assigns: Iterable[ast.Assign | ast.AnnAssign], owner: str) -> dict[st
 
 
 def _self_calls(method: Method, owner: str) -> tuple[list[str], set[str]]:
-    """(methods of ``owner`` called as top-level statements, methods of ``owner`` called anywhere)."""
-    top = [name for s in method.body if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)
+    """(methods of ``owner`` called as statements that always run, methods of ``owner`` called anywhere)."""
+    top = [name for s in _straight(method.body) if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)
            for name in [_attr_of(s.value.func, owner)] if name]
     anywhere = {name for n in ast.walk(method) if isinstance(n, ast.Call) for name in [_attr_of(n.func, owner)] if name}
     return top, anywhere
@@ -260,7 +260,11 @@ def global_guard_orders(mod: ModuleFacts, functions: dict[str, Method], indexes:
         return []
     orders: list[RawOrder] = []
     for consumer, f in functions.items():
+        index = indexes.get(id(f)) or index_body(f)
+        own = {a.arg for a in [*f.args.posonlyargs, *f.args.args, *f.args.kwonlyargs]} | (index.stores - index.global_names)
         for attr, (guard, said) in guards_of(f.body, "").items():
+            if attr in own:  # ``if path is None: raise``: the function's own name, no module state
+                continue
             for producer, bound in setters.items():
                 if producer != consumer and attr in bound and not producer.startswith("__"):
                     orders.append(RawOrder(_record_id(mod, consumer, guard, bound[attr]), f"{mod.module}.{consumer}",
