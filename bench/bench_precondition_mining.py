@@ -24,7 +24,7 @@ from collections import Counter
 
 from tasks.mining.mine import MineResult, mine_files
 from tasks.mining.sources import FileItem, default_roots, tree_files
-from tasks.mining.state import STATED_PATTERNS
+from tasks.mining.state import stated
 
 
 def corpus(sources: list[str]) -> list[FileItem]:
@@ -45,7 +45,7 @@ def summary(res: MineResult, seconds: float) -> dict:
         "order_candidates": res.order_candidates, "order_pairs": len(res.orders),
         "order_pairs_support_ge_2": sum(1 for o in res.orders if o.support >= 2),
         # what mine-tdi keeps at its default --min-order-support 2: a pair stated in code needs no second function
-        "order_pairs_kept_by_default": sum(1 for o in res.orders if o.support >= 2 or set(STATED_PATTERNS) & set(o.patterns)),
+        "order_pairs_kept_by_default": sum(1 for o in res.orders if o.support >= 2 or stated(o.patterns)),
         "order_pairs_by_pattern": dict(sorted(per_pattern_pairs.items())),
         "order_pairs_by_pattern_set": dict(sorted(Counter("+".join(o.patterns) for o in res.orders).items())),
         "order_rejected_by_reason": dict(sorted(res.order_reason_counts().items(), key=lambda kv: -kv[1])),

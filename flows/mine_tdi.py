@@ -60,7 +60,7 @@ from tasks.mining.mine import MineResult, resolve_flows
 from tasks.mining.parse import parse_chunk, parse_file, parse_record
 from tasks.mining.pin import describe_sources, file_records, manifest_summary, pinned_items, read_pin, write_sources
 from tasks.mining.sources import FileItem, default_roots, tree_files
-from tasks.mining.state import STATED_PATTERNS
+from tasks.mining.state import stated
 from tasks.agents.prompts import EXTRACT, VALIDATE
 from tasks.dataset.hub import check_push, check_repo_id, push_dataset
 from tasks.dataset.publish import dataset_lock, fresh_staging
@@ -372,7 +372,7 @@ def mine(items: list[FileItem], cfg: MineTDIConfig) -> MineResult:
         get_run_logger().info("precondition candidates %d: %d accepted pairs (%d with support >= %d, %d stated in code); "
                               "rejected %s", result.order_candidates, len(result.orders),
                               sum(o.support >= cfg.min_order_support for o in result.orders), cfg.min_order_support,
-                              sum(bool(set(STATED_PATTERNS) & set(o.patterns)) for o in result.orders),
+                              sum(stated(o.patterns) for o in result.orders),
                               result.order_reason_counts())
     return result
 
@@ -745,7 +745,7 @@ def _mine_tdi(cfg: MineTDIConfig) -> dict[str, Any]:
         # call order without data flow (tasks/mining/order.py); accepted: one per distinct pair, support counted
         "precondition_candidates": result.order_candidates,
         "accepted_precondition_pairs": len(result.orders),
-        "precondition_pairs_kept": len(orders),  # support >= --min-order-support, or stated in code (state.STATED_PATTERNS)
+        "precondition_pairs_kept": len(orders),  # support >= --min-order-support, or stated in code (state.stated)
         "precondition_rejected_by_reason": {**result.order_reason_counts(), **({RARE_ORDER: len(rare_orders)} if rare_orders else {})},
         "llm_pairs": len(llm_pairs),
         "docs": len(docs),

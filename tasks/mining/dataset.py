@@ -26,7 +26,7 @@ from schemas.tdi import (DEPENDENCY_KINDS, KIND_DATA, KIND_PRECONDITION, LABEL_A
                          LABEL_NO_DEPENDENCY, check_kind)
 from tasks.dataset.balance import KIND_CONFLICT_DETAIL, _assign_splits, _Doc, _Pair, _row  # the shared split/row logic of build-tdi
 from tasks.mining.sources import top_package
-from tasks.mining.state import STATED_PATTERNS
+from tasks.mining.state import stated
 
 if TYPE_CHECKING:
     from tasks.common.progress import CountProgress
@@ -101,7 +101,7 @@ def precondition_pairs(result: MineResult, min_support: int) -> tuple[list[Depen
     must come first."""
     pairs, rare = [], []
     for o in result.orders:
-        if o.support < min_support and not set(STATED_PATTERNS) & set(o.patterns):  # stated in code: no habit to count
+        if o.support < min_support and not stated(o.patterns):  # stated in code: no habit to count
             rare.append((o.record_id, RARE_ORDER, f"{o.producer} before {o.consumer} in {o.support} function(s), "
                                                   f"fewer than --min-order-support {min_support}"))
         else:

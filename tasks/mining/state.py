@@ -59,6 +59,11 @@ Method = ast.FunctionDef | ast.AsyncFunctionDef
 Guards = dict[str, tuple[ast.stmt, str]]
 
 
+def stated(patterns: Iterable[str]) -> bool:
+    """Whether a precondition pair's patterns include one where the consumer's code states the order."""
+    return not set(STATED_PATTERNS).isdisjoint(patterns)
+
+
 def _attr_of(expr: ast.expr, owner: str) -> str | None:
     """``X`` of ``owner.X`` (owner: ``self``), or of a bare name ``X`` when owner is ``""`` (module globals)."""
     if not owner:
