@@ -8,6 +8,7 @@ moves the head's initialisation and the batch order. Quality only: a GPU's speed
     OUT=/tmp/out SWEEP_DIR=.ptsweep python3 bench/pretrain_sweep_gpu.py run     # on a GPU machine (torch, transformers)
     OUT=/tmp/out SWEEP_DIR=.ptsweep .venv/bin/python bench/pretrain_sweep_gpu.py run --only=L3_lr0.0002_s250  # a few, on a CPU
 
+``--grouped`` draws batches as the Trainer's ``group_by_length`` does (megabatches of 50 batches sorted by length).
 ``run`` writes ``results.json``: per configuration the validation loss, argmax accuracy, dependency F1 (classes 0
 and 2, direction right) and the share of pairs called "no dependency" (1.0: fallen to the prior).
 """
@@ -76,9 +77,11 @@ def run() -> None:
                   padding=True, return_tensors="pt").to(dev)
         return enc, torch.tensor([r["y"] for r in rs], device=dev)
 
+    grouped = "--grouped" in sys.argv  # batches of similar length, as train-discriminator's Trainer makes them
+    lengths = [len(r["a"]) + len(r["b"]) for r in train]
     results = {}
     for layers, lr, steps, seed in configs:
-        name = _name(layers, lr, steps, seed)
+        name = _name(layers, lr, steps, seed) + ("_grouped" if grouped else "")
         t0 = time.time()
         torch.manual_seed(seed)
         model = AutoModelForSequenceClassification.from_pretrained(f"{here}/model", num_hidden_layers=layers,
@@ -96,6 +99,9 @@ def run() -> None:
             if len(order) < 32:
                 more = list(range(len(train)))
                 rng.shuffle(more)
+                if grouped:  # as the Trainer's group_by_length: megabatches of 50 batches, each sorted by length
+                    mega = [sorted(more[i:i + 50 * 32], key=lambda j: -lengths[j]) for i in range(0, len(more), 50 * 32)]
+                    more = [j for m in mega for j in m]
                 order += more
             idx, order = order[:32], order[32:]
             enc, y = batch([train[i] for i in idx])

@@ -101,6 +101,9 @@ class TrainDiscriminatorConfig:
     hint_dropout: Annotated[float, Help(
         "share of training pairs (both stages) shown without the parameter-match hint, so the model also learns "
         "from the docs themselves; validation, calibration and test keep the hint")] = 0.0
+    length_grouped: Annotated[bool, Help(
+        "draw training batches of similar length (the Trainer's group_by_length): faster on CPU, but each TDI pair "
+        "then shares its batch with its swap, and pretraining fell to the class prior (bench/RESULTS.md)")] = False
     finetune_replay: Annotated[int, Help(
         "TDI training pairs mixed into finetuning so the parameter-level skill is not forgotten")] = 600
     test_max_none: Annotated[int | None, Help("paper's API-Bank test: all dependency pairs + 500 none")] = 500
@@ -568,7 +571,7 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
                               max_length=cfg.max_length, hint_dropout=cfg.hint_dropout, kind_weight=cfg.kind_weight,
                               seed=cfg.seed,
                               max_steps=cfg.max_steps, evals_per_epoch=evals,
-                              select_metric=cfg.select_metric, progress=cfg.progress)
+                              select_metric=cfg.select_metric, progress=cfg.progress, length_grouped=cfg.length_grouped)
 
     def scores(checkpoint: Path, examples: list[PairExample], what: str):
         """(probabilities (n, 3), the kind head's p(precondition) (n,) or None)."""

@@ -632,3 +632,13 @@ def test_tool_set_pairs_carry_the_kind_of_their_edge():
     assert kinds[("Mail", "Login")] == kinds[("Login", "Mail")] == "data"
     assert kinds[("Pay", "Check")] == kinds[("Check", "Pay")] == "precondition"
     assert kinds[("Pay", "Login")] is None and kinds[("Mail", "Check")] is None  # kind not known; no dependency
+
+
+def test_training_batches_are_drawn_at_random_unless_length_grouped_is_asked_for(tmp_path):
+    """Length grouping puts a pair beside its swap (both are in the data, and exactly as long): pretraining on
+    TDI pairs fell to the class prior with it (bench/RESULTS.md, 'Pretraining that falls to the prior')."""
+    from tasks.training.trainer import training_arguments
+
+    plain = training_arguments(StageArguments(), tmp_path, n_train=64, has_valid=False)
+    grouped = training_arguments(StageArguments(length_grouped=True), tmp_path, n_train=64, has_valid=False)
+    assert plain.train_sampling_strategy == "random" and grouped.train_sampling_strategy == "group_by_length"

@@ -78,6 +78,10 @@ class StageArguments:
     select_metric: str = field(default="dependency_f1_calibrated",
                                metadata={"help": "compute_metrics key that picks the best checkpoint ('loss': lowest)"})
     progress: bool = field(default=True, metadata={"help": "tqdm bars"})
+    length_grouped: bool = field(default=False, metadata={
+        "help": "batches of similar length (the Trainer's group_by_length): about 1.27x the pairs/s on CPU, but a "
+                "TDI pair then shares its batch with its swap and its near-duplicates, and pretraining fell to the "
+                "class prior (bench/RESULTS.md, 'Pretraining that falls to the prior'); off: batches drawn at random"})
 
 
 @dataclass
@@ -143,7 +147,7 @@ def training_arguments(args: StageArguments, out_dir: Path, n_train: int, has_va
         warmup_steps=int(args.warmup_ratio * total),
         max_grad_norm=args.max_grad_norm,
         lr_scheduler_type="linear",
-        train_sampling_strategy="group_by_length",  # batches of similar length: little padding
+        train_sampling_strategy="group_by_length" if args.length_grouped else "random",
         eval_strategy="steps" if has_valid else "no",
         save_strategy="steps",
         eval_steps=every,
