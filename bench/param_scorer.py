@@ -72,7 +72,7 @@ def main() -> None:
     valid_units, valid_w = units_of(toolset, valid_g, args.keep_negatives, args.seed)
     test_units, test_w = units_of(toolset, test_g, args.keep_negatives, args.seed)
     stage = StageArguments(epochs=args.epochs, batch_size=32, learning_rate=args.learning_rate, max_length=args.max_length,
-                           seed=args.seed, evals_per_epoch=2, progress=False)
+                           seed=args.seed, evals_per_epoch=2, progress=False, length_grouped=True)  # as its figures were measured
     tokenizer, model = load_tokenizer("offline-minilm"), load_model("offline-minilm", args.layers)
     out = args.out / f"{args.variant}-seed{args.seed}-n{args.max_train}-lr{args.learning_rate:g}-{args.loss}"
     t0 = time.time()

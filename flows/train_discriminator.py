@@ -377,7 +377,8 @@ def train_param_level(cfg: TrainDiscriminatorConfig, out: Path, batch_size: int,
                          "(a TDI v2 dataset with consumer_param, or --param-toolsets with param_edges.jsonl)")
     args = StageArguments(epochs=1.0, batch_size=batch_size, eval_batch_size=batch_size * 4, learning_rate=1e-4,
                           max_length=min(cfg.max_length, PARAM_MAX_LENGTH), seed=cfg.seed, max_steps=cfg.max_steps,
-                          evals_per_epoch=2, progress=cfg.progress)
+                          evals_per_epoch=2, progress=cfg.progress,
+                          length_grouped=True)  # parameter units come without swaps: grouping's speed costs nothing here
     logger.info("parameter level: %d training examples (%d positive), %d validation", len(train),
                 sum(e.label for e in train), len(valid))
     result, calibration = train_param_scorer(load_model(cfg.base_model, cfg.encoder_layers), load_tokenizer(cfg.base_model),

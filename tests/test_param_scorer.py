@@ -180,7 +180,7 @@ def trained(tmp_path_factory):
     base = make_tiny_model(tmp / "tiny")
     examples = toolset_param_examples(TOYSET, None, negatives_per_positive=100)
     args = StageArguments(epochs=30, batch_size=8, learning_rate=5e-3, warmup_ratio=0.0, max_length=64, seed=0,
-                          evals_per_epoch=1, progress=False)
+                          evals_per_epoch=1, progress=False, length_grouped=True)  # as train-discriminator's parameter level
     model, tokenizer = load_model(str(base)), load_tokenizer(str(base))
     before = score_param_examples(model, tokenizer, examples, 64)
     result, calibration = train_param_scorer(model, tokenizer, examples, examples, args, tmp / "run", 0.0)
