@@ -102,8 +102,9 @@ class TrainDiscriminatorConfig:
         "share of training pairs (both stages) shown without the parameter-match hint, so the model also learns "
         "from the docs themselves; validation, calibration and test keep the hint")] = 0.0
     length_grouped: Annotated[bool, Help(
-        "draw training batches of similar length (the Trainer's group_by_length): faster on CPU, but each TDI pair "
-        "then shares its batch with its swap, and pretraining fell to the class prior (bench/RESULTS.md)")] = False
+        "draw the pair stages' training batches of similar length (the Trainer's group_by_length): faster on CPU, "
+        "but each TDI pair then shares its batch with its swap, and pretraining fell to the class prior "
+        "(bench/RESULTS.md); the parameter level groups its units by length either way")] = False
     finetune_replay: Annotated[int, Help(
         "TDI training pairs mixed into finetuning so the parameter-level skill is not forgotten")] = 600
     test_max_none: Annotated[int | None, Help("paper's API-Bank test: all dependency pairs + 500 none")] = 500
