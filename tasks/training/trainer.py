@@ -79,7 +79,7 @@ class StageArguments:
                                metadata={"help": "compute_metrics key that picks the best checkpoint ('loss': lowest)"})
     progress: bool = field(default=True, metadata={"help": "tqdm bars"})
     length_grouped: bool = field(default=False, metadata={
-        "help": "batches of similar length (the Trainer's group_by_length): about 1.27x the pairs/s on CPU, but a "
+        "help": "batches of similar length (the Trainer's group_by_length): about 1.3x the pairs/s on CPU, but a "
                 "TDI pair then shares its batch with its swap and its near-duplicates, and pretraining fell to the "
                 "class prior (bench/RESULTS.md, 'Pretraining that falls to the prior'); off: batches drawn at random"})
 
