@@ -19,9 +19,8 @@ hand, 43 of 50 were right (bench/precondition_sample.md), against about 30% for 
 - **Consumer**: a method whose top-level statements (and those of a top-level ``with`` block) hold ``if <absent>:
   ... raise`` (no ``else``), where the test detects that ``self.X`` is unset (``self.X is None``, ``not self.X``,
   or such tests joined by ``or``), or ``assert self.X`` / ``assert self.X is not None`` (joined by ``and``). A
-  top-level call of a checker method of the
-  class (``self._check_open()``: a name that starts with check/ensure/assert/require/verify/validate) brings that
-  checker's guards: one hop.
+  top-level call of a checker method of the class (``self._check_open()``: a name that starts with
+  check/ensure/assert/require/verify/validate) brings that checker's guards: one hop.
 - **Producer**: another method of the same class, or of a base class defined in the same module, that binds
   ``self.X`` to something other than an empty value (None, False, 0, "", an empty literal), itself or through a
   ``self.h()`` call (one hop). Dunder methods are no producers.
@@ -30,7 +29,6 @@ hand, 43 of 50 were right (bench/precondition_sample.md), against about 30% for 
   consumer itself. An X that more than ``MAX_STATE_SETTERS`` methods set is rejected as ``shared_state``.
 - **Module level** alike: a function that raises unless a module global ``G`` is set, and the functions that
   declare ``global G`` and bind it non-empty (``init()`` before ``get()``).
-
 - **Error messages**: a ``raise`` whose message names another function of the class (or module) in a sentence that
   says it comes first ("first", "before", "has not been", "not yet"), and says nothing of after, already, again,
   twice, once or closed: ``raise ValueError("prepare() must be called first")`` in ``get_ready``.
@@ -44,7 +42,7 @@ import ast
 import re
 from collections.abc import Iterable
 
-from tasks.mining.docs import BodyIndex, index_body
+from tasks.mining.docs import BodyIndex, _is_none, index_body
 from tasks.mining.facts import ModuleFacts, RawOrder
 from tasks.mining.reasons import MineReason
 
@@ -71,10 +69,6 @@ def _attr_of(expr: ast.expr, owner: str) -> str | None:
     if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == owner:
         return expr.attr
     return None
-
-
-def _is_none(expr: ast.expr) -> bool:
-    return isinstance(expr, ast.Constant) and expr.value is None
 
 
 def _absent(test: ast.expr, owner: str) -> list[str]:
@@ -333,9 +327,10 @@ def message_orders(mod: ModuleFacts, methods: dict[str, dict[str, Method]], func
     return orders
 
 
-def state_guard_orders(mod: ModuleFacts, defs: list[tuple[ast.AST, str, str | None]],
+def stated_orders(mod: ModuleFacts, defs: list[tuple[ast.AST, str, str | None]],
                        indexes: dict[int, BodyIndex]) -> list[RawOrder]:
-    """Every state-guard candidate of one module (``defs``: parse's (node, qualname, class name) list)."""
+    """Every candidate of one module whose code states the order: state guards and error messages (``defs``:
+    parse's (node, qualname, class name) list)."""
     methods: dict[str, dict[str, Method]] = {}
     functions: dict[str, Method] = {}
     for node, qualname, class_name in defs:

@@ -221,7 +221,7 @@ def train_param_reranker(examples: RerankerExamples, base: str | Path, args: Rer
     rng = random.Random(args.seed)
     torch.manual_seed(args.seed)
     model, tokenizer = _load(base, args.layers)
-    loss_fn = (ListwiseLoss if args.loss == "listwise" else PointwiseLoss)(examples, args)
+    loss_fn = {"listwise": ListwiseLoss, "pointwise": PointwiseLoss}[args.loss](examples, args)
     total = loss_fn.steps_per_epoch() * args.epochs
     if args.max_steps > 0:
         total = min(total, args.max_steps)
