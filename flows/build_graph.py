@@ -166,6 +166,13 @@ class GraphConfig:
         "default) and no --param-discriminator: score with both levels, that scorer on each consumer's inputs and the "
         "cross-encoder where a consumer declares none, and (without --retrieval-encoder) its retriever choosing the "
         "'retrieval' candidates; --no-two-level: the cross-encoder alone")] = True
+    # off by default: the default checkpoint adds no such edge on API-Bank or NesTools, and asking it about every
+    # pair triples ToolBench's scoring (bench/RESULTS.md, "Preconditions from the discriminator")
+    cross_encoder_preconditions: Annotated[bool, Help(
+        "with two levels (or --param-discriminator): the cross-encoder scores every candidate pair, and between two "
+        "tools that declare inputs its edge stands as a precondition (kind 'precondition': the prerequisite is "
+        "called first, no value passed; docs/preconditions.md) where the parameter level found none and no name "
+        "rule sees a value pass; off: such a pair is decided input by input alone, so it is never a precondition")] = False
     param_threshold: Annotated[float | None, Help(
         "cut on p(input takes the producer's output), in [0, 1]; none: the checkpoint's calibration.json (or its "
         "param_head.json)")] = None
@@ -724,9 +731,11 @@ def build_graph(cfg: GraphConfig | None = None) -> dict:
             if cfg.param_discriminator:  # two levels: the cross-encoder decides only where a tool declares no inputs
                 from tasks.graph.two_level import cross_encoder_pairs
 
-                pairs = cross_encoder_pairs(toolset.tools, pairs)
+                pairs = cross_encoder_pairs(toolset.tools, pairs, cfg.cross_encoder_preconditions)
                 log.info(f"{toolset.name}: the cross-encoder scores {len(pairs)} of {len(pruning.candidates)} candidate "
-                         "pairs, those with a tool that declares no inputs; the parameter level decides the rest")
+                         + ("pairs; where the consumer declares inputs it adds only preconditions"
+                            if cfg.cross_encoder_preconditions else
+                            "pairs, those with a tool that declares no inputs; the parameter level decides the rest"))
             if cfg.scoring_runner == "local" or not pairs:
                 probs, p_precondition = score(cfg.discriminator, quote(toolset), quote(pairs), cfg)
             else:
@@ -744,7 +753,8 @@ def build_graph(cfg: GraphConfig | None = None) -> dict:
             cut = param_scoring.param_threshold(cfg.param_discriminator, cfg.param_threshold)
             scores = param_scoring.score_parameters(cfg.param_discriminator, toolset.tools, pruning.candidates,
                                                     cfg.batch_size, None, cfg.device)
-            param_edges = param_scoring.param_tool_edges(toolset.tools, pruning.candidates, scores, cut, predicted)
+            param_edges = param_scoring.param_tool_edges(toolset.tools, pruning.candidates, scores, cut, predicted,
+                                                         cfg.cross_encoder_preconditions)
             log.info(param_scoring.describe(scores, param_edges, cut))
             scored_parameters = param_scoring.parameter_edges(toolset.tools, scores, cut)
             predicted = [e.predicted for e in param_edges]

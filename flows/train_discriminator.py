@@ -87,6 +87,9 @@ class TrainDiscriminatorConfig:
     pretrain_learning_rate: Annotated[float, Help("peak learning rate, pretraining (few steps on CPU)")] = 2e-4
     pretrain_max_pairs: Annotated[int | None, Help("cap on TDI training pairs (seeded sample; none: all)")] = 8000
     pretrain_max_valid: Annotated[int | None, Help("cap on TDI validation pairs (seeded sample; none: all)")] = 1200
+    pretrain_precondition_share: Annotated[float | None, Help(
+        "with --pretrain-max-pairs: draw the TDI rows of kind precondition first, up to this share of the sample's "
+        "dependent rows (none: a plain sample, in which they are as rare as in the data)")] = None
     pretrain_evals: Annotated[int, Help("validation runs per pretraining epoch")] = 2
     finetune_epochs: Annotated[float, Help("passes over the finetuning pairs")] = 1.0
     finetune_learning_rate: Annotated[float, Help("peak learning rate, finetuning")] = 1e-4
@@ -185,6 +188,8 @@ class TrainDiscriminatorConfig:
                 raise ValueError(f"{flag} {value}: must be above 0")
         if self.max_steps != -1 and self.max_steps < 1:
             raise ValueError(f"--max-steps {self.max_steps}: -1 (all epochs) or at least 1")
+        if self.pretrain_precondition_share is not None and not 0.0 <= self.pretrain_precondition_share <= 1.0:
+            raise ValueError(f"--pretrain-precondition-share {self.pretrain_precondition_share}: must lie in [0, 1]")
         if not 0.0 <= self.hint_dropout <= 1.0:
             raise ValueError(f"--hint-dropout {self.hint_dropout}: must lie in [0, 1]")
         if not 0.0 < self.valid_fraction < 1.0:
@@ -308,16 +313,32 @@ from tasks.training.trainer import (StageArguments, TrainResult, pick_device, pr
 
 
 @task(cache_policy=NO_CACHE)
-def load_pretraining_pairs(folder: Path, max_pairs: int | None, max_valid: int | None,
-                           seed: int) -> tuple[list[PairExample], list[PairExample]]:
+def load_pretraining_pairs(folder: Path, max_pairs: int | None, max_valid: int | None, seed: int,
+                           precondition_share: float | None = None) -> tuple[list[PairExample], list[PairExample]]:
     train, valid = load_tdi_examples(folder)
     # both orders of every pair (balanced shards hold them for dependency pairs; "none" pairs gain theirs)
     train, valid = with_both_orders(train), with_both_orders(valid)
     if max_pairs is not None and len(train) > max_pairs:
-        train = random.Random(seed).sample(train, max_pairs)
+        train = sample_pretraining_rows(train, max_pairs, seed, precondition_share)
     if max_valid is not None and len(valid) > max_valid:
         valid = random.Random(seed).sample(valid, max_valid)
     return train, valid
+
+
+def sample_pretraining_rows(train: list[PairExample], n: int, seed: int,
+                            precondition_share: float | None) -> list[PairExample]:
+    """A seeded sample of ``n`` training rows. With ``precondition_share``, the rows of kind precondition are
+    drawn first, up to that share of the dependent rows the sample holds at the data's own dependent share: mined
+    preconditions are about 3% of the dependent rows, too few to learn the kind from in a CPU-sized sample."""
+    rng = random.Random(seed)
+    if not precondition_share:
+        return rng.sample(train, n)
+    preconditions = [e for e in train if e.label != 1 and e.kind == "precondition"]
+    data = [e for e in train if e.label != 1 and e.kind != "precondition"]
+    none = [e for e in train if e.label == 1]
+    dependent = round(n * (len(preconditions) + len(data)) / len(train))  # the data's own class balance
+    wanted = min(len(preconditions), round(precondition_share * dependent))
+    return rng.sample(preconditions, wanted) + rng.sample(data, dependent - wanted) + rng.sample(none, n - dependent)
 
 
 @task(cache_policy=NO_CACHE)
@@ -412,23 +433,28 @@ def train_parameter_scorer(cfg: TrainDiscriminatorConfig, tdi: Path | None, ckpt
 
 @task(cache_policy=NO_CACHE)
 def two_level_scores(scorer: Path, test_sets: list[tuple[ToolSet, list[PairExample]]], cross_probs,
-                     cross_cut: float | None):
+                     cross_cut: float | None, preconditions: tuple[bool, ...] = (False,)):
     """Class probabilities of the test pairs (``test_sets``' pairs in order, as ``cross_probs`` holds them) with
     two levels (``tasks.graph.two_level.two_level_probs``, decided at 0.5): each consumer that declares inputs
-    scored input by input by the checkpoint's parameter scorer, the rest by the cross-encoder at ``cross_cut``."""
+    scored input by input by the checkpoint's parameter scorer, the rest by the cross-encoder at ``cross_cut``
+    (build-graph's default); one array per value of ``preconditions`` (True: as build-graph's
+    ``--cross-encoder-preconditions``), the parameters scored once for all."""
     import numpy as np
 
     from tasks.graph.param_scoring import param_threshold, score_parameters
     from tasks.graph.two_level import two_level_probs
 
-    out, start, cut = [], 0, param_threshold(scorer)
+    out, start, cut = {p: [] for p in preconditions}, 0, param_threshold(scorer)
     for toolset, pairs in test_sets:
         index = {t.tool_id: n for n, t in enumerate(toolset.tools)}
         ordered = [(index[e.tool_a], index[e.tool_b]) for e in pairs]
         scores = score_parameters(scorer, toolset.tools, sorted({(min(p), max(p)) for p in ordered}))
-        out.append(two_level_probs(toolset.tools, ordered, cross_probs[start:start + len(pairs)], cross_cut, scores, cut))
+        for p in preconditions:
+            out[p].append(two_level_probs(toolset.tools, ordered, cross_probs[start:start + len(pairs)], cross_cut,
+                                          scores, cut, p))
         start += len(pairs)
-    return np.concatenate(out) if out else np.zeros((0, 3))
+    joined = [np.concatenate(parts) if parts else np.zeros((0, 3)) for parts in out.values()]
+    return joined[0] if len(joined) == 1 else joined
 
 
 @task(cache_policy=NO_CACHE)
@@ -451,14 +477,18 @@ def report(examples: list[PairExample], probs, threshold: float | None, p_precon
 
 
 TWO_LEVEL_ROW = "discriminator, two levels (inputs by the parameter scorer)"
+TWO_LEVEL_PRECONDITIONS_ROW = "discriminator, two levels + cross-encoder preconditions"
 
 
-def comparison_rows(section: dict[str, Any], two_level: dict[str, Any] | None = None) -> dict[str, dict]:
+def comparison_rows(section: dict[str, Any], two_level: dict[str, Any] | None = None,
+                    with_preconditions: dict[str, Any] | None = None) -> dict[str, dict]:
     rows = {"discriminator, argmax": section["argmax"]}
     if "calibrated" in section:
         rows[f"discriminator, calibrated (cut {section['calibrated']['threshold']:.3f})"] = section["calibrated"]
     if two_level is not None:
         rows[TWO_LEVEL_ROW] = two_level["calibrated"]
+    if with_preconditions is not None:
+        rows[TWO_LEVEL_PRECONDITIONS_ROW] = with_preconditions["calibrated"]
     rows["parameter-match rule (schema)"] = section["schema_rule"]
     if "schema_rule_partial" in section:
         rows["parameter-match rule, partial names too"] = section["schema_rule_partial"]
@@ -598,7 +628,8 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
             logger.warning("pretraining skipped: %s", "--pretrain-data none" if cfg.pretrain_data == "none"
                            else "no published TDI dataset under artifacts/tdi (make mine-tdi makes one in minutes)")
         else:
-            pre_train, pre_valid = load_pretraining_pairs(tdi, cfg.pretrain_max_pairs, cfg.pretrain_max_valid, cfg.seed)
+            pre_train, pre_valid = load_pretraining_pairs(tdi, cfg.pretrain_max_pairs, cfg.pretrain_max_valid, cfg.seed,
+                                                          cfg.pretrain_precondition_share)
             summary["data"]["pretrain"] = {"source": str(tdi), "train": label_counts(pre_train), "validation": label_counts(pre_valid)}
             logger.info("pretraining on %s: train %s, validation %s", tdi, label_counts(pre_train), label_counts(pre_valid))
             if not pre_valid:
@@ -643,7 +674,8 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
                                                                        cfg.seed), cfg.valid_fraction, cfg.seed)[1]
         tdi = resolve_pretrain_data(cfg.pretrain_data)
         if tdi is not None:
-            valid_sets["tdi"] = load_pretraining_pairs(tdi, cfg.pretrain_max_pairs, cfg.pretrain_max_valid, cfg.seed)[1]
+            valid_sets["tdi"] = load_pretraining_pairs(tdi, cfg.pretrain_max_pairs, cfg.pretrain_max_valid, cfg.seed,
+                                                          cfg.pretrain_precondition_share)[1]
     valid_scored = {name: scores(ckpt, pairs, f"scoring {name} validation pairs") for name, pairs in valid_sets.items() if pairs}
     valid_probs = {name: probs for name, (probs, _) in valid_scored.items()}
     valid_kinds = {name: kind for name, (_, kind) in valid_scored.items() if kind is not None}
@@ -690,8 +722,10 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
                              (summary.get("calibration") or {}).get("kind_threshold"))
     scorer, two_level = parameter_scorer_of(ckpt), None
     if scorer is not None:  # the checkpoint's two levels: inputs scored one by one, the rest by the cross-encoder
-        two_level = two_level_scores(scorer, test_sets, test_probs, threshold)
+        two_level, with_preconditions = two_level_scores(scorer, test_sets, test_probs, threshold, (False, True))
         summary["test_two_level"] = report(test_pairs, two_level, TWO_LEVEL_CUT)
+        # as build-graph --cross-encoder-preconditions: where no value passes, the cross-encoder may add a precondition
+        summary["test_two_level_preconditions"] = report(test_pairs, with_preconditions, TWO_LEVEL_CUT)
     summary["stages"] = {name: {"best_step": r.best_step, "best_score": r.best_score, "history": r.history}
                          for name, r in stages.items()}
 
@@ -701,7 +735,7 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
         kinds = format_kind_table(comparison_rows(section), f"{title}, P/R/F1 per dependency kind")
         if kinds:
             print(kinds)
-    test_rows = comparison_rows(summary["test"], summary.get("test_two_level"))
+    test_rows = comparison_rows(summary["test"], summary.get("test_two_level"), summary.get("test_two_level_preconditions"))
     print(format_comparison({**test_rows, "paper Table 3": {"dependency": PAPER_TABLE_3}},
                             f"test ({', '.join(cfg.test)}; {summary['test']['counts']})"))
     kinds = format_kind_table(test_rows, f"test ({', '.join(cfg.test)}), P/R/F1 per dependency kind")
@@ -737,7 +771,8 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
     return {"best_dir": str(best), "metrics_path": str(out / "metrics.json"), "test": summary["test"],
             "validation": summary.get("validation"), "calibration": summary.get("calibration"),
             "param": summary.get("param"), "parameter_scorer": summary.get("parameter_scorer"),
-            "test_two_level": summary.get("test_two_level")}
+            "test_two_level": summary.get("test_two_level"),
+            "test_two_level_preconditions": summary.get("test_two_level_preconditions")}
 
 
 # ---------------------------------------------------------------------------------------------

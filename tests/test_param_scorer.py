@@ -267,6 +267,33 @@ def test_with_two_levels_the_cross_encoder_scores_only_pairs_with_a_tool_without
     assert through_inputs <= edges and all(d == "ping" for d, _ in edges - through_inputs)
 
 
+def test_with_cross_encoder_preconditions_a_pair_without_a_passed_value_can_be_a_precondition_edge(
+        trained, tmp_path, prefect_harness):
+    """``--cross-encoder-preconditions``: the cross-encoder scores every candidate pair, and between two tools that declare inputs its
+    edge stands as a precondition where the parameter level found none and no name rule sees a value pass. With
+    ``--threshold 0`` it calls every pair dependent, so the one such pair of the toy set (list_orders and
+    open_account: no output of one is an input of the other) is the one precondition edge."""
+    from flows.build_graph import GraphConfig, build_graph
+    from tasks.toolsets.readers import write_toolset_dir
+    from warehouse.build import connect
+
+    folder = write_toolset_dir(TOYSET, tmp_path / "toy")
+    target = tmp_path / "tgr.duckdb"
+    build_graph(GraphConfig(toolsets=[str(folder)], warehouse=str(target), pruning="none", progress=False,
+                            discriminator=str(make_tiny_model(tmp_path / "tool-level")), param_discriminator=str(trained[1]),
+                            schema_edges=False, threshold=0.0, cross_encoder_preconditions=True))
+    con = connect(target)
+    assert con.execute("SELECT count(*) FROM scored_pairs").fetchone()[0] == 7  # every same-group pair: 6 + 1
+    rows = con.execute("SELECT dependent, prerequisite, kind FROM edges WHERE source = 'discriminator'").fetchall()
+    through_inputs = {("clothes", "weather"), ("list_orders", "get_user"), ("open_account", "get_user")}
+    assert {(d, p) for d, p, k in rows if k == "data"} == through_inputs
+    with_inputs = {t.tool_id for t in TOOLS if t.doc["input_params"]}
+    assert [(frozenset((d, p)), k) for d, p, k in rows if {d, p} <= with_inputs and k != "data"] == [
+        (frozenset(("list_orders", "open_account")), "precondition")]
+    # ping declares no inputs: its three pairs are the cross-encoder's edges, as without preconditions
+    assert sum("ping" in (d, p) for d, p, _ in rows) == 3
+
+
 def test_train_flow_param_level_trains_on_tool_set_groups_and_saves_a_calibrated_checkpoint(tmp_path):
     """``--param-level``: the flow's helper splits the tool set's groups 80/20, trains, and leaves
     ``<output>/param/best`` with its calibration.json."""

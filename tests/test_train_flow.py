@@ -199,6 +199,11 @@ def test_flow_trains_both_levels_into_one_checkpoint_that_evaluation_and_build_g
     two = result["test_two_level"]
     assert two["counts"] == result["test"]["counts"] and two["calibrated"]["threshold"] == 0.5
     assert sum(map(sum, two["calibrated"]["confusion_matrix"])) == sum(result["test"]["counts"].values())
+    # beside it, as build-graph --cross-encoder-preconditions decides: the same pairs, and preconditions only add edges
+    pre = result["test_two_level_preconditions"]
+    assert pre["counts"] == two["counts"]
+    called_none = [sum(row[1] for row in r["calibrated"]["confusion_matrix"]) for r in (two, pre)]
+    assert called_none[1] <= called_none[0]
     again = train_discriminator(TrainDiscriminatorConfig(output=tmp_path / "eval", checkpoint=best, test=(test,),
                                                          max_length=64, batch_size=4, progress=False, seed=7))
     assert again["test_two_level"]["calibrated"] == two["calibrated"]
@@ -232,6 +237,27 @@ def test_evaluate_only_rejects_a_folder_that_is_no_checkpoint(tmp_path):
         parse_args(["--checkpoint", str(tmp_path)])
 
 
+def test_a_precondition_share_draws_preconditions_first_and_keeps_the_class_balance():
+    """--pretrain-precondition-share: the rows of kind precondition make up that share of the sample's dependent
+    rows (as far as there are enough), and the sample keeps the data's share of none rows; without it, a plain
+    seeded sample."""
+    from flows.train_discriminator import sample_pretraining_rows
+    from tasks.training.examples import PairExample
+
+    rows = ([PairExample(f"p{i}", "x", i % 2 * 2, "tdi", kind="precondition") for i in range(60)]
+            + [PairExample(f"d{i}", "x", i % 2 * 2, "tdi", kind="data") for i in range(1940)]
+            + [PairExample(f"n{i}", "x", 1, "tdi") for i in range(2000)])
+    plain = sample_pretraining_rows(rows, 400, 0, None)
+    assert plain == sample_pretraining_rows(rows, 400, 0, 0.0) and len(set(e.doc_a for e in plain)) == 400
+    sample = sample_pretraining_rows(rows, 400, 0, 0.25)
+    assert len(sample) == len({e.doc_a for e in sample}) == 400
+    assert sum(e.label == 1 for e in sample) == 200  # half none, as in the data
+    assert sum(e.kind == "precondition" for e in sample) == 50  # a quarter of the 200 dependent rows (3% in the data)
+    assert sample == sample_pretraining_rows(rows, 400, 0, 0.25) != sample_pretraining_rows(rows, 400, 1, 0.25)
+    # more than there are: all of them
+    assert sum(e.kind == "precondition" for e in sample_pretraining_rows(rows, 400, 0, 1.0)) == 60
+
+
 @pytest.mark.parametrize("bad, message", [
     ({"batch_size": 0}, "--batch-size 0: must be at least 1"), ({"max_length": 0}, "--max-length 0"),
     ({"encoder_layers": 0}, "--encoder-layers 0"), ({"pretrain_max_pairs": 0}, "--pretrain-max-pairs 0"),
@@ -239,6 +265,7 @@ def test_evaluate_only_rejects_a_folder_that_is_no_checkpoint(tmp_path):
     ({"pretrain_epochs": 0.0}, "--pretrain-epochs 0.0: must be above 0"), ({"finetune_learning_rate": -1e-4}, "--finetune-learning-rate"),
     ({"calibration_prior": 0.0}, "--calibration-prior 0.0"), ({"max_steps": 0}, "--max-steps 0"),
     ({"hint_dropout": 1.5}, "--hint-dropout 1.5"), ({"valid_fraction": 1.0}, "--valid-fraction 1.0"),
+    ({"pretrain_precondition_share": 1.2}, "--pretrain-precondition-share 1.2: must lie in [0, 1]"),
     ({"target_precision": 0.0}, "--target-precision 0.0"), ({"calibration": "best"}, "--calibration 'best'"),
     ({"calibrate_on": "all"}, "--calibrate-on 'all'"), ({"test": ()}, "--test: name at least one"),
     ({"test": ("no/such/folder",)}, "--test 'no/such/folder' is neither a benchmark"),

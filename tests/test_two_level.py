@@ -1,5 +1,6 @@
 """Two levels of one discriminator checkpoint (tasks/graph/two_level.py): inputs scored by the parameter scorer,
-consumers without inputs by the cross-encoder; the evaluation's probabilities decide as build-graph's edges do."""
+consumers without inputs by the cross-encoder, and with preconditions the cross-encoder's edges where no value
+passes; the evaluation's probabilities decide as build-graph's edges do."""
 from __future__ import annotations
 
 import random
@@ -12,7 +13,14 @@ from schemas.tdi import LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A, LABEL_NO_DEP
 from schemas.toolset import Tool
 from tasks.graph.param_scoring import ParamScore, param_tool_edges
 from tasks.graph.scoring import edges_from_probabilities
-from tasks.graph.two_level import TWO_LEVEL_CUT, cross_encoder_pairs, parameter_scorer_of, rescale, two_level_probs
+from tasks.graph.two_level import (
+    TWO_LEVEL_CUT,
+    cross_encoder_pairs,
+    parameter_scorer_of,
+    rescale,
+    two_level_probs,
+)
+from tasks.graph.schema_rule import value_pairs
 
 
 def _tool(name: str, inputs: list[str]) -> Tool:
@@ -61,9 +69,13 @@ def test_the_decisions_are_build_graphs_two_level_edges_on_random_pairs():
     expected = {(e.predicted.edge.dependent, e.predicted.edge.prerequisite)
                 for e in param_tool_edges(tools, pairs, scores, param_cut, fallback)}
     labels = decide(two_level_probs(tools, pairs, cross, cross_cut, scores, param_cut), TWO_LEVEL_CUT)
-    got = {(tools[i].tool_id, tools[j].tool_id) if label == LABEL_A_DEPENDS_ON_B else (tools[j].tool_id, tools[i].tool_id)
-           for (i, j), label in zip(pairs, labels) if label != LABEL_NO_DEPENDENCY}
-    assert expected and got == expected
+    assert expected and _edges(tools, pairs, labels) == expected
+    # with preconditions: more edges (the cross-encoder's between tools with inputs), and still the same decisions
+    with_pre = {(e.predicted.edge.dependent, e.predicted.edge.prerequisite)
+                for e in param_tool_edges(tools, pairs, scores, param_cut, fallback, preconditions=True)}
+    labels = decide(two_level_probs(tools, pairs, cross, cross_cut, scores, param_cut, preconditions=True), TWO_LEVEL_CUT)
+    assert with_pre > expected and _edges(tools, pairs, labels) == with_pre
+    assert cross_encoder_pairs(tools, pairs, preconditions=True) == pairs
     # the cross-encoder asked only where a tool declares no inputs: the same edges
     asked = cross_encoder_pairs(tools, pairs)
     assert 0 < len(asked) < len(pairs)
@@ -71,6 +83,39 @@ def test_the_decisions_are_build_graphs_two_level_edges_on_random_pairs():
     fewer = edges_from_probabilities(tools, asked, cross[[pairs.index(p) for p in asked]], 0.0, cross_cut)
     assert {(e.predicted.edge.dependent, e.predicted.edge.prerequisite)
             for e in param_tool_edges(tools, pairs, scores, param_cut, fewer)} == expected
+
+
+def _edges(tools, pairs, labels) -> set[tuple[str, str]]:
+    return {(tools[i].tool_id, tools[j].tool_id) if label == LABEL_A_DEPENDS_ON_B else (tools[j].tool_id, tools[i].tool_id)
+            for (i, j), label in zip(pairs, labels) if label != LABEL_NO_DEPENDENCY}
+
+
+def _api(name: str, inputs: list[str], outputs: list[str]) -> Tool:
+    params = lambda names: [{"name": n, "type": "str", "description": n.replace("_", " ")} for n in names]  # noqa: E731
+    return Tool(name, "bank", {"name": name, "description": name, "input_params": params(inputs),
+                               "output_params": params(outputs)})
+
+
+def test_with_preconditions_the_cross_encoder_adds_a_precondition_where_no_value_passes():
+    """Transfer and VerifyAccount both declare inputs and no output of one is an input of the other: the parameter
+    level finds nothing, the cross-encoder says Transfer needs VerifyAccount first, so the edge is a precondition.
+    Pay takes GetBalance's ``balance``: a value passes by name, so only the parameter level may decide it."""
+    tools = [_api("VerifyAccount", ["account_id"], ["status"]), _api("Transfer", ["account_id", "amount"], ["receipt"]),
+             _api("GetBalance", ["account_id"], ["balance"]), _api("Pay", ["balance", "payee"], ["receipt"])]
+    pairs = [(1, 0), (3, 2)]
+    scores = [ParamScore(0, 1, "account_id", 0.3), ParamScore(2, 3, "balance", 0.4)]  # both below the cut 0.6
+    cross = np.array([[0.95, 0.04, 0.01], [0.9, 0.05, 0.05]])  # the first tool depends on the second, both times
+    fallback = edges_from_probabilities(tools, pairs, cross, 0.0, 0.7)
+    assert decide(two_level_probs(tools, pairs, cross, 0.7, scores, 0.6), TWO_LEVEL_CUT).tolist() == [
+        LABEL_NO_DEPENDENCY, LABEL_NO_DEPENDENCY]
+    assert param_tool_edges(tools, pairs, scores, 0.6, fallback) == []
+    probs = two_level_probs(tools, pairs, cross, 0.7, scores, 0.6, preconditions=True)
+    assert decide(probs, TWO_LEVEL_CUT).tolist() == [LABEL_A_DEPENDS_ON_B, LABEL_NO_DEPENDENCY]
+    assert probs[0, LABEL_A_DEPENDS_ON_B] == pytest.approx(rescale(0.96, 0.7))
+    [edge] = param_tool_edges(tools, pairs, scores, 0.6, fallback, preconditions=True)
+    assert (edge.predicted.edge.dependent, edge.predicted.edge.prerequisite) == ("Transfer", "VerifyAccount")
+    assert edge.best_param is None and edge.predicted.edge.kind == "precondition"
+    assert value_pairs(tools, pairs) == {frozenset((3, 2))}
 
 
 def test_a_checkpoint_carries_a_parameter_scorer_only_with_its_head(tmp_path):

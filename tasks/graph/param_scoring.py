@@ -3,7 +3,7 @@ parameter edges, and the tool edge as the max over the consumer's inputs (tool-l
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +12,7 @@ from schemas.tdi import LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A
 from schemas.toolset import DependencyEdge, ParameterEdge, Tool
 from tasks.graph.kinds import dependency_kind
 from tasks.graph.scoring import PredictedEdge
+from tasks.graph.schema_rule import value_pairs
 from tasks.training.param_examples import ParamExample, parameter_units
 from tasks.training.param_head import HEAD_FILE, ParamHead, unit_features
 from tasks.training.param_reranker import RERANKER_DIR, STACK_FEATURES, ParamReranker
@@ -91,13 +92,18 @@ def parameter_edges(tools: Sequence[Tool], scores: Sequence[ParamScore], thresho
 
 
 def param_tool_edges(tools: Sequence[Tool], pairs: Sequence[tuple[int, int]], scores: Sequence[ParamScore],
-                     threshold: float, fallback: Sequence[PredictedEdge] = ()) -> list[ParamToolEdge]:
+                     threshold: float, fallback: Sequence[PredictedEdge] = (),
+                     preconditions: bool = False) -> list[ParamToolEdge]:
     """Tool edges from parameter scores: <consumer depends on producer> when its best input reaches
     ``threshold`` (prob = that input's p; it is kept as ``best_param``). Between two tools one edge at
     most: the direction with the higher p. A pair whose tools declare no inputs on either side keeps the
     tool-level edge of ``fallback`` (today's discriminator), if any; so does a direction whose
     consumer has no inputs when the other direction was not kept. Kind: "data" for an edge through an
-    input, the fallback's own kind otherwise (``tasks.graph.kinds.dependency_kind``)."""
+    input, the fallback's own kind otherwise (``tasks.graph.kinds.dependency_kind``).
+
+    ``preconditions``: a ``fallback`` edge whose consumer declares inputs is kept too, as a precondition, when no
+    name rule sees a value pass between the two (``tasks.graph.schema_rule.value_pairs``): no input took the
+    producer's output, yet the pair reads as dependent (``two_level_probs`` decides the same way)."""
     best: dict[tuple[int, int], ParamScore] = {}
     for s in scores:
         key = (s.producer, s.consumer)
@@ -106,6 +112,7 @@ def param_tool_edges(tools: Sequence[Tool], pairs: Sequence[tuple[int, int]], sc
     has_inputs = [bool(t.doc.get("input_params")) for t in tools]
     index = {t.tool_id: n for n, t in enumerate(tools)}
     by_pair = {frozenset((index[f.edge.dependent], index[f.edge.prerequisite])): f for f in fallback}
+    valued = value_pairs(tools, [tuple(k) for k in by_pair]) if preconditions else set()
     out = []
     for i, j in pairs:
         options = [best[k] for k in ((i, j), (j, i)) if k in best and best[k].prob >= threshold]
@@ -117,8 +124,13 @@ def param_tool_edges(tools: Sequence[Tool], pairs: Sequence[tuple[int, int]], sc
             out.append(ParamToolEdge(PredictedEdge(edge, s.prob, cls, s.prob), s.param))
             continue
         f = by_pair.get(frozenset((i, j)))
-        if f is not None and not has_inputs[index[f.edge.dependent]]:
+        if f is None:
+            continue
+        if not has_inputs[index[f.edge.dependent]]:
             out.append(ParamToolEdge(f, None))
+        elif preconditions and frozenset((i, j)) not in valued:
+            edge = replace(f.edge, kind=dependency_kind(through_parameter=False, precondition=True))
+            out.append(ParamToolEdge(replace(f, edge=edge), None))
     return out
 
 

@@ -14,9 +14,10 @@ from schemas.name_rule import (  # group_common_*: re-exported, the graph's call
     output_names,
 )
 from schemas.tdi import LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A
-from schemas.toolset import DependencyEdge, ParameterEdge, Tool
+from schemas.toolset import DependencyEdge, ParameterEdge, Tool, ToolSet
 from tasks.graph.kinds import dependency_kind
 from tasks.graph.pruning import iter_same_group_pairs
+from tasks.toolsets.call_order import name_rule_context, name_rule_evidence
 
 
 @dataclass(frozen=True)
@@ -69,3 +70,13 @@ def schema_parameter_edges(tools: Sequence[Tool], schema: Sequence[SchemaEdge]) 
             found += [ParameterEdge(dep, pre, param, output, "schema")
                       for param in dict.fromkeys(inputs) if normalise_param_name(param) == name]
     return found
+
+
+def value_pairs(tools: Sequence[Tool], pairs: Sequence[tuple[int, int]]) -> set[frozenset[int]]:
+    """The pairs between which a name rule sees a value pass, either way (``name_rule_evidence``: an exact or
+    partial output -> input match, or an output the other's text mentions): a dependency between them is data,
+    which the parameter level decides, never a precondition."""
+    _, common, common_inputs = name_rule_context(ToolSet("pairs", list(tools)))
+    return {frozenset((i, j)) for i, j in pairs
+            if name_rule_evidence(tools[i], tools[j], common, common_inputs)
+            or name_rule_evidence(tools[j], tools[i], common, common_inputs)}

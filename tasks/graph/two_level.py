@@ -1,7 +1,12 @@
 """Two levels of one discriminator checkpoint (train-discriminator's default): a tool pair whose consumer declares
 inputs is scored input by input by the checkpoint's parameter scorer (``parameter_scorer/``, a dependency
 retriever with its parameter head), the rest by the tool-level cross-encoder. Light on purpose (numpy only):
-build-graph's config finds the parameter scorer here before any model is loaded."""
+build-graph's config finds the parameter scorer here before any model is loaded.
+
+With ``preconditions`` the cross-encoder also speaks between two tools that declare inputs: where no input
+takes a value from the other tool (the parameter level found no edge, and no name rule sees a value pass), its
+edge is a precondition, the producer called first with no value passed. Without it such a pair could never
+be a precondition edge."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -36,11 +41,14 @@ def declares_inputs(tools: Sequence[Tool]) -> list[bool]:
     return [bool(t.doc.get("input_params")) for t in tools]
 
 
-def cross_encoder_pairs(tools: Sequence[Tool], pairs: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+def cross_encoder_pairs(tools: Sequence[Tool], pairs: Sequence[tuple[int, int]],
+                        preconditions: bool = False) -> list[tuple[int, int]]:
     """The candidate pairs the tool-level cross-encoder can still decide when the parameter level scores the rest:
-    those with a tool that declares no inputs. Between two tools that both declare inputs each direction is
-    decided input by input, so their cross-encoder scores would never be read (``param_tool_edges``,
-    ``two_level_probs``)."""
+    those with a tool that declares no inputs, and with ``preconditions`` every pair (between two tools that
+    declare inputs it can still add a precondition). Without it, between two such tools each direction is decided
+    input by input, so their cross-encoder scores would never be read (``param_tool_edges``, ``two_level_probs``)."""
+    if preconditions:
+        return list(pairs)
     has_inputs = declares_inputs(tools)
     return [(i, j) for i, j in pairs if not (has_inputs[i] and has_inputs[j])]
 
@@ -52,18 +60,23 @@ def rescale(p: float, cut: float) -> float:
 
 
 def two_level_probs(tools: Sequence[Tool], ordered: Sequence[tuple[int, int]], cross_probs: np.ndarray,
-                    cross_cut: float | None, scores: Sequence[ParamScore], param_cut: float) -> np.ndarray:
+                    cross_cut: float | None, scores: Sequence[ParamScore], param_cut: float,
+                    preconditions: bool = False) -> np.ndarray:
     """Class probabilities (n, 3) of the ordered pairs (a, b) (class 0: a depends on b) that decide at 0.5
     (``models.discriminator.decide(probs, 0.5)``) exactly as build-graph's two-level edges do
     (``param_tool_edges``): an edge through the consumer's best input when a direction's parameter score
     reaches ``param_cut``, the higher of the two; otherwise the cross-encoder's edge (``cross_probs``: its
-    dependency mass p0 + p2 at ``cross_cut``, 0.5 without one) where its consumer declares no inputs. Below the
-    cuts, the pair's dependency mass is the best of those scores, each rescaled to put its own cut at 0.5 (a
-    ranking for precision-recall curves)."""
+    dependency mass p0 + p2 at ``cross_cut``, 0.5 without one) where its consumer declares no inputs, and with
+    ``preconditions`` also where it does but no name rule sees a value pass (a precondition). Below the cuts, the
+    pair's dependency mass is the best of those scores, each rescaled to put its own cut at 0.5 (a ranking for
+    precision-recall curves)."""
     best: dict[tuple[int, int], float] = {}
     for s in scores:
         best[(s.producer, s.consumer)] = max(s.prob, best.get((s.producer, s.consumer), 0.0))
     has_inputs = declares_inputs(tools)
+    from tasks.graph.schema_rule import value_pairs  # here: this module stays light (numpy only)
+
+    valued = value_pairs(tools, ordered) if preconditions else set()
     cross_probs = np.asarray(cross_probs, dtype=np.float64).reshape(-1, 3)
     out = np.zeros((len(ordered), 3))
     for k, (a, b) in enumerate(ordered):
@@ -74,12 +87,15 @@ def two_level_probs(tools: Sequence[Tool], ordered: Sequence[tuple[int, int]], c
         param = [(rescale(best[(b, a)], param_cut), LABEL_A_DEPENDS_ON_B)] if (b, a) in best else []
         param += [(rescale(best[(a, b)], param_cut), LABEL_B_DEPENDS_ON_A)] if (a, b) in best else []
         kept = [o for o in param if o[0] >= 0.5]
+        # the cross-encoder decides a consumer without inputs; with preconditions, one with inputs too where no
+        # value passes by name (the parameter level has found none either)
+        cross_open = not has_inputs[cross_consumer] or (preconditions and frozenset((a, b)) not in valued)
         if kept:
             mass, cls = max(kept)
-        elif cross_mass >= 0.5 and not has_inputs[cross_consumer]:
+        elif cross_mass >= 0.5 and cross_open:
             mass, cls = cross_mass, cross_class
         else:  # no edge: the best score below the cuts, for ranking
-            options = param + ([(cross_mass, cross_class)] if not has_inputs[cross_consumer] else [])
+            options = param + ([(cross_mass, cross_class)] if cross_open else [])
             mass, cls = max(options) if options else (0.0, LABEL_A_DEPENDS_ON_B)
             mass = min(mass, 0.5 - 1e-9)
         out[k, cls] = mass
