@@ -1,0 +1,64 @@
+"""How far a better cut could take the tool-level cross-encoder on UltraTool+TMDB's held-out groups, at the real
+prior (bench/RESULTS.md, "Preconditions from the discriminator"). Every none pair counts as ``none_weights`` says
+(the tool sets' natural none-per-dependency ratio), as calibration counts it. Printed per checkpoint: the stored
+cut, the best cut chosen on the held-out groups themselves (in-sample: an upper bound), and a cut chosen on half of
+the groups and measured on the other half (2-fold, 5 seeded splits of the groups).
+
+    .venv/bin/python -m bench.calibration_crossfit artifacts/discriminator/minilm/best [more checkpoints]
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from flows.train_discriminator import TrainDiscriminatorConfig, build_toolset_pairs, score_examples, toolset_none_ratio
+from models.discriminator import decide
+from tasks.training.examples import grouped_split, none_weights
+from tasks.training.metrics import choose_threshold
+
+BENCHMARKS = Path("../shared/data/benchmarks")
+
+
+def counts(examples, probs, cut, weights) -> np.ndarray:
+    """(true positives, weighted false positives, gold dependencies); a wrong direction is a false positive."""
+    labels, pred = np.array([e.label for e in examples]), decide(probs, cut)
+    tp = ((pred == labels) & (labels != 1)).sum()
+    fp = (((pred != 1) & (pred != labels)) * weights).sum()
+    return np.array([tp, fp, (labels != 1).sum()], dtype=float)
+
+
+def f1_line(name: str, c: np.ndarray) -> str:
+    p, r = c[0] / max(c[0] + c[1], 1e-9), c[0] / max(c[2], 1)
+    return f"{name:32s} P {p:.3f} R {r:.3f} F1 {2 * p * r / max(p + r, 1e-9):.3f}"
+
+
+def main(argv: list[str]) -> None:
+    cfg = TrainDiscriminatorConfig()
+    pairs = build_toolset_pairs.fn(cfg.finetune, BENCHMARKS, cfg.finetune_max_none, cfg.seed)
+    valid = grouped_split(pairs, cfg.valid_fraction, cfg.seed)[1]  # the held-out groups train-discriminator reports
+    weights = none_weights(valid, toolset_none_ratio.fn(cfg.finetune, BENCHMARKS))
+    labels, groups = [e.label for e in valid], sorted({e.group for e in valid})
+    for checkpoint in argv:
+        probs = np.array(score_examples.fn(Path(checkpoint), valid, cfg.max_length, 64, True, False)["probs"])
+        stored = json.loads((Path(checkpoint) / "calibration.json").read_text())["threshold"]
+        best = choose_threshold(labels, probs, "max_f1", 0.9, weights)["threshold"]
+        crossfit = np.zeros(3)
+        for seed in range(5):
+            order = list(groups)
+            np.random.default_rng(seed).shuffle(order)
+            for half in (set(order[::2]), set(order[1::2])):
+                fit = [i for i, e in enumerate(valid) if e.group in half]
+                rest = [i for i, e in enumerate(valid) if e.group not in half]
+                cut = choose_threshold([labels[i] for i in fit], probs[fit], "max_f1", 0.9, weights[fit])["threshold"]
+                crossfit += counts([valid[i] for i in rest], probs[rest], cut, weights[rest])
+        print(checkpoint)
+        print(f1_line(f"stored cut {stored:.3f}", counts(valid, probs, stored, weights)))
+        print(f1_line(f"in-sample best cut {best:.3f}", counts(valid, probs, best, weights)))
+        print(f1_line("2-fold cross-fit", crossfit / 5))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
