@@ -113,7 +113,7 @@ class MineTDIConfig:
                 "a validation before use: tasks/mining/order.py), kind 'precondition' in the dataset"})
     min_order_support: int = field(default=2, metadata={
         "help": "a precondition pair needs at least this many functions showing the order (fewer: rejected as "
-                "rare_order), unless the consumer's own code states it (a state guard or an error message: "
+                "rare_order), unless the consumer's own code states it (a state guard, an error message or a fitted check: "
                 "tasks/mining/state.py); 1 keeps every one, 4x as many (read by hand: 25 of 50 right at 1, 27 of 50 at 2: bench/precondition_sample.md)"})
     test_orders: bool = field(default=False, metadata={
         "help": "count call orders in test code as precondition candidates too (default: rejected as test_order; a "
@@ -612,8 +612,9 @@ def write_mined_card(out_dir: Path, manifest: dict[str, Any], folder: Path | Non
         "the pair <consumer, producer> (class 0, kind `data`). Call order without data flow (a guard whose result "
         "decides whether the later call runs, a setup call on the same object, a validation before use) makes a "
         "precondition pair (class 0, kind `precondition`, `support` = functions showing the order); so does a "
-        "function that raises unless another has set some state, or whose error message names the call to make "
-        "first (stated in code: kept at support 1). Docs are built from signatures and docstrings.",
+        "function that raises unless another has set some state, whose error message names the call to make "
+        "first, or that checks it was fitted (stated in code: kept at support 1). Docs are built from signatures "
+        "and docstrings.",
         "",
         "## Labels and origins",
         "| id | name | origins |",

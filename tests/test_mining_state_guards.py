@@ -308,3 +308,110 @@ def test_an_error_that_names_the_call_to_make_first_gives_the_pair(tmp_path: Pat
                     ("sorter.run", "sorter.configure")}
     kept, _ = precondition_pairs(res, min_support=2)
     assert {(p.dependent_key, p.prerequisite_key) for p in kept} >= said  # stated: kept at support 1
+
+
+ESTIMATOR = '''
+from sklearn.utils.validation import check_is_fitted
+
+
+class Scaler:
+    """Scale features."""
+
+    def __init__(self, copy=True):
+        self.copy = copy
+
+    def fit(self, X):
+        """Learn the mean of each feature."""
+        self._reset()
+        self.mean_ = sum(X) / len(X)
+        return self
+
+    def partial_fit(self, X):
+        """Learn the mean from one more batch."""
+        self._update(X)
+        return self
+
+    def _update(self, X):
+        """Update the running mean."""
+        self.n_seen_ = len(X)
+
+    def _reset(self):
+        """Forget what was learned."""
+        self._cache = {}
+
+    def set_params(self, copy):
+        """Set the copy flag."""
+        self.copy = copy  # no fitted attribute: no producer
+
+    def transform(self, X):
+        """Centre X by the learned mean."""
+        check_is_fitted(self)
+        return [x - self.mean_ for x in X]
+
+    def inverse_transform(self, X):
+        """Undo transform."""
+        check_is_fitted(self, "mean_")  # names the attribute: only fit sets it
+        return [x + self.mean_ for x in X]
+
+    def score(self, X):
+        """Score X."""
+        if X:
+            check_is_fitted(self)  # in a branch: not a check that always runs
+        return 0.0
+'''
+
+
+def test_a_fitted_check_needs_the_public_methods_that_bind_a_fitted_attribute(tmp_path: Path) -> None:
+    """scikit-learn's convention: ``check_is_fitted(self)`` at the top of a method; fit and partial_fit (through
+    its helper, one hop) bind trailing-underscore attributes; the private helpers and set_params are no producers."""
+    from tasks.mining.state import FITTED_CHECK
+
+    res = _mine(tmp_path, {"scale.py": ESTIMATOR})
+    fitted = {(o.consumer.rsplit(".", 1)[-1], o.producer.rsplit(".", 1)[-1]) for o in res.orders
+              if FITTED_CHECK in o.patterns}
+    assert fitted == {("transform", "fit"), ("transform", "partial_fit"), ("inverse_transform", "fit")}
+    one = next(o for o in res.orders if o.consumer == "scale.Scaler.transform" and o.producer == "scale.Scaler.fit")
+    assert one.support == 1 and one.patterns == (FITTED_CHECK,)
+    # stated in code: kept at mine-tdi's default support floor of 2
+    kept, rare = precondition_pairs(res, min_support=2)
+    assert {(p.dependent_key, p.prerequisite_key) for p in kept} == {
+        (f"scale.Scaler.{c}", f"scale.Scaler.{p}") for c, p in fitted} and not rare
+
+
+def test_a_hasattr_guard_needs_the_methods_that_set_the_attribute(tmp_path: Path) -> None:
+    """``if not hasattr(self, "_source"): raise`` reads as ``self._source is None``; another object's attribute or
+    one that ``__init__`` sets say nothing."""
+    res = _mine(tmp_path, {"ffi.py": '''
+class Builder:
+    """Build an extension."""
+
+    def __init__(self):
+        self.name = "ext"
+
+    def set_source(self, text):
+        """Give the C source."""
+        self._source = text
+
+    def rename(self, name):
+        """Rename the extension."""
+        self.name = name
+
+    def compile(self):
+        """Compile the source set by set_source."""
+        if not hasattr(self, "_source"):
+            raise ValueError("no source")
+        return self._source
+
+    def label(self):
+        """The extension's name."""
+        if not hasattr(self, "name"):
+            raise ValueError("unnamed")  # __init__ sets it: no first call needed
+        return self.name
+
+    def peek(self, other):
+        """Look at another builder's source."""
+        if not hasattr(other, "_source"):
+            raise ValueError("no source there")  # not this object's state
+        return other._source
+'''})
+    assert _guarded(res) == {("compile", "set_source")}

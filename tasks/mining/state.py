@@ -18,7 +18,7 @@ hand, 43 of 50 were right (bench/precondition_sample.md), against about 30% for 
 
 - **Consumer**: a method whose top-level statements (and those of a top-level ``with`` block) hold ``if <absent>:
   ... raise`` (no ``else``), where the test detects that ``self.X`` is unset (``self.X is None``, ``not self.X``,
-  or such tests joined by ``or``), or ``assert self.X`` / ``assert self.X is not None`` (joined by ``and``). A
+  ``not hasattr(self, "X")``, or such tests joined by ``or``), or ``assert self.X`` / ``assert self.X is not None`` (joined by ``and``). A
   top-level call of a checker method of the class (``self._check_open()``: a name that starts with
   check/ensure/assert/require/verify/validate) brings that checker's guards: one hop.
 - **Producer**: another method of the same class, or of a base class defined in the same module, that binds
@@ -32,6 +32,12 @@ hand, 43 of 50 were right (bench/precondition_sample.md), against about 30% for 
 - **Error messages**: a ``raise`` whose message names another function of the class (or module) in a sentence that
   says it comes first ("first", "before", "has not been", "not yet"), and says nothing of after, already, again,
   twice, once or closed: ``raise ValueError("prepare() must be called first")`` in ``get_ready``.
+
+- **Fitted checks** (pattern ``fitted_check``): a method whose top-level statements call a fitted check on its
+  own object (``check_is_fitted(self)``, scikit-learn's convention, which raises "call 'fit' ... before using this
+  estimator"), paired with the public methods of its class (or a same-module base) that bind a fitted attribute
+  (``self.coef_``: a name with a trailing underscore), themselves or through one ``self.h()`` call; when the check
+  names its attributes (``check_is_fitted(self, "coef_")``), those.
 
 The opposite polarity (``if self._closed: raise``) says what must *not* come first, and is not read.
 Candidates then go through the order books like every call order (tasks/mining/mine.py ``resolve_orders``).
@@ -48,7 +54,8 @@ from tasks.mining.reasons import MineReason
 
 STATE_GUARD = "state_guard"
 ERROR_MESSAGE = "error_message"
-STATED_PATTERNS = (STATE_GUARD, ERROR_MESSAGE)  # the consumer's own code states the order: no habit to count
+FITTED_CHECK = "fitted_check"
+STATED_PATTERNS = (STATE_GUARD, ERROR_MESSAGE, FITTED_CHECK)  # the consumer's own code states the order
 MAX_STATE_SETTERS = 3  # more methods setting one state say little about which one a guard needs (shared_state)
 _CHECKER_PREFIXES = ("check", "ensure", "assert", "require", "verify", "validate")
 
@@ -71,13 +78,23 @@ def _attr_of(expr: ast.expr, owner: str) -> str | None:
     return None
 
 
+def _hasattr_of(expr: ast.expr, owner: str) -> str | None:
+    """``X`` of ``hasattr(owner, "X")`` (a method's own object only)."""
+    if (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id == "hasattr" and owner
+            and len(expr.args) == 2 and isinstance(expr.args[0], ast.Name) and expr.args[0].id == owner
+            and isinstance(expr.args[1], ast.Constant) and isinstance(expr.args[1].value, str)):
+        return expr.args[1].value
+    return None
+
+
 def _absent(test: ast.expr, owner: str) -> list[str]:
-    """Attributes whose absence ``test`` detects: ``X is None``, ``not X``, joined by ``or``."""
+    """Attributes whose absence ``test`` detects: ``X is None``, ``not X``, ``not hasattr(self, "X")``, joined by
+    ``or``."""
     parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or) else [test]
     found = []
     for p in parts:
         if isinstance(p, ast.UnaryOp) and isinstance(p.op, ast.Not):
-            attr = _attr_of(p.operand, owner)
+            attr = _attr_of(p.operand, owner) or _hasattr_of(p.operand, owner)
         elif (isinstance(p, ast.Compare) and len(p.ops) == 1 and isinstance(p.ops[0], ast.Is)
               and _is_none(p.comparators[0])):
             attr = _attr_of(p.left, owner)
@@ -240,6 +257,64 @@ def class_guard_orders(mod: ModuleFacts, methods: dict[str, dict[str, Method]],
     return orders
 
 
+_FITTED_CHECK = re.compile(r"^_?(check|ensure|assert)_(is_)?fitted$")
+
+
+def _fitted_checks(method: Method, owner: str) -> list[tuple[ast.Call, tuple[str, ...]]]:
+    """The fitted checks on ``owner`` among the statements that always run, each with the attributes it names
+    (empty: any fitted attribute)."""
+    found = []
+    for s in _straight(method.body):
+        call = s.value if isinstance(s, (ast.Expr, ast.Assign)) and isinstance(s.value, ast.Call) else None
+        if call is None:
+            continue
+        name = call.func.id if isinstance(call.func, ast.Name) else call.func.attr if isinstance(call.func, ast.Attribute) else ""
+        if not (_FITTED_CHECK.match(name) and call.args and isinstance(call.args[0], ast.Name) and call.args[0].id == owner):
+            continue
+        named = [*call.args[1:2], *(k.value for k in call.keywords if k.arg == "attributes")]
+        attrs = [c.value for n in named for c in ([n] if isinstance(n, ast.Constant) else getattr(n, "elts", []))
+                 if isinstance(c, ast.Constant) and isinstance(c.value, str)]
+        found.append((call, tuple(attrs)))
+    return found
+
+
+def _fitted(attr: str) -> bool:
+    """scikit-learn's fitted-attribute convention: ``coef_``, ``n_features_in_``; not ``_private`` nor dunder."""
+    return attr.endswith("_") and not attr.startswith("_")
+
+
+def fitted_orders(mod: ModuleFacts, methods: dict[str, dict[str, Method]],
+                  indexes: dict[int, BodyIndex]) -> list[RawOrder]:
+    """``fitted_check``: ``check_is_fitted(self)`` in ``predict``, paired with the public methods of the class (or a
+    same-module base) that bind a fitted attribute (``fit``, ``partial_fit``): see the module doc."""
+    orders: list[RawOrder] = []
+    for cls, defs in methods.items():
+        checks = {name: found for name, m in defs.items() if (found := _fitted_checks(m, _first_param(m) or ""))}
+        if not checks:
+            continue
+        family = _family(mod, cls, methods)
+        direct = {name: _binds((indexes.get(id(m)) or index_body(m)).attr_assigns, _first_param(m) or "")
+                  for name, (_, m) in family.items()}
+        for consumer, found in checks.items():
+            for call, named in found[:1]:  # one check states the need; a second says nothing new
+                for name, (owner, m) in family.items():
+                    if name == consumer or name.startswith("_"):
+                        continue
+                    bound = dict(direct[name])
+                    for helper in _self_calls(m, _first_param(m) or "")[1]:
+                        if helper != name and helper in direct and not helper.startswith("__"):
+                            for attr, stmt in direct[helper].items():
+                                bound.setdefault(attr, stmt)
+                    fits = [a for a in bound if (a in named if named else _fitted(a))]
+                    if not fits:
+                        continue
+                    orders.append(RawOrder(
+                        _record_id(mod, f"{cls}.{consumer}", call, bound[fits[0]]), f"{mod.module}.{cls}.{consumer}",
+                        f"{mod.module}.{owner}.{name}", FITTED_CHECK, True, True, None,
+                        f"{FITTED_CHECK}: {_said(ast.Expr(call))} (self.{fits[0]} set by {name})"))
+    return orders
+
+
 def global_guard_orders(mod: ModuleFacts, functions: dict[str, Method], indexes: dict[int, BodyIndex]) -> list[RawOrder]:
     """The module-level form: ``if _client is None: raise`` in ``get``, ``global _client; _client = ...`` in ``init``."""
     setters: dict[str, dict[str, ast.stmt]] = {}
@@ -329,8 +404,8 @@ def message_orders(mod: ModuleFacts, methods: dict[str, dict[str, Method]], func
 
 def stated_orders(mod: ModuleFacts, defs: list[tuple[ast.AST, str, str | None]],
                        indexes: dict[int, BodyIndex]) -> list[RawOrder]:
-    """Every candidate of one module whose code states the order: state guards and error messages (``defs``:
-    parse's (node, qualname, class name) list)."""
+    """Every candidate of one module whose code states the order: state guards, error messages and fitted checks
+    (``defs``: parse's (node, qualname, class name) list)."""
     methods: dict[str, dict[str, Method]] = {}
     functions: dict[str, Method] = {}
     for node, qualname, class_name in defs:
@@ -342,4 +417,4 @@ def stated_orders(mod: ModuleFacts, defs: list[tuple[ast.AST, str, str | None]],
         elif facts is not None and facts.binding == "instance" and _first_param(node):  # type: ignore[arg-type]
             methods.setdefault(class_name, {})[qualname.rsplit(".", 1)[-1]] = node  # type: ignore[assignment]
     return (class_guard_orders(mod, methods, indexes) + global_guard_orders(mod, functions, indexes)
-            + message_orders(mod, methods, functions))
+            + message_orders(mod, methods, functions) + fitted_orders(mod, methods, indexes))
