@@ -674,8 +674,7 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
                                                                        cfg.seed), cfg.valid_fraction, cfg.seed)[1]
         tdi = resolve_pretrain_data(cfg.pretrain_data)
         if tdi is not None:
-            valid_sets["tdi"] = load_pretraining_pairs(tdi, cfg.pretrain_max_pairs, cfg.pretrain_max_valid, cfg.seed,
-                                                          cfg.pretrain_precondition_share)[1]
+            valid_sets["tdi"] = load_pretraining_pairs(tdi, cfg.pretrain_max_pairs, cfg.pretrain_max_valid, cfg.seed)[1]
     valid_scored = {name: scores(ckpt, pairs, f"scoring {name} validation pairs") for name, pairs in valid_sets.items() if pairs}
     valid_probs = {name: probs for name, (probs, _) in valid_scored.items()}
     valid_kinds = {name: kind for name, (_, kind) in valid_scored.items() if kind is not None}

@@ -70,12 +70,12 @@ def two_level_probs(tools: Sequence[Tool], ordered: Sequence[tuple[int, int]], c
     ``preconditions`` also where it does but no name rule sees a value pass (a precondition). Below the cuts, the
     pair's dependency mass is the best of those scores, each rescaled to put its own cut at 0.5 (a ranking for
     precision-recall curves)."""
+    from tasks.graph.schema_rule import value_pairs  # here: this module stays light (numpy only)
+
     best: dict[tuple[int, int], float] = {}
     for s in scores:
         best[(s.producer, s.consumer)] = max(s.prob, best.get((s.producer, s.consumer), 0.0))
     has_inputs = declares_inputs(tools)
-    from tasks.graph.schema_rule import value_pairs  # here: this module stays light (numpy only)
-
     valued = value_pairs(tools, ordered) if preconditions else set()
     cross_probs = np.asarray(cross_probs, dtype=np.float64).reshape(-1, 3)
     out = np.zeros((len(ordered), 3))

@@ -203,6 +203,24 @@ def _family(mod: ModuleFacts, cls: str, methods: dict[str, dict[str, Method]]) -
     return found
 
 
+def _family_binds(mod: ModuleFacts, cls: str, methods: dict[str, dict[str, Method]],
+                  indexes: dict[int, BodyIndex]) -> dict[str, tuple[str, dict[str, ast.stmt]]]:
+    """Method name -> (the class that defines it, the attributes it binds non-empty -> the statement), for ``cls``
+    and its same-module bases (``_family``): what the method binds itself or through one ``self.h()`` call."""
+    family = _family(mod, cls, methods)
+    direct = {name: _binds((indexes.get(id(m)) or index_body(m)).attr_assigns, _first_param(m) or "")
+              for name, (_, m) in family.items()}
+    found = {}
+    for name, (owner, m) in family.items():
+        bound = dict(direct[name])
+        for helper in _self_calls(m, _first_param(m) or "")[1]:
+            if helper != name and helper in direct and not helper.startswith("__"):
+                for attr, stmt in direct[helper].items():
+                    bound.setdefault(attr, stmt)
+        found[name] = (owner, bound)
+    return found
+
+
 def class_guard_orders(mod: ModuleFacts, methods: dict[str, dict[str, Method]],
                        indexes: dict[int, BodyIndex]) -> list[RawOrder]:
     """``methods``: class qualname -> method name -> def, instance methods only, for the module's classes."""
@@ -227,17 +245,7 @@ def class_guard_orders(mod: ModuleFacts, methods: dict[str, dict[str, Method]],
         if not required:
             continue
         # producers: this class's methods and those of its same-module bases, each with what it binds (one hop)
-        family = _family(mod, cls, methods)
-        direct = {name: _binds((indexes.get(id(m)) or index_body(m)).attr_assigns, _first_param(m) or "")
-                  for name, (_, m) in family.items()}
-        binds: dict[str, dict[str, ast.stmt]] = {}  # "Class.method" -> attr -> statement
-        for name, (owner, m) in family.items():
-            bound = dict(direct[name])
-            for helper in calls[name][1] if name in calls else _self_calls(m, _first_param(m) or "")[1]:
-                if helper != name and helper in direct and not helper.startswith("__"):
-                    for attr, stmt in direct[helper].items():
-                        bound.setdefault(attr, stmt)
-            binds[f"{owner}.{name}"] = bound
+        binds = {f"{owner}.{name}": bound for name, (owner, bound) in _family_binds(mod, cls, methods, indexes).items()}
         set_by_init = binds.get(f"{cls}.__init__", {})
         for consumer, needs in required.items():
             for attr, (guard, said) in needs.items():
@@ -292,19 +300,12 @@ def fitted_orders(mod: ModuleFacts, methods: dict[str, dict[str, Method]],
         checks = {name: found for name, m in defs.items() if (found := _fitted_checks(m, _first_param(m) or ""))}
         if not checks:
             continue
-        family = _family(mod, cls, methods)
-        direct = {name: _binds((indexes.get(id(m)) or index_body(m)).attr_assigns, _first_param(m) or "")
-                  for name, (_, m) in family.items()}
+        binds = _family_binds(mod, cls, methods, indexes)
         for consumer, found in checks.items():
             for call, named in found[:1]:  # one check states the need; a second says nothing new
-                for name, (owner, m) in family.items():
+                for name, (owner, bound) in binds.items():
                     if name == consumer or name.startswith("_"):
                         continue
-                    bound = dict(direct[name])
-                    for helper in _self_calls(m, _first_param(m) or "")[1]:
-                        if helper != name and helper in direct and not helper.startswith("__"):
-                            for attr, stmt in direct[helper].items():
-                                bound.setdefault(attr, stmt)
                     fits = [a for a in bound if (a in named if named else _fitted(a))]
                     if not fits:
                         continue
