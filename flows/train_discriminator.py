@@ -34,6 +34,7 @@ from typing import Annotated, Any
 
 from tasks.common.flow_cli import FlowCLI  # first: Prefect analytics off before Prefect loads
 from models.discriminator_defaults import DEFAULT_MAX_LENGTH
+from schemas.tdi import LABEL_NO_DEPENDENCY
 from schemas.toolset import ToolSet
 from tasks.toolsets.readers import BENCHMARKS, load_benchmark, read_toolset_dir
 from tasks.training.examples import (
@@ -304,7 +305,8 @@ CLI = FlowCLI.start(__name__, checking_inputs(parse_args, PROG), PROG)  # check_
 
 from prefect import flow, get_run_logger, task  # noqa: E402
 from prefect.cache_policies import NO_CACHE  # noqa: E402
-from models.discriminator import CALIBRATION_FILE, load_calibration, load_discriminator, load_model, load_tokenizer  # noqa: E402
+from models.discriminator import (CALIBRATION_FILE, decide, load_calibration, load_discriminator, load_model,  # noqa: E402
+                                  load_tokenizer)
 from tasks.training.plots import PR_POINTS, plot_confusion, plot_precision_recall, plot_training_curves  # noqa: E402
 from tasks.common.plots import show_plot  # noqa: E402
 from tasks.graph.two_level import PARAMETER_SCORER_DIR, TWO_LEVEL_CUT, parameter_scorer_of  # noqa: E402
@@ -723,8 +725,12 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
     if scorer is not None:  # the checkpoint's two levels: inputs scored one by one, the rest by the cross-encoder
         two_level, with_preconditions = two_level_scores(scorer, test_sets, test_probs, threshold, (False, True))
         summary["test_two_level"] = report(test_pairs, two_level, TWO_LEVEL_CUT)
-        # as build-graph --cross-encoder-preconditions: where no value passes, the cross-encoder may add a precondition
-        summary["test_two_level_preconditions"] = report(test_pairs, with_preconditions, TWO_LEVEL_CUT)
+        # as build-graph --cross-encoder-preconditions: where no value passes, the cross-encoder may add a precondition.
+        # Its kinds: the edges it adds are preconditions, the rest data, so held-out sets get P/R/F1 per kind
+        added = (decide(with_preconditions, TWO_LEVEL_CUT) != LABEL_NO_DEPENDENCY) & \
+            (decide(two_level, TWO_LEVEL_CUT) == LABEL_NO_DEPENDENCY)
+        summary["test_two_level_preconditions"] = report(test_pairs, with_preconditions, TWO_LEVEL_CUT,
+                                                         added.astype(float), 0.5)
     summary["stages"] = {name: {"best_step": r.best_step, "best_score": r.best_score, "history": r.history}
                          for name, r in stages.items()}
 
