@@ -15,19 +15,18 @@ from pathlib import Path
 import numpy as np
 
 from flows.train_discriminator import TrainDiscriminatorConfig, build_toolset_pairs, score_examples, toolset_none_ratio
-from models.discriminator import decide
 from tasks.training.examples import grouped_split, none_weights
-from tasks.training.metrics import choose_threshold
+from tasks.training.metrics import choose_threshold, dependency_curve
 
 BENCHMARKS = Path("../shared/data/benchmarks")
 
 
 def counts(examples, probs, cut, weights) -> np.ndarray:
-    """(true positives, weighted false positives, gold dependencies); a wrong direction is a false positive."""
-    labels, pred = np.array([e.label for e in examples]), decide(probs, cut)
-    tp = ((pred == labels) & (labels != 1)).sum()
-    fp = (((pred != 1) & (pred != labels)) * weights).sum()
-    return np.array([tp, fp, (labels != 1).sum()], dtype=float)
+    """(true positives, weighted false positives, gold dependencies) at ``cut``, counted as calibration counts them
+    (``dependency_curve``: a wrong direction is a false positive)."""
+    cuts, tp, predicted, _, n_true = dependency_curve([e.label for e in examples], probs, weights)
+    k = int((cuts >= cut).sum())  # the pairs called dependencies at this cut
+    return np.array([tp[k - 1], predicted[k - 1] - tp[k - 1], n_true] if k else [0, 0, n_true], dtype=float)
 
 
 def f1_line(name: str, c: np.ndarray) -> str:

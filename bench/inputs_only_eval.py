@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> None:
             probs = np.asarray(td.score_examples.fn(best, pairs, max_length, 128, True, False)["probs"]).reshape(-1, 3)
             section, two_level = td.report(pairs, probs, threshold), None
             if parameter_scorer_of(best) is not None:
-                two_level = td.report(pairs, td.two_level_scores.fn(parameter_scorer_of(best), test_sets, probs, threshold),
+                two_level = td.report(pairs, td.two_level_scores.fn(parameter_scorer_of(best), test_sets, probs, threshold)[0],
                                       TWO_LEVEL_CUT)
             for method, metrics in td.comparison_rows(section, two_level).items():
                 d, b = metrics["dependency"], metrics.get("beyond_rule") or {}

@@ -439,7 +439,7 @@ def two_level_scores(scorer: Path, test_sets: list[tuple[ToolSet, list[PairExamp
     """Class probabilities of the test pairs (``test_sets``' pairs in order, as ``cross_probs`` holds them) with
     two levels (``tasks.graph.two_level.two_level_probs``, decided at 0.5): each consumer that declares inputs
     scored input by input by the checkpoint's parameter scorer, the rest by the cross-encoder at ``cross_cut``
-    (build-graph's default); one array per value of ``preconditions`` (True: as build-graph's
+    (build-graph's default): a list, one array per value of ``preconditions`` (True: as build-graph's
     ``--cross-encoder-preconditions``), the parameters scored once for all."""
     import numpy as np
 
@@ -455,8 +455,7 @@ def two_level_scores(scorer: Path, test_sets: list[tuple[ToolSet, list[PairExamp
             out[p].append(two_level_probs(toolset.tools, ordered, cross_probs[start:start + len(pairs)], cross_cut,
                                           scores, cut, p))
         start += len(pairs)
-    joined = [np.concatenate(parts) if parts else np.zeros((0, 3)) for parts in out.values()]
-    return joined[0] if len(joined) == 1 else joined
+    return [np.concatenate(parts) if parts else np.zeros((0, 3)) for parts in out.values()]
 
 
 @task(cache_policy=NO_CACHE)

@@ -14,10 +14,10 @@ from schemas.name_rule import (  # group_common_*: re-exported, the graph's call
     output_names,
 )
 from schemas.tdi import LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A
-from schemas.toolset import DependencyEdge, ParameterEdge, Tool, ToolSet
+from schemas.toolset import DependencyEdge, ParameterEdge, Tool
 from tasks.graph.kinds import dependency_kind
 from tasks.graph.pruning import iter_same_group_pairs
-from tasks.toolsets.call_order import name_rule_context, name_rule_evidence
+from tasks.toolsets.call_order import name_rule_evidence
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ def value_pairs(tools: Sequence[Tool], pairs: Sequence[tuple[int, int]]) -> set[
     """The pairs between which a name rule sees a value pass, either way (``name_rule_evidence``: an exact or
     partial output -> input match, or an output the other's text mentions): a dependency between them is data,
     which the parameter level decides, never a precondition."""
-    _, common, common_inputs = name_rule_context(ToolSet("pairs", list(tools)))
+    common, common_inputs = group_common_names(tools), group_common_partial_inputs(tools)
     return {frozenset((i, j)) for i, j in pairs
             if name_rule_evidence(tools[i], tools[j], common, common_inputs)
             or name_rule_evidence(tools[j], tools[i], common, common_inputs)}

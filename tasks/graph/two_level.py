@@ -76,7 +76,7 @@ def two_level_probs(tools: Sequence[Tool], ordered: Sequence[tuple[int, int]], c
     for s in scores:
         best[(s.producer, s.consumer)] = max(s.prob, best.get((s.producer, s.consumer), 0.0))
     has_inputs = declares_inputs(tools)
-    valued = value_pairs(tools, ordered) if preconditions else set()
+    valued = value_pairs(tools, sorted({(min(p), max(p)) for p in ordered})) if preconditions else set()  # either way
     cross_probs = np.asarray(cross_probs, dtype=np.float64).reshape(-1, 3)
     out = np.zeros((len(ordered), 3))
     for k, (a, b) in enumerate(ordered):
