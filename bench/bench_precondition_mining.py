@@ -7,6 +7,7 @@ sitting, so the extra time is measured on the same box.
     .venv/bin/python -m bench.bench_precondition_mining --only with --sample 50 --sample-min-support 2  # of support >= 2
     .venv/bin/python -m bench.bench_precondition_mining --only with --test-orders  # test code's call orders too
     .venv/bin/python -m bench.bench_precondition_mining --only with --sample 50 --sample-pattern state_guard,error_message  # stated in code
+    .venv/bin/python -m bench.bench_precondition_mining --compare-inherited --sample 30 --sample-inherited  # docstrings of base methods
 
 Prints files, data-flow pairs, precondition candidates, accepted pairs (distinct (consumer, producer), both
 sides documented: that is what acceptance requires), how many have support >= 2, accepted pairs and candidates
@@ -49,13 +50,23 @@ def summary(res: MineResult, seconds: float) -> dict:
         "order_pairs_by_pattern": dict(sorted(per_pattern_pairs.items())),
         "order_pairs_by_pattern_set": dict(sorted(Counter("+".join(o.patterns) for o in res.orders).items())),
         "order_rejected_by_reason": dict(sorted(res.order_reason_counts().items(), key=lambda kv: -kv[1])),
+        "inherited_docs": res.inherited_docs,
+        # accepted pairs with a side whose docstring is its base method's (SymbolTable.inherit_docstrings)
+        "flow_pairs_with_inherited_doc": sum(1 for f in res.flows if _inherited(res.targets, f.consumer, f.producer)),
+        "order_pairs_with_inherited_doc": sum(1 for o in res.orders if _inherited(res.order_targets, o.consumer, o.producer)),
     }
 
 
+def _inherited(targets: dict, *keys: str) -> bool:
+    return any(targets[k].facts.docstring_from for k in keys if k in targets)
 
-def sample_table(res: MineResult, n: int, seed: int, min_support: int = 1, pattern: str | None = None) -> str:
+
+
+def sample_table(res: MineResult, n: int, seed: int, min_support: int = 1, pattern: str | None = None,
+                 inherited: bool = False) -> str:
     wanted = set(pattern.split(",")) if pattern else None
-    pairs = sorted((o for o in res.orders if o.support >= min_support and (wanted is None or wanted & set(o.patterns))),
+    pairs = sorted((o for o in res.orders if o.support >= min_support and (wanted is None or wanted & set(o.patterns))
+                    and (not inherited or _inherited(res.order_targets, o.consumer, o.producer))),
                    key=lambda o: (o.consumer, o.producer))
     drawn = random.Random(seed).sample(pairs, min(n, len(pairs)))
     rows = ["| # | producer (first) | consumer (then) | pattern | support | record id | verdict | why |", "|---|---|---|---|---|---|---|---|"]
@@ -75,19 +86,24 @@ def main() -> None:
     p.add_argument("--sample-min-support", type=int, default=1, help="draw the sample from pairs with at least this support")
     p.add_argument("--sample-pattern", default=None, help="draw the sample from pairs with one of these patterns (comma-separated: state_guard,error_message,fitted_check)")
     p.add_argument("--test-orders", action="store_true", help="count call orders in test code too (mine-tdi --test-orders)")
+    p.add_argument("--sample-inherited", action="store_true", help="draw the sample from pairs with a side whose docstring is its base method's")
+    p.add_argument("--compare-inherited", action="store_true",
+                   help="run with precondition candidates twice instead: without, then with docstrings inherited from base methods")
     a = p.parse_args()
     items = corpus(a.source.split(","))
     out: dict = {"files": len(items), "load_1min_before": os.getloadavg()[0]}
-    for label, orders in (("without", False), ("with", True)):
+    runs = ((("without", True, False), ("with", True, True)) if a.compare_inherited
+            else (("without", False, True), ("with", True, True)))
+    for label, orders, inherit in runs:
         if a.only and a.only != label:
             continue
         t0 = time.perf_counter()
-        res = mine_files(items, workers=a.workers, orders=orders, test_orders=a.test_orders)
+        res = mine_files(items, workers=a.workers, orders=orders, test_orders=a.test_orders, inherit_docs=inherit)
         out[label] = summary(res, time.perf_counter() - t0)
         out[label]["load_1min_after"] = os.getloadavg()[0]
         print(json.dumps({label: out[label]}, indent=2), flush=True)
-        if orders and a.sample:
-            table = sample_table(res, a.sample, a.seed, a.sample_min_support, a.sample_pattern)
+        if label == "with" and a.sample:
+            table = sample_table(res, a.sample, a.seed, a.sample_min_support, a.sample_pattern, a.sample_inherited)
             if a.sample_out:
                 with open(a.sample_out, "w") as fh:
                     fh.write(table + "\n")

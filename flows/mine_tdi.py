@@ -119,6 +119,10 @@ class MineTDIConfig:
         "help": "count call orders in test code as precondition candidates too (default: rejected as test_order; a "
                 "test's steps are the ones it chose: read by hand 21 of 23 were no requirement, 47 of 67 in library "
                 "code); test code's data flows count either way"})
+    inherited_docstrings: bool = field(default=True, metadata={
+        "help": "an undocumented method that overrides a documented method of its bases takes that docstring, as "
+                "inspect.getdoc and Sphinx read it (a subclass's read() is its base's read()); without it such a "
+                "method is undocumented, and its pairs rejected as undocumented_consumer or undocumented_producer"})
     pin: Annotated[str | None, Help(
         "a mined dataset's sources.json (or its folder): mine exactly its files, in its order, each found again under "
         "its root (stdlib and site-packages under this interpreter's); refused when one is missing or its sha256 "
@@ -362,7 +366,8 @@ def mine(items: list[FileItem], cfg: MineTDIConfig) -> MineResult:
     resolving = CountProgress(candidates, "mine-tdi resolve", "candidates", say=get_run_logger().info,
                               sinks=(PrefectProgressArtifact(""),), every_s=PROGRESS_EVERY_S)
     with ticking(resolving):
-        result = resolve_flows(parsed, n_read, cfg.max_producers_per_param, progress=resolving, test_orders=cfg.test_orders)
+        result = resolve_flows(parsed, n_read, cfg.max_producers_per_param, progress=resolving, test_orders=cfg.test_orders,
+                               inherit_docs=cfg.inherited_docstrings)
     get_run_logger().info(
         "mined %d files (%d parsed) in %.1fs: %d candidates, %d accepted pairs; rejected %s; files rejected %s",
         result.files_read, result.files_parsed, time.perf_counter() - t0, result.candidates, len(result.flows),
@@ -643,6 +648,8 @@ def write_mined_card(out_dir: Path, manifest: dict[str, Any], folder: Path | Non
         f"- sources: {', '.join(manifest['config']['source'])}; files read {mining['files_read']}, parsed {mining['files_parsed']}",
         f"- candidates {mining['candidates']}, accepted distinct pairs {mining['accepted_pairs']}; rejected by reason "
         f"`{json.dumps(mining['rejected_by_reason'])}`",
+        *([f"- undocumented overrides read with their base method's docstring (as `inspect.getdoc`): {mining['inherited_docstrings']}"]
+          if mining.get("inherited_docstrings") else []),
         *([f"- precondition candidates {mining['precondition_candidates']}, accepted distinct pairs "
            f"{mining['accepted_precondition_pairs']}, kept with support >= {manifest['config']['min_order_support']} "
            f"or stated in code: {mining['precondition_pairs_kept']}; rejected by reason `{json.dumps(mining['precondition_rejected_by_reason'])}`"]
@@ -743,6 +750,7 @@ def _mine_tdi(cfg: MineTDIConfig) -> dict[str, Any]:
         "candidates": result.candidates,
         "accepted_pairs": len(result.flows),
         "rejected_by_reason": result.reason_counts(),
+        "inherited_docstrings": result.inherited_docs,  # undocumented overrides read with their base method's docstring
         # call order without data flow (tasks/mining/order.py); accepted: one per distinct pair, support counted
         "precondition_candidates": result.order_candidates,
         "accepted_precondition_pairs": len(result.orders),

@@ -608,6 +608,7 @@ def test_mine_tdi_flow_end_to_end(tmp_path: Path, prefect_harness) -> None:
     table = pq.read_table(out / "shards")
     rows = table.to_pylist()
     assert manifest["mining"]["accepted_pairs"] == 6 * 6 * 2
+    assert manifest["mining"]["inherited_docstrings"] == 0  # no classes in this tree
     assert manifest["quality"]["success"] and json.loads((out / "quality.json").read_text())["success"]
     labels = [r["label"] for r in rows]
     assert labels.count(0) == labels.count(1) == labels.count(2) == manifest["per_class"] > 0
@@ -1488,3 +1489,82 @@ def test_attribute_types_through_bases_and_properties(tmp_path: Path) -> None:
     assert {(f.record_id.split(":")[1], f.consumer) for f in result.flows} == {
         ("Service.run", "app.lib.Client.get"), ("outside", "app.lib.Base.post")}
     assert list(_reasons_at(result, "Rebound.run").values()) == [MineReason.UNRESOLVED_TARGET]
+
+
+STORES = {"app/__init__.py": "", "app/base.py": '''
+    class Store:
+        """A key-value store."""
+
+        def load(self, key):
+            """Load the record stored under a key.
+
+            Args:
+                key: the record's key.
+            """
+            return {}
+
+        def save(self, record):
+            """Save a record; it can be loaded again by its key."""
+
+        def __len__(self):
+            """How many records the store holds."""
+            return 0
+''', "app/stores.py": '''
+    from app.base import Store
+
+
+    class FileStore(Store):
+        """Records in files."""
+
+        def load(self, name):
+            return {}
+
+        def save(self, record):
+            pass
+
+        def __len__(self):
+            return 0
+
+
+    class CachedFileStore(FileStore):
+        """Files, cached."""
+
+        def load(self, name):
+            return {}
+
+
+    class Loose:
+        """No base."""
+
+        def load(self, name):
+            return {}
+''', "app/use.py": '''
+    from app.stores import CachedFileStore, FileStore, Loose
+
+
+    def copy_record(src: FileStore, dst: CachedFileStore, other: Loose):
+        """Copy a record from one store to another."""
+        dst.save(src.load("a"))
+        dst.save(other.load("b"))
+        return len(src)
+'''}
+
+
+def test_an_undocumented_override_reads_its_base_methods_docstring(tmp_path: Path) -> None:
+    """inspect.getdoc's rule: FileStore.load has no docstring of its own, so it is Store.load's; up a chain of
+    undocumented overrides too (CachedFileStore.save is FileStore.save, which is Store.save). Without a documented
+    base (Loose.load) or for a dunder, nothing is inherited; --no-inherited-docstrings reads none."""
+    result = _mine(tmp_path, STORES)
+    assert result.inherited_docs == 3  # FileStore.load, FileStore.save, CachedFileStore.load
+    assert {(f.consumer, f.producer) for f in result.flows} == {("app.stores.FileStore.save", "app.stores.FileStore.load")}
+    assert result.documented["app.stores.CachedFileStore.load"].facts.docstring_from == "app.base.Store.load"
+    assert "app.stores.Loose.load" not in result.documented and "app.stores.FileStore.__len__" not in result.documented
+    docs = build_docs(list(result.targets.values()), workers=1)
+    load = docs["app.stores.FileStore.load"]
+    assert load["name"] == "FileStore.load" and load["description"] == "Load the record stored under a key."
+    assert [p["name"] for p in load["input_params"]] == ["name"]  # its own signature; the base documents `key`
+    assert all(schema_errors(d) == [] for d in docs.values())
+
+    plain = mine_files(tree_files(tmp_path / "src", "tree"), workers=1, inherit_docs=False)
+    assert plain.inherited_docs == 0 and plain.flows == []
+    assert {r.reason for r in plain.rejections if r.record_id.split(":")[1] == "copy_record"} >= {MineReason.UNDOCUMENTED_CONSUMER}

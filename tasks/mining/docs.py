@@ -44,6 +44,8 @@ class FunctionFacts:
     inferred_return: str | None = None
     tuple_arity: int | None = None  # every return is an n-item tuple display, or the annotation is tuple[A, B, ...]
     returns_items: bool = False  # a call gives a collection of like items: a generator, list/Iterator/... annotated, list displays
+    # an undocumented override's docstring is its base method's (``inspect.getdoc``'s rule): that method's key, else ""
+    docstring_from: str = ""
 
     @property
     def documented(self) -> bool:

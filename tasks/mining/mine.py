@@ -39,7 +39,7 @@ class MineResult:
                  targets: dict[str, Target], documented: dict[str, Target], files_read: int, files_parsed: int,
                  candidates: int, parsed_ids: list[str] | None = None, output_names: dict[str, str] | None = None,
                  orders: list[MinedOrder] | None = None, order_rejections: list[CandidateRejection] | None = None,
-                 order_candidates: int = 0, order_targets: dict[str, Target] | None = None):
+                 order_candidates: int = 0, order_targets: dict[str, Target] | None = None, inherited_docs: int = 0):
         self.flows = flows
         self.rejections = rejections
         self.file_rejections = file_rejections
@@ -56,6 +56,7 @@ class MineResult:
         self.order_rejections = order_rejections if order_rejections is not None else []
         self.order_candidates = order_candidates
         self.order_targets = order_targets if order_targets is not None else {}  # every function an accepted order touches
+        self.inherited_docs = inherited_docs  # undocumented overrides that took their base method's docstring
 
     def __repr__(self) -> str:
         return (f"MineResult(files_read={self.files_read}, candidates={self.candidates}, flows={len(self.flows)}, "
@@ -107,21 +108,23 @@ def _merge(modules: Iterable[ModuleFacts | FileRejection], file_rejections: list
 def resolve_flows(parsed: Iterable[ModuleFacts | FileRejection], files_read: int,
                   max_producers_per_param: int | None = DEFAULT_MAX_PRODUCERS_PER_PARAM,
                   max_order_partners: int | None = DEFAULT_MAX_ORDER_PARTNERS,
-                  progress: CountProgress | None = None, test_orders: bool = False) -> MineResult:
+                  progress: CountProgress | None = None, test_orders: bool = False, inherit_docs: bool = True) -> MineResult:
     """``progress``: advanced by the candidates judged (data flows, then call orders), module by module;
-    ``test_orders``: call orders in test code count too (see :func:`resolve_orders`)."""
+    ``test_orders``: call orders in test code count too (see :func:`resolve_orders`); ``inherit_docs``: an
+    undocumented override takes its base method's docstring (:meth:`SymbolTable.inherit_docstrings`)."""
     with no_gc():
-        return _resolve_flows(parsed, files_read, max_producers_per_param, max_order_partners, progress, test_orders)
+        return _resolve_flows(parsed, files_read, max_producers_per_param, max_order_partners, progress, test_orders, inherit_docs)
 
 
 def _resolve_flows(parsed: Iterable[ModuleFacts | FileRejection], files_read: int,
                    max_producers_per_param: int | None = DEFAULT_MAX_PRODUCERS_PER_PARAM,
                    max_order_partners: int | None = DEFAULT_MAX_ORDER_PARTNERS,
-                   progress: CountProgress | None = None, test_orders: bool = False) -> MineResult:
+                   progress: CountProgress | None = None, test_orders: bool = False, inherit_docs: bool = True) -> MineResult:
     file_rejections: list[FileRejection] = []
     parsed_ids: list[str] = []
     modules, ambiguous = _merge(parsed, file_rejections, parsed_ids)
     table = SymbolTable([m for m in modules if m.module not in ambiguous and not m.flows_only], ambiguous)
+    inherited_docs = table.inherit_docstrings() if inherit_docs else 0
     flows: list[MinedFlow] = []
     rejections: list[CandidateRejection] = []
     targets: dict[str, Target] = {}
@@ -159,7 +162,7 @@ def _resolve_flows(parsed: Iterable[ModuleFacts | FileRejection], files_read: in
         modules, table, {(f.consumer, f.producer) for f in flows}, max_order_partners, progress, test_orders)
     return MineResult(flows, rejections, file_rejections, targets, documented, files_read,
                       len(parsed_ids), candidates, parsed_ids, caller_output_names(modules, table, set(targets)),
-                      orders, order_rejections, order_candidates, order_targets)
+                      orders, order_rejections, order_candidates, order_targets, inherited_docs)
 
 
 def _function_of(record_id: str) -> str:
@@ -279,12 +282,14 @@ def caller_output_names(modules: Sequence[ModuleFacts], table: SymbolTable, keys
 
 def mine_files(items: Sequence[FileItem], workers: int = 2, chunk_files: int = 64,
                max_producers_per_param: int | None = DEFAULT_MAX_PRODUCERS_PER_PARAM, orders: bool = True,
-               max_order_partners: int | None = DEFAULT_MAX_ORDER_PARTNERS, test_orders: bool = False) -> MineResult:
+               max_order_partners: int | None = DEFAULT_MAX_ORDER_PARTNERS, test_orders: bool = False,
+               inherit_docs: bool = True) -> MineResult:
     """Parse ``items`` in ``workers`` processes (in-process when workers <= 1), then resolve; ``orders``:
-    also precondition pairs; ``test_orders``: call orders in test code count too."""
+    also precondition pairs; ``test_orders``: call orders in test code count too; ``inherit_docs``: an
+    undocumented override takes its base method's docstring."""
     parse = parse_chunk if orders else functools.partial(parse_chunk, orders=False)
     return resolve_flows(map_chunks(parse, items, workers, chunk_files), len(items), max_producers_per_param, max_order_partners,
-                         test_orders=test_orders)
+                         test_orders=test_orders, inherit_docs=inherit_docs)
 
 
 # -- docs for the functions a dataset needs -------------------------------------------------------

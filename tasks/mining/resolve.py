@@ -15,6 +15,7 @@ from tasks.mining.syntax import annotated_class, annotation_class, annotation_it
 
 
 MAX_REEXPORT_HOPS = 4
+MAX_DOC_BASE_HOPS = 6  # classes up a chain of undocumented overrides
 MAX_STAR_SOURCES = 16  # star imports fan out: followed MAX_STAR_DEPTH hops deep, this many modules each
 MAX_STAR_DEPTH = 3
 
@@ -92,6 +93,42 @@ class SymbolTable:
             if name in self.modules or name in self.ambiguous_modules:
                 return n
         return 0
+
+    def inherit_docstrings(self) -> int:
+        """Give an undocumented method that overrides a documented method of its bases that method's docstring,
+        as ``inspect.getdoc`` and Sphinx do (``class FileCache(Cache): def get(self, key): ...`` reads as
+        ``Cache.get``'s doc). Dunder methods keep their own (``__init__``'s is the class's). Run once, before
+        resolving: every target, doc and hard negative then sees it. Returns how many methods inherited."""
+        inherited = 0
+        for mod in self.modules.values():
+            for qual, facts in list(mod.functions.items()):
+                cls, _, name = qual.rpartition(".")
+                if (facts.documented or cls not in mod.classes or qual in mod.duplicated
+                        or (name.startswith("__") and name.endswith("__"))):
+                    continue
+                found = self._base_docstring(mod.module, cls, name, 0)
+                if found is not None:
+                    mod.functions[qual] = replace(facts, docstring=found[0], docstring_from=found[1])
+                    inherited += 1
+        self._cache.clear()  # targets resolved on the way hold the facts of before
+        return inherited
+
+    def _base_docstring(self, module: str, cls: str, name: str, depth: int) -> tuple[str, str] | None:
+        """(docstring, its method's key) of the first documented ``name`` up the bases of ``cls``, first base first."""
+        if depth > MAX_DOC_BASE_HOPS:
+            return None
+        for base in self.modules[module].bases.get(cls, []):
+            target = self.resolve(f"{base}.{name}")[0]
+            if target is None:
+                continue
+            if target.facts.documented:
+                return target.facts.docstring, target.facts.docstring_from or target.key
+            owner = target.key[len(target.module) + 1:].rpartition(".")[0]  # an undocumented override up there: go on
+            if target.module in self.modules and owner in self.modules[target.module].classes:
+                found = self._base_docstring(target.module, owner, name, depth + 1)
+                if found is not None:
+                    return found
+        return None
 
     def return_class(self, callee: str, depth: int) -> str | None:
         """Qualified class of what a call of ``callee`` gives: the one class its return annotation names
