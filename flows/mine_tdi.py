@@ -113,7 +113,7 @@ class MineTDIConfig:
                 "a validation before use: tasks/mining/order.py), kind 'precondition' in the dataset"})
     min_order_support: int = field(default=2, metadata={
         "help": "a precondition pair needs at least this many functions showing the order (fewer: rejected as "
-                "rare_order), unless the consumer's own code states it (a state guard, an error message or a fitted check: "
+                "rare_order), unless the code states it (a state guard, an error message, a fitted check or a docstring: "
                 "tasks/mining/state.py); 1 keeps every one, 4x as many (read by hand: 25 of 50 right at 1, 27 of 50 at 2: bench/precondition_sample.md)"})
     test_orders: bool = field(default=False, metadata={
         "help": "count call orders in test code as precondition candidates too (default: rejected as test_order; a "

@@ -415,3 +415,78 @@ class Builder:
         return other._source
 '''})
     assert _guarded(res) == {("compile", "set_source")}
+
+
+SESSION = '''
+class Session:
+    """A session with a server. `login` must be called before `query`."""
+
+    def login(self, user):
+        """Log in as user."""
+
+    def query(self, sql):
+        """Run a query."""
+
+    def prepare(self, sql):
+        """Prepare a statement. This should be called before :meth:`execute`."""
+
+    def execute(self):
+        """Execute the prepared statement."""
+
+    def fetch(self):
+        """Fetch the rows.
+
+        Raises RuntimeError if `execute` has not been called.
+        """
+
+    def export(self, path):
+        """Export the result. Must be called after :meth:`~db.Session.fetch`."""
+
+    def close(self):
+        """Close the session. This will call `flush` when done; you can call `commit()` first."""
+
+    def flush(self):
+        """Write buffers out. The hook will be called after calling `commit` on the session."""
+
+    def commit(self):
+        """Commit the work. The `flush()` should be called at a later point."""
+
+    def replay(self):
+        """Replay. If `execute` has been called before, its statement is reused."""
+
+    def stats(self, verbose):
+        """Statistics.
+
+        Args:
+            verbose: must be called before `fetch` (a parameter's prose, not read).
+        """
+
+
+def init_pool():
+    """Set the pool up."""
+
+
+def get_pool():
+    """The pool. ``init_pool()`` must have been called."""
+'''
+
+
+def test_a_docstring_that_says_which_call_comes_first_gives_the_pair(tmp_path: Path) -> None:
+    """docstring_order: a sentence of a function's or class's docstring that names the other function and says
+    which comes first; what only may happen, a conditional without a requirement, a "should be called" that says
+    no order, an "after calling" that states no rule and parameter prose are not read."""
+    from tasks.mining.state import DOCSTRING_ORDER
+
+    res = _mine(tmp_path, {"db.py": SESSION})
+    said = {(o.consumer.rsplit(".", 1)[-1], o.producer.rsplit(".", 1)[-1]) for o in res.orders if DOCSTRING_ORDER in o.patterns}
+    assert said == {("query", "login"),       # the class docstring: `login` before `query`
+                    ("execute", "prepare"),   # this (prepare) before execute
+                    ("fetch", "execute"),     # raises if execute has not been called
+                    ("export", "fetch"),      # after :meth:`~db.Session.fetch`
+                    ("get_pool", "init_pool")}  # module functions
+    one = next(o for o in res.orders if o.consumer == "db.Session.fetch")
+    assert one.support == 1 and one.patterns == (DOCSTRING_ORDER,) and one.record_id.startswith("db:Session.fetch:")
+    # stated: kept at the default support, where a lone call order is not
+    kept, rare = precondition_pairs(res, min_support=2)
+    assert len(kept) == len(said) and not rare
+    assert len(res.orders) + len(res.order_rejections) == res.order_candidates

@@ -39,6 +39,13 @@ hand, 43 of 50 were right (bench/precondition_sample.md), against about 30% for 
   (``self.coef_``: a name with a trailing underscore), themselves or through one ``self.h()`` call; when the check
   names its attributes (``check_is_fitted(self, "coef_")``), those.
 
+- **Docstrings** (pattern ``docstring_order``): a sentence of a function's (or its class's) docstring that names
+  another function of the class (or module) and says which comes first: "Must be called after :meth:`fit`",
+  "``prepare()`` must have been called", "Raises if `open` has not been called" (that one first); "This should be
+  called before `compile`" (this one first); in a class docstring, "`connect` must be called before `send`". A
+  sentence that negates, compares or only may (``not``, ``instead``, ``can``, ``if ... has been called`` without
+  a requirement) is not read.
+
 The opposite polarity (``if self._closed: raise``) says what must *not* come first, and is not read.
 Candidates then go through the order books like every call order (tasks/mining/mine.py ``resolve_orders``).
 """
@@ -46,7 +53,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 
 from tasks.mining.docs import BodyIndex, _is_none, index_body
 from tasks.mining.facts import ModuleFacts, RawOrder
@@ -55,7 +62,8 @@ from tasks.mining.reasons import MineReason
 STATE_GUARD = "state_guard"
 ERROR_MESSAGE = "error_message"
 FITTED_CHECK = "fitted_check"
-STATED_PATTERNS = (STATE_GUARD, ERROR_MESSAGE, FITTED_CHECK)  # the consumer's own code states the order
+DOCSTRING_ORDER = "docstring_order"
+STATED_PATTERNS = (STATE_GUARD, ERROR_MESSAGE, FITTED_CHECK, DOCSTRING_ORDER)  # the code (or its doc) states the order
 MAX_STATE_SETTERS = 3  # more methods setting one state say little about which one a guard needs (shared_state)
 _CHECKER_PREFIXES = ("check", "ensure", "assert", "require", "verify", "validate")
 
@@ -409,8 +417,13 @@ def stated_orders(mod: ModuleFacts, defs: list[tuple[ast.AST, str, str | None]],
     (``defs``: parse's (node, qualname, class name) list)."""
     methods: dict[str, dict[str, Method]] = {}
     functions: dict[str, Method] = {}
+    classes: dict[str, ast.ClassDef] = {}
     for node, qualname, class_name in defs:
-        if isinstance(node, ast.ClassDef) or qualname in mod.duplicated:
+        if isinstance(node, ast.ClassDef):
+            if qualname not in mod.duplicated:
+                classes[qualname] = node
+            continue
+        if qualname in mod.duplicated:
             continue
         facts = mod.functions.get(qualname)
         if class_name is None:
@@ -418,4 +431,111 @@ def stated_orders(mod: ModuleFacts, defs: list[tuple[ast.AST, str, str | None]],
         elif facts is not None and facts.binding == "instance" and _first_param(node):  # type: ignore[arg-type]
             methods.setdefault(class_name, {})[qualname.rsplit(".", 1)[-1]] = node  # type: ignore[assignment]
     return (class_guard_orders(mod, methods, indexes) + global_guard_orders(mod, functions, indexes)
-            + message_orders(mod, methods, functions) + fitted_orders(mod, methods, indexes))
+            + message_orders(mod, methods, functions) + fitted_orders(mod, methods, indexes)
+            + docstring_orders(mod, methods, functions, classes))
+
+
+# -- docstrings that state an order ----------------------------------------------------------------
+# a mention of a function in prose: ``name()``, `name`, ``name``, :meth:`name`, :meth:`~pkg.Cls.name`
+_DOC_MENTION = re.compile(r"`+[~.]?(?:\w+\.)*(\w+)(?:\(\))?`+|\b(\w+)\(\)")
+_CALLED = r"(?:called|invoked|run|executed)"
+_MODAL = r"(?:must|should|needs? to|has to|have to|is required to|are required to)"
+_TAIL = r"(?:\s+(?:calling|the|a call to|method|function))*\s*(?::\w+:)?\s*$"  # words between the verb and the mention
+_HEAD = r"^\s*(?:\(\)\s*)?(?:(?:method|function|is|was)\s+)?"  # words between the mention and the verb
+# "<this> must be called before M": this one first
+_THIS_BEFORE = re.compile(rf"\b{_MODAL} (?:only |always )?(?:be {_CALLED}|run|come) (?:before|prior to){_TAIL}", re.I)
+# "... must be called after M", "only after M", "requires a call to M": M first
+_OTHER_BEFORE = re.compile(rf"(?:\b{_MODAL} (?:only |always )?(?:be {_CALLED}|run|come) (?:only )?after|\bonly (?:be {_CALLED} |valid |"
+                           rf"available |works? )?after|\brequires? (?:a (?:prior |previous )?call to|calling|that)){_TAIL}", re.I)
+# "after calling M", when the sentence says it is needed ("The hook will be called after calling M" is no rule): M first
+_AFTER_CALLING = re.compile(rf"\bafter (?:calling|a call to|running){_TAIL}", re.I)
+# "call M first", "run M() before": M first
+_CALL_VERB = re.compile(rf"\b(?:call|run){_TAIL}", re.I)
+_CALL_FIRST = re.compile(rf"{_HEAD}(?:first|before|beforehand|prior to)\b", re.I)
+# "M must be called first", "M must have been called": M first ("M should be called later" is no order)
+_OTHER_MODAL = re.compile(rf"{_HEAD}{_MODAL} (?:(?:have been|first be|already be) {_CALLED}|be {_CALLED} (?:at least once )?"
+                          rf"(?:first|before|beforehand|prior))", re.I)
+# "raises if M has not been called", "only once M has been called": M first, when the sentence says it is needed
+_OTHER_BEEN = re.compile(rf"{_HEAD}(?:has|have) (?:not |not yet |already )?been {_CALLED}|{_HEAD}was not {_CALLED}", re.I)
+_REQUIRED = re.compile(r"\b(raises?|error|exception|must|should|only|requires?|needs?|unless)\b", re.I)
+# "X must be called before Y" in a class docstring: X first
+_BETWEEN_BEFORE = re.compile(rf"{_HEAD}(?:{_MODAL} (?:always |only )?(?:be {_CALLED}|come|run)|is (?:always )?{_CALLED}) (?:before|prior to){_TAIL}", re.I)
+_BETWEEN_AFTER = re.compile(rf"{_HEAD}{_MODAL} (?:only |always )?(?:be {_CALLED}|come|run) (?:only )?after{_TAIL}", re.I)
+_DOC_SKIP = re.compile(r"\b(not|never|cannot|can't|don't|instead|rather|alternative|equivalent|same as|similar|like|unlike|"
+                       r"deprecated|see also|can|may|optionally|either)\b", re.I)
+_NEEDED_NOT = re.compile(rf"\b(?:has|have|was|were) not (?:yet )?been {_CALLED}|\bwas not {_CALLED}|\bnot yet {_CALLED}", re.I)
+_SECTION = re.compile(r"^\s*(?:Args|Arguments|Parameters|Params|Returns?|Yields?|Examples?|Attributes|See Also|"
+                      r"Keyword Arguments|Other Parameters)\s*:?\s*$|^\s*:(?:param|type|returns?|rtype)\b", re.I | re.M)
+
+
+def _doc_prose(doc: str) -> str:
+    """A docstring up to its first parameter, return, example or reference section, on one line."""
+    cut = _SECTION.search(doc)
+    return " ".join((doc[: cut.start()] if cut else doc).split())
+
+
+def _doc_sentences(doc: str) -> list[str]:
+    """Sentences that state a requirement (a negation is read only as "has not been called")."""
+    return [s for s in _SENTENCE.split(_doc_prose(doc)) if not _DOC_SKIP.search(_NEEDED_NOT.sub("", s))]
+
+
+def _order_in_doc(sentence: str, this: str | None, known: Container[str]) -> list[tuple[str, str]]:
+    """(first, then) pairs one sentence states; ``this``: the function the docstring documents (None: a class's);
+    ``known``: the functions a mention can name (other mentions, ``True`` or a parameter, are prose)."""
+    mentions = [(m.start(), m.end(), n) for m in _DOC_MENTION.finditer(sentence) if (n := m.group(1) or m.group(2)) in known]
+    names = {n for _, _, n in mentions if n != this}
+    if this is not None and len(names) == 1:
+        start, end, name = next(m for m in mentions if m[2] in names)
+        before, after = sentence[:start], sentence[end:]
+        if _THIS_BEFORE.search(before):
+            return [(this, name)]
+        if (_OTHER_BEFORE.search(before) or (_CALL_VERB.search(before) and _CALL_FIRST.match(after))
+                or _OTHER_MODAL.match(after)
+                or ((_OTHER_BEEN.match(after) or _AFTER_CALLING.search(before)) and _REQUIRED.search(sentence))):
+            return [(name, this)]
+        return []
+    if this is None and len(mentions) == 2 and mentions[0][2] != mentions[1][2]:
+        (_, end0, a), (start1, _, b) = mentions
+        between = sentence[end0:start1]
+        if _BETWEEN_BEFORE.match(between):
+            return [(a, b)]
+        if _BETWEEN_AFTER.match(between):
+            return [(b, a)]
+    return []
+
+
+def docstring_orders(mod: ModuleFacts, methods: dict[str, dict[str, Method]], functions: dict[str, Method],
+                     classes: dict[str, ast.ClassDef]) -> list[RawOrder]:
+    """``docstring_order``: a docstring sentence that says which of two functions of the class (or module) comes
+    first. The record id points at the docstring and at the function named."""
+    scopes = [(cls, defs, _family(mod, cls, methods)) for cls, defs in methods.items()]
+    scopes.append(("", functions, {name: ("", f) for name, f in functions.items()}))
+    orders: list[RawOrder] = []
+    seen: set[tuple[str, str]] = set()
+
+    def add(scope: str, known: dict[str, tuple[str, Method]], first: str, then: str, node: ast.AST, text: str) -> None:
+        if first == then or first not in known or then not in known or first.startswith("__") or then.startswith("__"):
+            return
+        (p_owner, p_def), (c_owner, c_def) = known[first], known[then]
+        producer = f"{mod.module}.{p_owner + '.' if p_owner else ''}{first}"
+        consumer = f"{mod.module}.{c_owner + '.' if c_owner else ''}{then}"
+        if (consumer, producer) in seen:
+            return
+        seen.add((consumer, producer))
+        orders.append(RawOrder(_record_id(mod, f"{scope + '.' if scope else ''}{then}", node, p_def), consumer, producer,  # type: ignore[arg-type]
+                               DOCSTRING_ORDER, bool(scope), bool(scope), None, f"{DOCSTRING_ORDER}: {text[:160]}"))
+
+    for scope, own, known in scopes:
+        for name, fn in own.items():
+            doc = ast.get_docstring(fn, clean=True)
+            if doc:
+                for sentence in _doc_sentences(doc):
+                    for first, then in _order_in_doc(sentence, name, known):
+                        add(scope, known, first, then, fn.body[0], sentence)
+        cls_node = classes.get(scope) if scope else None
+        doc = ast.get_docstring(cls_node, clean=True) if cls_node is not None else None
+        if doc:
+            for sentence in _doc_sentences(doc):
+                for first, then in _order_in_doc(sentence, None, known):
+                    add(scope, known, first, then, cls_node.body[0], sentence)  # type: ignore[union-attr]
+    return orders
