@@ -442,10 +442,11 @@ _CALLED = r"(?:called|invoked|run|executed)"
 _MODAL = r"(?:must|should|needs? to|has to|have to|is required to|are required to)"
 _TAIL = r"(?:\s+(?:calling|the|a call to|method|function))*\s*(?::\w+:)?\s*$"  # words between the verb and the mention
 _HEAD = r"^\s*(?:\(\)\s*)?(?:(?:method|function|is|was)\s+)?"  # words between the mention and the verb
+_MUST_RUN = rf"{_MODAL} (?:only |always )?(?:be {_CALLED}|run|come)"  # "must be called", "should only run"
 # "<this> must be called before M": this one first
-_THIS_BEFORE = re.compile(rf"\b{_MODAL} (?:only |always )?(?:be {_CALLED}|run|come) (?:before|prior to){_TAIL}", re.I)
+_THIS_BEFORE = re.compile(rf"\b{_MUST_RUN} (?:before|prior to){_TAIL}", re.I)
 # "... must be called after M", "only after M", "requires a call to M": M first
-_OTHER_BEFORE = re.compile(rf"(?:\b{_MODAL} (?:only |always )?(?:be {_CALLED}|run|come) (?:only )?after|\bonly (?:be {_CALLED} |valid |"
+_OTHER_BEFORE = re.compile(rf"(?:\b{_MUST_RUN} (?:only )?after|\bonly (?:be {_CALLED} |valid |"
                            rf"available |works? )?after|\brequires? (?:a (?:prior |previous )?call to|calling|that)){_TAIL}", re.I)
 # "after calling M", when the sentence says it is needed ("The hook will be called after calling M" is no rule): M first
 _AFTER_CALLING = re.compile(rf"\bafter (?:calling|a call to|running){_TAIL}", re.I)
@@ -459,8 +460,8 @@ _OTHER_MODAL = re.compile(rf"{_HEAD}{_MODAL} (?:(?:have been|first be|already be
 _OTHER_BEEN = re.compile(rf"{_HEAD}(?:has|have) (?:not |not yet |already )?been {_CALLED}|{_HEAD}was not {_CALLED}", re.I)
 _REQUIRED = re.compile(r"\b(raises?|error|exception|must|should|only|requires?|needs?|unless)\b", re.I)
 # "X must be called before Y" in a class docstring: X first
-_BETWEEN_BEFORE = re.compile(rf"{_HEAD}(?:{_MODAL} (?:always |only )?(?:be {_CALLED}|come|run)|is (?:always )?{_CALLED}) (?:before|prior to){_TAIL}", re.I)
-_BETWEEN_AFTER = re.compile(rf"{_HEAD}{_MODAL} (?:only |always )?(?:be {_CALLED}|come|run) (?:only )?after{_TAIL}", re.I)
+_BETWEEN_BEFORE = re.compile(rf"{_HEAD}(?:{_MUST_RUN}|is (?:always )?{_CALLED}) (?:before|prior to){_TAIL}", re.I)
+_BETWEEN_AFTER = re.compile(rf"{_HEAD}{_MUST_RUN} (?:only )?after{_TAIL}", re.I)
 _DOC_SKIP = re.compile(r"\b(not|never|cannot|can't|don't|instead|rather|alternative|equivalent|same as|similar|like|unlike|"
                        r"deprecated|see also|can|may|optionally|either)\b", re.I)
 _NEEDED_NOT = re.compile(rf"\b(?:has|have|was|were) not (?:yet )?been {_CALLED}|\bwas not {_CALLED}|\bnot yet {_CALLED}", re.I)
