@@ -97,8 +97,8 @@ RARE_ORDER = "rare_order"  # a precondition pair seen in fewer functions than --
 def precondition_pairs(result: MineResult, min_support: int) -> tuple[list[DependencyPair], list[tuple[str, str, str]]]:
     """Accepted precondition pairs (``MinedOrder``) as dependency pairs of kind precondition with their support;
     those seen in fewer than ``min_support`` functions as (record id, reason, detail) rejections, except a pair
-    a state guard, an error message, a fitted check or a docstring states (tasks/mining/state.py): the consumer's own code says
-    the producer must come first."""
+    a state guard, an error message, a fitted check or a docstring states (tasks/mining/state.py): the code itself
+    says the producer must come first."""
     pairs, rare = [], []
     for o in result.orders:
         if o.support < min_support and not stated(o.patterns):  # stated in code: no habit to count
