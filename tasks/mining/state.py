@@ -389,13 +389,20 @@ def _named_first(text: str) -> list[str]:
             for a, b in _MENTION.findall(sentence)]
 
 
+def _scopes(mod: ModuleFacts, methods: dict[str, dict[str, Method]], functions: dict[str, Method]
+            ) -> list[tuple[str, dict[str, Method], dict[str, tuple[str, Method]]]]:
+    """(class or "" for module level, its own functions, every function a message or docstring there can name ->
+    (its owner, its def)): a class's family (``_family``), or the module's functions."""
+    scopes = [(cls, defs, _family(mod, cls, methods)) for cls, defs in methods.items()]
+    scopes.append(("", functions, {name: ("", f) for name, f in functions.items()}))
+    return scopes
+
+
 def message_orders(mod: ModuleFacts, methods: dict[str, dict[str, Method]], functions: dict[str, Method]) -> list[RawOrder]:
     """``error_message``: a function whose error says another of its class (or of its module, at module level)
     must be called first: ``raise ValueError("prepare() must be called first")`` in ``get_ready``."""
-    scopes = [(cls, defs, _family(mod, cls, methods)) for cls, defs in methods.items()]
-    scopes.append(("", functions, {name: ("", f) for name, f in functions.items()}))
     orders: list[RawOrder] = []
-    for scope, own, known in scopes:
+    for scope, own, known in _scopes(mod, methods, functions):
         for name, fn in own.items():
             seen: set[str] = set()
             consumer = f"{scope}.{name}" if scope else name
@@ -509,8 +516,6 @@ def docstring_orders(mod: ModuleFacts, methods: dict[str, dict[str, Method]], fu
                      classes: dict[str, ast.ClassDef]) -> list[RawOrder]:
     """``docstring_order``: a docstring sentence that says which of two functions of the class (or module) comes
     first. The record id points at the docstring and at the function named."""
-    scopes = [(cls, defs, _family(mod, cls, methods)) for cls, defs in methods.items()]
-    scopes.append(("", functions, {name: ("", f) for name, f in functions.items()}))
     orders: list[RawOrder] = []
     seen: set[tuple[str, str]] = set()
 
@@ -526,7 +531,7 @@ def docstring_orders(mod: ModuleFacts, methods: dict[str, dict[str, Method]], fu
         orders.append(RawOrder(_record_id(mod, f"{scope + '.' if scope else ''}{then}", node, p_def), consumer, producer,  # type: ignore[arg-type]
                                DOCSTRING_ORDER, bool(scope), bool(scope), None, f"{DOCSTRING_ORDER}: {text[:160]}"))
 
-    for scope, own, known in scopes:
+    for scope, own, known in _scopes(mod, methods, functions):
         for name, fn in own.items():
             doc = ast.get_docstring(fn, clean=True)
             if doc:
