@@ -9,6 +9,7 @@ matches (``user_token`` -> ``token``, ``movie`` -> ``movie_id``). A checkpoint t
 
     .venv/bin/python -m bench.inputs_only_eval --checkpoint artifacts/discriminator/minilm/best
     .venv/bin/python -m bench.inputs_only_eval --test-max-none none     # every ordered pair (real use's prior)
+    .venv/bin/python -m bench.inputs_only_eval --benchmark /tmp/n20/nes_test --test-max-none 3000   # a tool-set folder
 """
 from __future__ import annotations
 
@@ -28,13 +29,14 @@ from tasks.toolsets.readers import load_benchmark, write_toolset_dir
 def without_outputs(name: str, root: Path, out: Path) -> Path:
     toolset = load_benchmark(name, root)
     tools = [dataclasses.replace(t, doc={**t.doc, "output_params": []}) for t in toolset.tools]
-    return write_toolset_dir(dataclasses.replace(toolset, name=f"{name}-inputs-only", tools=tools), out / f"{name}-inputs-only")
+    copy = f"{Path(name).name}-inputs-only"  # a benchmark name or a tool-set folder's path
+    return write_toolset_dir(dataclasses.replace(toolset, name=copy, tools=tools), out / copy)
 
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--checkpoint", default="artifacts/discriminator/minilm/best")
-    p.add_argument("--benchmark", default="apibank")
+    p.add_argument("--benchmark", default="apibank", help="a benchmark name or a tool-set folder")
     p.add_argument("--test-max-none", default="500", help="none pairs kept (seeded), or none: all")
     a = p.parse_args(argv)
     max_none = None if a.test_max_none == "none" else int(a.test_max_none)

@@ -235,6 +235,25 @@ def test_retrieval_recall_counts_gold_kept_in_its_own_direction():
     assert row["ordered_pairs"] == 12 and row["share_cap"] is None
 
 
+
+def test_validation_score_pools_the_gold_edges_of_all_sets():
+    from tasks.graph.retriever_run import pooled_recall
+
+    def row(kept, gold, strategy="retrieval", k=3, share_cap=None):
+        return {"strategy": strategy, "k": k, "share_cap": share_cap, "kept": kept, "gold_edges": gold,
+                "recall": kept / gold if gold else None}
+
+    # a big set gains 15 edges while a small one loses 2: averaged per set that is a loss (0.700 -> 0.675)
+    before = {"big": [row(270, 300)], "small": [row(10, 20)]}
+    after = {"big": [row(285, 300)], "small": [row(8, 20)]}
+    assert pooled_recall(before) == pytest.approx(280 / 320) and pooled_recall(after) == pytest.approx(293 / 320)
+    tilted = {"big": [row(271, 300)], "small": [row(9, 20)]}  # +1 edge of 300, -1 of 20: the same count kept
+    assert pooled_recall(tilted) == pytest.approx(pooled_recall(before))
+    # other strategies, other k, a share cap and a set without gold edges are not read
+    noise = [row(0, 50, strategy="params+retrieval"), row(0, 50, k=1), row(0, 50, share_cap=0.05), row(0, 0)]
+    assert pooled_recall({"big": before["big"] + noise, "small": before["small"]}) == pytest.approx(280 / 320)
+    assert pooled_recall({}) == 0.0
+
 # ---------------------------------------------------------------------------------------------
 # The flow, end to end on a tiny encoder, and build-graph using what it trained
 

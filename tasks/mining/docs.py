@@ -7,7 +7,6 @@ read with ``docstring_parser``; what a docstring does not say comes from the sig
 from __future__ import annotations
 
 import ast
-import re
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -15,6 +14,7 @@ from typing import Any
 import docstring_parser
 
 from schemas.name_rule import PRODUCER_VERBS, identifier_tokens, name_derived_output
+from tasks.mining.syntax import child_nodes
 from tasks.toolsets.readers import ImportReport, make_doc
 
 ANY_TYPE = "any"
@@ -73,40 +73,6 @@ class FunctionFacts:
 
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
-_CHILD_FIELDS: dict[type, tuple[tuple[str, int], ...]] = {}
-_LEAVES = frozenset({ast.Name, ast.Constant, ast.Pass, ast.Break, ast.Continue, ast.Global, ast.Nonlocal, ast.alias})
-_LISTS_WITH_NON_NODES = frozenset({"keys", "kw_defaults", "kwd_attrs", "names"})  # None or str items
-
-
-def _child_fields(cls: type) -> tuple[tuple[str, int], ...]:
-    """(field, kind) in order: 0 a single node or None, 1 a list of nodes, 2 a list that may hold None or str."""
-    if cls in _LEAVES:
-        return ()
-    # the node's signature in its docstring marks sequences: "Call(expr func, expr* args, keyword* keywords)"
-    signature = (cls.__doc__ or "").split("\n", 1)[0]
-    return tuple((f, 0 if not re.search(rf"\*\s+{f}\b", signature) else 2 if f in _LISTS_WITH_NON_NODES else 1)
-                 for f in cls._fields if f not in ("ctx", "type_comment"))  # type: ignore[attr-defined]
-
-
-def child_nodes(node: ast.AST) -> list[ast.AST]:
-    """``ast.iter_child_nodes`` as a list (same order), faster: expression contexts (Load/Store) and
-    fields that never hold nodes are skipped."""
-    cls = node.__class__
-    fields = _CHILD_FIELDS.get(cls)
-    if fields is None:
-        fields = _CHILD_FIELDS[cls] = _child_fields(cls)
-    out: list[ast.AST] = []
-    for name, kind in fields:
-        value = getattr(node, name, None)
-        if kind == 0:
-            if value is not None and isinstance(value, ast.AST):
-                out.append(value)
-        elif value:
-            if kind == 1:
-                out.extend(value)
-            else:
-                out.extend(v for v in value if isinstance(v, ast.AST))
-    return out
 
 
 @dataclass

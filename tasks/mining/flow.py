@@ -9,12 +9,12 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from tasks.mining.docs import BodyIndex, child_nodes, index_body
+from tasks.mining.docs import BodyIndex, index_body
 from tasks.mining.facts import MODULE_BODY, ModuleFacts, RawFlow
 from tasks.mining.order import OrderScanner
 from tasks.mining.reasons import MineReason
 from tasks.mining.resolve import EACH_ITEM, bind_import, tuple_item, type_of_call
-from tasks.mining.syntax import (annotated_class, annotated_item_class, bound_names, dotted_name, store_names,
+from tasks.mining.syntax import (annotated_class, annotated_item_class, bound_names, child_nodes, dotted_name, store_names,
                                  top_level_statements, unwrap)
 
 
@@ -355,7 +355,7 @@ class BodyScanner:
             for t in s.targets:
                 self._kill(store_names(t))
         else:  # Expr, Return, Raise, Assert, ...: calls only
-            for child in ast.iter_child_nodes(s):
+            for child in child_nodes(s):
                 self._expr(child)
             if isinstance(s, ast.Assert) and (narrowed := self._isinstance_test(s.test)) is not None and narrowed[2]:
                 self.types[narrowed[0]] = narrowed[1]  # ``assert isinstance(x, Foo)``: a Foo from here on

@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 
 from tasks.mining.facts import RawOrder
 from tasks.mining.reasons import MineReason
-from tasks.mining.syntax import dotted_name, store_names
+from tasks.mining.syntax import child_nodes, dotted_name, store_names
 
 # The scanner is tasks.mining.flow.BodyScanner (typed Any: flow imports this module, and imports form no cycles).
 BodyScanner = Any
@@ -264,7 +264,7 @@ def _calls(nodes: list[ast.AST]) -> list[ast.Call]:
             found.append(n)
             if _is_assertion(n):
                 continue
-        stack.extend(ast.iter_child_nodes(n))
+        stack.extend(child_nodes(n))
     found.sort(key=lambda c: (c.lineno, c.col_offset))
     return found
 

@@ -58,6 +58,7 @@ from collections.abc import Container, Iterable
 from tasks.mining.docs import BodyIndex, _is_none, index_body
 from tasks.mining.facts import ModuleFacts, RawOrder
 from tasks.mining.reasons import MineReason
+from tasks.mining.syntax import child_nodes
 
 STATE_GUARD = "state_guard"
 ERROR_MESSAGE = "error_message"
@@ -376,7 +377,7 @@ def _raised_texts(fn: Method) -> list[tuple[ast.Raise, str]]:
             if text:
                 found.append((n, " ".join(text.split())))
             continue
-        stack.extend(ast.iter_child_nodes(n))
+        stack.extend(child_nodes(n))
     return found
 
 

@@ -70,16 +70,32 @@ def tdi_retriever_examples(tdi_dir: Path, split: str, seed: int = 0, name_dropou
         rows.append((consumer, producer, cid, pid, param, _package(source)))
     out, seen = [], set()
     ids_by_package = {pkg: sorted(tools) for pkg, tools in tools_by_package.items()}
+    positions = {pkg: {t: i for i, t in enumerate(ids)} for pkg, ids in ids_by_package.items()}
     for consumer, producer, cid, pid, param, pkg in rows:
         if (cid, param, pid) in seen:
             continue
         seen.add((cid, param, pid))
-        others = [t for t in ids_by_package[pkg] if t not in fed[(cid, param)] and t != cid]
-        negative = producer_text(json.loads(tools_by_package[pkg][rng.choice(others)])) if others else None
+        other = _choice_excluding(rng, ids_by_package[pkg], positions[pkg], fed[(cid, param)] | {cid})
+        negative = producer_text(json.loads(tools_by_package[pkg][other])) if other is not None else None
         out.append(RetrieverExample(_query(json.loads(consumer), param, rng, name_dropout),
                                     producer_text(json.loads(producer)), negative, f"tdi/{pkg}", pid))
     rng.shuffle(out)
     return out[:max_examples] if max_examples else out
+
+
+def _choice_excluding(rng: random.Random, ids: list[str], position: dict[str, int], excluded: set[str]) -> str | None:
+    """``rng.choice([t for t in ids if t not in excluded])`` without building that list for every row (a
+    package holds thousands of tools): the same draw, since ``choice(seq)`` and ``randrange(len(seq))`` both
+    take ``_randbelow(len(seq))``; None when every id is excluded."""
+    skip = sorted(position[t] for t in excluded if t in position)
+    if len(skip) >= len(ids):
+        return None
+    i = rng.randrange(len(ids) - len(skip))
+    for p in skip:  # the i-th id that is not excluded
+        if p > i:
+            break
+        i += 1
+    return ids[i]
 
 
 def toolset_retriever_examples(toolset: ToolSet, groups: Collection[str] | None = None, seed: int = 0,
