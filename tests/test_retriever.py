@@ -103,6 +103,25 @@ def test_tdi_examples_keep_one_per_flow_and_draw_negatives_from_the_package(tmp_
 # Loss and training
 
 
+def test_a_negative_is_drawn_as_random_choice_over_the_ids_left_would_draw_it():
+    """The hard-negative draw skips the excluded ids without listing the rest: it must give what
+    ``rng.choice`` over the ids left gives, call for call, so the examples of a seed stay the same."""
+    import random
+
+    from tasks.training.retriever import _choice_excluding
+
+    maker = random.Random(7)
+    ours, theirs = random.Random(3), random.Random(3)
+    for _ in range(2000):
+        ids = sorted({f"t{maker.randrange(40)}" for _ in range(maker.randrange(1, 12))})
+        excluded = ({f"t{maker.randrange(40)}" for _ in range(maker.randrange(0, 6))}  # some outside ids
+                    | set(maker.sample(ids, k=maker.randrange(0, len(ids) + 1))))  # up to all of them
+        left = [t for t in ids if t not in excluded]
+        expected = theirs.choice(left) if left else None
+        assert _choice_excluding(ours, ids, {t: i for i, t in enumerate(ids)}, excluded) == expected
+    assert ours.random() == theirs.random()  # the two streams are still in step
+
+
 def test_contrastive_loss_by_hand_and_a_shared_producer_is_no_negative():
     q = torch.nn.functional.normalize(torch.tensor([[1.0, 0.0], [0.6, 0.8]]), dim=1)
     d = torch.nn.functional.normalize(torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.8, 0.6]]), dim=1)  # 2 pos + 1 neg

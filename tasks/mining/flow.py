@@ -14,8 +14,8 @@ from tasks.mining.facts import MODULE_BODY, ModuleFacts, RawFlow
 from tasks.mining.order import OrderScanner
 from tasks.mining.reasons import MineReason
 from tasks.mining.resolve import EACH_ITEM, bind_import, tuple_item, type_of_call
-from tasks.mining.syntax import (annotated_class, annotated_item_class, bound_names, child_nodes, dotted_name, store_names,
-                                 top_level_statements, unwrap)
+from tasks.mining.syntax import (annotated_class, annotated_item_class, bound_names, child_nodes, dotted_name,
+                                 store_names, top_level_statements, unwrap)
 
 
 _BUILTINS = frozenset(dir(builtins))
