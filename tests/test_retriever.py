@@ -118,7 +118,7 @@ def test_a_negative_is_drawn_as_random_choice_over_the_ids_left_would_draw_it():
                     | set(maker.sample(ids, k=maker.randrange(0, len(ids) + 1))))  # up to all of them
         left = [t for t in ids if t not in excluded]
         expected = theirs.choice(left) if left else None
-        assert _choice_excluding(ours, ids, {t: i for i, t in enumerate(ids)}, excluded) == expected
+        assert _choice_excluding(ours, ids, excluded) == expected
     assert ours.random() == theirs.random()  # the two streams are still in step
 
 
@@ -254,7 +254,6 @@ def test_retrieval_recall_counts_gold_kept_in_its_own_direction():
     assert row["ordered_pairs"] == 12 and row["share_cap"] is None
 
 
-
 def test_validation_score_pools_the_gold_edges_of_all_sets():
     from tasks.graph.retriever_run import pooled_recall
 
@@ -272,6 +271,7 @@ def test_validation_score_pools_the_gold_edges_of_all_sets():
     noise = [row(0, 50, strategy="params+retrieval"), row(0, 50, k=1), row(0, 50, share_cap=0.05), row(0, 0)]
     assert pooled_recall({"big": before["big"] + noise, "small": before["small"]}) == pytest.approx(280 / 320)
     assert pooled_recall({}) == 0.0
+
 
 # ---------------------------------------------------------------------------------------------
 # The flow, end to end on a tiny encoder, and build-graph using what it trained

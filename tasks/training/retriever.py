@@ -3,6 +3,7 @@ from tool sets with gold edges, an in-batch contrastive loss, and a seeded loop 
 checkpoint with the best validation score (the untrained encoder is step 0, so training never makes it worse)."""
 from __future__ import annotations
 
+import bisect
 import json
 import logging
 import math
@@ -70,12 +71,11 @@ def tdi_retriever_examples(tdi_dir: Path, split: str, seed: int = 0, name_dropou
         rows.append((consumer, producer, cid, pid, param, _package(source)))
     out, seen = [], set()
     ids_by_package = {pkg: sorted(tools) for pkg, tools in tools_by_package.items()}
-    positions = {pkg: {t: i for i, t in enumerate(ids)} for pkg, ids in ids_by_package.items()}
     for consumer, producer, cid, pid, param, pkg in rows:
         if (cid, param, pid) in seen:
             continue
         seen.add((cid, param, pid))
-        other = _choice_excluding(rng, ids_by_package[pkg], positions[pkg], fed[(cid, param)] | {cid})
+        other = _choice_excluding(rng, ids_by_package[pkg], fed[(cid, param)] | {cid})
         negative = producer_text(json.loads(tools_by_package[pkg][other])) if other is not None else None
         out.append(RetrieverExample(_query(json.loads(consumer), param, rng, name_dropout),
                                     producer_text(json.loads(producer)), negative, f"tdi/{pkg}", pid))
@@ -83,11 +83,11 @@ def tdi_retriever_examples(tdi_dir: Path, split: str, seed: int = 0, name_dropou
     return out[:max_examples] if max_examples else out
 
 
-def _choice_excluding(rng: random.Random, ids: list[str], position: dict[str, int], excluded: set[str]) -> str | None:
-    """``rng.choice([t for t in ids if t not in excluded])`` without building that list for every row (a
-    package holds thousands of tools): the same draw, since ``choice(seq)`` and ``randrange(len(seq))`` both
-    take ``_randbelow(len(seq))``; None when every id is excluded."""
-    skip = sorted(position[t] for t in excluded if t in position)
+def _choice_excluding(rng: random.Random, ids: list[str], excluded: set[str]) -> str | None:
+    """``rng.choice([t for t in ids if t not in excluded])`` for sorted ``ids``, without building that list for
+    every row (a package holds thousands of tools): the same draw, since ``choice(seq)`` and
+    ``randrange(len(seq))`` both take ``_randbelow(len(seq))``; None when every id is excluded."""
+    skip = sorted(i for t in excluded if (i := bisect.bisect_left(ids, t)) < len(ids) and ids[i] == t)
     if len(skip) >= len(ids):
         return None
     i = rng.randrange(len(ids) - len(skip))
