@@ -142,6 +142,11 @@ def _singular(word: str) -> str:
     return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
 
 
+def name_words(name: str) -> frozenset[str]:
+    """The singular words ``partial_match`` compares: two names that share none never match partially."""
+    return frozenset(_singular(t) for t in identifier_tokens(name))
+
+
 def partial_match(output: str, input_name: str) -> bool:
     """An input that names the output less specifically or as a reference to it, but not by the
     same name: ``user_token`` -> ``token``, ``movie`` -> ``movie_id``, ``members`` -> ``member_name``."""

@@ -410,6 +410,24 @@ def test_unit_features_by_hand():
     assert customer["cosine"] == pytest.approx(2 ** -0.5) and user_id["cosine"] == pytest.approx(5 ** -0.5)
     only = unit_features(shop, _by_words, pairs={(0, 1)})[0]
     assert sorted(only) == [(0, 1, "limit"), (0, 1, "user_id")]  # only the ordered pairs asked for
+    assert all(f[u]["producer_takes_it"] == f[u]["producer_takes_it_partly"] == 0 for u in f)  # no input shared
+
+
+def test_unit_features_say_when_the_producer_takes_the_value_itself():
+    from tasks.training.param_head import FEATURES, unit_features
+
+    trip = [Tool("search_flights", "trip", doc("search_flights", [("destination", "where to")], [("flights", "")])),
+            Tool("book_hotel", "trip", doc("book_hotel", [("destination", "the city"), ("user", "who books")])),
+            Tool("find_user", "trip", doc("find_user", [("user_name", "the user's name")]))]
+    units, x = unit_features(trip, _by_words)
+    f = {u: dict(zip(FEATURES, row)) for u, row in zip(units, x)}
+    # both take the caller's destination: a sibling, not its maker, whatever the name rule says
+    assert f[(0, 1, "destination")]["producer_takes_it"] == 1 and f[(1, 0, "destination")]["producer_takes_it"] == 1
+    assert f[(0, 1, "destination")]["producer_takes_it_partly"] == 0
+    # find_user takes user_name: user is that, less specifically (the partial rule, either way round)
+    assert (f[(2, 1, "user")]["producer_takes_it"], f[(2, 1, "user")]["producer_takes_it_partly"]) == (0, 1)
+    assert f[(1, 2, "user_name")]["producer_takes_it_partly"] == 1  # book_hotel takes user
+    assert f[(0, 1, "user")]["producer_takes_it"] == f[(0, 1, "user")]["producer_takes_it_partly"] == 0
 
 
 def test_head_fits_chooses_its_cut_on_held_out_groups_and_round_trips(tmp_path):
@@ -427,9 +445,16 @@ def test_head_fits_chooses_its_cut_on_held_out_groups_and_round_trips(tmp_path):
     head.save(tmp_path)
     assert np.allclose(ParamHead.load(tmp_path).predict(x), head.predict(x))
     data = json.loads((tmp_path / "param_head.json").read_text())
-    (tmp_path / "param_head.json").write_text(json.dumps(data | {"features": ["cosine"]}))
-    with pytest.raises(ValueError, match="features"):
-        ParamHead.load(tmp_path)
+    for bad in ({"features": [*FEATURES[:-1], "ghost"]}, {"features": ["cosine"]}):  # unknown; not one per weight
+        (tmp_path / "param_head.json").write_text(json.dumps(data | bad))
+        with pytest.raises(ValueError, match="features"):
+            ParamHead.load(tmp_path)
+    # a head fitted on the first features only (an older checkpoint) reads its own columns of today's rows
+    older = fit_param_head(x[:, :11], gold, [f"g{i % 8}" for i in range(400)])
+    older.features = FEATURES[:11]
+    older.save(tmp_path)
+    assert "columns" not in json.loads((tmp_path / "param_head.json").read_text())
+    assert np.allclose(ParamHead.load(tmp_path).predict(x), older.predict(x[:, :11]))
     with pytest.raises(ValueError, match="gold and non-gold"):
         fit_param_head(x, np.zeros(400, dtype=bool), ["g"] * 400)
 

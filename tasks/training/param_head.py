@@ -11,7 +11,7 @@ import json
 import random
 from collections import defaultdict
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -20,12 +20,12 @@ from schemas.dependency_text import parameter_query, producer_text, tool_query
 from schemas.name_rule import identifier_tokens
 from schemas.parameters import output_param_names
 from schemas.toolset import Tool, ToolSet
-from schemas.name_rule import output_names, partial_match, raw_output_names
+from schemas.name_rule import name_words, normalise_param_name, output_names, partial_match, raw_output_names
 from tasks.training.metrics import choose_probability_cut
 from tasks.training.param_examples import rule_over_outputs
 
 FEATURES = ("cosine", "inverse_rank", "margin", "best_input", "inverse_column_rank", "tool_cosine", "exact", "partial",
-            "token_overlap", "type_match", "declares_outputs")
+            "token_overlap", "type_match", "declares_outputs", "producer_takes_it", "producer_takes_it_partly")
 OUTPUT_DROPOUT = 0.3  # share of producers shown without their declared outputs when the head is fitted
 HEAD_FILE = "param_head.json"  # beside the retriever's weights: build-graph --param-discriminator takes the folder
 
@@ -52,7 +52,10 @@ def unit_features(tools: Sequence[Tool], encode: Callable[[list[str]], np.ndarra
     - cosine of the consumer as a whole (its name and description) and the producer;
     - the exact and partial name rule; the share of the input's name tokens found in the producer's name
       and output names; whether the input's declared type is one of the producer's output types (0.5 when
-      either side declares none); whether the producer declares outputs at all."""
+      either side declares none); whether the producer declares outputs at all;
+    - whether the producer itself takes an input of that name (exactly, or by the partial rule either way): two
+      tools that both take ``destination`` share the caller's value, and without declared outputs nothing else
+      tells a sibling that takes the value from the tool that makes it."""
     queries, owner, names = [], [], []
     for c, t in enumerate(tools):
         for p in dict((q["name"], q) for q in t.doc.get("input_params") or []).values():
@@ -74,6 +77,17 @@ def unit_features(tools: Sequence[Tool], encode: Callable[[list[str]], np.ndarra
     out_types = [{_type(o.get("type")) for o in t.doc.get("output_params") or [] if _type(o.get("type"))}
                  for t in tools]
     in_types = {(c, q["name"]): _type(q.get("type")) for c, t in enumerate(tools) for q in t.doc.get("input_params") or []}
+    own_inputs = [[q["name"] for q in t.doc.get("input_params") or []] for t in tools]
+    own_input_keys = [{normalise_param_name(n) for n in names} for names in own_inputs]
+    words = functools.lru_cache(maxsize=1 << 16)(name_words)
+
+    def producer_takes(p: int, name: str) -> tuple[float, float]:  # (exactly, partly)
+        if normalise_param_name(name) in own_input_keys[p]:
+            return 1.0, 0.0
+        asked = words(name)  # most inputs share no word with the name: no partial test to run
+        return 0.0, float(any(not asked.isdisjoint(words(n)) and (partial(n, name) or partial(name, n))
+                              for n in own_inputs[p]))
+
     members: dict[str, list[int]] = defaultdict(list)
     for i, t in enumerate(tools):
         members[t.group].append(i)
@@ -116,7 +130,8 @@ def unit_features(tools: Sequence[Tool], encode: Callable[[list[str]], np.ndarra
                 units.append((p, c, names[r]))
                 rows.append((cos, 1.0 / rank, margin, best_input, 1.0 / column_rank[i, col[p]],
                              float(tool_sims[col[c], col[p]]), float(rule == "exact"), float(rule == "partial"),
-                             overlap, type_match, float(bool(tools[p].doc.get("output_params")))))
+                             overlap, type_match, float(bool(tools[p].doc.get("output_params"))),
+                             *producer_takes(p, names[r])))
     return units, np.asarray(rows, dtype=np.float32).reshape(-1, len(FEATURES))
 
 
@@ -167,23 +182,34 @@ class ParamHead:
     fitted_on: str = ""
     cut_f1: float | None = None  # F1 at the cut on the cross-validated predictions it was chosen on
     candidate_k: int | None = None  # a reranker's stacked head: the candidate rule's k (param_reranker.py)
+    # the columns of ``features`` among the ones this code computes, set by ``load`` for a head fitted on fewer
+    # (an older checkpoint): it reads its own columns and ignores the newer ones
+    columns: list[int] | None = field(default=None, repr=False)
 
     def predict(self, x: np.ndarray) -> np.ndarray:
-        z = (np.asarray(x, dtype=np.float64) - self.mean) / self.scale
+        x = np.asarray(x, dtype=np.float64)
+        z = ((x[:, self.columns] if self.columns is not None else x) - self.mean) / self.scale
         return 1.0 / (1.0 + np.exp(-(z @ np.asarray(self.coef) + self.intercept)))
 
     def save(self, folder: Path) -> Path:
         path = Path(folder) / HEAD_FILE
-        path.write_text(json.dumps(asdict(self), indent=1))
+        path.write_text(json.dumps({k: v for k, v in asdict(self).items() if k != "columns"}, indent=1))
         return path
 
     @classmethod
     def load(cls, folder: Path, features: tuple[str, ...] = FEATURES) -> "ParamHead":
         data = json.loads((Path(folder) / HEAD_FILE).read_text())
         data["features"] = tuple(data["features"])
-        if data["features"] != features:
-            raise ValueError(f"{folder}/{HEAD_FILE}: features {data['features']}, this code computes {features}")
-        return cls(**data)
+        unknown = [f for f in data["features"] if f not in features]
+        if unknown:
+            raise ValueError(f"{folder}/{HEAD_FILE}: features {unknown} are not among the ones this code computes "
+                             f"{features}")
+        if len(data["coef"]) != len(data["features"]):
+            raise ValueError(f"{folder}/{HEAD_FILE}: {len(data['coef'])} weights for {len(data['features'])} features")
+        head = cls(**data)
+        if head.features != features:
+            head.columns = [features.index(f) for f in head.features]
+        return head
 
 
 def fit_param_head(x: np.ndarray, y: np.ndarray, groups: Sequence[str], fitted_on: str = "", folds: int = 5,
