@@ -17,10 +17,10 @@ from pathlib import Path
 import numpy as np
 
 from schemas.dependency_text import parameter_query, producer_text, tool_query
-from schemas.name_rule import identifier_tokens
+from schemas.name_rule import (identifier_tokens, name_words, normalise_param_name, output_names, partial_match,
+                               raw_output_names)
 from schemas.parameters import output_param_names
 from schemas.toolset import Tool, ToolSet
-from schemas.name_rule import name_words, normalise_param_name, output_names, partial_match, raw_output_names
 from tasks.training.metrics import choose_probability_cut
 from tasks.training.param_examples import rule_over_outputs
 
