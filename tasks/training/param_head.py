@@ -78,13 +78,14 @@ def unit_features(tools: Sequence[Tool], encode: Callable[[list[str]], np.ndarra
                  for t in tools]
     in_types = {(c, q["name"]): _type(q.get("type")) for c, t in enumerate(tools) for q in t.doc.get("input_params") or []}
     own_inputs = [[q["name"] for q in t.doc.get("input_params") or []] for t in tools]
-    own_input_keys = [{normalise_param_name(n) for n in names} for names in own_inputs]
+    own_input_keys = [{normalise_param_name(n) for n in inputs} for inputs in own_inputs]
     words = functools.lru_cache(maxsize=1 << 16)(name_words)
+    query_keys = [normalise_param_name(name) for name in names]  # per input, once: a unit pairs it with each producer
 
-    def producer_takes(p: int, name: str) -> tuple[float, float]:  # (exactly, partly)
-        if normalise_param_name(name) in own_input_keys[p]:
+    def producer_takes(p: int, r: int) -> tuple[float, float]:  # does producer p take input r's value: exactly, partly
+        if query_keys[r] in own_input_keys[p]:
             return 1.0, 0.0
-        asked = words(name)  # most inputs share no word with the name: no partial test to run
+        name, asked = names[r], words(names[r])  # most inputs share no word with the name: no partial test to run
         return 0.0, float(any(not asked.isdisjoint(words(n)) and (partial(n, name) or partial(name, n))
                               for n in own_inputs[p]))
 
@@ -131,7 +132,7 @@ def unit_features(tools: Sequence[Tool], encode: Callable[[list[str]], np.ndarra
                 rows.append((cos, 1.0 / rank, margin, best_input, 1.0 / column_rank[i, col[p]],
                              float(tool_sims[col[c], col[p]]), float(rule == "exact"), float(rule == "partial"),
                              overlap, type_match, float(bool(tools[p].doc.get("output_params"))),
-                             *producer_takes(p, names[r])))
+                             *producer_takes(p, r)))
     return units, np.asarray(rows, dtype=np.float32).reshape(-1, len(FEATURES))
 
 
