@@ -105,6 +105,28 @@ class SentenceEncoder:
         return out
 
 
+class MemoEncode:
+    """``encode`` that encodes each distinct text once and answers repeats from memory: a run that measures
+    the same tool set several times with one encoder (recall tables, the head's features, head-ranked
+    recall) pays for each text once. Its memory grows with the distinct texts, so it is for one run's
+    report on a few tool sets, not for a catalog. A text's vector may differ from a fresh encode in the
+    last float bits (another batch pads it to another length)."""
+
+    def __init__(self, encode) -> None:
+        self._encode = encode
+        self._rows: dict[str, np.ndarray] = {}
+
+    def __call__(self, texts: Sequence[str]) -> np.ndarray:
+        if isinstance(texts, str):
+            raise TypeError("encode takes a sequence of strings, not one string")
+        new = list(dict.fromkeys(t for t in texts if t not in self._rows))
+        if new:
+            self._rows.update(zip(new, self._encode(new)))
+        if not texts:
+            return self._encode([])
+        return np.stack([self._rows[t] for t in texts])
+
+
 class _Backend:
     dim: int
 

@@ -75,6 +75,23 @@ def test_toolset_examples_are_gold_edges_with_a_same_group_negative_that_is_no_p
     assert "whose orders (input of list orders)" in {e.query for e in dropped}
 
 
+def test_output_dropout_hides_both_producers_outputs_and_draws_nothing_else_differently():
+    ts = ToolSet("toy", TOOLS, TOYSET.edges, [], TOYSET.parameter_edges)
+    plain = toolset_retriever_examples(ts, {"shop"}, seed=3)
+    assert toolset_retriever_examples(ts, {"shop"}, seed=3, output_dropout=0.0) == plain
+    hidden = toolset_retriever_examples(ts, {"shop"}, seed=3, output_dropout=1.0)
+    without = {producer_text(t.doc): producer_text({k: v for k, v in t.doc.items() if k != "output_params"})
+               for t in TOOLS}
+    assert len(hidden) == len(plain)
+    for p, h in zip(plain, hidden):  # the same queries, producers and negatives, shown by name and description
+        assert (h.query, h.key, h.group) == (p.query, p.key, p.group)
+        assert h.positive == without[p.positive] and "returns" not in h.positive and "returns" in p.positive
+        assert h.negative == (without[p.negative] if p.negative else None)
+    some = toolset_retriever_examples(ts, {"shop"}, seed=3, output_dropout=0.5)
+    assert [(e.query, e.key) for e in some] == [(e.query, e.key) for e in plain]
+    assert {e.positive for e in some} <= {e.positive for e in plain} | {e.positive for e in hidden}
+
+
 def test_tdi_examples_keep_one_per_flow_and_draw_negatives_from_the_package(tmp_path):
     mk = lambda d: json.dumps(d)  # noqa: E731
     producer = doc("make_dir", [], [("tmp_dir", "the new folder")])
@@ -167,6 +184,30 @@ def test_training_saves_the_best_step_and_its_weights_differ_from_the_start(tiny
     start = AutoModel.from_pretrained(tiny_encoder).state_dict()
     best = AutoModel.from_pretrained(result.best_dir).state_dict()
     assert any(not torch.equal(start[k], best[k]) for k in start)
+
+
+def test_memo_encode_encodes_each_distinct_text_once_and_keeps_the_order(tiny_encoder):
+    from models.sentence_encoder import EncoderConfig, MemoEncode, SentenceEncoder
+
+    encoder = SentenceEncoder(EncoderConfig(str(tiny_encoder), max_length=16))
+    asked: list[list[str]] = []
+
+    def counting(texts):
+        asked.append(list(texts))
+        return encoder.encode(texts)
+
+    memo = MemoEncode(counting)
+    texts = ["get the weather", "book a room", "get the weather", "a much longer text about a city and its hotels"]
+    first = memo(texts)
+    assert asked == [["get the weather", "book a room", "a much longer text about a city and its hotels"]]
+    again = memo(["book a room", "a new one", "get the weather"])
+    assert asked[1:] == [["a new one"]]  # only the unseen text is encoded
+    fresh = encoder.encode(texts)
+    assert first.shape == fresh.shape and np.allclose(first, fresh, atol=1e-5)
+    assert np.allclose(again, encoder.encode(["book a room", "a new one", "get the weather"]), atol=1e-5)
+    assert memo([]).shape == (0, encoder.dim)
+    with pytest.raises(TypeError):
+        memo("one string")
 
 
 def test_arguments_refuse_bad_values():

@@ -53,7 +53,7 @@ def training_examples(cfg: RetrieverConfig, sets: SplitToolSets) -> tuple[list[R
         examples += mined
         counts["tdi"] = len(mined)
     for ts, groups in sets.train:
-        got = toolset_retriever_examples(ts, groups, cfg.seed, cfg.name_dropout)
+        got = toolset_retriever_examples(ts, groups, cfg.seed, cfg.name_dropout, cfg.output_dropout)
         examples += got
         counts[ts.name] = len(got)
     return examples, counts
@@ -230,7 +230,7 @@ def run_retriever(cfg: RetrieverConfig) -> dict:
     ``<output>/metrics.json``. Call it inside a flow (its steps are Prefect tasks)."""
     import torch
 
-    from models.sentence_encoder import EncoderConfig, SentenceEncoder
+    from models.sentence_encoder import EncoderConfig, MemoEncode, SentenceEncoder
 
     cfg.check_inputs()
     if cfg.threads:
@@ -247,12 +247,13 @@ def run_retriever(cfg: RetrieverConfig) -> dict:
     untrained_test = recall_table(sets.test, untrained_encoder.encode)
     if cfg.checkpoint:  # measure only
         trained = SentenceEncoder(EncoderConfig(cfg.checkpoint))
+        encode = MemoEncode(trained.encode)  # the test groups are encoded for three reports: once
         metrics = {"config": asdict(cfg), "checkpoint": cfg.checkpoint,
                    "trained": json.loads(Path(cfg.checkpoint, RETRIEVER_FILE).read_text())
                    if Path(cfg.checkpoint, RETRIEVER_FILE).is_file() else None,
-                   "test": {"untrained": untrained_test, "trained": recall_table(sets.test, trained.encode)},
-                   "parameter_head": parameter_head(sets, trained.encode, out)}
-        metrics["test"]["head_ranked"] = head_ranked_table(sets.test, trained.encode, out)
+                   "test": {"untrained": untrained_test, "trained": recall_table(sets.test, encode)},
+                   "parameter_head": parameter_head(sets, encode, out)}
+        metrics["test"]["head_ranked"] = head_ranked_table(sets.test, encode, out)
         from tasks.training.param_reranker import RERANKER_DIR, ParamReranker
         if cfg.reranker:  # a reranker on top of the given retriever: out/best is a copy of it with the reranker
             import shutil
@@ -260,9 +261,9 @@ def run_retriever(cfg: RetrieverConfig) -> dict:
             best = out / "best"
             shutil.rmtree(best, ignore_errors=True)
             shutil.copytree(cfg.checkpoint, best, ignore=shutil.ignore_patterns(RERANKER_DIR))
-            metrics["parameter_reranker"] = parameter_reranker(cfg, sets, trained.encode, best)
+            metrics["parameter_reranker"] = parameter_reranker(cfg, sets, encode, best)
         elif ParamReranker.present(cfg.checkpoint):
-            metrics["parameter_reranker"] = reranker_test(sets, trained.encode, Path(cfg.checkpoint, RERANKER_DIR))
+            metrics["parameter_reranker"] = reranker_test(sets, encode, Path(cfg.checkpoint, RERANKER_DIR))
         (out / "metrics.json").write_text(json.dumps(metrics, indent=1, default=str) + "\n")
         text = report_markdown(metrics)
         (out / "report.md").write_text(text)
@@ -281,16 +282,17 @@ def run_retriever(cfg: RetrieverConfig) -> dict:
     result = train_retriever(examples, cfg.arguments(), out, validate)
     # Step 3: report on the held-out groups and sets
     trained = SentenceEncoder(EncoderConfig(str(result.best_dir)))
+    encode = MemoEncode(trained.encode)  # the test groups are encoded for three reports: once
     metrics = {"config": asdict(cfg), "trained_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                "n_train": len(examples), "examples": counts, "steps": result.steps, "best_step": result.best_step,
                "untrained_validation": result.untrained_score, "best_validation": result.best_score,
                "history": result.history, "validation_k": VALIDATION_K,
-               "test": {"untrained": untrained_test, "trained": recall_table(sets.test, trained.encode)},
-               "parameter_head": parameter_head(sets, trained.encode, result.best_dir)}
-    metrics["test"]["head_ranked"] = head_ranked_table(sets.test, trained.encode, result.best_dir)
+               "test": {"untrained": untrained_test, "trained": recall_table(sets.test, encode)},
+               "parameter_head": parameter_head(sets, encode, result.best_dir)}
+    metrics["test"]["head_ranked"] = head_ranked_table(sets.test, encode, result.best_dir)
     # Step 4 (--reranker): the cross-encoder over the candidate units, stacked with the head
     if cfg.reranker:
-        metrics["parameter_reranker"] = parameter_reranker(cfg, sets, trained.encode, result.best_dir)
+        metrics["parameter_reranker"] = parameter_reranker(cfg, sets, encode, result.best_dir)
     metrics["seconds"] = round(time.time() - started)
     (out / "metrics.json").write_text(json.dumps(metrics, indent=1, default=str) + "\n")
     text = report_markdown(metrics)

@@ -99,11 +99,14 @@ def _choice_excluding(rng: random.Random, ids: list[str], excluded: set[str]) ->
 
 
 def toolset_retriever_examples(toolset: ToolSet, groups: Collection[str] | None = None, seed: int = 0,
-                               name_dropout: float = 0.3) -> list[RetrieverExample]:
+                               name_dropout: float = 0.3, output_dropout: float = 0.0) -> list[RetrieverExample]:
     """Gold edges of ``toolset`` in ``groups`` (default all): each parameter edge as (consumer input,
     producer); each tool edge whose consumer declares no inputs as (consumer, producer), as the retrieval
-    rule asks. Negative: a tool of the group that is no prerequisite of the consumer."""
+    rule asks. Negative: a tool of the group that is no prerequisite of the consumer. ``output_dropout``: a
+    seeded share of examples shows both producers without their declared outputs (name and description only),
+    as a tool set that documents no outputs shows them; its own generator, so the rest is drawn as without it."""
     rng = random.Random(seed)
+    hide = random.Random(f"output-dropout/{seed}")
     tools = {t.tool_id: t for t in toolset.tools if groups is None or t.group in groups}
     members: dict[str, list[str]] = defaultdict(list)
     for t in tools.values():
@@ -122,11 +125,16 @@ def toolset_retriever_examples(toolset: ToolSet, groups: Collection[str] | None 
             continue
         consumer = tools[cid]
         others = [t for t in members[consumer.group] if t != cid and t not in prerequisites[cid]]
-        negative = producer_text(tools[rng.choice(others)].doc) if others else None
-        out.append(RetrieverExample(_query(consumer.doc, param, rng, name_dropout), producer_text(tools[pid].doc),
+        shown = _without_outputs if output_dropout and hide.random() < output_dropout else (lambda d: d)
+        negative = producer_text(shown(tools[rng.choice(others)].doc)) if others else None
+        out.append(RetrieverExample(_query(consumer.doc, param, rng, name_dropout), producer_text(shown(tools[pid].doc)),
                                     negative, f"{toolset.name}/{consumer.group}", pid))
     rng.shuffle(out)
     return out
+
+
+def _without_outputs(doc: dict) -> dict:
+    return {k: v for k, v in doc.items() if k != "output_params"}
 
 
 class InBatchContrastiveLoss(torch.nn.Module):

@@ -44,6 +44,9 @@ class RetrieverConfig:
     learning_rate: Annotated[float, Help("peak AdamW learning rate")] = 5e-5
     max_length: Annotated[int, Help("word pieces per text, in training and (recorded in the folder) at use")] = 64
     name_dropout: Annotated[float, Help("share of training queries shown by description only (no parameter name)")] = 0.3
+    output_dropout: Annotated[float, Help(
+        "share of tool-set examples whose producers (positive and negative) are shown without their declared "
+        "outputs, so that ranking holds where a tool set documents none")] = 0.0
     max_tdi_examples: Annotated[int | None, Help(
         "seeded cap on mined examples (none: all); more mined rows pulled validation recall down (bench/RESULTS.md)")] = 1500
     evals: Annotated[int, Help("validations (best-checkpoint saves) over the run")] = 4
@@ -82,6 +85,8 @@ class RetrieverConfig:
             raise ValueError(f"--reranker-loss {self.reranker_loss}: listwise or pointwise")
         if not 0.0 <= self.name_dropout <= 1.0:
             raise ValueError(f"--name-dropout {self.name_dropout}: must lie in [0, 1]")
+        if not 0.0 <= self.output_dropout <= 1.0:
+            raise ValueError(f"--output-dropout {self.output_dropout}: must lie in [0, 1]")
         if self.epochs <= 0 or self.learning_rate <= 0:
             raise ValueError("--epochs and --learning-rate must be positive")
 
