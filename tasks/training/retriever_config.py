@@ -46,7 +46,7 @@ class RetrieverConfig:
     name_dropout: Annotated[float, Help("share of training queries shown by description only (no parameter name)")] = 0.3
     output_dropout: Annotated[float, Help(
         "share of tool-set examples whose producers (positive and negative) are shown without their declared "
-        "outputs, so that ranking holds where a tool set documents none")] = 0.0
+        "outputs, so that ranking holds where a tool set documents none")] = 0.3
     max_tdi_examples: Annotated[int | None, Help(
         "seeded cap on mined examples (none: all); more mined rows pulled validation recall down (bench/RESULTS.md)")] = 1500
     evals: Annotated[int, Help("validations (best-checkpoint saves) over the run")] = 4
