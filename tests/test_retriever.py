@@ -380,6 +380,7 @@ def test_command_line_refuses_bad_values_and_missing_inputs_before_any_work(tmp_
 
     parse = checking_inputs(parse_args, PROG)  # what the command line runs before Prefect starts
     for argv, says in ((["--batch-size", "0", "--tdi", "none"], "--batch-size 0: must be at least 1"),
+                       (["--output-dropout", "1.5", "--tdi", "none"], "--output-dropout 1.5: must lie in [0, 1]"),
                        (["--tdi", str(tmp_path)], "no shards/ folder"),
                        (["--tdi", "none", "--heldout", str(tmp_path / "nope")], "not a folder")):
         with pytest.raises(SystemExit) as exit_:  # a usage error before any work
