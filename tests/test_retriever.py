@@ -472,6 +472,39 @@ def test_unit_features_say_when_the_producer_takes_the_value_itself():
     assert f[(0, 1, "user")]["producer_takes_it"] == f[(0, 1, "user")]["producer_takes_it_partly"] == 0
 
 
+def test_maker_rank_and_margin_leave_out_the_producers_that_take_the_value_themselves():
+    from tasks.training.param_head import FEATURES, HEAD_FEATURES, unit_features
+
+    vectors = {"check token": [0.9, 0.1, 0.0], "get user token": [0.8, 0.3, 0.0], "register user": [0.6, 0.8, 0.0],
+               "token: ": [1.0, 0.0, 0.0]}
+
+    def encode(texts):  # the token input is closest to check_token, then get_user_token, then register_user
+        return np.array([next((v for k, v in vectors.items() if t.startswith(k)), [0.0, 0.0, 1.0]) for t in texts],
+                        dtype=np.float32)
+
+    auth = [Tool("delete_alarm", "auth", doc("delete_alarm", [("token", "the user's token")])),
+            Tool("check_token", "auth", doc("check_token", [("token", "the token")], [("username", "")])),
+            Tool("get_user_token", "auth", doc("get_user_token", [("username", "")], [("token", "")])),
+            Tool("register_user", "auth", doc("register_user", [("email", "")], [("token", "")]))]
+    units, x = unit_features(auth, encode)
+    f = {u: dict(zip(FEATURES, row)) for u, row in zip(units, x)}
+    unit = lambda v: np.asarray(v) / np.linalg.norm(v)  # noqa: E731
+    cos = {name: float(unit(vectors[name]) @ unit(vectors["token: "])) for name in ("check token", "get user token", "register user")}
+    get, check, register = f[(2, 0, "token")], f[(1, 0, "token")], f[(3, 0, "token")]
+    assert get["inverse_rank"] == pytest.approx(1 / 2) and get["maker_inverse_rank"] == 1.0  # check_token is a sibling
+    assert get["margin"] == pytest.approx(cos["get user token"] - cos["check token"], abs=1e-6)
+    assert get["maker_margin"] == pytest.approx(cos["get user token"] - cos["register user"], abs=1e-6)
+    assert register["maker_inverse_rank"] == pytest.approx(1 / 2)
+    # the sibling itself: ranked where it would stand among the makers, its margin over the best of them
+    assert check["producer_takes_it"] == 1 and check["maker_inverse_rank"] == 1.0
+    assert check["maker_margin"] == pytest.approx(cos["check token"] - cos["get user token"], abs=1e-6)
+    lone = auth[:3]  # without register_user, get_user_token is the only maker left: margin against -1
+    units, x = unit_features(lone, encode)
+    assert dict(zip(FEATURES, x[units.index((2, 0, "token"))]))["maker_margin"] == pytest.approx(cos["get user token"] + 1, abs=1e-6)
+    # a new head reads the makers' rank and margin in place of the plain ones
+    assert {"maker_inverse_rank", "maker_margin"} <= set(HEAD_FEATURES) and not {"inverse_rank", "margin"} & set(HEAD_FEATURES)
+
+
 def test_head_fits_chooses_its_cut_on_held_out_groups_and_round_trips(tmp_path):
     from tasks.training.param_head import FEATURES, ParamHead, best_cut, fit_param_head
 

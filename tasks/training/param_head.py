@@ -25,7 +25,11 @@ from tasks.training.metrics import choose_probability_cut
 from tasks.training.param_examples import rule_over_outputs
 
 FEATURES = ("cosine", "inverse_rank", "margin", "best_input", "inverse_column_rank", "tool_cosine", "exact", "partial",
-            "token_overlap", "type_match", "declares_outputs", "producer_takes_it", "producer_takes_it_partly")
+            "token_overlap", "type_match", "declares_outputs", "producer_takes_it", "producer_takes_it_partly",
+            "maker_inverse_rank", "maker_margin")
+# What a new head is fitted on: rank and margin among the possible makers replace rank and margin among all the
+# group's producers (bench/RESULTS.md, "Rank among makers"); heads saved before still read their own columns.
+HEAD_FEATURES = tuple(f for f in FEATURES if f not in ("inverse_rank", "margin"))
 OUTPUT_DROPOUT = 0.3  # share of producers shown without their declared outputs when the head is fitted
 HEAD_FILE = "param_head.json"  # beside the retriever's weights: build-graph --param-discriminator takes the folder
 
@@ -55,7 +59,10 @@ def unit_features(tools: Sequence[Tool], encode: Callable[[list[str]], np.ndarra
       either side declares none); whether the producer declares outputs at all;
     - whether the producer itself takes an input of that name (exactly, or by the partial rule either way): two
       tools that both take ``destination`` share the caller's value, and without declared outputs nothing else
-      tells a sibling that takes the value from the tool that makes it."""
+      tells a sibling that takes the value from the tool that makes it;
+    - the inverse rank and the margin among the group's possible makers of the value: the producers that do not
+      take an input of that name themselves (a sibling is no rival for making it; margin against -1 when no
+      other maker is left)."""
     queries, owner, names = [], [], []
     for c, t in enumerate(tools):
         for p in dict((q["name"], q) for q in t.doc.get("input_params") or []).values():
@@ -115,6 +122,9 @@ def unit_features(tools: Sequence[Tool], encode: Callable[[list[str]], np.ndarra
             c = owner[r]
             row = sims[i]
             finite = np.sort(row[np.isfinite(row)])[::-1]
+            # the same cosines with the siblings (producers that take this input themselves) left out
+            makers = np.where([query_keys[r] in own_input_keys[p] for p in idx], -np.inf, row)
+            top = np.argsort(-makers, kind="stable")[:2]
             for p in idx:
                 if p == c or (wanted is not None and (p, c) not in wanted):
                     continue
@@ -123,6 +133,9 @@ def unit_features(tools: Sequence[Tool], encode: Callable[[list[str]], np.ndarra
                 other = finite[1] if len(finite) > 1 and finite[0] == cos else finite[0]
                 margin = cos - float(other) if len(finite) > 1 else 0.0
                 best_input = float(cos >= closest[c][col[p]])
+                maker_rank = 1 + int((makers > cos).sum())
+                rival = makers[top[1]] if len(top) > 1 and top[0] == col[p] else makers[top[0]]
+                maker_margin = cos - (float(rival) if np.isfinite(rival) else -1.0)
                 rule = rule_over_outputs(exact_keys[p], raw_outputs[p], names[r], partial)
                 want = query_tokens[r]
                 overlap = len(want & offered[p]) / len(want) if want else 0.0
@@ -132,7 +145,7 @@ def unit_features(tools: Sequence[Tool], encode: Callable[[list[str]], np.ndarra
                 rows.append((cos, 1.0 / rank, margin, best_input, 1.0 / column_rank[i, col[p]],
                              float(tool_sims[col[c], col[p]]), float(rule == "exact"), float(rule == "partial"),
                              overlap, type_match, float(bool(tools[p].doc.get("output_params"))),
-                             *producer_takes(p, r)))
+                             *producer_takes(p, r), 1.0 / maker_rank, maker_margin))
     return units, np.asarray(rows, dtype=np.float32).reshape(-1, len(FEATURES))
 
 
@@ -147,10 +160,12 @@ def without_outputs(toolset: ToolSet, share: float, seed: int = 0) -> ToolSet:
 
 def fit_on_toolsets(toolsets: Sequence[ToolSet], encode: Callable[[list[str]], np.ndarray],
                     output_dropout: float = OUTPUT_DROPOUT, seed: int = 0,
-                    rows: Callable[..., tuple[list[Unit], np.ndarray]] = unit_features) -> ParamHead:
+                    rows: Callable[..., tuple[list[Unit], np.ndarray]] = unit_features,
+                    computed: tuple[str, ...] = FEATURES, features: tuple[str, ...] = HEAD_FEATURES) -> ParamHead:
     """The head fitted on every unit of ``toolsets`` (with parameter edges) and of a copy of each with
     ``output_dropout`` of its producers' outputs removed; folds by group. ``rows(tools, encode)``: the units
-    and their features (the reranker's stacked head passes its own)."""
+    and their features, the columns ``computed`` (the reranker's stacked head passes its own); the head reads
+    the columns ``features`` of them."""
     xs, ys, groups = [], [], []
     for ts in toolsets:
         for copy in (ts, without_outputs(ts, output_dropout, seed)) if output_dropout else (ts,):
@@ -158,9 +173,13 @@ def fit_on_toolsets(toolsets: Sequence[ToolSet], encode: Callable[[list[str]], n
             xs.append(x)
             ys.append(unit_gold(copy, copy.tools, units))
             groups += [f"{ts.name}/{copy.tools[c].group}" for _, c, _ in units]
-    return fit_param_head(np.vstack(xs), np.concatenate(ys), groups,
+    columns = [computed.index(f) for f in features]
+    head = fit_param_head(np.vstack(xs)[:, columns], np.concatenate(ys), groups,
                           fitted_on=", ".join(ts.name for ts in toolsets) + f" (and a copy with {output_dropout:.0%} "
                           "of the producers' outputs removed)" * bool(output_dropout), seed=seed)
+    head.features = tuple(features)
+    head.columns = None if tuple(features) == tuple(computed) else columns
+    return head
 
 
 def unit_gold(toolset: ToolSet, tools: Sequence[Tool], units: Sequence[Unit]) -> np.ndarray:

@@ -282,8 +282,7 @@ def fit_stacked_head(toolsets: Sequence[ToolSet], encode, folder: Path, k: int, 
     def rows(tools, enc):
         return stacked_rows(tools, *unit_features(tools, enc), model, tokenizer, k, max_length)
 
-    head = fit_on_toolsets(toolsets, encode, output_dropout, seed, rows)
-    head.features = STACK_FEATURES
+    head = fit_on_toolsets(toolsets, encode, output_dropout, seed, rows, STACK_FEATURES, STACK_FEATURES)
     head.candidate_k = k
     return head
 
