@@ -105,6 +105,8 @@ def unit_features(tools: Sequence[Tool], encode: Callable[[list[str]], np.ndarra
         if len(idx) < 2:
             continue
         col = {tool: k for k, tool in enumerate(idx)}
+        siblings = functools.lru_cache(maxsize=None)(  # per input name: which of the group's tools take it
+            lambda key, idx=idx: np.array([key in own_input_keys[p] for p in idx]))
         qrows = [r for r, c in enumerate(owner) if c in col]
         if not qrows:
             continue
@@ -123,8 +125,10 @@ def unit_features(tools: Sequence[Tool], encode: Callable[[list[str]], np.ndarra
             row = sims[i]
             finite = np.sort(row[np.isfinite(row)])[::-1]
             # the same cosines with the siblings (producers that take this input themselves) left out
-            makers = np.where([query_keys[r] in own_input_keys[p] for p in idx], -np.inf, row)
-            top = np.argsort(-makers, kind="stable")[:2]
+            makers = np.where(siblings(query_keys[r]), -np.inf, row)
+            maker_ranks = (1 + (makers[None, :] > row[:, None]).sum(axis=1)).tolist()
+            top = np.argsort(-makers, kind="stable")[:2].tolist()
+            makers = makers.tolist()
             for p in idx:
                 if p == c or (wanted is not None and (p, c) not in wanted):
                     continue
@@ -133,9 +137,8 @@ def unit_features(tools: Sequence[Tool], encode: Callable[[list[str]], np.ndarra
                 other = finite[1] if len(finite) > 1 and finite[0] == cos else finite[0]
                 margin = cos - float(other) if len(finite) > 1 else 0.0
                 best_input = float(cos >= closest[c][col[p]])
-                maker_rank = 1 + int((makers > cos).sum())
                 rival = makers[top[1]] if len(top) > 1 and top[0] == col[p] else makers[top[0]]
-                maker_margin = cos - (float(rival) if np.isfinite(rival) else -1.0)
+                maker_margin = cos - (rival if rival != -np.inf else -1.0)
                 rule = rule_over_outputs(exact_keys[p], raw_outputs[p], names[r], partial)
                 want = query_tokens[r]
                 overlap = len(want & offered[p]) / len(want) if want else 0.0
@@ -145,7 +148,7 @@ def unit_features(tools: Sequence[Tool], encode: Callable[[list[str]], np.ndarra
                 rows.append((cos, 1.0 / rank, margin, best_input, 1.0 / column_rank[i, col[p]],
                              float(tool_sims[col[c], col[p]]), float(rule == "exact"), float(rule == "partial"),
                              overlap, type_match, float(bool(tools[p].doc.get("output_params"))),
-                             *producer_takes(p, r), 1.0 / maker_rank, maker_margin))
+                             *producer_takes(p, r), 1.0 / maker_ranks[col[p]], maker_margin))
     return units, np.asarray(rows, dtype=np.float32).reshape(-1, len(FEATURES))
 
 
