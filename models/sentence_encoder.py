@@ -119,11 +119,11 @@ class MemoEncode:
     def __call__(self, texts: Sequence[str]) -> np.ndarray:
         if isinstance(texts, str):
             raise TypeError("encode takes a sequence of strings, not one string")
+        if not texts:
+            return self._encode([])
         new = list(dict.fromkeys(t for t in texts if t not in self._rows))
         if new:
             self._rows.update(zip(new, self._encode(new)))
-        if not texts:
-            return self._encode([])
         return np.stack([self._rows[t] for t in texts])
 
 

@@ -23,6 +23,11 @@ def output_param_names(doc: dict[str, Any]) -> list[str]:
     return [derived] if derived else []
 
 
+def doc_without_outputs(doc: dict[str, Any]) -> dict[str, Any]:
+    """``doc`` as a tool set that documents no outputs shows it: name, description and inputs only."""
+    return {k: v for k, v in doc.items() if k != "output_params"}
+
+
 def match_param(name: str | None, names: list[str]) -> str | None:
     """``name`` as ``names`` spell it: an exact match, else the one match after
     ``schemas.name_rule.normalise_param_name`` (``userId`` -> ``user_id``); None when none or ambiguous."""

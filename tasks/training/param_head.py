@@ -19,7 +19,7 @@ import numpy as np
 from schemas.dependency_text import parameter_query, producer_text, tool_query
 from schemas.name_rule import (identifier_tokens, name_words, normalise_param_name, output_names, partial_match,
                                raw_output_names)
-from schemas.parameters import output_param_names
+from schemas.parameters import doc_without_outputs, output_param_names
 from schemas.toolset import Tool, ToolSet
 from tasks.training.metrics import choose_probability_cut
 from tasks.training.param_examples import rule_over_outputs
@@ -89,8 +89,8 @@ def unit_features(tools: Sequence[Tool], encode: Callable[[list[str]], np.ndarra
     words = functools.lru_cache(maxsize=1 << 16)(name_words)
     query_keys = [normalise_param_name(name) for name in names]  # per input, once: a unit pairs it with each producer
 
-    def producer_takes(p: int, r: int) -> tuple[float, float]:  # does producer p take input r's value: exactly, partly
-        if query_keys[r] in own_input_keys[p]:
+    def producer_takes(p: int, r: int, exactly: bool) -> tuple[float, float]:  # p takes r's value: exactly, partly
+        if exactly:
             return 1.0, 0.0
         name, asked = names[r], words(names[r])  # most inputs share no word with the name: no partial test to run
         return 0.0, float(any(not asked.isdisjoint(words(n)) and (partial(n, name) or partial(name, n))
@@ -125,10 +125,11 @@ def unit_features(tools: Sequence[Tool], encode: Callable[[list[str]], np.ndarra
             row = sims[i]
             finite = np.sort(row[np.isfinite(row)])[::-1]
             # the same cosines with the siblings (producers that take this input themselves) left out
-            makers = np.where(siblings(query_keys[r]), -np.inf, row)
+            taken = siblings(query_keys[r])
+            makers = np.where(taken, -np.inf, row)
             maker_ranks = (1 + (makers[None, :] > row[:, None]).sum(axis=1)).tolist()
             top = np.argsort(-makers, kind="stable")[:2].tolist()
-            makers = makers.tolist()
+            makers, taken = makers.tolist(), taken.tolist()
             for p in idx:
                 if p == c or (wanted is not None and (p, c) not in wanted):
                     continue
@@ -148,7 +149,7 @@ def unit_features(tools: Sequence[Tool], encode: Callable[[list[str]], np.ndarra
                 rows.append((cos, 1.0 / rank, margin, best_input, 1.0 / column_rank[i, col[p]],
                              float(tool_sims[col[c], col[p]]), float(rule == "exact"), float(rule == "partial"),
                              overlap, type_match, float(bool(tools[p].doc.get("output_params"))),
-                             *producer_takes(p, r), 1.0 / maker_ranks[col[p]], maker_margin))
+                             *producer_takes(p, r, taken[col[p]]), 1.0 / maker_ranks[col[p]], maker_margin))
     return units, np.asarray(rows, dtype=np.float32).reshape(-1, len(FEATURES))
 
 
@@ -156,8 +157,8 @@ def without_outputs(toolset: ToolSet, share: float, seed: int = 0) -> ToolSet:
     """``toolset`` with a seeded ``share`` of its tools shown without declared outputs (as many real tool
     sets document them: not at all), so a head fitted on both copies does not lean on output names alone."""
     rng = random.Random(seed)
-    tools = [Tool(t.tool_id, t.group, {k: v for k, v in t.doc.items() if k != "output_params"})
-             if rng.random() < share else t for t in toolset.tools]
+    tools = [Tool(t.tool_id, t.group, doc_without_outputs(t.doc)) if rng.random() < share else t
+             for t in toolset.tools]
     return dataclasses.replace(toolset, tools=tools)
 
 
@@ -181,8 +182,7 @@ def fit_on_toolsets(toolsets: Sequence[ToolSet], encode: Callable[[list[str]], n
                           fitted_on=", ".join(ts.name for ts in toolsets) + f" (and a copy with {output_dropout:.0%} "
                           "of the producers' outputs removed)" * bool(output_dropout), seed=seed)
     head.features = tuple(features)
-    head.columns = None if tuple(features) == tuple(computed) else columns
-    return head
+    return head.reading(computed)
 
 
 def unit_gold(toolset: ToolSet, tools: Sequence[Tool], units: Sequence[Unit]) -> np.ndarray:
@@ -205,8 +205,8 @@ class ParamHead:
     fitted_on: str = ""
     cut_f1: float | None = None  # F1 at the cut on the cross-validated predictions it was chosen on
     candidate_k: int | None = None  # a reranker's stacked head: the candidate rule's k (param_reranker.py)
-    # the columns of ``features`` among the ones this code computes, set by ``load`` for a head fitted on fewer
-    # (an older checkpoint): it reads its own columns and ignores the newer ones
+    # the columns of ``features`` among the ones computed (``reading``; None: all of them, in order): a head
+    # fitted on other columns (an older checkpoint, or HEAD_FEATURES) reads its own and ignores the rest
     columns: list[int] | None = field(default=None, repr=False)
 
     def predict(self, x: np.ndarray) -> np.ndarray:
@@ -229,10 +229,12 @@ class ParamHead:
                              f"{features}")
         if len(data["coef"]) != len(data["features"]):
             raise ValueError(f"{folder}/{HEAD_FILE}: {len(data['coef'])} weights for {len(data['features'])} features")
-        head = cls(**data)
-        if head.features != features:
-            head.columns = [features.index(f) for f in head.features]
-        return head
+        return cls(**data).reading(features)
+
+    def reading(self, computed: Sequence[str]) -> "ParamHead":
+        """This head set to read its ``features`` out of rows with the columns ``computed``."""
+        self.columns = None if self.features == tuple(computed) else [list(computed).index(f) for f in self.features]
+        return self
 
 
 def fit_param_head(x: np.ndarray, y: np.ndarray, groups: Sequence[str], fitted_on: str = "", folds: int = 5,

@@ -20,6 +20,7 @@ import torch
 from models.encoder_path import SENTENCE_BERT_CONFIG, layer_cut, resolve_model_name_or_path
 from models.sentence_encoder import SentenceEncoder, mean_pool
 from schemas.dependency_text import parameter_query, producer_text, tool_query
+from schemas.parameters import doc_without_outputs
 from schemas.tdi import LABEL_A_DEPENDS_ON_B, LABEL_NO_DEPENDENCY
 from schemas.toolset import ToolSet
 from tasks.common.atomic import hidden_sibling, replace_dir
@@ -125,16 +126,13 @@ def toolset_retriever_examples(toolset: ToolSet, groups: Collection[str] | None 
             continue
         consumer = tools[cid]
         others = [t for t in members[consumer.group] if t != cid and t not in prerequisites[cid]]
-        shown = _without_outputs if output_dropout and hide.random() < output_dropout else (lambda d: d)
+        shown = doc_without_outputs if output_dropout and hide.random() < output_dropout else (lambda d: d)
         negative = producer_text(shown(tools[rng.choice(others)].doc)) if others else None
-        out.append(RetrieverExample(_query(consumer.doc, param, rng, name_dropout), producer_text(shown(tools[pid].doc)),
-                                    negative, f"{toolset.name}/{consumer.group}", pid))
+        query = _query(consumer.doc, param, rng, name_dropout)
+        out.append(RetrieverExample(query, producer_text(shown(tools[pid].doc)), negative,
+                                    f"{toolset.name}/{consumer.group}", pid))
     rng.shuffle(out)
     return out
-
-
-def _without_outputs(doc: dict) -> dict:
-    return {k: v for k, v in doc.items() if k != "output_params"}
 
 
 class InBatchContrastiveLoss(torch.nn.Module):
