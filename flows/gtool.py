@@ -163,6 +163,8 @@ CLI = FlowCLI.start(__name__, checking_inputs(parse_args, PROG), PROG)  # check_
 
 from prefect import flow, get_run_logger, task  # noqa: E402
 from prefect.cache_policies import NO_CACHE  # noqa: E402
+# quote(x): Prefect passes x to the task without walking it for futures (the embedding rows took 16 s a walk)
+from prefect.utilities.annotations import quote  # noqa: E402
 from tasks.gtool.links import (METHODS, Completion, DiscriminatorScores, GraphInputError, LinkConfig, ToolGraph,  # noqa: E402
                                complete_graph, robustness_rows, summarise, tool_graph)
 from tasks.gtool.selection import Request, SelectConfig, SelectionData, evaluate_selection  # noqa: E402
@@ -402,7 +404,7 @@ def gtool(cfg: GToolConfig | None = None) -> dict:
 
     def timed(name: str, fn, *args):
         c = time.process_time()
-        got = fn(*args)
+        got = fn(*(quote(a) for a in args))
         timings[name] = round(time.process_time() - c, 1)
         if isinstance(got, Skipped):
             skips.append(f"{name}: {got.reason}")
@@ -444,7 +446,7 @@ def gtool(cfg: GToolConfig | None = None) -> dict:
                  f"(threshold {done.threshold:.3f}, validation F1 {done.val_f1:.3f}, AUC {done.val_auc:.3f})")
     written = None
     if cfg.write_warehouse and completions:
-        written = write_predicted(cfg.warehouse, wh_rows, sorted(completions))
+        written = write_predicted(cfg.warehouse, quote(wh_rows), sorted(completions))
     cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
 
     out = Path(cfg.out_dir)

@@ -253,6 +253,8 @@ CLI = FlowCLI.start(__name__, checking_inputs(_parse_args, PROG), PROG)  # check
 
 from prefect import flow, get_run_logger, task  # noqa: E402
 from prefect.cache_policies import NO_CACHE  # noqa: E402
+# quote(x): Prefect passes x to the task without walking it for futures (82k shard rows took 35 s a walk)
+from prefect.utilities.annotations import quote  # noqa: E402
 from tasks.dataset.gate import publish_with_card, quality_gate  # noqa: E402
 
 push_to_hub = task(name="push-to-hub", cache_policy=NO_CACHE)(push_dataset)  # no retries: a failure says how to retry
@@ -689,9 +691,9 @@ def _mine_tdi(cfg: MineTDIConfig) -> dict[str, Any]:
     t0 = time.perf_counter()
 
     items, sources = source_files(cfg)
-    result = mine(items, cfg)
+    result = mine(quote(items), cfg)
     mine_seconds = time.perf_counter() - t0
-    docs = docs_for(result, cfg.workers)
+    docs = docs_for(quote(result), cfg.workers)
     pairs = flow_pairs(result, docs)
     orders, rare_orders = precondition_pairs(result, cfg.min_order_support)
     llm_pairs: list[DependencyPair] = []
@@ -708,7 +710,7 @@ def _mine_tdi(cfg: MineTDIConfig) -> dict[str, Any]:
 
             def run(stage: str, requests: list) -> list:
                 try:
-                    results, calls = run_agent(stage, requests, llm_cfg)
+                    results, calls = run_agent(stage, quote(requests), llm_cfg)
                 except LLMUnavailableError:
                     ensure_alive()  # an embedded server that died says so (exit status, log) over 'cannot be reached'
                     raise
@@ -733,15 +735,16 @@ def _mine_tdi(cfg: MineTDIConfig) -> dict[str, Any]:
     if bad:  # make_doc and agent 1's interpreter validate, so this is a bug, not data
         raise ValueError(f"{len(bad)} docs break the API doc schema, e.g. {sorted(bad)[:3]}")
     balance_cfg = MinedBalanceConfig(cfg.per_class, cfg.validation_fraction, cfg.seed, cfg.output_dropout, cfg.hard_negative_share)
-    balanced = balance(pairs + orders + llm_pairs, docs, balance_cfg, dropped)
+    balanced = balance(quote(pairs + orders + llm_pairs), quote(docs), balance_cfg, quote(dropped))
     n_read = result.files_read + result.candidates + result.order_candidates + len(llm_pairs)
-    summary = account(out_dir, outcome_table(result, balanced, llm_pairs, judged_out, rare_orders), n_read, ledger, reviews)
+    summary = account(out_dir, quote(outcome_table(result, balanced, llm_pairs, judged_out, rare_orders)), n_read, quote(ledger),
+                      quote(reviews))
     if not balanced.rows:
         raise RuntimeError(f"no usable pairs: nothing to write (rejections by reason: {summary.by_reason}); see {out_dir / 'records.duckdb'}")
 
     staging = fresh_staging(out_dir)
     write_sources(staging, sources)  # sources.json: published with the shards (tasks/dataset/publish.py)
-    infos = stage_shards(balanced.rows, staging, ShardConfig(rows_per_shard=cfg.rows_per_shard, seed=cfg.seed))
+    infos = stage_shards(quote(balanced.rows), staging, ShardConfig(rows_per_shard=cfg.rows_per_shard, seed=cfg.seed))
     report = quality_gate(out_dir, staging)
     mining = {
         "files_read": result.files_read,

@@ -305,6 +305,8 @@ CLI = FlowCLI.start(__name__, checking_inputs(parse_args, PROG), PROG)  # check_
 
 from prefect import flow, get_run_logger, task  # noqa: E402
 from prefect.cache_policies import NO_CACHE  # noqa: E402
+# quote(x): Prefect passes x to the task without walking it for futures (a walk costs about 0.4 ms a pair)
+from prefect.utilities.annotations import quote  # noqa: E402
 from models.discriminator import (CALIBRATION_FILE, decide, load_calibration, load_discriminator, load_model,  # noqa: E402
                                   load_tokenizer)
 from tasks.training.plots import PR_POINTS, plot_confusion, plot_precision_recall, plot_training_curves  # noqa: E402
@@ -610,7 +612,7 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
         """(probabilities (n, 3), the kind head's p(precondition) (n,) or None)."""
         import numpy as np
 
-        got = score_examples(checkpoint, examples, cfg.max_length, batch_size * 4, cfg.symmetric, cfg.progress, what)
+        got = score_examples(checkpoint, quote(examples), cfg.max_length, batch_size * 4, cfg.symmetric, cfg.progress, what)
         kind = got["p_precondition"]
         return np.asarray(got["probs"]).reshape(-1, 3), None if kind is None else np.asarray(kind)
 
@@ -635,7 +637,7 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
             logger.info("pretraining on %s: train %s, validation %s", tdi, label_counts(pre_train), label_counts(pre_valid))
             if not pre_valid:
                 logger.warning("the TDI dataset has no validation split: the last pretraining step is kept")
-            result = train_stage("pretrain", cfg.base_model, pre_train, pre_valid,
+            result = train_stage("pretrain", cfg.base_model, quote(pre_train), quote(pre_valid),
                                  stage_args(cfg.pretrain_epochs, cfg.pretrain_learning_rate, cfg.pretrain_evals),
                                  out / "pretrain", "ce", cfg.resume, num_layers=cfg.encoder_layers,
                                  kind_head=cfg.kind_head)
@@ -655,7 +657,7 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
                                            "split": split_note, "replay": len(replay)}
             logger.info("finetuning: train %s + %d replayed TDI pairs, validation %s; %s", label_counts(ft_train),
                         len(replay), label_counts(ft_valid), split_note)
-            result = train_stage("finetune", init_model, ft_train + replay, ft_valid,
+            result = train_stage("finetune", init_model, quote(ft_train + replay), quote(ft_valid),
                                  stage_args(cfg.finetune_epochs, cfg.finetune_learning_rate, 1),
                                  out / "finetune", "category_averaged", cfg.resume, best_dir=ckpt,
                                  num_layers=None if "pretrain" in stages else cfg.encoder_layers,
@@ -722,7 +724,8 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
                              (summary.get("calibration") or {}).get("kind_threshold"))
     scorer, two_level = parameter_scorer_of(ckpt), None
     if scorer is not None:  # the checkpoint's two levels: inputs scored one by one, the rest by the cross-encoder
-        two_level, with_preconditions = two_level_scores(scorer, test_sets, test_probs, threshold, (False, True))
+        two_level, with_preconditions = two_level_scores(scorer, quote(test_sets), quote(test_probs), threshold,
+                                                                     (False, True))
         summary["test_two_level"] = report(test_pairs, two_level, TWO_LEVEL_CUT)
         # as build-graph --cross-encoder-preconditions: where no value passes, the cross-encoder may add a precondition.
         # Its kinds: the edges it adds are preconditions, the rest data, so held-out sets get P/R/F1 per kind

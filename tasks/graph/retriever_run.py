@@ -14,6 +14,8 @@ from pathlib import Path
 
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
+# quote(x): Prefect passes x to the task without walking it for futures (the tool sets are thousands of tools)
+from prefect.utilities.annotations import quote
 
 from schemas.toolset import ToolSet
 from tasks.training.retriever import (RETRIEVER_FILE, RetrieverExample, tdi_retriever_examples,
@@ -252,7 +254,7 @@ def run_retriever(cfg: RetrieverConfig) -> dict:
                    "trained": json.loads(Path(cfg.checkpoint, RETRIEVER_FILE).read_text())
                    if Path(cfg.checkpoint, RETRIEVER_FILE).is_file() else None,
                    "test": {"untrained": untrained_test, "trained": recall_table(sets.test, encode)},
-                   "parameter_head": parameter_head(sets, encode, out)}
+                   "parameter_head": parameter_head(quote(sets), quote(encode), out)}
         metrics["test"]["head_ranked"] = head_ranked_table(sets.test, encode, out)
         from tasks.training.param_reranker import RERANKER_DIR, ParamReranker
         if cfg.reranker:  # a reranker on top of the given retriever: out/best is a copy of it with the reranker
@@ -261,7 +263,7 @@ def run_retriever(cfg: RetrieverConfig) -> dict:
             best = out / "best"
             shutil.rmtree(best, ignore_errors=True)
             shutil.copytree(cfg.checkpoint, best, ignore=shutil.ignore_patterns(RERANKER_DIR))
-            metrics["parameter_reranker"] = parameter_reranker(cfg, sets, encode, best)
+            metrics["parameter_reranker"] = parameter_reranker(cfg, quote(sets), quote(encode), best)
         elif ParamReranker.present(cfg.checkpoint):
             metrics["parameter_reranker"] = reranker_test(sets, encode, Path(cfg.checkpoint, RERANKER_DIR))
         (out / "metrics.json").write_text(json.dumps(metrics, indent=1, default=str) + "\n")
@@ -269,7 +271,7 @@ def run_retriever(cfg: RetrieverConfig) -> dict:
         (out / "report.md").write_text(text)
         print(text)
         return metrics
-    examples, counts = training_examples(cfg, sets)
+    examples, counts = training_examples(cfg, quote(sets))
     log.info(f"{len(examples)} training examples ({counts}); validation: "
              f"{', '.join(f'{t.name} {len(t.tools)} tools' for t in sets.validation)}")
     # Step 2: train, keeping the best validation recall
@@ -288,11 +290,11 @@ def run_retriever(cfg: RetrieverConfig) -> dict:
                "untrained_validation": result.untrained_score, "best_validation": result.best_score,
                "history": result.history, "validation_k": VALIDATION_K,
                "test": {"untrained": untrained_test, "trained": recall_table(sets.test, encode)},
-               "parameter_head": parameter_head(sets, encode, result.best_dir)}
+               "parameter_head": parameter_head(quote(sets), quote(encode), result.best_dir)}
     metrics["test"]["head_ranked"] = head_ranked_table(sets.test, encode, result.best_dir)
     # Step 4 (--reranker): the cross-encoder over the candidate units, stacked with the head
     if cfg.reranker:
-        metrics["parameter_reranker"] = parameter_reranker(cfg, sets, encode, result.best_dir)
+        metrics["parameter_reranker"] = parameter_reranker(cfg, quote(sets), quote(encode), result.best_dir)
     metrics["seconds"] = round(time.time() - started)
     (out / "metrics.json").write_text(json.dumps(metrics, indent=1, default=str) + "\n")
     text = report_markdown(metrics)
