@@ -114,9 +114,9 @@ class GraphConfig:
         "encoder of the 'retrieval' rule: a dependency retriever trained by train-retriever "
         "(artifacts/retriever/<run>/best); none: --encoder, untrained")] = None
     retrieval_share: Annotated[float | None, Help(
-        "pruning 'retrieval': of the top-K pairs, keep per group only the best-scored ones up to this share of the "
-        "group's ordered pairs, in (0, 1] (a scoring budget; meaningful with a trained --retrieval-encoder); "
-        "none: all top-K")] = None
+        "pruning 'retrieval': of the top-K pairs, keep only the best-scored ones up to this share of the set's "
+        "ordered same-group pairs, whatever their group, in (0, 1] (a scoring budget; meaningful with a trained "
+        "--retrieval-encoder); none: all top-K")] = None
     retrieval_rank: Annotated[str, Help(
         "what orders the pairs under --retrieval-share: cosine (the retriever's best cosine over the consumer's "
         "inputs) or head (the trained --retrieval-encoder's parameter head: its best p over the inputs)")] = field(

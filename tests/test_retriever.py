@@ -243,6 +243,19 @@ def test_share_keeps_the_best_scored_pairs_of_each_group_up_to_its_budget():
     assert retrieve_producers(tools, producers, queries, list(range(5)), k=2, rank=rank) == every  # no cap: unused
 
 
+def test_share_is_one_budget_for_the_set_spent_on_the_best_pairs_whatever_their_group():
+    """Two groups of 3 tools (12 ordered pairs), a share of 2/12: both pairs go to the group whose pairs score
+    highest, where a budget per group (1 each) would spend one on the other group's weak pair."""
+    tools = [Tool(f"a{i}", "dense", doc(f"a{i}", [("x", "")])) for i in range(3)] + \
+        [Tool(f"b{i}", "sparse", doc(f"b{i}", [("x", "")])) for i in range(3)]
+    producers = np.eye(6, dtype=np.float32)
+    queries = np.array([[0, 0.9, 0.44, 0, 0, 0], [0.92, 0, 0.39, 0, 0, 0], [0.5, 0.5, 0, 0, 0, 0],
+                        [0, 0, 0, 0, 0.5, 0.5], [0, 0, 0, 0.5, 0, 0.5], [0, 0, 0, 0.5, 0.5, 0]], dtype=np.float32)
+    kept = retrieve_producers(tools, producers, queries, list(range(6)), k=1, share=2 / 12)
+    assert kept == {(1, 0), (0, 1)}  # cosines 0.90 and 0.92 of the dense group; the sparse group's best is 0.71
+    assert len(retrieve_producers(tools, producers, queries, list(range(6)), k=2, share=1 / 12)) == 1
+
+
 def test_head_ranking_scores_a_pair_by_its_best_input_and_build_graph_ranks_so_when_asked(tmp_path):
     from flows.build_graph import GraphConfig, retrieval_head
     from tasks.graph.candidates import head_ranking, retrieval_candidates

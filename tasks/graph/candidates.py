@@ -48,10 +48,13 @@ def retrieve_producers(
     share: float | None = None, rank: Callable[[set[tuple[int, int]]], dict[tuple[int, int], float]] | None = None,
 ) -> set[tuple[int, int]]:
     """Ordered pairs (producer, consumer): for each query, the k producers of the consumer's group (itself
-    excluded) with the highest cosine; ties go to the earlier tool. ``share``: of those, per group, only the
-    best-scored pairs up to this share of the group's ordered pairs (at least one): a scoring budget that a
-    trained retriever's comparable scores make meaningful. Scored by the highest cosine over the consumer's
-    queries, or by ``rank`` (the top-k pairs -> a score per pair; a pair it leaves out keeps its cosine)."""
+    excluded) with the highest cosine; ties go to the earlier tool. ``share``: of those, only the best-scored
+    pairs up to this share of the set's ordered same-group pairs (at least one): a scoring budget that a trained
+    retriever's comparable scores make meaningful. The budget is the set's, not each group's: gold edges crowd
+    into a few groups (a NesTools domain of 9 tools holds 7), and an even split would spend the budget on the
+    sparse groups' weak pairs (bench/RESULTS.md, "One budget for the set"). Scored by the highest cosine over
+    the consumer's queries, or by ``rank`` (the top-k pairs -> a score per pair; a pair it leaves out keeps its
+    cosine)."""
     if k < 1:
         raise ValueError(f"retrieval k {k}: must be at least 1")
     if share is not None and not 0.0 < share <= 1.0:
@@ -85,12 +88,9 @@ def retrieve_producers(
     if rank is not None:
         ranked = rank({pair for best in by_group.values() for pair in best})
         by_group = {g: {pair: ranked.get(pair, cos) for pair, cos in best.items()} for g, best in by_group.items()}
-    pairs: set[tuple[int, int]] = set()
-    for group, best in by_group.items():
-        n = len(members[group])
-        budget = max(1, math.floor(share * n * (n - 1)))
-        pairs.update(pair for pair, _ in sorted(best.items(), key=lambda kv: (-kv[1], kv[0]))[:budget])
-    return pairs
+    budget = max(1, math.floor(share * sum(len(m) * (len(m) - 1) for m in members.values())))
+    scored = [item for best in by_group.values() for item in best.items()]
+    return {pair for pair, _ in sorted(scored, key=lambda kv: (-kv[1], kv[0]))[:budget]}
 
 
 def head_ranking(tools: Sequence[Tool], encode: Callable[[list[str]], np.ndarray], head: "ParamHead"
