@@ -737,8 +737,8 @@ def _mine_tdi(cfg: MineTDIConfig) -> dict[str, Any]:
     balance_cfg = MinedBalanceConfig(cfg.per_class, cfg.validation_fraction, cfg.seed, cfg.output_dropout, cfg.hard_negative_share)
     balanced = balance(quote(pairs + orders + llm_pairs), quote(docs), balance_cfg, quote(dropped))
     n_read = result.files_read + result.candidates + result.order_candidates + len(llm_pairs)
-    summary = account(out_dir, quote(outcome_table(result, balanced, llm_pairs, judged_out, rare_orders)), n_read, quote(ledger),
-                      quote(reviews))
+    outcomes = outcome_table(result, balanced, llm_pairs, judged_out, rare_orders)
+    summary = account(out_dir, quote(outcomes), n_read, quote(ledger), quote(reviews))
     if not balanced.rows:
         raise RuntimeError(f"no usable pairs: nothing to write (rejections by reason: {summary.by_reason}); see {out_dir / 'records.duckdb'}")
 

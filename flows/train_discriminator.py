@@ -725,7 +725,7 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
     scorer, two_level = parameter_scorer_of(ckpt), None
     if scorer is not None:  # the checkpoint's two levels: inputs scored one by one, the rest by the cross-encoder
         two_level, with_preconditions = two_level_scores(scorer, quote(test_sets), quote(test_probs), threshold,
-                                                                     (False, True))
+                                                         (False, True))
         summary["test_two_level"] = report(test_pairs, two_level, TWO_LEVEL_CUT)
         # as build-graph --cross-encoder-preconditions: where no value passes, the cross-encoder may add a precondition.
         # Its kinds: the edges it adds are preconditions, the rest data, so held-out sets get P/R/F1 per kind
