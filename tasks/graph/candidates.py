@@ -67,7 +67,7 @@ def retrieve_producers(
     asks: dict[str, list[int]] = defaultdict(list)
     for n, c in enumerate(consumer):
         asks[tools[c].group].append(n)
-    by_group: dict[str, dict[tuple[int, int], float]] = {}
+    best: dict[tuple[int, int], float] = {}  # (producer, consumer) -> its best cosine; pairs never cross groups
     for group, rows in asks.items():
         idx = np.array(members[group])
         if len(idx) < 2:
@@ -77,20 +77,17 @@ def retrieve_producers(
         owners = np.array([consumer[n] for n in rows])
         sims[owners[:, None] == idx[None, :]] = -np.inf  # a tool is not its own producer
         top = np.argsort(-sims, axis=1, kind="stable")[:, : min(k, len(idx) - 1)]
-        best: dict[tuple[int, int], float] = {}
         for row, (owner, cols) in enumerate(zip(owners, top)):
             for col in cols:
                 key = (int(idx[col]), int(owner))
                 best[key] = max(best.get(key, -np.inf), float(sims[row, col]))
-        by_group[group] = best
     if share is None:
-        return {pair for best in by_group.values() for pair in best}
+        return set(best)
     if rank is not None:
-        ranked = rank({pair for best in by_group.values() for pair in best})
-        by_group = {g: {pair: ranked.get(pair, cos) for pair, cos in best.items()} for g, best in by_group.items()}
+        ranked = rank(set(best))
+        best = {pair: ranked.get(pair, cos) for pair, cos in best.items()}
     budget = max(1, math.floor(share * sum(len(m) * (len(m) - 1) for m in members.values())))
-    scored = [item for best in by_group.values() for item in best.items()]
-    return {pair for pair, _ in sorted(scored, key=lambda kv: (-kv[1], kv[0]))[:budget]}
+    return {pair for pair, _ in sorted(best.items(), key=lambda kv: (-kv[1], kv[0]))[:budget]}
 
 
 def head_ranking(tools: Sequence[Tool], encode: Callable[[list[str]], np.ndarray], head: "ParamHead"
