@@ -1,6 +1,7 @@
 """How often a discriminator finds the mined precondition pairs of a TDI's validation split, split by where the
-order comes from: stated in code (support 1 at mine-tdi's default: a state guard, an error message or a fitted
-check, tasks/mining/state.py; read by hand 43 of 50 and 30 of 30 right) or call order (support >= 2; about 30% right). The data pairs
+order comes from: stated in code (support 1 at mine-tdi's default: a state guard, an error message, a fitted
+check, a docstring or state used before it is set, tasks/mining/state.py; read by hand 43 of 50, 30 of 30, 21 of
+21 and 47 of 50 right) or call order (support >= 2; about 30% right). The data pairs
 of the same split and both name rules are beside them. Recall counts the direction (a row's label 0 or 2).
 
     .venv/bin/python -m bench.precondition_recall_stated                        # the default run's checkpoint

@@ -19,7 +19,7 @@ from tasks.mining.order import OrderScanner
 from tasks.mining.reasons import MineReason
 from tasks.mining.resolve import bind_import, import_base, type_of_call
 from tasks.mining.sources import FileItem
-from tasks.mining.state import stated_orders
+from tasks.mining.state import stated_orders, unset_module_globals
 from tasks.mining.syntax import annotated_class, bound_names, dotted_name, top_level_statements, unwrap
 from tasks.mining.workers import no_gc
 
@@ -258,7 +258,7 @@ def facts_from_tree(tree: ast.Module, mod: ModuleFacts, guess_same_module: bool 
     for flows in class_flows.values():
         mod.flows.extend(flows.flows())
     if orders:  # a function that raises unless another has set some state: "call that first", in its own words
-        mod.orders.extend(stated_orders(mod, defs, indexes))
+        mod.orders.extend(stated_orders(mod, defs, indexes, unset_module_globals(tree.body)))
     body = [s for s in tree.body if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
     if body:  # statements at module level (scripts, ``if __name__ == "__main__":``, module setup) are a body too
         node = ast.FunctionDef(name=MODULE_BODY, args=ast.arguments([], [], None, [], [], None, []), body=body, decorator_list=[])
