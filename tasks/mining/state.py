@@ -74,7 +74,8 @@ ERROR_MESSAGE = "error_message"
 FITTED_CHECK = "fitted_check"
 DOCSTRING_ORDER = "docstring_order"
 STATE_USE = "state_use"
-STATED_PATTERNS = (STATE_GUARD, ERROR_MESSAGE, FITTED_CHECK, DOCSTRING_ORDER, STATE_USE)  # the code (or its doc) states the order
+# the code (or its doc) states the order
+STATED_PATTERNS = (STATE_GUARD, ERROR_MESSAGE, FITTED_CHECK, DOCSTRING_ORDER, STATE_USE)
 MAX_STATE_SETTERS = 3  # more methods setting one state say little about which one a guard needs (shared_state)
 _CHECKER_PREFIXES = ("check", "ensure", "assert", "require", "verify", "validate")
 
@@ -232,7 +233,7 @@ def _family_binds(mod: ModuleFacts, cls: str, methods: dict[str, dict[str, Metho
     found = {}
     for name, (owner, m) in family.items():
         bound = dict(direct[name])
-        for helper in _self_calls(m, _first_param(m) or "")[1]:
+        for helper in sorted(_self_calls(m, _first_param(m) or "")[1]):  # sorted: the same record ids every run
             if helper != name and helper in direct and not helper.startswith("__"):
                 for attr, stmt in direct[helper].items():
                     bound.setdefault(attr, stmt)
@@ -363,7 +364,8 @@ def global_guard_orders(mod: ModuleFacts, functions: dict[str, Method], indexes:
     orders: list[RawOrder] = []
     for consumer, f in functions.items():
         index = indexes.get(id(f)) or index_body(f)
-        own = {a.arg for a in [*f.args.posonlyargs, *f.args.args, *f.args.kwonlyargs]} | (index.stores - index.global_names)
+        params = {a.arg for a in [*f.args.posonlyargs, *f.args.args, *f.args.kwonlyargs]}
+        own = params | (index.stores - index.global_names)
         for attr, (guard, said) in guards_of(f.body, "").items():
             if attr in own:  # ``if path is None: raise``: the function's own name, no module state
                 continue
@@ -733,12 +735,12 @@ def state_use_orders(mod: ModuleFacts, methods: dict[str, dict[str, Method]], cl
     binds it (itself or through what it calls) makes it: neither is a consumer."""
     orders: list[RawOrder] = []
     for cls, defs in methods.items():
-        bases = [b for b in mod.bases.get(cls, []) if b not in _NO_STATE_BASES]
-        owners = [cls, *(b[len(mod.module) + 1:] for b in bases if b.startswith(mod.module + "."))]
+        owners = [cls, *(b[len(mod.module) + 1:] for b in mod.bases.get(cls, []) if b.startswith(mod.module + "."))]
         node = classes.get(cls)
         if node is None:
             continue
-        outside = sum(1 for b in node.bases if not _is_object(b)) - (len(mod.bases.get(cls, [])) - len(bases)) - (len(owners) - 1)
+        known = [b for b in mod.bases.get(cls, []) if b in _NO_STATE_BASES or b.startswith(mod.module + ".")]
+        outside = sum(1 for b in node.bases if not _is_object(b)) - len(known)  # from elsewhere, or not resolved
         reach = _Reach(_family(mod, cls, methods), indexes)
         # cheap first: the state some method binds and no constructor binds itself; most classes have none, and
         # walking every method body for uses is the cost of this pattern
@@ -815,7 +817,8 @@ def global_use_orders(mod: ModuleFacts, functions: dict[str, Method], indexes: d
         if not used:
             continue
         index = indexes.get(id(f)) or index_body(f)
-        own = {a.arg for a in [*f.args.posonlyargs, *f.args.args, *f.args.kwonlyargs]} | (index.stores - index.global_names)
+        params = {a.arg for a in [*f.args.posonlyargs, *f.args.args, *f.args.kwonlyargs]}
+        own = params | (index.stores - index.global_names)
         made, seen, todo, catches = set(direct.get(consumer, ())), {consumer}, [consumer], False
         while todo:  # what it binds or checks through the functions it calls, at any depth
             for h in calls[todo.pop()] - seen:
@@ -829,11 +832,13 @@ def global_use_orders(mod: ModuleFacts, functions: dict[str, Method], indexes: d
         for g, stmt in used.items():
             if g in own or g in made:
                 continue
-            names = [name for name, bound in setters.items() if g in bound and name != consumer and not name.startswith("__")]
+            names = [name for name, bound in setters.items()
+                     if g in bound and name != consumer and not name.startswith("__")]
             shared = len(names) > MAX_STATE_SETTERS
             for name in names:
                 orders.append(RawOrder(
-                    _record_id(mod, consumer, stmt, setters[name][g]), f"{mod.module}.{consumer}", f"{mod.module}.{name}",
+                    _record_id(mod, consumer, stmt, setters[name][g]), f"{mod.module}.{consumer}",
+                    f"{mod.module}.{name}",
                     STATE_USE, False, False, MineReason.SHARED_STATE if shared else None,
                     f"global {g} is set by {len(names)} functions (> {MAX_STATE_SETTERS})" if shared
                     else f"{STATE_USE} of global {g}: {_said(stmt)} (None until {name} binds it)"))
