@@ -674,7 +674,7 @@ class _Reach:
 
     def __init__(self, family: dict[str, tuple[str, Method]], indexes: dict[int, BodyIndex]):
         self.family, self.indexes = family, indexes
-        self._direct: dict[int, tuple[set[str], set[str], set[str] | None]] = {}
+        self._checks: dict[int, set[str] | None] = {}
         self._callees: dict[int, list[Method]] = {}  # one walk per method, however many consumers reach it
         self._binds: dict[int, tuple[set[str], set[str]]] = {}
 
@@ -684,10 +684,11 @@ class _Reach:
             self._binds[id(m)] = _direct_binds(m, self.indexes.get(id(m)) or index_body(m))
         return self._binds[id(m)]
 
-    def _of(self, m: Method) -> tuple[set[str], set[str], set[str] | None]:
-        if id(m) not in self._direct:
-            self._direct[id(m)] = (*self.direct(m), _tested(m, _first_param(m) or ""))
-        return self._direct[id(m)]
+    def tested(self, m: Method) -> set[str] | None:
+        """What ``m`` itself tests (``_tested``)."""
+        if id(m) not in self._checks:
+            self._checks[id(m)] = _tested(m, _first_param(m) or "")
+        return self._checks[id(m)]
 
     def callees(self, m: Method) -> list[Method]:
         if id(m) not in self._callees:
@@ -708,7 +709,7 @@ class _Reach:
     def binds(self, start: Method) -> tuple[set[str], set[str]]:
         bound, unset = set(), set()
         for m in self.reached(start):
-            b, u, _ = self._of(m)
+            b, u = self.direct(m)
             bound |= b
             unset |= u
         return bound, unset
@@ -717,10 +718,10 @@ class _Reach:
         """(what ``start`` and the methods it reaches bind non-None or test, whether one catches AttributeError)."""
         found: set[str] = set()
         for m in self.reached(start):
-            b, _, t = self._of(m)
+            t = self.tested(m)
             if t is None:
                 return found, True
-            found |= b | t
+            found |= self.direct(m)[0] | t
         return found, False
 
 
