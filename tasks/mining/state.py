@@ -213,11 +213,16 @@ def _record_id(mod: ModuleFacts, consumer: str, guard: ast.stmt, bind: ast.stmt)
     return f"{mod.module}:{consumer}:{guard.lineno}:{guard.col_offset}:after:{bind.lineno}:{bind.col_offset}"
 
 
+def _owners(mod: ModuleFacts, cls: str) -> list[str]:
+    """``cls`` and its bases defined in the same module, by their names in the module, the class first."""
+    return [cls, *(b[len(mod.module) + 1:] for b in mod.bases.get(cls, []) if b.startswith(mod.module + "."))]
+
+
 def _family(mod: ModuleFacts, cls: str, methods: dict[str, dict[str, Method]]) -> dict[str, tuple[str, Method]]:
     """Method name -> (the class that defines it, its def) for ``cls`` and its bases defined in the same module,
     the class's own first (an override hides the base's method)."""
     found: dict[str, tuple[str, Method]] = {}
-    for owner in [cls, *(b[len(mod.module) + 1:] for b in mod.bases.get(cls, []) if b.startswith(mod.module + "."))]:
+    for owner in _owners(mod, cls):
         for name, m in methods.get(owner, {}).items():
             found.setdefault(name, (owner, m))
     return found
@@ -338,8 +343,8 @@ def fitted_orders(mod: ModuleFacts, methods: dict[str, dict[str, Method]],
 
 def _global_setters(functions: dict[str, Method], indexes: dict[int, BodyIndex],
                     empty: Callable[[ast.expr], bool] = _empty) -> dict[str, dict[str, ast.stmt]]:
-    """Module function -> the globals it declares ``global`` and binds to a value ``empty`` does not call empty
-    -> the first statement that does."""
+    """Module function -> the globals it declares ``global`` and binds to a value that is not ``empty`` (a guard's
+    empty: None, 0, ""...; a use's: None only) -> the first statement that does."""
     setters: dict[str, dict[str, ast.stmt]] = {}
     for name, f in functions.items():
         declared = (indexes.get(id(f)) or index_body(f)).global_names
@@ -572,8 +577,8 @@ def docstring_orders(mod: ModuleFacts, methods: dict[str, dict[str, Method]], fu
 
 # -- state used before it is set ---------------------------------------------------------------------
 _NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
-_COMPOUND_HEADS = {ast.If: ("test",), ast.While: ("test",), ast.For: ("iter",), ast.AsyncFor: ("iter",),
-                   ast.Try: (), getattr(ast, "TryStar", ast.Try): (), ast.Match: ("subject",)}
+# blocks whose header only tests (a test is no use) and whose bodies may not run
+_BRANCHES = (ast.If, ast.While, ast.Try, getattr(ast, "TryStar", ast.Try), ast.Match)
 _NO_STATE_BASES = ("typing.Generic", "typing.Protocol", "abc.ABC")  # bases that set no instance state
 
 
@@ -587,16 +592,14 @@ def _walk_own(node: ast.AST) -> Iterable[ast.AST]:
 
 
 def _runs_always(body: list[ast.stmt]) -> Iterable[tuple[ast.stmt, ast.AST]]:
-    """(statement, a part of it that runs whenever the body does): a simple statement whole; of a compound one
-    its header (an ``if`` test, a ``for`` iterable), not its branches, loop bodies or ``try`` blocks."""
+    """(statement, a part of it that uses what it holds whenever the body runs): a simple statement whole; a
+    ``with`` block's context managers and a ``for`` loop's iterable; nothing of a branch, loop body or ``try``."""
     for s in _straight(body):
         if isinstance(s, (ast.With, ast.AsyncWith)):
             yield from ((s, item.context_expr) for item in s.items)
-        elif type(s) in _COMPOUND_HEADS:
-            yield from ((s, getattr(s, f)) for f in _COMPOUND_HEADS[type(s)])
-        elif isinstance(s, _NESTED):
-            continue
-        else:
+        elif isinstance(s, (ast.For, ast.AsyncFor)):
+            yield s, s.iter
+        elif not isinstance(s, _BRANCHES + _NESTED):
             yield s, s
 
 
@@ -626,10 +629,7 @@ def _used(method: Method, owner: str, wanted: Container[str]) -> dict[str, ast.s
     (``_tested``: the method copes with its absence), and none at all when it catches ``AttributeError``."""
     used: dict[str, ast.stmt] = {}
     for stmt, part in _runs_always(method.body):
-        if part is not stmt and not isinstance(stmt, (ast.With, ast.AsyncWith, ast.For, ast.AsyncFor)):
-            continue  # an if / while test only tests
-        if isinstance(stmt, (ast.With, ast.AsyncWith, ast.For, ast.AsyncFor)) and (attr := _attr_of(part, owner)) \
-                and attr in wanted:
+        if part is not stmt and (attr := _attr_of(part, owner)) and attr in wanted:  # with self.X / for _ in self.X
             used.setdefault(attr, stmt)
         for n in _walk_own(part):
             target = n.value if isinstance(n, (ast.Attribute, ast.Subscript)) else n.func if isinstance(n, ast.Call) else None
@@ -736,7 +736,7 @@ def state_use_orders(mod: ModuleFacts, methods: dict[str, dict[str, Method]], cl
     binds it (itself or through what it calls) makes it: neither is a consumer."""
     orders: list[RawOrder] = []
     for cls, defs in methods.items():
-        owners = [cls, *(b[len(mod.module) + 1:] for b in mod.bases.get(cls, []) if b.startswith(mod.module + "."))]
+        owners = _owners(mod, cls)
         node = classes.get(cls)
         if node is None:
             continue
@@ -812,6 +812,7 @@ def global_use_orders(mod: ModuleFacts, functions: dict[str, Method], indexes: d
     direct = {name: set(bound) for name, bound in setters.items()}
     calls = {name: {n.func.id for n in ast.walk(f) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
                     and n.func.id in functions} for name, f in functions.items()}
+    checks: dict[str, set[str] | None] = {}
     orders: list[RawOrder] = []
     for consumer, f in functions.items():
         used = _used(f, "", unset_globals)
@@ -825,7 +826,9 @@ def global_use_orders(mod: ModuleFacts, functions: dict[str, Method], indexes: d
             for h in calls[todo.pop()] - seen:
                 seen.add(h)
                 todo.append(h)
-                checked = _tested(functions[h], "")
+                if h not in checks:
+                    checks[h] = _tested(functions[h], "")
+                checked = checks[h]
                 catches = catches or checked is None
                 made |= direct.get(h, set()) | (checked or set())
         if catches:
