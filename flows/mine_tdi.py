@@ -116,9 +116,9 @@ class MineTDIConfig:
                 "rare_order), unless the code states it (a state guard, an error message, a fitted check or a docstring: "
                 "tasks/mining/state.py); 1 keeps every one, 4x as many (read by hand: 25 of 50 right at 1, 27 of 50 at 2: bench/precondition_sample.md)"})
     test_orders: bool = field(default=False, metadata={
-        "help": "count call orders in test code as precondition candidates too (default: rejected as test_order; a "
-                "test's steps are the ones it chose: read by hand 21 of 23 were no requirement, 47 of 67 in library "
-                "code); test code's data flows count either way"})
+        "help": "read call orders in test code as precondition candidates too (default: not read, the files "
+                "counted in the books; a test's steps are the ones it chose: read by hand 21 of 23 were no "
+                "requirement, 47 of 67 in library code); test code's data flows count either way"})
     inherited_docstrings: bool = field(default=True, metadata={
         "help": "an undocumented method that overrides a documented method of its bases takes that docstring, as "
                 "inspect.getdoc and Sphinx read it (a subclass's read() is its base's read()); without it such a "
@@ -341,12 +341,12 @@ def parse_files(items: list[FileItem], cfg: MineTDIConfig) -> list[ModuleFacts |
     with ticking(progress):  # a timer: a 64-file chunk of big files can take longer than a line's period
         if cfg.workers <= 1 or len(chunks) <= 1:
             for item in items:
-                parsed.append(parse_file(item, cfg.preconditions))
+                parsed.append(parse_file(item, cfg.preconditions, cfg.test_orders))
                 progress.advance(1, **_found(parsed[-1:]))
                 progress.maybe_report()
         else:
             with ProcessPoolExecutor(max_workers=cfg.workers) as pool:
-                for out in pool.map(functools.partial(parse_chunk, orders=cfg.preconditions), chunks):
+                for out in pool.map(functools.partial(parse_chunk, orders=cfg.preconditions, test_orders=cfg.test_orders), chunks):
                     parsed += out
                     progress.advance(len(out), **_found(out))
                     progress.maybe_report()
@@ -377,10 +377,11 @@ def mine(items: list[FileItem], cfg: MineTDIConfig) -> MineResult:
     )
     if cfg.preconditions:
         get_run_logger().info("precondition candidates %d: %d accepted pairs (%d with support >= %d, %d stated in code); "
-                              "rejected %s", result.order_candidates, len(result.orders),
+                              "rejected %s; call orders of %d test files not read (--test-orders reads them)",
+                              result.order_candidates, len(result.orders),
                               sum(o.support >= cfg.min_order_support for o in result.orders), cfg.min_order_support,
                               sum(stated(o.patterns) for o in result.orders),
-                              result.order_reason_counts())
+                              result.order_reason_counts(), result.test_files_orders_unread)
     return result
 
 
@@ -656,6 +657,8 @@ def write_mined_card(out_dir: Path, manifest: dict[str, Any], folder: Path | Non
            f"{mining['accepted_precondition_pairs']}, kept with support >= {manifest['config']['min_order_support']} "
            f"or stated in code: {mining['precondition_pairs_kept']}; rejected by reason `{json.dumps(mining['precondition_rejected_by_reason'])}`"]
           if mining.get("precondition_candidates") else []),
+        *([f"- test files read for their data flows only, call orders not read: {mining['test_files_orders_not_read']}"]
+          if mining.get("test_files_orders_not_read") else []),
         f"- LLM pairs mixed in: {mining['llm_pairs']}; negatives by origin `{json.dumps(mining['negatives'])}`",
         f"- output dropout: declared outputs removed from {mining['docs_outputs_dropped']} of {mining['docs']} docs "
         f"(fraction {manifest['config']['output_dropout']})",
@@ -759,6 +762,7 @@ def _mine_tdi(cfg: MineTDIConfig) -> dict[str, Any]:
         "accepted_precondition_pairs": len(result.orders),
         "precondition_pairs_kept": len(orders),  # support >= --min-order-support, or stated in code (state.stated)
         "precondition_rejected_by_reason": {**result.order_reason_counts(), **({RARE_ORDER: len(rare_orders)} if rare_orders else {})},
+        "test_files_orders_not_read": result.test_files_orders_unread,  # test code: its data flows only (--test-orders)
         "llm_pairs": len(llm_pairs),
         "docs": len(docs),
         "docs_outputs_dropped": balanced.dropped_outputs,

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from tasks.mining.filters import MinedOrder
-from tasks.mining.mine import MineResult, mine_files
-from tasks.mining.parse import parse_file
+from tasks.mining.mine import MineResult, mine_files, resolve_flows
+from tasks.mining.parse import parse_chunk, parse_file
 from tasks.mining.reasons import MineReason
 from tasks.mining.sources import FileItem, tree_files
 
@@ -269,14 +269,18 @@ def test_call_orders_in_test_code_are_rejected_unless_asked_for_and_its_flows_st
             save(load(path))
         '''}
     default = _mine(tmp_path, files)
-    assert default.orders == [] and default.order_candidates >= 2  # send after connect, remove after exists, ...
-    assert set(_reasons(default).values()) == {MineReason.TEST_ORDER}  # every one, whatever else it would have met
+    assert default.orders == [] and default.order_candidates == 0  # the test file's call orders are not read
+    assert default.test_files_orders_unread == 1  # and the books say so
     assert [(f.consumer, f.producer) for f in default.flows] == [("api.save", "api.load")]  # the test's data flow counts
     with_tests = mine_files(tree_files(tmp_path, "tree"), workers=1, test_orders=True)
     assert {("api.Conn.send", "api.Conn.connect"), ("api.remove", "api.exists")} <= set(_orders(with_tests))
-    assert with_tests.order_candidates == default.order_candidates
+    assert with_tests.order_candidates >= 2 and with_tests.test_files_orders_unread == 0
     assert with_tests.flows == default.flows
-    for res in (default, with_tests):
+    # parsed with them but resolved without (a caller mixing the two): rejected, each one, whatever else it met
+    read = resolve_flows(parse_chunk(tree_files(tmp_path, "tree"), test_orders=True), 2)
+    assert read.orders == [] and read.order_candidates == with_tests.order_candidates
+    assert set(_reasons(read).values()) == {MineReason.TEST_ORDER}
+    for res in (default, with_tests, read):
         assert len(res.orders) + len(res.order_rejections) == res.order_candidates
 
 

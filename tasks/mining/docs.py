@@ -88,12 +88,14 @@ class BodyIndex:
     global_names: set[str]  # ``global x`` declarations
     attr_binds: Counter[str]  # self.<attr> stores and deletes, self being the first parameter
     attr_assigns: list[ast.Assign | ast.AnnAssign]  # statements that assign a self.<attr>
+    raises: list[ast.Raise]  # its own ``raise <exception>`` statements (nested defs excluded), in walk order
+    calls: list[ast.Call]  # every call in it, nested scopes included
 
 
 def index_body(node: ast.FunctionDef | ast.AsyncFunctionDef) -> BodyIndex:
     positional = [*node.args.posonlyargs, *node.args.args]
     me = positional[0].arg if positional else None
-    index = BodyIndex([], False, set(), set(), set(), set(), Counter(), [])
+    index = BodyIndex([], False, set(), set(), set(), set(), Counter(), [], [], [])
     stack: list[tuple[ast.AST, bool]] = [(n, True) for n in node.body]
     while stack:
         n, own = stack.pop()
@@ -111,6 +113,11 @@ def index_body(node: ast.FunctionDef | ast.AsyncFunctionDef) -> BodyIndex:
                 index.returns.append(n.value)  # type: ignore[attr-defined]
         elif cls is ast.Yield or cls is ast.YieldFrom:
             index.has_yield = index.has_yield or own
+        elif cls is ast.Call:
+            index.calls.append(n)  # type: ignore[arg-type]
+        elif cls is ast.Raise:
+            if own and n.exc is not None:  # type: ignore[attr-defined]
+                index.raises.append(n)  # type: ignore[arg-type]
         elif cls is ast.Assign or cls is ast.AnnAssign:
             targets = n.targets if cls is ast.Assign else [n.target]  # type: ignore[attr-defined]
             if any(t.__class__ is ast.Attribute and t.value.__class__ is ast.Name and t.value.id == me for t in targets):

@@ -58,6 +58,7 @@ class ModuleFacts:
     flows: list[RawFlow] = field(default_factory=list)
     orders: list[RawOrder] = field(default_factory=list)  # candidate precondition pairs (call order, no data)
     flows_only: bool = False  # test code (FileItem.flows_only): not a module that names resolve to
+    orders_read: bool = True  # its call orders were scanned (parse skips test code's unless asked: ``test_orders``)
     assigned: list[tuple[str, str]] = field(default_factory=list)  # (callee, variable) of ``variable = callee(...)``
     # names bound once at module level: ``log = Logger(...)`` / ``log: Logger`` (type string) and
     # ``CONFIG = load_config(...)`` (the qualified callee whose value the name holds)

@@ -39,7 +39,8 @@ class MineResult:
                  targets: dict[str, Target], documented: dict[str, Target], files_read: int, files_parsed: int,
                  candidates: int, parsed_ids: list[str] | None = None, output_names: dict[str, str] | None = None,
                  orders: list[MinedOrder] | None = None, order_rejections: list[CandidateRejection] | None = None,
-                 order_candidates: int = 0, order_targets: dict[str, Target] | None = None, inherited_docs: int = 0):
+                 order_candidates: int = 0, order_targets: dict[str, Target] | None = None, inherited_docs: int = 0,
+                 test_files_orders_unread: int = 0):
         self.flows = flows
         self.rejections = rejections
         self.file_rejections = file_rejections
@@ -57,6 +58,8 @@ class MineResult:
         self.order_candidates = order_candidates
         self.order_targets = order_targets if order_targets is not None else {}  # every function an accepted order touches
         self.inherited_docs = inherited_docs  # undocumented overrides that took their base method's docstring
+        # test files parsed without their call orders (they would all be ``test_order``; ``test_orders`` reads them)
+        self.test_files_orders_unread = test_files_orders_unread
 
     def __repr__(self) -> str:
         return (f"MineResult(files_read={self.files_read}, candidates={self.candidates}, flows={len(self.flows)}, "
@@ -162,7 +165,8 @@ def _resolve_flows(parsed: Iterable[ModuleFacts | FileRejection], files_read: in
         modules, table, {(f.consumer, f.producer) for f in flows}, max_order_partners, progress, test_orders)
     return MineResult(flows, rejections, file_rejections, targets, documented, files_read,
                       len(parsed_ids), candidates, parsed_ids, caller_output_names(modules, table, set(targets)),
-                      orders, order_rejections, order_candidates, order_targets, inherited_docs)
+                      orders, order_rejections, order_candidates, order_targets, inherited_docs,
+                      sum(m.flows_only and not m.orders_read for m in modules))
 
 
 def _function_of(record_id: str) -> str:
@@ -179,7 +183,8 @@ def resolve_orders(modules: Sequence[ModuleFacts], table: SymbolTable, flow_pair
 
     Call orders in test code (``FileItem.flows_only``) are rejected as ``test_order`` unless ``test_orders``:
     a test's steps are the ones it chose (set up, act, read back), and read by hand 21 of 23 were no
-    requirement, against 47 of 67 in library code (bench/precondition_sample.md). Its data flows still count."""
+    requirement, against 47 of 67 in library code (bench/precondition_sample.md). Its data flows still count.
+    (Parsing skips them there in the first place, ``parse_file``: this rule covers modules parsed with them.)"""
     rejections: list[CandidateRejection] = []
     first: dict[tuple[str, str], str] = {}  # pair -> record id of its first accepted candidate
     functions: dict[tuple[str, str], set[str]] = {}
@@ -287,7 +292,7 @@ def mine_files(items: Sequence[FileItem], workers: int = 2, chunk_files: int = 6
     """Parse ``items`` in ``workers`` processes (in-process when workers <= 1), then resolve; ``orders``:
     also precondition pairs; ``test_orders``: call orders in test code count too; ``inherit_docs``: an
     undocumented override takes its base method's docstring."""
-    parse = parse_chunk if orders else functools.partial(parse_chunk, orders=False)
+    parse = functools.partial(parse_chunk, orders=orders, test_orders=test_orders)
     return resolve_flows(map_chunks(parse, items, workers, chunk_files), len(items), max_producers_per_param, max_order_partners,
                          test_orders=test_orders, inherit_docs=inherit_docs)
 

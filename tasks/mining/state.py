@@ -192,11 +192,12 @@ def _binds(assigns: Iterable[ast.Assign | ast.AnnAssign], owner: str) -> dict[st
     return found
 
 
-def _self_calls(method: Method, owner: str) -> tuple[list[str], set[str]]:
-    """(methods of ``owner`` called as statements that always run, methods of ``owner`` called anywhere)."""
+def _self_calls(method: Method, index: BodyIndex) -> tuple[list[str], set[str]]:
+    """(methods of its first parameter (``self``) called as statements that always run, and called anywhere)."""
+    owner = _first_param(method) or ""
     top = [name for s in _straight(method.body) if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)
            for name in [_attr_of(s.value.func, owner)] if name]
-    anywhere = {name for n in ast.walk(method) if isinstance(n, ast.Call) for name in [_attr_of(n.func, owner)] if name}
+    anywhere = {name for n in index.calls for name in [_attr_of(n.func, owner)] if name}
     return top, anywhere
 
 
@@ -238,7 +239,7 @@ def _family_binds(mod: ModuleFacts, cls: str, methods: dict[str, dict[str, Metho
     found = {}
     for name, (owner, m) in family.items():
         bound = dict(direct[name])
-        for helper in sorted(_self_calls(m, _first_param(m) or "")[1]):  # sorted: the same record ids every run
+        for helper in sorted(_self_calls(m, indexes.get(id(m)) or index_body(m))[1]):  # sorted: the same record ids every run
             if helper != name and helper in direct and not helper.startswith("__"):
                 for attr, stmt in direct[helper].items():
                     bound.setdefault(attr, stmt)
@@ -257,7 +258,7 @@ def class_guard_orders(mod: ModuleFacts, methods: dict[str, dict[str, Method]],
     orders: list[RawOrder] = []
     for cls, own in guards.items():
         defs = methods[cls]
-        calls = {name: _self_calls(m, _first_param(m) or "") for name, m in defs.items()}
+        calls = {name: _self_calls(m, indexes.get(id(m)) or index_body(m)) for name, m in defs.items()}
         required: dict[str, Guards] = {}
         for name, g in own.items():
             merged = dict(g)
@@ -389,20 +390,13 @@ _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 _MENTION = re.compile(r"`\.?(\w+)(?:\(\))?`|\b(\w+)\(\)")
 
 
-def _raised_texts(fn: Method) -> list[tuple[ast.Raise, str]]:
+def _raised_texts(fn: Method, index: BodyIndex) -> list[tuple[ast.Raise, str]]:
     """The string parts of each ``raise`` of ``fn``'s own body (nested defs are theirs)."""
     found = []
-    stack: list[ast.AST] = list(fn.body)
-    while stack:
-        n = stack.pop()
-        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            continue
-        if isinstance(n, ast.Raise) and n.exc is not None:
-            text = " ".join(c.value for c in ast.walk(n.exc) if isinstance(c, ast.Constant) and isinstance(c.value, str))
-            if text:
-                found.append((n, " ".join(text.split())))
-            continue
-        stack.extend(child_nodes(n))
+    for n in index.raises:
+        text = " ".join(c.value for c in ast.walk(n.exc) if isinstance(c, ast.Constant) and isinstance(c.value, str))  # type: ignore[arg-type]
+        if text:
+            found.append((n, " ".join(text.split())))
     return found
 
 
@@ -424,7 +418,8 @@ def _scopes(mod: ModuleFacts, methods: dict[str, dict[str, Method]], functions: 
     return scopes
 
 
-def message_orders(mod: ModuleFacts, methods: dict[str, dict[str, Method]], functions: dict[str, Method]) -> list[RawOrder]:
+def message_orders(mod: ModuleFacts, methods: dict[str, dict[str, Method]], functions: dict[str, Method],
+                   indexes: dict[int, BodyIndex]) -> list[RawOrder]:
     """``error_message``: a function whose error says another of its class (or of its module, at module level)
     must be called first: ``raise ValueError("prepare() must be called first")`` in ``get_ready``."""
     orders: list[RawOrder] = []
@@ -432,7 +427,7 @@ def message_orders(mod: ModuleFacts, methods: dict[str, dict[str, Method]], func
         for name, fn in own.items():
             seen: set[str] = set()
             consumer = f"{scope}.{name}" if scope else name
-            for node, text in _raised_texts(fn):
+            for node, text in _raised_texts(fn, indexes.get(id(fn)) or index_body(fn)):
                 for named in _named_first(text):
                     if named == name or named.startswith("__") or named in seen or named not in known:
                         continue
@@ -465,7 +460,7 @@ def stated_orders(mod: ModuleFacts, defs: list[tuple[ast.AST, str, str | None]],
         elif facts is not None and facts.binding == "instance" and _first_param(node):  # type: ignore[arg-type]
             methods.setdefault(class_name, {})[qualname.rsplit(".", 1)[-1]] = node  # type: ignore[assignment]
     return (class_guard_orders(mod, methods, indexes) + global_guard_orders(mod, functions, indexes)
-            + message_orders(mod, methods, functions) + fitted_orders(mod, methods, indexes)
+            + message_orders(mod, methods, functions, indexes) + fitted_orders(mod, methods, indexes)
             + docstring_orders(mod, methods, functions, classes) + state_use_orders(mod, methods, classes, indexes)
             + global_use_orders(mod, functions, indexes, unset_globals))
 
@@ -692,7 +687,7 @@ class _Reach:
 
     def callees(self, m: Method) -> list[Method]:
         if id(m) not in self._callees:
-            names = _self_calls(m, _first_param(m) or "")[1]
+            names = _self_calls(m, self.indexes.get(id(m)) or index_body(m))[1]
             self._callees[id(m)] = [self.family[h][1] for h in sorted(names) if h in self.family]
         return self._callees[id(m)]
 
