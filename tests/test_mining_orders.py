@@ -11,6 +11,7 @@ from tasks.mining.mine import MineResult, mine_files, resolve_flows
 from tasks.mining.parse import parse_chunk, parse_file
 from tasks.mining.reasons import MineReason
 from tasks.mining.sources import FileItem, tree_files
+from tests.mining_trees import mine_tree
 
 
 API = '''
@@ -63,14 +64,6 @@ def undocumented_check(record):
 '''
 
 
-def _mine(tmp_path: Path, files: dict[str, str]) -> MineResult:
-    for rel, text in files.items():
-        path = tmp_path / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text))
-    return mine_files(tree_files(tmp_path, "tree"), workers=1)
-
-
 def _orders(result: MineResult) -> dict[tuple[str, str], MinedOrder]:
     return {(o.consumer, o.producer): o for o in result.orders}
 
@@ -81,7 +74,7 @@ def _reasons(result: MineResult) -> dict[str, str]:
 
 
 def test_each_pattern_is_found(tmp_path: Path) -> None:
-    res = _mine(tmp_path, {"api.py": API, "use.py": '''
+    res = mine_tree(tmp_path, {"api.py": API, "use.py": '''
         from api import Conn, exists, remove, validate, save, is_valid
 
 
@@ -123,7 +116,7 @@ def test_each_pattern_is_found(tmp_path: Path) -> None:
 
 
 def test_order_without_a_shared_operand_or_across_a_block_is_no_candidate(tmp_path: Path) -> None:
-    res = _mine(tmp_path, {"api.py": API, "use.py": '''
+    res = mine_tree(tmp_path, {"api.py": API, "use.py": '''
         from api import Conn, validate, save, load
 
 
@@ -147,7 +140,7 @@ def test_order_without_a_shared_operand_or_across_a_block_is_no_candidate(tmp_pa
 
 
 def test_a_pair_that_is_a_data_flow_is_rejected_as_such(tmp_path: Path) -> None:
-    res = _mine(tmp_path, {"api.py": API, "use.py": '''
+    res = mine_tree(tmp_path, {"api.py": API, "use.py": '''
         from api import load, save
 
 
@@ -165,7 +158,7 @@ def test_a_pair_that_is_a_data_flow_is_rejected_as_such(tmp_path: Path) -> None:
 
 
 def test_support_counts_distinct_functions_and_duplicates_are_merged(tmp_path: Path) -> None:
-    res = _mine(tmp_path, {"api.py": API, "a.py": '''
+    res = mine_tree(tmp_path, {"api.py": API, "a.py": '''
         from api import validate, save
 
 
@@ -194,7 +187,7 @@ def test_support_counts_distinct_functions_and_duplicates_are_merged(tmp_path: P
 
 
 def test_undocumented_unresolved_self_and_reporting_sides_are_rejected(tmp_path: Path) -> None:
-    res = _mine(tmp_path, {"api.py": API + '''
+    res = mine_tree(tmp_path, {"api.py": API + '''
 
 def log_record(record):
     """Write a record to the log."""
@@ -229,7 +222,7 @@ def log_record(record):
 
 
 def test_conflicting_orders_of_comparable_support_are_both_rejected(tmp_path: Path) -> None:
-    res = _mine(tmp_path, {"api.py": API, "use.py": '''
+    res = mine_tree(tmp_path, {"api.py": API, "use.py": '''
         from api import validate, save
 
 
@@ -249,7 +242,7 @@ def test_conflicting_orders_of_comparable_support_are_both_rejected(tmp_path: Pa
 def test_a_producer_before_too_many_consumers_is_generic(tmp_path: Path) -> None:
     consumers = "\n".join(f'def use{i}(x):\n    """Use x ({i})."""\n' for i in range(20))
     runs = "\n".join(f"def run{i}(x):\n    prepare(x)\n    use{i}(x)\n" for i in range(20))
-    res = _mine(tmp_path, {"lib.py": f'def prepare(x):\n    """Prepare x."""\n\n{consumers}\n\n{runs}'})
+    res = mine_tree(tmp_path, {"lib.py": f'def prepare(x):\n    """Prepare x."""\n\n{consumers}\n\n{runs}'})
     assert res.orders == []
     assert list(_reasons(res).values()) == [MineReason.GENERIC_PRECONDITION] * 20  # 20 consumers > 16
     assert len(res.order_rejections) == res.order_candidates
@@ -268,7 +261,7 @@ def test_call_orders_in_test_code_are_rejected_unless_asked_for_and_its_flows_st
                 remove(path)
             save(load(path))
         '''}
-    default = _mine(tmp_path, files)
+    default = mine_tree(tmp_path, files)
     assert default.orders == [] and default.order_candidates == 0  # the test file's call orders are not read
     assert default.test_files_orders_unread == 1  # and the books say so
     assert [(f.consumer, f.producer) for f in default.flows] == [("api.save", "api.load")]  # the test's data flow counts
@@ -299,12 +292,12 @@ def test_orders_off_in_the_parse_phase(tmp_path: Path) -> None:
     "    assert c.is_connected()\n",
 ])
 def test_calls_inside_assertions_are_no_consumers(tmp_path: Path, body: str) -> None:
-    res = _mine(tmp_path, {"api.py": API, "t.py": "from api import Conn\n\n\ndef t(self, c: Conn):\n    c.connect()\n" + body})
+    res = mine_tree(tmp_path, {"api.py": API, "t.py": "from api import Conn\n\n\ndef t(self, c: Conn):\n    c.connect()\n" + body})
     assert res.orders == [] and res.order_candidates == 0
 
 
 def test_a_class_own_steps_count_only_when_shown_twice(tmp_path: Path) -> None:
-    res = _mine(tmp_path, {"job.py": '''
+    res = mine_tree(tmp_path, {"job.py": '''
         class Job:
             """A batch job."""
 
@@ -352,7 +345,7 @@ def test_a_class_own_steps_count_only_when_shown_twice(tmp_path: Path) -> None:
 
 
 def test_a_dropped_value_is_no_validation_and_a_kept_one_no_setup(tmp_path: Path) -> None:
-    res = _mine(tmp_path, {"api.py": API, "use.py": '''
+    res = mine_tree(tmp_path, {"api.py": API, "use.py": '''
         from api import Conn, load, save
 
 
@@ -370,7 +363,7 @@ def test_a_dropped_value_is_no_validation_and_a_kept_one_no_setup(tmp_path: Path
 
 
 def test_the_same_method_of_sibling_classes_is_one_step(tmp_path: Path) -> None:
-    res = _mine(tmp_path, {"plug.py": '''
+    res = mine_tree(tmp_path, {"plug.py": '''
         class Words:
             """Counts words."""
 
@@ -474,7 +467,7 @@ def test_a_local_returned_by_a_function_gives_its_callers_the_type(tmp_path: Pat
     """``def make_conn(): conn = Conn(); ...; return conn``: ``c = make_conn(); c.connect(); c.send(d)`` is
     ``Conn.send`` after ``Conn.connect``; a local bound to two types, a parameter handed back, or a local also
     bound by a loop gives no type."""
-    res = _mine(tmp_path, {"api.py": TYPED_API, "use.py": '''
+    res = mine_tree(tmp_path, {"api.py": TYPED_API, "use.py": '''
         from api import make_conn, make_either, passthrough, reuse
 
 
@@ -515,7 +508,7 @@ def test_a_local_returned_by_a_function_gives_its_callers_the_type(tmp_path: Pat
 def test_a_name_from_a_star_import_resolves_unless_the_module_binds_it(tmp_path: Path) -> None:
     """``from api import *; c = Conn()``: Conn comes from the star import; a name the module binds itself
     (twice here, so it has no known value) is not taken from the star import."""
-    res = _mine(tmp_path, {"api.py": TYPED_API, "star.py": '''
+    res = mine_tree(tmp_path, {"api.py": TYPED_API, "star.py": '''
         from api import *
 
 
@@ -545,7 +538,7 @@ def test_a_name_from_a_star_import_resolves_unless_the_module_binds_it(tmp_path:
 def test_an_attribute_bound_from_a_method_of_the_class_takes_its_return_type(tmp_path: Path) -> None:
     """``self.conn = self._open()`` with ``_open`` returning a ``Conn``: ``self.conn.connect(); self.conn.send(d)``
     resolves; when another method binds the attribute to another type, it stays untyped."""
-    res = _mine(tmp_path, {"api.py": TYPED_API, "holder.py": '''
+    res = mine_tree(tmp_path, {"api.py": TYPED_API, "holder.py": '''
         from api import Conn, Other
 
 
@@ -584,7 +577,7 @@ def test_an_attribute_bound_from_a_method_of_the_class_takes_its_return_type(tmp
 def test_names_unpacked_from_a_call_annotated_as_a_tuple_take_the_element_types(tmp_path: Path) -> None:
     """``c, h = pair()`` with ``pair`` annotated ``-> tuple[Conn, HMAC]``: ``c`` is a Conn, ``h`` an HMAC; a bare
     ``-> tuple``, or a tuple of another length than the names unpacked, types nothing."""
-    res = _mine(tmp_path, {"api.py": TYPED_API, "use.py": '''
+    res = mine_tree(tmp_path, {"api.py": TYPED_API, "use.py": '''
         from api import Conn, HMAC
 
 
@@ -632,7 +625,7 @@ def test_a_local_read_from_a_typed_attribute_takes_its_type(tmp_path: Path) -> N
     """``conn = self.conn; conn.connect(); conn.send(d)`` with ``self.conn`` typed in the class, and ``c = h.conn``
     with ``h`` a typed local: the attribute's type; an attribute the class binds to two types gives none,
     and ``fn = self.method; fn()`` still calls the method."""
-    res = _mine(tmp_path, {"api.py": TYPED_API, "holder.py": '''
+    res = mine_tree(tmp_path, {"api.py": TYPED_API, "holder.py": '''
         from api import Conn, Other
 
 
@@ -688,7 +681,7 @@ def test_loop_items_of_an_annotated_collection_take_the_item_type(tmp_path: Path
     """``for c in conns`` with ``conns: list[Conn]``, ``for c in open_all()`` with ``open_all() -> Iterator[Conn]``
     (directly or through a local): each ``c`` is a Conn; a ``dict[str, Conn]`` (keys are iterated), a
     ``tuple[Conn, Other]``, an unannotated source or ``str(..)`` of the collection types nothing."""
-    res = _mine(tmp_path, {"api.py": TYPED_API, "use.py": '''
+    res = mine_tree(tmp_path, {"api.py": TYPED_API, "use.py": '''
         from typing import Iterator
 
         from api import Conn, Other
@@ -756,7 +749,7 @@ def test_an_isinstance_test_types_a_local_where_it_holds(tmp_path: Path) -> None
     """``if isinstance(c, Conn):`` types ``c`` in the body; ``assert isinstance(c, Conn)`` and ``if not
     isinstance(c, Conn): raise`` from there on; a tuple of classes, the ``else`` branch, after the body of a
     positive test, or a negative test whose body goes on, type nothing."""
-    res = _mine(tmp_path, {"api.py": TYPED_API, "use.py": '''
+    res = mine_tree(tmp_path, {"api.py": TYPED_API, "use.py": '''
         from api import Conn, Other
 
 

@@ -2,14 +2,13 @@
 and the functions that set it."""
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 from tasks.mining.dataset import RARE_ORDER, precondition_pairs
-from tasks.mining.mine import MineResult, mine_files
+from tasks.mining.mine import MineResult
 from tasks.mining.reasons import MineReason
-from tasks.mining.sources import tree_files
 from tasks.mining.state import ERROR_MESSAGE, STATE_GUARD
+from tests.mining_trees import mine_tree
 
 CONN = '''
 class Conn:
@@ -90,18 +89,12 @@ class Conn:
 '''
 
 
-def _mine(tmp_path: Path, files: dict[str, str]) -> MineResult:
-    for rel, text in files.items():
-        (tmp_path / rel).write_text(textwrap.dedent(text))
-    return mine_files(tree_files(tmp_path, "tree"), workers=1)
-
-
 def _guarded(res: MineResult) -> set[tuple[str, str]]:
     return {(o.consumer.rsplit(".", 1)[-1], o.producer.rsplit(".", 1)[-1]) for o in res.orders if STATE_GUARD in o.patterns}
 
 
 def test_a_method_that_raises_unless_state_is_set_needs_the_methods_that_set_it(tmp_path: Path) -> None:
-    res = _mine(tmp_path, {"net.py": CONN})
+    res = mine_tree(tmp_path, {"net.py": CONN})
     # open sets it through self._dial(): one hop; recv's guard is its checker's: one hop; peek asserts; the
     # checker is a documented method too
     consumers, producers = ("send", "recv", "peek", "_check_open"), ("connect", "open", "_dial")
@@ -113,7 +106,7 @@ def test_a_method_that_raises_unless_state_is_set_needs_the_methods_that_set_it(
 
 
 def test_close_flush_reconnect_and_a_reset_guard_give_no_pair(tmp_path: Path) -> None:
-    res = _mine(tmp_path, {"net.py": CONN})
+    res = mine_tree(tmp_path, {"net.py": CONN})
     consumers = {c for c, _ in _guarded(res)}
     producers = {p for _, p in _guarded(res)}
     assert "close" not in producers  # binds None: it unsets
@@ -124,7 +117,7 @@ def test_close_flush_reconnect_and_a_reset_guard_give_no_pair(tmp_path: Path) ->
 
 
 def test_a_state_that_many_methods_set_is_shared_and_rejected_with_its_reason(tmp_path: Path) -> None:
-    res = _mine(tmp_path, {"builder.py": '''
+    res = mine_tree(tmp_path, {"builder.py": '''
         class Builder:
             """Builds a buffer."""
 
@@ -156,7 +149,7 @@ def test_a_state_that_many_methods_set_is_shared_and_rejected_with_its_reason(tm
 
 
 def test_a_state_restored_from_another_attribute_is_not_set_there(tmp_path: Path) -> None:
-    res = _mine(tmp_path, {"image.py": '''
+    res = mine_tree(tmp_path, {"image.py": '''
         class Image:
             """An image file."""
 
@@ -177,7 +170,7 @@ def test_a_state_restored_from_another_attribute_is_not_set_there(tmp_path: Path
 
 
 def test_a_base_class_method_of_the_same_module_is_a_producer(tmp_path: Path) -> None:
-    res = _mine(tmp_path, {"model.py": '''
+    res = mine_tree(tmp_path, {"model.py": '''
         class Base:
             """An estimator."""
 
@@ -202,7 +195,7 @@ def test_a_base_class_method_of_the_same_module_is_a_producer(tmp_path: Path) ->
 
 
 def test_a_module_global_guard_needs_the_function_that_sets_it(tmp_path: Path) -> None:
-    res = _mine(tmp_path, {"client.py": '''
+    res = mine_tree(tmp_path, {"client.py": '''
         _client = None
         _debug = False
 
@@ -235,7 +228,7 @@ def test_a_module_global_guard_needs_the_function_that_sets_it(tmp_path: Path) -
 
 
 def test_a_guarded_pair_is_kept_at_the_default_support_where_a_lone_call_order_is_not(tmp_path: Path) -> None:
-    res = _mine(tmp_path, {"net.py": CONN, "use.py": '''
+    res = mine_tree(tmp_path, {"net.py": CONN, "use.py": '''
         from net import Conn
 
 
@@ -252,7 +245,7 @@ def test_a_guarded_pair_is_kept_at_the_default_support_where_a_lone_call_order_i
 
 
 def test_an_error_that_names_the_call_to_make_first_gives_the_pair(tmp_path: Path) -> None:
-    res = _mine(tmp_path, {"sorter.py": '''
+    res = mine_tree(tmp_path, {"sorter.py": '''
         class Sorter:
             """Topological sorting."""
 
@@ -366,7 +359,7 @@ def test_a_fitted_check_needs_the_public_methods_that_bind_a_fitted_attribute(tm
     its helper, one hop) bind trailing-underscore attributes; the private helpers and set_params are no producers."""
     from tasks.mining.state import FITTED_CHECK
 
-    res = _mine(tmp_path, {"scale.py": ESTIMATOR})
+    res = mine_tree(tmp_path, {"scale.py": ESTIMATOR})
     fitted = {(o.consumer.rsplit(".", 1)[-1], o.producer.rsplit(".", 1)[-1]) for o in res.orders
               if FITTED_CHECK in o.patterns}
     assert fitted == {("transform", "fit"), ("transform", "partial_fit"), ("inverse_transform", "fit")}
@@ -381,7 +374,7 @@ def test_a_fitted_check_needs_the_public_methods_that_bind_a_fitted_attribute(tm
 def test_a_hasattr_guard_needs_the_methods_that_set_the_attribute(tmp_path: Path) -> None:
     """``if not hasattr(self, "_source"): raise`` reads as ``self._source is None``; another object's attribute or
     one that ``__init__`` sets say nothing."""
-    res = _mine(tmp_path, {"ffi.py": '''
+    res = mine_tree(tmp_path, {"ffi.py": '''
 class Builder:
     """Build an extension."""
 
@@ -477,7 +470,7 @@ def test_a_docstring_that_says_which_call_comes_first_gives_the_pair(tmp_path: P
     no order, an "after calling" that states no rule and parameter prose are not read."""
     from tasks.mining.state import DOCSTRING_ORDER
 
-    res = _mine(tmp_path, {"db.py": SESSION})
+    res = mine_tree(tmp_path, {"db.py": SESSION})
     said = {(o.consumer.rsplit(".", 1)[-1], o.producer.rsplit(".", 1)[-1]) for o in res.orders if DOCSTRING_ORDER in o.patterns}
     assert said == {("query", "login"),       # the class docstring: `login` before `query`
                     ("execute", "prepare"),   # this (prepare) before execute

@@ -2,14 +2,13 @@
 dereferences ``self.X`` unguarded, where nothing at construction sets X and another method binds it."""
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 from tasks.mining.dataset import precondition_pairs
-from tasks.mining.mine import MineResult, mine_files
+from tasks.mining.mine import MineResult
 from tasks.mining.reasons import MineReason
-from tasks.mining.sources import tree_files
 from tasks.mining.state import STATE_GUARD, STATE_USE
+from tests.mining_trees import mine_tree
 
 PLAYER = '''
 class Player:
@@ -66,18 +65,12 @@ class Player:
 '''
 
 
-def _mine(tmp_path: Path, files: dict[str, str]) -> MineResult:
-    for rel, text in files.items():
-        (tmp_path / rel).write_text(textwrap.dedent(text))
-    return mine_files(tree_files(tmp_path, "tree"), workers=1)
-
-
 def _used(res: MineResult) -> set[tuple[str, str]]:
     return {(o.consumer.rsplit(".", 1)[-1], o.producer.rsplit(".", 1)[-1]) for o in res.orders if STATE_USE in o.patterns}
 
 
 def test_a_method_that_uses_state_only_another_method_sets_needs_that_method_first(tmp_path: Path) -> None:
-    res = _mine(tmp_path, {"media.py": PLAYER})
+    res = mine_tree(tmp_path, {"media.py": PLAYER})
     # rewind (through open) and buffer set the stream too; stop unsets it after use but still needs it set first,
     # and a teardown after an action is no precondition (the order books' rule)
     assert _used(res) == {("play", "open"), ("play", "rewind"), ("play", "buffer"), ("stop", "open")}
@@ -89,7 +82,7 @@ def test_a_method_that_uses_state_only_another_method_sets_needs_that_method_fir
 
 
 def test_a_method_that_tests_makes_catches_or_branches_on_the_state_is_no_consumer(tmp_path: Path) -> None:
-    consumers = {c for c, _ in _used(_mine(tmp_path, {"media.py": PLAYER}))}
+    consumers = {c for c, _ in _used(mine_tree(tmp_path, {"media.py": PLAYER}))}
     assert "pause" not in consumers and "rewind" not in consumers  # it tests the state: copes with it unset
     assert "buffer" not in consumers  # it binds the state itself first
     assert "skip" not in consumers  # used in a branch only
@@ -98,7 +91,7 @@ def test_a_method_that_tests_makes_catches_or_branches_on_the_state_is_no_consum
 
 
 def test_state_set_at_construction_or_by_an_outside_base_gives_no_pair(tmp_path: Path) -> None:
-    res = _mine(tmp_path, {"jobs.py": '''
+    res = mine_tree(tmp_path, {"jobs.py": '''
         from threading import Thread
 
 
@@ -162,7 +155,7 @@ def test_state_set_at_construction_or_by_an_outside_base_gives_no_pair(tmp_path:
 
 
 def test_state_the_class_sets_to_none_at_construction_is_its_own_whatever_its_bases(tmp_path: Path) -> None:
-    res = _mine(tmp_path, {"workers.py": '''
+    res = mine_tree(tmp_path, {"workers.py": '''
         from threading import Thread
 
 
@@ -185,7 +178,7 @@ def test_state_the_class_sets_to_none_at_construction_is_its_own_whatever_its_ba
 
 
 def test_a_same_module_base_and_a_helper_are_followed_and_a_shared_state_is_rejected(tmp_path: Path) -> None:
-    res = _mine(tmp_path, {"est.py": '''
+    res = mine_tree(tmp_path, {"est.py": '''
         class Base:
             """An estimator."""
 
@@ -240,7 +233,7 @@ def test_a_same_module_base_and_a_helper_are_followed_and_a_shared_state_is_reje
 
 
 def test_state_use_pairs_are_kept_at_the_default_support_and_a_raising_guard_stays_a_state_guard(tmp_path: Path) -> None:
-    res = _mine(tmp_path, {"media.py": PLAYER, "net.py": '''
+    res = mine_tree(tmp_path, {"media.py": PLAYER, "net.py": '''
         class Conn:
             """A connection."""
 
@@ -265,7 +258,7 @@ def test_state_use_pairs_are_kept_at_the_default_support_and_a_raising_guard_sta
 
 
 def test_state_a_base_constructor_sets_is_set_though_the_subclass_overrides_init(tmp_path: Path) -> None:
-    res = _mine(tmp_path, {"box.py": '''
+    res = mine_tree(tmp_path, {"box.py": '''
         class Mailbox:
             """A mailbox file."""
 
@@ -302,7 +295,7 @@ def test_state_a_base_constructor_sets_is_set_though_the_subclass_overrides_init
 
 
 def test_state_made_two_calls_deep_at_construction_or_by_the_consumer_gives_no_pair(tmp_path: Path) -> None:
-    res = _mine(tmp_path, {"toc.py": '''
+    res = mine_tree(tmp_path, {"toc.py": '''
         class Box:
             """A box with a table of contents."""
 
@@ -339,7 +332,7 @@ def test_state_made_two_calls_deep_at_construction_or_by_the_consumer_gives_no_p
 
 
 def test_a_module_global_used_unguarded_needs_the_function_that_sets_it(tmp_path: Path) -> None:
-    res = _mine(tmp_path, {"client.py": '''
+    res = mine_tree(tmp_path, {"client.py": '''
         _client = None
         CONFIG = None
         try:
@@ -404,7 +397,7 @@ def test_a_module_global_used_unguarded_needs_the_function_that_sets_it(tmp_path
 
 
 def test_a_consumer_whose_helper_checks_the_state_copes_with_it_unset(tmp_path: Path) -> None:
-    res = _mine(tmp_path, {"single.py": '''
+    res = mine_tree(tmp_path, {"single.py": '''
         class SingleFile:
             """A mailbox in one file; subclasses build the table of contents."""
 
