@@ -15,6 +15,7 @@ from transformers import DataCollatorWithPadding, PreTrainedModel, PreTrainedTok
 from transformers.trainer_utils import get_last_checkpoint
 
 from models.discriminator import LOSSES, PreconditionKindLoss, class_logits, encode_pairs, has_kind_head, kind_code
+from models.discriminator_defaults import TRAIN_PRECISIONS
 from schemas.tdi import NUM_LABELS
 from tasks.common.atomic import hidden_sibling, replace_dir
 from tasks.common.progress import EVERY_S, CountProgress, PrefectProgressArtifact, run_say, ticking
@@ -78,6 +79,9 @@ class StageArguments:
     select_metric: str = field(default="dependency_f1_calibrated",
                                metadata={"help": "compute_metrics key that picks the best checkpoint ('loss': lowest)"})
     progress: bool = field(default=True, metadata={"help": "tqdm bars"})
+    bf16: bool = field(default=False, metadata={
+        "help": "bf16 mixed precision (autocast; the weights stay fp32) on CPU too: see train_in_bf16; on CUDA "
+                "the Trainer always trains so"})
     length_grouped: bool = field(default=False, metadata={
         "help": "batches of similar length (the Trainer's group_by_length): about 1.3x the pairs/s on CPU, but a "
                 "TDI pair then shares its batch with its swap and its near-duplicates, and pretraining fell to the "
@@ -121,6 +125,26 @@ def pick_device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
+def cpu_has_amx(cpuinfo: str = "/proc/cpuinfo") -> bool:
+    """The CPU multiplies bf16 matrices in AMX tiles (Sapphire Rapids and later): there bf16 autocast makes a
+    training step about 1.4x as fast (bench/RESULTS.md); elsewhere it is not known to gain. Read from the kernel's
+    flags (Linux; elsewhere False)."""
+    try:
+        with open(cpuinfo) as f:
+            return any(line.startswith("flags") and " amx_bf16" in line for line in f)
+    except OSError:
+        return False
+
+
+def train_in_bf16(precision: str) -> bool:
+    """Whether training stages run bf16 mixed precision: ``auto`` on CUDA and on CPUs with AMX tiles."""
+    if precision not in TRAIN_PRECISIONS:
+        raise ValueError(f"training precision {precision!r}: one of {', '.join(TRAIN_PRECISIONS)}")
+    if precision == "auto":
+        return torch.cuda.is_available() or cpu_has_amx()
+    return precision == "bf16"
+
+
 def seed_everything(seed: int) -> None:
     from transformers import set_seed
 
@@ -158,7 +182,7 @@ def training_arguments(args: StageArguments, out_dir: Path, n_train: int, has_va
         greater_is_better=args.select_metric != "loss",
         logging_steps=max(1, min(50, every // 2)),
         label_names=["labels", "kinds"],  # kept by the Trainer's column filter; compute_metrics gets both
-        bf16=cuda,
+        bf16=cuda or args.bf16,
         seed=args.seed,
         data_seed=args.seed,
         dataloader_num_workers=0,
