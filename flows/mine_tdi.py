@@ -380,7 +380,7 @@ def mine(items: list[FileItem], cfg: MineTDIConfig) -> MineResult:
                               result.order_candidates, len(result.orders),
                               sum(o.support >= cfg.min_order_support for o in result.orders), cfg.min_order_support,
                               sum(stated(o.patterns) for o in result.orders),
-                              result.order_reason_counts(), result.test_files_orders_unread)
+                              result.order_reason_counts(), result.test_files_orders_not_read)
     return result
 
 
@@ -759,7 +759,7 @@ def _mine_tdi(cfg: MineTDIConfig) -> dict[str, Any]:
         "accepted_precondition_pairs": len(result.orders),
         "precondition_pairs_kept": len(orders),  # support >= --min-order-support, or stated in code (state.stated)
         "precondition_rejected_by_reason": {**result.order_reason_counts(), **({RARE_ORDER: len(rare_orders)} if rare_orders else {})},
-        "test_files_orders_not_read": result.test_files_orders_unread,  # test code: its data flows only (--test-orders)
+        "test_files_orders_not_read": result.test_files_orders_not_read,  # test code: its data flows only (--test-orders)
         "llm_pairs": len(llm_pairs),
         "docs": len(docs),
         "docs_outputs_dropped": balanced.dropped_outputs,

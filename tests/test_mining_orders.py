@@ -263,11 +263,11 @@ def test_call_orders_in_test_code_are_rejected_unless_asked_for_and_its_flows_st
         '''}
     default = mine_tree(tmp_path, files)
     assert default.orders == [] and default.order_candidates == 0  # the test file's call orders are not read
-    assert default.test_files_orders_unread == 1  # and the books say so
+    assert default.test_files_orders_not_read == 1  # and the books say so
     assert [(f.consumer, f.producer) for f in default.flows] == [("api.save", "api.load")]  # the test's data flow counts
     with_tests = mine_files(tree_files(tmp_path, "tree"), workers=1, test_orders=True)
     assert {("api.Conn.send", "api.Conn.connect"), ("api.remove", "api.exists")} <= set(_orders(with_tests))
-    assert with_tests.order_candidates >= 2 and with_tests.test_files_orders_unread == 0
+    assert with_tests.order_candidates >= 2 and with_tests.test_files_orders_not_read == 0
     assert with_tests.flows == default.flows
     # parsed with them but resolved without (a caller mixing the two): rejected, each one, whatever else it met
     read = resolve_flows(parse_chunk(tree_files(tmp_path, "tree"), test_orders=True), 2)

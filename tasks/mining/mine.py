@@ -40,7 +40,7 @@ class MineResult:
                  candidates: int, parsed_ids: list[str] | None = None, output_names: dict[str, str] | None = None,
                  orders: list[MinedOrder] | None = None, order_rejections: list[CandidateRejection] | None = None,
                  order_candidates: int = 0, order_targets: dict[str, Target] | None = None, inherited_docs: int = 0,
-                 test_files_orders_unread: int = 0):
+                 test_files_orders_not_read: int = 0):
         self.flows = flows
         self.rejections = rejections
         self.file_rejections = file_rejections
@@ -59,7 +59,7 @@ class MineResult:
         self.order_targets = order_targets if order_targets is not None else {}  # every function an accepted order touches
         self.inherited_docs = inherited_docs  # undocumented overrides that took their base method's docstring
         # test files parsed without their call orders (they would all be ``test_order``; ``test_orders`` reads them)
-        self.test_files_orders_unread = test_files_orders_unread
+        self.test_files_orders_not_read = test_files_orders_not_read
 
     def __repr__(self) -> str:
         return (f"MineResult(files_read={self.files_read}, candidates={self.candidates}, flows={len(self.flows)}, "

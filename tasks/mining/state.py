@@ -390,8 +390,8 @@ _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 _MENTION = re.compile(r"`\.?(\w+)(?:\(\))?`|\b(\w+)\(\)")
 
 
-def _raised_texts(fn: Method, index: BodyIndex) -> list[tuple[ast.Raise, str]]:
-    """The string parts of each ``raise`` of ``fn``'s own body (nested defs are theirs)."""
+def _raised_texts(index: BodyIndex) -> list[tuple[ast.Raise, str]]:
+    """The string parts of each ``raise`` of a def's own body (``index``: its walk; nested defs are theirs)."""
     found = []
     for n in index.raises:
         text = " ".join(c.value for c in ast.walk(n.exc) if isinstance(c, ast.Constant) and isinstance(c.value, str))  # type: ignore[arg-type]
@@ -427,7 +427,7 @@ def message_orders(mod: ModuleFacts, methods: dict[str, dict[str, Method]], func
         for name, fn in own.items():
             seen: set[str] = set()
             consumer = f"{scope}.{name}" if scope else name
-            for node, text in _raised_texts(fn, indexes.get(id(fn)) or index_body(fn)):
+            for node, text in _raised_texts(indexes.get(id(fn)) or index_body(fn)):
                 for named in _named_first(text):
                     if named == name or named.startswith("__") or named in seen or named not in known:
                         continue
