@@ -667,5 +667,6 @@ def test_training_precision_auto_is_bf16_on_cuda_and_on_cpus_with_amx_tiles(tmp_
     with pytest.raises(ValueError, match="fp16"):
         trainer.train_in_bf16("fp16")
     monkeypatch.setattr(trainer.torch.cuda, "is_available", lambda: False)
-    for bf16 in (True, False):  # the stage's choice reaches the Trainer on CPU
+    for bf16 in (True, False):  # the stage's choice reaches the Trainer
         assert trainer.training_arguments(trainer.StageArguments(bf16=bf16), tmp_path, 64, False).bf16 is bf16
+    assert trainer.training_arguments(trainer.StageArguments(), tmp_path, 64, False).bf16 is False  # unset: CUDA only

@@ -79,9 +79,9 @@ class StageArguments:
     select_metric: str = field(default="dependency_f1_calibrated",
                                metadata={"help": "compute_metrics key that picks the best checkpoint ('loss': lowest)"})
     progress: bool = field(default=True, metadata={"help": "tqdm bars"})
-    bf16: bool = field(default=False, metadata={
-        "help": "bf16 mixed precision (autocast; the weights stay fp32) on CPU too: see train_in_bf16; on CUDA "
-                "the Trainer always trains so"})
+    bf16: bool | None = field(default=None, metadata={
+        "help": "bf16 mixed precision (autocast; the weights stay fp32): True or False forces it (train_in_bf16 "
+                "decides for train-discriminator); None: on CUDA only"})
     length_grouped: bool = field(default=False, metadata={
         "help": "batches of similar length (the Trainer's group_by_length): about 1.3x the pairs/s on CPU, but a "
                 "TDI pair then shares its batch with its swap and its near-duplicates, and pretraining fell to the "
@@ -182,7 +182,7 @@ def training_arguments(args: StageArguments, out_dir: Path, n_train: int, has_va
         greater_is_better=args.select_metric != "loss",
         logging_steps=max(1, min(50, every // 2)),
         label_names=["labels", "kinds"],  # kept by the Trainer's column filter; compute_metrics gets both
-        bf16=cuda or args.bf16,
+        bf16=cuda if args.bf16 is None else args.bf16,
         seed=args.seed,
         data_seed=args.seed,
         dataloader_num_workers=0,
