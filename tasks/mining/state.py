@@ -362,6 +362,11 @@ def _global_setters(functions: dict[str, Method], indexes: dict[int, BodyIndex],
     return setters
 
 
+def _own_names(f: Method, index: BodyIndex) -> set[str]:
+    """A module function's own names, which no module global can be: its parameters and its locals."""
+    return {a.arg for a in [*f.args.posonlyargs, *f.args.args, *f.args.kwonlyargs]} | (index.stores - index.global_names)
+
+
 def global_guard_orders(mod: ModuleFacts, functions: dict[str, Method], indexes: dict[int, BodyIndex]) -> list[RawOrder]:
     """The module-level form: ``if _client is None: raise`` in ``get``, ``global _client; _client = ...`` in ``init``."""
     setters = _global_setters(functions, indexes)
@@ -369,9 +374,7 @@ def global_guard_orders(mod: ModuleFacts, functions: dict[str, Method], indexes:
         return []
     orders: list[RawOrder] = []
     for consumer, f in functions.items():
-        index = indexes.get(id(f)) or index_body(f)
-        params = {a.arg for a in [*f.args.posonlyargs, *f.args.args, *f.args.kwonlyargs]}
-        own = params | (index.stores - index.global_names)
+        own = _own_names(f, indexes.get(id(f)) or index_body(f))
         for attr, (guard, said) in guards_of(f.body, "").items():
             if attr in own:  # ``if path is None: raise``: the function's own name, no module state
                 continue
@@ -813,9 +816,7 @@ def global_use_orders(mod: ModuleFacts, functions: dict[str, Method], indexes: d
         used = _used(f, "", unset_globals)
         if not used:
             continue
-        index = indexes.get(id(f)) or index_body(f)
-        params = {a.arg for a in [*f.args.posonlyargs, *f.args.args, *f.args.kwonlyargs]}
-        own = params | (index.stores - index.global_names)
+        own = _own_names(f, indexes.get(id(f)) or index_body(f))
         made, seen, todo, catches = set(direct.get(consumer, ())), {consumer}, [consumer], False
         while todo:  # what it binds or checks through the functions it calls, at any depth
             for h in calls[todo.pop()] - seen:
