@@ -32,7 +32,8 @@ from bench.results import write_section  # noqa: E402
 from models.discriminator import encode_pairs, load_model, load_tokenizer  # noqa: E402
 from tasks.toolsets.readers import load_benchmark  # noqa: E402
 from tasks.training.examples import build_pairs  # noqa: E402
-from tasks.training.trainer import StageArguments, cpu_has_amx, train_classifier  # noqa: E402
+from tasks.training.precision import cpu_has_amx  # noqa: E402
+from tasks.training.trainer import StageArguments, train_classifier  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 TITLE = "Discriminator training throughput"

@@ -110,8 +110,9 @@ class TrainDiscriminatorConfig:
         "but each TDI pair then shares its batch with its swap, and pretraining fell to the class prior "
         "(bench/RESULTS.md); the parameter level groups its units by length either way")] = False
     train_precision: Annotated[str, Help(
-        "the pair stages' arithmetic: auto (bf16 mixed precision on CUDA and on CPUs with AMX tiles, where a step "
-        "takes about 0.7x the time; fp32 elsewhere), fp32 or bf16; scoring and calibration stay fp32")] = "auto"
+        "the training loops' arithmetic: auto (bf16 mixed precision where it gains: the pair stages on CUDA and on "
+        "CPUs with AMX tiles, where a step takes about 0.7x the time, and the retriever, which trains on the CPU, "
+        "on such CPUs; fp32 elsewhere), fp32 or bf16; scoring, calibration and the parameter head stay fp32")] = "auto"
     finetune_replay: Annotated[int, Help(
         "TDI training pairs mixed into finetuning so the parameter-level skill is not forgotten")] = 600
     test_max_none: Annotated[int | None, Help("paper's API-Bank test: all dependency pairs + 500 none")] = 500
@@ -317,8 +318,9 @@ from models.discriminator import (CALIBRATION_FILE, decide, load_calibration, lo
 from tasks.training.plots import PR_POINTS, plot_confusion, plot_precision_recall, plot_training_curves  # noqa: E402
 from tasks.common.plots import show_plot  # noqa: E402
 from tasks.graph.two_level import PARAMETER_SCORER_DIR, TWO_LEVEL_CUT, parameter_scorer_of  # noqa: E402
+from tasks.training.precision import train_in_bf16  # noqa: E402
 from tasks.training.trainer import (StageArguments, TrainResult, pick_device, predict_examples, seed_everything,  # noqa: E402
-                                    train_classifier, train_in_bf16)
+                                    train_classifier)
 
 
 @task(cache_policy=NO_CACHE)
@@ -431,7 +433,7 @@ def train_parameter_scorer(cfg: TrainDiscriminatorConfig, tdi: Path | None, ckpt
     metrics = run_retriever(RetrieverConfig(
         tdi=str(tdi) if tdi is not None else None, toolsets=tuple(cfg.retriever_toolsets), heldout=(),
         benchmarks_root=str(cfg.benchmarks_root), output=str(run), base_model=cfg.retriever_base_model,
-        max_steps=cfg.retriever_max_steps, evals=2, seed=cfg.seed))
+        max_steps=cfg.retriever_max_steps, evals=2, seed=cfg.seed, train_precision=cfg.train_precision))
     shutil.rmtree(ckpt / PARAMETER_SCORER_DIR, ignore_errors=True)
     shutil.copytree(run / "best", ckpt / PARAMETER_SCORER_DIR)
     head = metrics.get("parameter_head") or {}

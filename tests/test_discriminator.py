@@ -649,23 +649,25 @@ def test_training_batches_are_drawn_at_random_unless_length_grouped_is_asked_for
 
 
 def test_training_precision_auto_is_bf16_on_cuda_and_on_cpus_with_amx_tiles(tmp_path, monkeypatch):
-    from tasks.training import trainer
+    from tasks.training import precision, trainer
 
     info = tmp_path / "cpuinfo"
     info.write_text("processor\t: 0\nflags\t\t: fpu sse avx512f avx512_bf16 amx_bf16 amx_tile\n")
-    assert trainer.cpu_has_amx(str(info))
+    assert precision.cpu_has_amx(str(info))
     info.write_text("processor\t: 0\nflags\t\t: fpu sse avx512f avx512_bf16\n")  # bf16 instructions, no tiles
-    assert not trainer.cpu_has_amx(str(info))
-    assert not trainer.cpu_has_amx(str(tmp_path / "absent"))  # not Linux: fp32
-    monkeypatch.setattr(trainer.torch.cuda, "is_available", lambda: False)
+    assert not precision.cpu_has_amx(str(info))
+    assert not precision.cpu_has_amx(str(tmp_path / "absent"))  # not Linux: fp32
+    monkeypatch.setattr(precision.torch.cuda, "is_available", lambda: False)
     for amx, auto in ((True, True), (False, False)):
-        monkeypatch.setattr(trainer, "cpu_has_amx", lambda amx=amx: amx)
-        assert trainer.train_in_bf16("auto") is auto
-        assert trainer.train_in_bf16("fp32") is False and trainer.train_in_bf16("bf16") is True
-    monkeypatch.setattr(trainer.torch.cuda, "is_available", lambda: True)
-    assert trainer.train_in_bf16("auto") is True
+        monkeypatch.setattr(precision, "cpu_has_amx", lambda amx=amx: amx)
+        assert precision.train_in_bf16("auto") is auto
+        assert precision.train_in_bf16("auto", cuda=False) is auto  # a CPU loop (the retriever's) on any machine
+        assert precision.train_in_bf16("fp32") is False and precision.train_in_bf16("bf16") is True
+    monkeypatch.setattr(precision.torch.cuda, "is_available", lambda: True)
+    assert precision.train_in_bf16("auto") is True
+    assert precision.train_in_bf16("auto", cuda=False) is False  # CUDA there, the loop on a CPU without tiles
     with pytest.raises(ValueError, match="fp16"):
-        trainer.train_in_bf16("fp16")
+        precision.train_in_bf16("fp16")
     monkeypatch.setattr(trainer.torch.cuda, "is_available", lambda: False)
     for bf16 in (True, False):  # the stage's choice reaches the Trainer
         assert trainer.training_arguments(trainer.StageArguments(bf16=bf16), tmp_path, 64, False).bf16 is bf16

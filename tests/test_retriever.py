@@ -186,6 +186,45 @@ def test_training_saves_the_best_step_and_its_weights_differ_from_the_start(tiny
     assert any(not torch.equal(start[k], best[k]) for k in start)
 
 
+def test_bf16_training_autocasts_the_encoding_and_saves_fp32_weights_the_config_decides_it(tiny_encoder, tmp_path,
+                                                                                          monkeypatch):
+    from transformers import AutoModel
+
+    from tasks.training import precision, retriever
+    from tasks.training.retriever_config import RetrieverConfig
+
+    seen = []
+    real_embed = retriever._embed
+
+    def embed(model, tokenizer, texts, max_length):
+        seen.append(torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu"))
+        return real_embed(model, tokenizer, texts, max_length)
+
+    monkeypatch.setattr(retriever, "_embed", embed)
+    trained = {}
+    for bf16 in (True, False):
+        seen.clear()
+        args = RetrieverArguments(str(tiny_encoder), batch_size=8, max_steps=2, evals=1, max_length=16,
+                                  learning_rate=1e-3, bf16=bf16)
+        scores = iter([0.0, 1.0])  # the trained step is the best: its weights are saved
+        result = train_retriever(_examples(), args, tmp_path / f"run{bf16}", lambda encoder: next(scores))
+        assert result.best_step == 2
+        assert set(seen[-4:]) == {torch.bfloat16 if bf16 else False}  # the training batches' encodings
+        trained[bf16] = AutoModel.from_pretrained(result.best_dir).state_dict()
+        assert {v.dtype for v in trained[bf16].values() if v.is_floating_point()} == {torch.float32}
+    assert any(not torch.equal(trained[True][k], trained[False][k]) for k in trained[True])
+
+    monkeypatch.setattr(precision, "cpu_has_amx", lambda: False)
+    monkeypatch.setattr(precision.torch.cuda, "is_available", lambda: True)  # CUDA there: the retriever stays on CPU
+    assert RetrieverConfig(tdi=None).arguments().bf16 is False
+    assert RetrieverConfig(tdi=None, train_precision="bf16").reranker_arguments().bf16 is True
+    monkeypatch.setattr(precision, "cpu_has_amx", lambda: True)
+    assert RetrieverConfig(tdi=None).arguments().bf16 is True
+    assert RetrieverConfig(tdi=None, train_precision="fp32").arguments().bf16 is False
+    with pytest.raises(ValueError, match="--train-precision 'fp16'"):
+        RetrieverConfig(tdi=None, train_precision="fp16")
+
+
 def test_memo_encode_encodes_each_distinct_text_once_and_keeps_the_order(tiny_encoder):
     from models.sentence_encoder import EncoderConfig, MemoEncode, SentenceEncoder
 
@@ -394,6 +433,7 @@ def test_command_line_refuses_bad_values_and_missing_inputs_before_any_work(tmp_
     parse = checking_inputs(parse_args, PROG)  # what the command line runs before Prefect starts
     for argv, says in ((["--batch-size", "0", "--tdi", "none"], "--batch-size 0: must be at least 1"),
                        (["--output-dropout", "1.5", "--tdi", "none"], "--output-dropout 1.5: must lie in [0, 1]"),
+                       (["--train-precision", "fp16", "--tdi", "none"], "--train-precision 'fp16': one of auto"),
                        (["--tdi", str(tmp_path)], "no shards/ folder"),
                        (["--tdi", "none", "--heldout", str(tmp_path / "nope")], "not a folder")):
         with pytest.raises(SystemExit) as exit_:  # a usage error before any work

@@ -24,6 +24,7 @@ from schemas.toolset import Tool, ToolSet
 from tasks.common.atomic import hidden_sibling, replace_dir
 from tasks.training.param_examples import param_text, producer_text
 from tasks.training.param_head import FEATURES, OUTPUT_DROPOUT, ParamHead, Unit, fit_on_toolsets, unit_features, unit_gold
+from tasks.training.precision import cpu_autocast
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +53,7 @@ class RerankerArguments:
     # candidates and a "none of them" slot (logit 0); "pointwise": class-balanced BCE per unit
     loss: str = "listwise"
     none_inputs_per_positive: float = 1.0  # listwise: inputs with no gold candidate (target "none") per gold input
+    bf16: bool = False  # the forward pass in bf16 mixed precision (the loss and the saved weights stay fp32)
 
     def __post_init__(self) -> None:
         for name in ("layers", "epochs", "negatives_per_positive", "batch_size", "max_length", "candidate_k"):
@@ -239,7 +241,9 @@ def train_param_reranker(examples: RerankerExamples, base: str | Path, args: Rer
             a, b = unit_texts(examples.tools, [examples.units[i] for i in batch],
                               [rng.random() < args.name_dropout for _ in batch])
             enc = tokenizer(a, b, truncation=True, max_length=args.max_length, padding=True, return_tensors="pt")
-            loss = loss_fn(model(**enc).logits[:, 0], lists, examples.gold)
+            with cpu_autocast(args.bf16):
+                logits = model(**enc).logits[:, 0]
+            loss = loss_fn(logits.float(), lists, examples.gold)
             seen += len(batch)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

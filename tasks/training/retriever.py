@@ -25,6 +25,7 @@ from schemas.tdi import LABEL_A_DEPENDS_ON_B, LABEL_NO_DEPENDENCY
 from schemas.toolset import ToolSet
 from tasks.common.atomic import hidden_sibling, replace_dir
 from tasks.training.param_examples import input_param, v2_shard_rows
+from tasks.training.precision import cpu_autocast
 
 log = logging.getLogger(__name__)
 
@@ -171,6 +172,9 @@ class RetrieverArguments:
     max_steps: int = field(default=-1, metadata={"help": "stop after this many steps (-1: all epochs)"})
     evals: int = field(default=4, metadata={"help": "validations (and best-checkpoint saves) over the run"})
     seed: int = field(default=42, metadata={"help": "seed of shuffling and dropout"})
+    bf16: bool = field(default=False, metadata={
+        "help": "encode the training batches in bf16 mixed precision on the CPU (the loss, the weights and the "
+                "saved encoder stay fp32; validation encodes in fp32)"})
 
     def __post_init__(self) -> None:
         for name in ("batch_size", "max_length", "evals"):
@@ -264,9 +268,10 @@ def train_retriever(examples: Sequence[RetrieverExample], args: RetrieverArgumen
         batch = [examples[i] for i in order[: args.batch_size]]
         del order[: args.batch_size]
         negatives = [e.negative for e in batch if e.negative]
-        q = _embed(model, tokenizer, [e.query for e in batch], args.max_length)
-        d = _embed(model, tokenizer, [e.positive for e in batch] + negatives, args.max_length)
-        loss = loss_fn(q, d, [e.key for e in batch])
+        with cpu_autocast(args.bf16):
+            q = _embed(model, tokenizer, [e.query for e in batch], args.max_length)
+            d = _embed(model, tokenizer, [e.positive for e in batch] + negatives, args.max_length)
+        loss = loss_fn(q.float(), d.float(), [e.key for e in batch])  # cosines times the scale: in fp32
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()

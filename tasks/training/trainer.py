@@ -15,7 +15,6 @@ from transformers import DataCollatorWithPadding, PreTrainedModel, PreTrainedTok
 from transformers.trainer_utils import get_last_checkpoint
 
 from models.discriminator import LOSSES, PreconditionKindLoss, class_logits, encode_pairs, has_kind_head, kind_code
-from models.discriminator_defaults import TRAIN_PRECISIONS
 from schemas.tdi import NUM_LABELS
 from tasks.common.atomic import hidden_sibling, replace_dir
 from tasks.common.progress import EVERY_S, CountProgress, PrefectProgressArtifact, run_say, ticking
@@ -123,26 +122,6 @@ class DiscriminatorTrainer(Trainer):
 
 def pick_device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-
-
-def cpu_has_amx(cpuinfo: str = "/proc/cpuinfo") -> bool:
-    """The CPU multiplies bf16 matrices in AMX tiles (Sapphire Rapids and later): there bf16 autocast makes a
-    training step about 1.4x as fast (bench/RESULTS.md); elsewhere it is not known to gain. Read from the kernel's
-    flags (Linux; elsewhere False)."""
-    try:
-        with open(cpuinfo) as f:
-            return any(line.startswith("flags") and " amx_bf16" in line for line in f)
-    except OSError:
-        return False
-
-
-def train_in_bf16(precision: str) -> bool:
-    """Whether training stages run bf16 mixed precision: ``auto`` on CUDA and on CPUs with AMX tiles."""
-    if precision not in TRAIN_PRECISIONS:
-        raise ValueError(f"training precision {precision!r}: one of {', '.join(TRAIN_PRECISIONS)}")
-    if precision == "auto":
-        return torch.cuda.is_available() or cpu_has_amx()
-    return precision == "bf16"
 
 
 def seed_everything(seed: int) -> None:
