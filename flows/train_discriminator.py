@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from tasks.common.flow_cli import FlowCLI  # first: Prefect analytics off before Prefect loads
-from models.discriminator_defaults import DEFAULT_MAX_LENGTH, TRAIN_PRECISIONS
+from models.discriminator_defaults import DEFAULT_MAX_LENGTH, check_train_precision
 from schemas.tdi import LABEL_NO_DEPENDENCY
 from schemas.toolset import ToolSet
 from tasks.toolsets.readers import BENCHMARKS, load_benchmark, read_toolset_dir
@@ -195,8 +195,7 @@ class TrainDiscriminatorConfig:
             raise ValueError(f"--max-steps {self.max_steps}: -1 (all epochs) or at least 1")
         if self.pretrain_precondition_share is not None and not 0.0 <= self.pretrain_precondition_share <= 1.0:
             raise ValueError(f"--pretrain-precondition-share {self.pretrain_precondition_share}: must lie in [0, 1]")
-        if self.train_precision not in TRAIN_PRECISIONS:
-            raise ValueError(f"--train-precision {self.train_precision!r}: one of {', '.join(TRAIN_PRECISIONS)}")
+        check_train_precision(self.train_precision)
         if not 0.0 <= self.hint_dropout <= 1.0:
             raise ValueError(f"--hint-dropout {self.hint_dropout}: must lie in [0, 1]")
         if not 0.0 < self.valid_fraction < 1.0:

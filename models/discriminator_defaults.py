@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 DEFAULT_MAX_LENGTH = 96  # evidence + signature lines of both docs and the start of their descriptions
-# training stages' precision (tasks/training/trainer.py ``train_in_bf16``): auto is bf16 mixed precision on CUDA and
-# on CPUs with AMX tiles, fp32 elsewhere
+# training loops' precision (tasks/training/precision.py ``train_in_bf16``): auto is bf16 mixed precision where it
+# gains (CUDA, CPUs with AMX tiles), fp32 elsewhere
 TRAIN_PRECISIONS = ("auto", "fp32", "bf16")
+
+
+def check_train_precision(precision: str, what: str = "--train-precision") -> None:
+    """Refuse a precision that is not one of ``TRAIN_PRECISIONS`` (every config and loop that takes one)."""
+    if precision not in TRAIN_PRECISIONS:
+        raise ValueError(f"{what} {precision!r}: one of {', '.join(TRAIN_PRECISIONS)}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from models.discriminator_defaults import TRAIN_PRECISIONS
+from models.discriminator_defaults import check_train_precision
 
 
 def cpu_has_amx(cpuinfo: str = "/proc/cpuinfo") -> bool:
@@ -22,8 +22,7 @@ def train_in_bf16(precision: str, cuda: bool | None = None) -> bool:
     """Whether a training loop runs bf16 mixed precision: ``auto`` where it gains, on CUDA and on CPUs with AMX
     tiles. ``cuda``: whether the loop runs on CUDA (None: whenever CUDA is there, as the ``Trainer`` places it;
     the retriever's and the reranker's loops run on the CPU, so they pass False)."""
-    if precision not in TRAIN_PRECISIONS:
-        raise ValueError(f"training precision {precision!r}: one of {', '.join(TRAIN_PRECISIONS)}")
+    check_train_precision(precision, "training precision")
     if precision == "auto":
         return (torch.cuda.is_available() if cuda is None else cuda) or cpu_has_amx()
     return precision == "bf16"

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated
 
-from models.discriminator_defaults import TRAIN_PRECISIONS
+from models.discriminator_defaults import check_train_precision
 from models.encoder_path import OFFLINE_DEFAULT
 from tasks.common.cli import Flag, Help
 
@@ -86,8 +86,7 @@ class RetrieverConfig:
                             ("--reranker-max-steps", self.reranker_max_steps)):
             if value is not None and value < 1:
                 raise ValueError(f"{flag} {value}: must be at least 1")
-        if self.train_precision not in TRAIN_PRECISIONS:
-            raise ValueError(f"--train-precision {self.train_precision!r}: one of {', '.join(TRAIN_PRECISIONS)}")
+        check_train_precision(self.train_precision)
         if self.reranker_loss not in ("listwise", "pointwise"):
             raise ValueError(f"--reranker-loss {self.reranker_loss}: listwise or pointwise")
         if not 0.0 <= self.name_dropout <= 1.0:
