@@ -1,6 +1,6 @@
 """The texts a dependency retriever embeds: what a producer offers (name, description, outputs) and what a
 consumer input asks for ("name: description (input of tool)"; a tool that declares no inputs asks with its
-name and description). The retrieval pruning rule (tasks/graph/candidates.py) and the retriever's training
+name and description), and the input as a bare value ("name: description", for the parameter head). The retrieval pruning rule (tasks/graph/candidates.py) and the retriever's training
 (tasks/training/retriever.py) both use these, so a trained encoder sees at build time what it learned on."""
 from __future__ import annotations
 
@@ -31,6 +31,13 @@ def producer_text(doc: dict[str, Any]) -> str:
 def tool_query(doc: dict[str, Any]) -> str:
     """The query of a tool that declares no inputs: its name and description."""
     return _sentence(doc.get("name", ""), doc.get("description"))
+
+
+def value_query(param: dict[str, Any]) -> str:
+    """One input as the value it asks for, "name: description", without the tool that asks: the parameter
+    head compares it with each producer too, since "(input of tool)" pulls a query toward tools like the
+    consumer (tasks/training/param_head.py, the ``value_*`` columns)."""
+    return _sentence(param["name"], param.get("description"))
 
 
 def parameter_query(doc: dict[str, Any], param: dict[str, Any], show_name: bool = True) -> str:

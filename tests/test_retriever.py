@@ -558,6 +558,27 @@ def test_maker_rank_and_margin_leave_out_the_producers_that_take_the_value_thems
     assert {"maker_inverse_rank", "maker_margin"} <= set(HEAD_FEATURES) and not {"inverse_rank", "margin"} & set(HEAD_FEATURES)
 
 
+def test_value_columns_read_the_input_without_the_tool_that_asks():
+    from schemas.dependency_text import value_query
+    from tasks.training.param_head import FEATURES, HEAD_FEATURES, unit_features
+
+    assert value_query({"name": "user_id", "description": "the user"}) == "user id: the user"
+    # two consumers ask for the same value; the producer's text leans toward one of them (account)
+    shop = [Tool("get_user", "shop", doc("get_user", [("email", "")], [("user_id", "")], "look up a user account")),
+            Tool("list_orders", "shop", doc("list_orders", [("user_id", "the user")])),
+            Tool("open_account", "shop", doc("open_account", [("user_id", "the user")]))]
+    units, x = unit_features(shop, _by_words)
+    f = {u: dict(zip(FEATURES, row)) for u, row in zip(units, x)}
+    orders, account = f[(0, 1, "user_id")], f[(0, 2, "user_id")]
+    assert account["cosine"] > orders["cosine"]  # "(input of open account)" shares the producer's topic
+    assert account["value_cosine"] == pytest.approx(orders["value_cosine"])  # "user id: the user" either way
+    assert orders["value_cosine"] == pytest.approx(3 / math.sqrt(10), abs=1e-6)  # (user 2) against (user 3, account 1)
+    # open_account takes user_id itself: a sibling, so get_user is the only maker of the value for list_orders
+    assert orders["value_maker_inverse_rank"] == 1.0 and orders["value_maker_margin"] == pytest.approx(orders["value_cosine"] + 1)
+    assert f[(2, 1, "user_id")]["producer_takes_it"] == 1
+    assert {"value_cosine", "value_maker_inverse_rank", "value_maker_margin"} <= set(HEAD_FEATURES)
+
+
 def test_head_fits_chooses_its_cut_on_held_out_groups_and_round_trips(tmp_path):
     from tasks.training.param_head import FEATURES, ParamHead, best_cut, fit_param_head
 

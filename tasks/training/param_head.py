@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from schemas.dependency_text import parameter_query, producer_text, tool_query
+from schemas.dependency_text import parameter_query, producer_text, tool_query, value_query
 from schemas.name_rule import (identifier_tokens, name_words, normalise_param_name, output_names, partial_match,
                                raw_output_names)
 from schemas.parameters import doc_without_outputs, output_param_names
@@ -26,7 +26,7 @@ from tasks.training.param_examples import rule_over_outputs
 
 FEATURES = ("cosine", "inverse_rank", "margin", "best_input", "inverse_column_rank", "tool_cosine", "exact", "partial",
             "token_overlap", "type_match", "declares_outputs", "producer_takes_it", "producer_takes_it_partly",
-            "maker_inverse_rank", "maker_margin")
+            "maker_inverse_rank", "maker_margin", "value_cosine", "value_maker_inverse_rank", "value_maker_margin")
 # What a new head is fitted on: rank and margin among the possible makers replace rank and margin among all the
 # group's producers (bench/RESULTS.md, "Rank among makers"); heads saved before still read their own columns.
 HEAD_FEATURES = tuple(f for f in FEATURES if f not in ("inverse_rank", "margin"))
@@ -62,20 +62,24 @@ def unit_features(tools: Sequence[Tool], encode: Callable[[list[str]], np.ndarra
       tells a sibling that takes the value from the tool that makes it;
     - the inverse rank and the margin among the group's possible makers of the value: the producers that do not
       take an input of that name themselves (a sibling is no rival for making it; margin against -1 when no
-      other maker is left)."""
-    queries, owner, names = [], [], []
+      other maker is left);
+    - the same cosine, maker rank and margin for the input as a bare value (its name and description without the
+      tool that asks, ``value_query``): the consumer's own topic no longer pulls it toward tools like the consumer
+      (bench/RESULTS.md, "The input as a bare value")."""
+    queries, values, owner, names = [], [], [], []
     for c, t in enumerate(tools):
         for p in dict((q["name"], q) for q in t.doc.get("input_params") or []).values():
             queries.append(parameter_query(t.doc, p))
+            values.append(value_query(p))
             owner.append(c)
             names.append(p["name"])
     if not queries:
         return [], np.zeros((0, len(FEATURES)), dtype=np.float32)
     query_tokens = [_tokens(name) for name in names]
     n = len(tools)
-    emb = encode([producer_text(t.doc) for t in tools] + [tool_query(t.doc) for t in tools] + queries)
+    emb = encode([producer_text(t.doc) for t in tools] + [tool_query(t.doc) for t in tools] + queries + values)
     emb = emb / np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)
-    prod, whole, qry = emb[:n], emb[n: 2 * n], emb[2 * n:]
+    prod, whole, qry, val = emb[:n], emb[n: 2 * n], emb[2 * n: 2 * n + len(queries)], emb[2 * n + len(queries):]
     offered = [_tokens(t.doc.get("name", "")) | {w for o in output_param_names(t.doc) for w in _tokens(o)}
                for t in tools]
     exact_keys = [output_names(t.doc) for t in tools]  # the name rule's inputs, once per producer
@@ -113,6 +117,8 @@ def unit_features(tools: Sequence[Tool], encode: Callable[[list[str]], np.ndarra
         sims = qry[qrows] @ prod[idx].T  # (inputs of the group, producers of the group)
         own = np.array([col[owner[r]] for r in qrows])
         sims[np.arange(len(qrows)), own] = -np.inf  # a tool is not its own producer
+        value_sims = val[qrows] @ prod[idx].T
+        value_sims[np.arange(len(qrows)), own] = -np.inf
         tool_sims = whole[idx] @ prod[idx].T
         # column rank: per producer, inputs ranked by cosine (inputs of the producer itself excluded: -inf)
         column_rank = np.argsort(np.argsort(-sims, axis=0, kind="stable"), axis=0, kind="stable") + 1
@@ -126,10 +132,10 @@ def unit_features(tools: Sequence[Tool], encode: Callable[[list[str]], np.ndarra
             finite = np.sort(row[np.isfinite(row)])[::-1]
             # the same cosines with the siblings (producers that take this input themselves) left out
             taken = siblings(query_keys[r])
-            makers = np.where(taken, -np.inf, row)
-            maker_ranks = (1 + (makers[None, :] > row[:, None]).sum(axis=1)).tolist()
-            top = np.argsort(-makers, kind="stable")[:2].tolist()
-            makers, taken = makers.tolist(), taken.tolist()
+            maker_ranks, makers, top = _among_makers(row, taken)
+            value_row = value_sims[i]
+            value_ranks, value_makers, value_top = _among_makers(value_row, taken)
+            taken = taken.tolist()
             for p in idx:
                 if p == c or (wanted is not None and (p, c) not in wanted):
                     continue
@@ -138,8 +144,8 @@ def unit_features(tools: Sequence[Tool], encode: Callable[[list[str]], np.ndarra
                 other = finite[1] if len(finite) > 1 and finite[0] == cos else finite[0]
                 margin = cos - float(other) if len(finite) > 1 else 0.0
                 best_input = float(cos >= closest[c][col[p]])
-                rival = makers[top[1]] if len(top) > 1 and top[0] == col[p] else makers[top[0]]
-                maker_margin = cos - (rival if rival != -np.inf else -1.0)
+                maker_margin = _maker_margin(cos, makers, top, col[p])
+                value_cos = float(value_row[col[p]])
                 rule = rule_over_outputs(exact_keys[p], raw_outputs[p], names[r], partial)
                 want = query_tokens[r]
                 overlap = len(want & offered[p]) / len(want) if want else 0.0
@@ -149,8 +155,24 @@ def unit_features(tools: Sequence[Tool], encode: Callable[[list[str]], np.ndarra
                 rows.append((cos, 1.0 / rank, margin, best_input, 1.0 / column_rank[i, col[p]],
                              float(tool_sims[col[c], col[p]]), float(rule == "exact"), float(rule == "partial"),
                              overlap, type_match, float(bool(tools[p].doc.get("output_params"))),
-                             *producer_takes(p, r, taken[col[p]]), 1.0 / maker_ranks[col[p]], maker_margin))
+                             *producer_takes(p, r, taken[col[p]]), 1.0 / maker_ranks[col[p]], maker_margin,
+                             value_cos, 1.0 / value_ranks[col[p]], _maker_margin(value_cos, value_makers, value_top, col[p])))
     return units, np.asarray(rows, dtype=np.float32).reshape(-1, len(FEATURES))
+
+
+def _among_makers(row: np.ndarray, taken: np.ndarray) -> tuple[list[int], list[float], list[int]]:
+    """One input's cosines with the group's producers (``row``), the siblings (``taken``: producers that take the
+    input themselves) left out: each producer's rank among the makers, the makers' cosines (-inf for a
+    sibling or the consumer), and the two best makers' columns."""
+    makers = np.where(taken, -np.inf, row)
+    ranks = (1 + (makers[None, :] > row[:, None]).sum(axis=1)).tolist()
+    return ranks, makers.tolist(), np.argsort(-makers, kind="stable")[:2].tolist()
+
+
+def _maker_margin(cos: float, makers: list[float], top: list[int], column: int) -> float:
+    """``cos`` over the best maker other than this producer (against -1 when no other maker is left)."""
+    rival = makers[top[1]] if len(top) > 1 and top[0] == column else makers[top[0]]
+    return cos - (rival if rival != -np.inf else -1.0)
 
 
 def without_outputs(toolset: ToolSet, share: float, seed: int = 0) -> ToolSet:

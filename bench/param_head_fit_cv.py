@@ -1,0 +1,142 @@
+"""Choose how the parameter head is fitted without looking at test domains: grouped cross-validation inside the
+NesTools validation domains the head is fitted on (bench/RESULTS.md, "Tried and dropped: fitting the head on more
+producers without outputs").
+
+For each fit mix (the validation domains as given, plus copies with a share of the producers' outputs removed),
+five folds by domain: a head fitted on four fifths of the domains (each copy of the mix) predicts the other fifth
+as given and with every output removed. Printed: F1 over the units and over ordered tool pairs (the max over the
+consumer's inputs, each fold's head at its own cut). Then each mix fitted on all validation domains, measured on
+the test domains (as given, every output removed) and on API-Bank (as published, outputs removed): read those
+after choosing, not to choose.
+
+    .venv/bin/python -m bench.param_head_fit_cv --retriever artifacts/discriminator/minilm/best/parameter_scorer
+"""
+from __future__ import annotations
+
+import argparse
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from bench.param_head_tool_edges import prf
+from tasks.toolsets.readers import load_toolset_spec
+from tasks.training.param_examples import split_groups
+from tasks.training.param_head import (FEATURES, HEAD_FEATURES, OUTPUT_DROPOUT, fit_param_head, unit_features,
+                                       unit_gold, without_outputs)
+
+BENCHMARKS = Path("../shared/data/benchmarks")
+# share of producers without outputs per extra copy (each copy its own seed); the head's fit today: as given + 0.3
+MIXES = {"today (as given, 30%)": (OUTPUT_DROPOUT,), "+ a 60% copy": (OUTPUT_DROPOUT, 0.6),
+         "+ a 100% copy": (OUTPUT_DROPOUT, 1.0), "as given + 100%": (1.0,)}
+
+
+def f1(gold: np.ndarray, called: np.ndarray) -> float:
+    tp = int((gold & called).sum())
+    p, r = tp / max(int(called.sum()), 1), tp / max(int(gold.sum()), 1)
+    return 2 * p * r / (p + r) if p + r else 0.0
+
+
+def tool_pairs(units, probs, cuts, gold) -> tuple[np.ndarray, np.ndarray]:
+    """Ordered (producer, consumer) pairs: called when the max over the consumer's inputs reaches its cut; gold when
+    any of its units is."""
+    best: dict[tuple[int, int], list] = defaultdict(lambda: [0.0, 1.0, False])
+    for (p, c, _), v, cut, g in zip(units, probs, cuts, gold):
+        row = best[(p, c)]
+        row[0], row[1], row[2] = max(row[0], v), cut, row[2] or bool(g)
+    rows = list(best.values())
+    return np.array([r[2] for r in rows]), np.array([r[0] >= r[1] for r in rows])
+
+
+# the head's columns before the bare-value ones (bench/RESULTS.md, "The input as a bare value")
+COLUMNS = {"current": HEAD_FEATURES, "before-value": tuple(f for f in HEAD_FEATURES if not f.startswith("value_"))}
+
+
+class Rows:
+    """Units, head columns, gold and domain of one tool set's copy."""
+
+    def __init__(self, toolset, encode, columns: tuple[str, ...] = HEAD_FEATURES):
+        self.units, x = unit_features(toolset.tools, encode)
+        self.x = x[:, [FEATURES.index(f) for f in columns]]
+        self.gold = unit_gold(toolset, toolset.tools, self.units)
+        self.group = np.array([toolset.tools[c].group for _, c, _ in self.units])
+        self.toolset = toolset
+
+    def tool_f1(self, probs: np.ndarray, cut: float) -> float:
+        """F1 of the set's tool edges over every same-group pair, kept as build-graph keeps them
+        (``param_tool_edges``: the max over the consumer's inputs, the stronger direction)."""
+        from tasks.graph.param_scoring import ParamScore, param_tool_edges
+        from tasks.graph.pruning import same_group_pairs
+
+        tools = self.toolset.tools
+        scores = [ParamScore(p, c, q, float(v)) for (p, c, q), v in zip(self.units, probs)]
+        edges = param_tool_edges(tools, same_group_pairs(tools), scores, cut)
+        called = {(e.predicted.edge.dependent, e.predicted.edge.prerequisite) for e in edges}
+        return prf(called, {(e.dependent, e.prerequisite) for e in self.toolset.edges})["f1"]
+
+
+def main(argv: list[str] | None = None) -> None:
+    from models.sentence_encoder import EncoderConfig, SentenceEncoder
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--retriever", required=True, help="a dependency retriever folder (its encoder is used)")
+    ap.add_argument("--folds", type=int, default=5)
+    ap.add_argument("--repeats", type=int, default=3, help="fold assignments (seeded); the CV figures are their mean")
+    ap.add_argument("--head-columns", choices=tuple(COLUMNS), default="current",
+                    help="the head's columns: today's, or those before the bare-value columns")
+    ap.add_argument("--today-only", action="store_true", help="only today's fit mix (as given and 30%%)")
+    a = ap.parse_args(argv)
+    encode = SentenceEncoder(EncoderConfig(a.retriever, batch_size=128)).encode
+    nes = load_toolset_spec("nestools", BENCHMARKS)
+    _, held, tested = split_groups({t.group for t in nes.tools}, (0.6, 0.2, 0.2), 0)  # the retriever's split
+    val = nes.only_groups(held)
+    mixes = dict(list(MIXES.items())[:1]) if a.today_only else MIXES
+    shares = sorted({s for mix in mixes.values() for s in mix})
+    columns = COLUMNS[a.head_columns]
+    copies = {0.0: Rows(val, encode, columns),
+              **{s: Rows(without_outputs(val, s, seed=i), encode, columns) for i, s in enumerate(shares)}}
+    if 1.0 not in copies:
+        copies[1.0] = Rows(without_outputs(val, 1.0), encode, columns)
+    domains = np.array(sorted(set(copies[0.0].group)))
+    assignments = [dict(zip(np.random.default_rng(r).permutation(domains), np.arange(len(domains)) % a.folds))
+                   for r in range(a.repeats)]
+
+    print(f"## Grouped {a.folds}-fold CV inside the {len(domains)} NesTools validation domains, mean of {a.repeats} "
+          f"fold assignments ({a.retriever})\n")
+    print("| fit mix | units, as given | units, every output removed | tool pairs, as given | tool pairs, every output removed |")
+    print("|---|---|---|---|---|")
+    for name, extra in mixes.items():
+        mix = [0.0, *extra]
+        cells = []
+        for shown, fold_of in ((s, f) for s in (0.0, 1.0) for f in assignments):
+            target = copies[shown]
+            probs, cuts = np.zeros(len(target.gold)), np.zeros(len(target.gold))
+            for fold in range(a.folds):
+                train = [np.array([fold_of[g] != fold for g in copies[s].group]) for s in mix]
+                head = fit_param_head(np.vstack([copies[s].x[m] for s, m in zip(mix, train)]),
+                                      np.concatenate([copies[s].gold[m] for s, m in zip(mix, train)]),
+                                      [g for s, m in zip(mix, train) for g in copies[s].group[m]])
+                out = np.array([fold_of[g] == fold for g in target.group])
+                probs[out], cuts[out] = head.predict(target.x[out]), head.threshold
+            cells.append((f1(target.gold, probs >= cuts), f1(*tool_pairs(target.units, probs, cuts, target.gold))))
+        given, removed = np.mean(cells[: a.repeats], axis=0), np.mean(cells[a.repeats:], axis=0)
+        print(f"| {name} | {given[0]:.3f} | {removed[0]:.3f} | {given[1]:.3f} | {removed[1]:.3f} |", flush=True)
+
+    api = load_toolset_spec("apibank", BENCHMARKS)
+    test = nes.only_groups(tested)
+    shown = {"NesTools test": Rows(test, encode, columns),
+             "NesTools test, every output removed": Rows(without_outputs(test, 1.0), encode, columns),
+             "API-Bank": Rows(api, encode, columns), "API-Bank, outputs removed": Rows(without_outputs(api, 1.0), encode, columns)}
+    print("\n## Each mix fitted on all validation domains: tool-edge F1 (read after choosing)\n")
+    print("| fit mix | " + " | ".join(shown) + " |")
+    print("|---|" + "---|" * len(shown))
+    for name, extra in mixes.items():
+        mix = [0.0, *extra]
+        head = fit_param_head(np.vstack([copies[s].x for s in mix]), np.concatenate([copies[s].gold for s in mix]),
+                              [g for s in mix for g in copies[s].group])
+        print(f"| {name} | " + " | ".join(f"{r.tool_f1(head.predict(r.x), head.threshold):.3f}" for r in shown.values())
+              + " |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
