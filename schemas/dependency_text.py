@@ -1,7 +1,8 @@
 """The texts a dependency retriever embeds: what a producer offers (name, description, outputs) and what a
 consumer input asks for ("name: description (input of tool)"; a tool that declares no inputs asks with its
-name and description), and the input as a bare value ("name: description", for the parameter head). The retrieval pruning rule (tasks/graph/candidates.py) and the retriever's training
-(tasks/training/retriever.py) both use these, so a trained encoder sees at build time what it learned on."""
+name and description), and the input as a bare value ("name: description", for the parameter head). The
+retrieval pruning rule (tasks/graph/candidates.py) and the retriever's training (tasks/training/retriever.py)
+both use these, so a trained encoder sees at build time what it learned on."""
 from __future__ import annotations
 
 from typing import Any

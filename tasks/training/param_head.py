@@ -114,11 +114,11 @@ def unit_features(tools: Sequence[Tool], encode: Callable[[list[str]], np.ndarra
         qrows = [r for r, c in enumerate(owner) if c in col]
         if not qrows:
             continue
-        sims = qry[qrows] @ prod[idx].T  # (inputs of the group, producers of the group)
+        # (inputs of the group, producers of the group): the input as asked, and as a bare value
+        sims, value_sims = qry[qrows] @ prod[idx].T, val[qrows] @ prod[idx].T
         own = np.array([col[owner[r]] for r in qrows])
-        sims[np.arange(len(qrows)), own] = -np.inf  # a tool is not its own producer
-        value_sims = val[qrows] @ prod[idx].T
-        value_sims[np.arange(len(qrows)), own] = -np.inf
+        for m in (sims, value_sims):
+            m[np.arange(len(qrows)), own] = -np.inf  # a tool is not its own producer
         tool_sims = whole[idx] @ prod[idx].T
         # column rank: per producer, inputs ranked by cosine (inputs of the producer itself excluded: -inf)
         column_rank = np.argsort(np.argsort(-sims, axis=0, kind="stable"), axis=0, kind="stable") + 1
@@ -165,7 +165,8 @@ def _among_makers(row: np.ndarray, taken: np.ndarray) -> tuple[list[int], list[f
     input themselves) left out: each producer's rank among the makers, the makers' cosines (-inf for a
     sibling or the consumer), and the two best makers' columns."""
     makers = np.where(taken, -np.inf, row)
-    ranks = (1 + (makers[None, :] > row[:, None]).sum(axis=1)).tolist()
+    ordered = np.sort(makers)  # rank = 1 + the makers strictly above: a search, not a producers x producers compare
+    ranks = (1 + len(ordered) - np.searchsorted(ordered, row, side="right")).tolist()
     return ranks, makers.tolist(), np.argsort(-makers, kind="stable")[:2].tolist()
 
 
