@@ -8,6 +8,7 @@ sitting, so the extra time is measured on the same box.
     .venv/bin/python -m bench.bench_precondition_mining --only with --test-orders  # test code's call orders too
     .venv/bin/python -m bench.bench_precondition_mining --only with --sample 50 --sample-pattern state_guard,error_message  # stated in code
     .venv/bin/python -m bench.bench_precondition_mining --compare-inherited --sample 30 --sample-inherited  # docstrings of base methods
+    .venv/bin/python -m bench.bench_precondition_mining --compare-doctests --sample 50 --sample-pattern doctest  # usage examples
 
 Prints files, data-flow pairs, precondition candidates, accepted pairs (distinct (consumer, producer), both
 sides documented: that is what acceptance requires), how many have support >= 2, accepted pairs and candidates
@@ -24,6 +25,7 @@ import time
 from collections import Counter
 
 from tasks.mining.mine import MineResult, mine_files
+from tasks.mining.order import DOCTEST_PREFIX
 from tasks.mining.sources import FileItem, default_roots, tree_files
 from tasks.mining.state import stated
 
@@ -49,12 +51,20 @@ def summary(res: MineResult, seconds: float) -> dict:
         "order_pairs_kept_by_default": sum(1 for o in res.orders if o.support >= 2 or stated(o.patterns)),
         "order_pairs_by_pattern": dict(sorted(per_pattern_pairs.items())),
         "order_pairs_by_pattern_set": dict(sorted(Counter("+".join(o.patterns) for o in res.orders).items())),
+        # pairs seen in a docstring's examples, and those seen nowhere else (tasks/mining/doctests.py)
+        "order_pairs_in_doctests": sum(1 for o in res.orders if "doctest" in _pattern_names(o.patterns)),
+        "order_pairs_only_in_doctests": sum(1 for o in res.orders if all(p.startswith(DOCTEST_PREFIX) for p in o.patterns)),
         "order_rejected_by_reason": dict(sorted(res.order_reason_counts().items(), key=lambda kv: -kv[1])),
         "inherited_docs": res.inherited_docs,
         # accepted pairs with a side whose docstring is its base method's (SymbolTable.inherit_docstrings)
         "flow_pairs_with_inherited_doc": sum(1 for f in res.flows if _inherited(res.targets, f.consumer, f.producer)),
         "order_pairs_with_inherited_doc": sum(1 for o in res.orders if _inherited(res.order_targets, o.consumer, o.producer)),
     }
+
+
+def _pattern_names(patterns: tuple[str, ...]) -> set[str]:
+    """The patterns, and ``doctest`` when one was seen in a docstring's examples (``doctest:guard``)."""
+    return set(patterns) | {"doctest" for p in patterns if p.startswith(DOCTEST_PREFIX)}
 
 
 def _inherited(targets: dict, *keys: str) -> bool:
@@ -65,7 +75,7 @@ def _inherited(targets: dict, *keys: str) -> bool:
 def sample_table(res: MineResult, n: int, seed: int, min_support: int = 1, pattern: str | None = None,
                  inherited: bool = False) -> str:
     wanted = set(pattern.split(",")) if pattern else None
-    pairs = sorted((o for o in res.orders if o.support >= min_support and (wanted is None or wanted & set(o.patterns))
+    pairs = sorted((o for o in res.orders if o.support >= min_support and (wanted is None or wanted & _pattern_names(o.patterns))
                     and (not inherited or _inherited(res.order_targets, o.consumer, o.producer))),
                    key=lambda o: (o.consumer, o.producer))
     drawn = random.Random(seed).sample(pairs, min(n, len(pairs)))
@@ -84,21 +94,28 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=22)
     p.add_argument("--sample-out", default=None, help="write the sample table here (markdown)")
     p.add_argument("--sample-min-support", type=int, default=1, help="draw the sample from pairs with at least this support")
-    p.add_argument("--sample-pattern", default=None, help="draw the sample from pairs with one of these patterns (comma-separated: state_guard,error_message,fitted_check,docstring_order,state_use)")
+    p.add_argument("--sample-pattern", default=None, help="draw the sample from pairs with one of these patterns (comma-separated: state_guard,error_message,fitted_check,docstring_order,state_use; doctest: any pattern seen in a docstring's examples)")
     p.add_argument("--test-orders", action="store_true", help="count call orders in test code too (mine-tdi --test-orders)")
     p.add_argument("--sample-inherited", action="store_true", help="draw the sample from pairs with a side whose docstring is its base method's")
     p.add_argument("--compare-inherited", action="store_true",
                    help="run with precondition candidates twice instead: without, then with docstrings inherited from base methods")
+    p.add_argument("--compare-doctests", action="store_true",
+                   help="run with precondition candidates twice instead: without, then with call orders in docstrings' examples")
     a = p.parse_args()
     items = corpus(a.source.split(","))
     out: dict = {"files": len(items), "load_1min_before": os.getloadavg()[0]}
-    runs = ((("without", True, False), ("with", True, True)) if a.compare_inherited
-            else (("without", False, True), ("with", True, True)))
-    for label, orders, inherit in runs:
+    if a.compare_inherited:  # (label, orders, inherited docstrings, doctests)
+        runs = (("without", True, False, True), ("with", True, True, True))
+    elif a.compare_doctests:
+        runs = (("without", True, True, False), ("with", True, True, True))
+    else:
+        runs = (("without", False, True, True), ("with", True, True, True))
+    for label, orders, inherit, doctests in runs:
         if a.only and a.only != label:
             continue
         t0 = time.perf_counter()
-        res = mine_files(items, workers=a.workers, orders=orders, test_orders=a.test_orders, inherit_docs=inherit)
+        res = mine_files(items, workers=a.workers, orders=orders, test_orders=a.test_orders, inherit_docs=inherit,
+                         doctests=doctests)
         out[label] = summary(res, time.perf_counter() - t0)
         out[label]["load_1min_after"] = os.getloadavg()[0]
         print(json.dumps({label: out[label]}, indent=2), flush=True)

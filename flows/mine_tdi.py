@@ -118,6 +118,10 @@ class MineTDIConfig:
         "help": "read call orders in test code as precondition candidates too (default: not read, the files "
                 "counted in the books; a test's steps are the ones it chose: read by hand 21 of 23 were no "
                 "requirement, 47 of 67 in library code); test code's data flows count either way"})
+    doctests: bool = field(default=True, metadata={
+        "help": "read call orders in docstrings' usage examples (>>> lines) as precondition candidates too, patterns "
+                "doctest:guard and so on: the order a library's authors show a user (tasks/mining/doctests.py); an example "
+                "whose value the session shows is a read, not a step; the examples' data flows are not mined"})
     inherited_docstrings: bool = field(default=True, metadata={
         "help": "an undocumented method that overrides a documented method of its bases takes that docstring, as "
                 "inspect.getdoc and Sphinx read it (a subclass's read() is its base's read()); without it such a "
@@ -340,12 +344,13 @@ def parse_files(items: list[FileItem], cfg: MineTDIConfig) -> list[ModuleFacts |
     with ticking(progress):  # a timer: a 64-file chunk of big files can take longer than a line's period
         if cfg.workers <= 1 or len(chunks) <= 1:
             for item in items:
-                parsed.append(parse_file(item, cfg.preconditions, cfg.test_orders))
+                parsed.append(parse_file(item, cfg.preconditions, cfg.test_orders, cfg.doctests))
                 progress.advance(1, **_found(parsed[-1:]))
                 progress.maybe_report()
         else:
             with ProcessPoolExecutor(max_workers=cfg.workers) as pool:
-                for out in pool.map(functools.partial(parse_chunk, orders=cfg.preconditions, test_orders=cfg.test_orders), chunks):
+                for out in pool.map(functools.partial(parse_chunk, orders=cfg.preconditions, test_orders=cfg.test_orders,
+                                                    doctests=cfg.doctests), chunks):
                     parsed += out
                     progress.advance(len(out), **_found(out))
                     progress.maybe_report()

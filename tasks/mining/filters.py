@@ -198,7 +198,7 @@ def judge_order(raw: RawOrder, table: SymbolTable) -> tuple[tuple[Target, Target
         return reject(MineReason.UNDOCUMENTED_CONSUMER, consumer.key)
     if not producer.facts.documented:
         return reject(MineReason.UNDOCUMENTED_PRODUCER, producer.key)
-    if raw.pattern == "validate_first" and producer.facts.returns_value:  # ``est.fit(X); other.score(X)``: X shared, no setup
+    if raw.pattern.endswith("validate_first") and producer.facts.returns_value:  # ``est.fit(X); other.score(X)``: X shared, no setup
         return reject(MineReason.DROPPED_VALUE, f"{producer.key} returns a value; dropped before {consumer.key}")
     if _special(consumer.key) or _special(producer.key):
         return reject(MineReason.SPECIAL_METHOD, f"{producer.key} -> {consumer.key}")

@@ -34,6 +34,7 @@ from tasks.mining.syntax import child_nodes, dotted_name, store_names
 BodyScanner = Any
 
 GUARD, SAME_RECEIVER, VALIDATE_FIRST = "guard", "same_receiver", "validate_first"
+DOCTEST_PREFIX = "doctest:"  # the same patterns seen in a docstring's usage examples
 _EXITS = (ast.Raise,)  # ``if not valid(x): raise``; ``if is_a(x): return ...`` dispatches, it guards nothing after it
 _BUILTINS = frozenset(dir(builtins))
 _MAX_OPERAND_DEPTH = 3  # ``a.b.c``: deeper chains are rarely the same object twice
@@ -69,8 +70,12 @@ class OrderScanner:
     """Follows one body's statements (hooks called by :class:`BodyScanner` around each block and
     statement) and appends :class:`RawOrder` candidates to the module's ``orders``."""
 
-    def __init__(self, scanner: BodyScanner):
+    def __init__(self, scanner: BodyScanner, doctest_shown: frozenset[int] | None = None):
         self.s = scanner
+        # a docstring's examples (tasks/mining/doctests.py): patterns read ``doctest:guard`` etc., and the expression
+        # statements whose value the session shows (these ids) are reads, never the earlier call of a pair
+        self.prefix = "" if doctest_shown is None else DOCTEST_PREFIX
+        self.shown = doctest_shown or frozenset()
         self.guards: dict[str, _Producer] = {}  # operand -> guard call in force (if/while body, or after a raise)
         # operand -> the latest discarded-result calls on/with it (newest first, distinct callees)
         self.last: dict[str, tuple[_Producer, ...]] = {}
@@ -146,7 +151,7 @@ class OrderScanner:
         elif isinstance(s, ast.Assert):
             for g in self._guard_calls(s.test):
                 self._add_guard(g)
-        elif isinstance(s, ast.Expr):  # a call for its effect: a setup or a check of what it takes
+        elif isinstance(s, ast.Expr) and id(s) not in self.shown:  # a call for its effect: a setup or a check of what it takes
             value = s.value.value if isinstance(s.value, ast.Await) else s.value
             call = self._call(value) if isinstance(value, ast.Call) else None
             if call is not None:
@@ -222,12 +227,13 @@ class OrderScanner:
         c, p = consumer.node, producer.node
         (c_target, c_bound, c_why), (p_target, p_bound, p_why) = consumer.resolved(), producer.resolved()
         record_id = f"{self.s.mod.module}:{self.s.qualname}:{c.lineno}:{c.col_offset}:after:{p.lineno}:{p.col_offset}"
+        on_self = pattern == SAME_RECEIVER and operand == self.s.self_name
+        pattern = self.prefix + pattern
         reason, detail = None, f"{pattern} on {operand}"
         if c_target is None:
             reason, detail = MineReason.UNRESOLVED_TARGET, f"consumer: {c_why}"
         elif p_target is None:
             reason, detail = MineReason.UNRESOLVED_TARGET, f"producer: {p_why}"
-        on_self = pattern == SAME_RECEIVER and operand == self.s.self_name
         self.s.mod.orders.append(RawOrder(record_id, c_target, p_target, pattern, c_bound, p_bound, reason, detail, on_self))
 
 

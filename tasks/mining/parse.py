@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from tasks.mining.doctests import doctest_bodies
 from tasks.mining.docs import BodyIndex, FunctionFacts, ParamFacts, function_facts, index_body
 from tasks.mining.facts import MODULE_BODY, FileRejection, ModuleFacts
 from tasks.mining.flow import BodyScanner, ClassFlows, attr_binding_counts
@@ -218,8 +219,10 @@ def _module_bindings(mod: ModuleFacts, tree: ast.Module, module_defs: set[str], 
                     mod.imports[f"{cls.name}.{name}"] = target
 
 
-def facts_from_tree(tree: ast.Module, mod: ModuleFacts, guess_same_module: bool = False, orders: bool = True) -> ModuleFacts:
-    """``orders``: also collect precondition candidates (``mod.orders``, tasks/mining/order.py)."""
+def facts_from_tree(tree: ast.Module, mod: ModuleFacts, guess_same_module: bool = False, orders: bool = True,
+                    doctests: bool = True) -> ModuleFacts:
+    """``orders``: also collect precondition candidates (``mod.orders``, tasks/mining/order.py); ``doctests``: from the
+    docstrings' usage examples too (tasks/mining/doctests.py)."""
     defs = _functions_and_classes(mod, tree)
     if mod.origin == "stdlib" and mod.module in _PLATFORM_IMPORTS:  # os: ``import posixpath as path`` or ntpath, by platform
         mod.imports.update(_PLATFORM_IMPORTS[mod.module])
@@ -266,10 +269,19 @@ def facts_from_tree(tree: ast.Module, mod: ModuleFacts, guess_same_module: bool 
         if orders:
             scanner.order = OrderScanner(scanner)
         scanner.scan(body)
+    if orders and doctests:  # usage examples: call orders only, the data flows stay the code's own
+        flows, assigned = len(mod.flows), len(mod.assigned)
+        for example in doctest_bodies(tree):
+            node = ast.FunctionDef(name=example.qualname, args=ast.arguments([], [], None, [], [], None, []), body=example.body,
+                                   decorator_list=[])
+            scanner = BodyScanner(mod, node, example.qualname, None, module_defs, guess_same_module)
+            scanner.order = OrderScanner(scanner, doctest_shown=example.shown)
+            scanner.scan(example.body)
+        del mod.flows[flows:], mod.assigned[assigned:]
     return mod
 
 
-def parse_file(item: FileItem, orders: bool = True, test_orders: bool = False) -> ModuleFacts | FileRejection:
+def parse_file(item: FileItem, orders: bool = True, test_orders: bool = False, doctests: bool = True) -> ModuleFacts | FileRejection:
     """One source file's facts, or why it could not be read (never raises on bad files); ``orders``:
     with precondition candidates, in test code (``FileItem.flows_only``) only with ``test_orders``: they would
     all be rejected there (``test_order``), and test code holds a fifth of the files and two fifths of the work."""
@@ -293,14 +305,15 @@ def parse_file(item: FileItem, orders: bool = True, test_orders: bool = False) -
     try:
         scan_orders = orders and (test_orders or not item.flows_only)
         return facts_from_tree(tree, ModuleFacts(item.module, item.origin, item.path, item.is_package, rid, flows_only=item.flows_only,
-                                                 orders_read=scan_orders), orders=scan_orders)
+                                                 orders_read=scan_orders), orders=scan_orders, doctests=doctests)
     except RecursionError as exc:  # pathologically nested generated code
         return FileRejection(rid, MineReason.SYNTAX_ERROR, f"RecursionError while scanning: {exc}"[:300])
 
 
-def parse_chunk(items: Sequence[FileItem], orders: bool = True, test_orders: bool = False) -> list[ModuleFacts | FileRejection]:
+def parse_chunk(items: Sequence[FileItem], orders: bool = True, test_orders: bool = False,
+                doctests: bool = True) -> list[ModuleFacts | FileRejection]:
     with no_gc():
-        return [parse_file(i, orders, test_orders) for i in items]
+        return [parse_file(i, orders, test_orders, doctests) for i in items]
 
 
 # -- CodeSearchNet-style records --------------------------------------------------------------------
