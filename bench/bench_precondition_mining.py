@@ -25,7 +25,7 @@ import time
 from collections import Counter
 
 from tasks.mining.mine import MineResult, mine_files
-from tasks.mining.order import DOCTEST_PREFIX
+from tasks.mining.doctests import DOCTEST_PREFIX, DOCTEST_USAGE
 from tasks.mining.sources import FileItem, default_roots, tree_files
 from tasks.mining.state import stated
 
@@ -53,7 +53,8 @@ def summary(res: MineResult, seconds: float) -> dict:
         "order_pairs_by_pattern_set": dict(sorted(Counter("+".join(o.patterns) for o in res.orders).items())),
         # pairs seen in a docstring's examples, and those seen nowhere else (tasks/mining/doctests.py)
         "order_pairs_in_doctests": sum(1 for o in res.orders if "doctest" in _pattern_names(o.patterns)),
-        "order_pairs_only_in_doctests": sum(1 for o in res.orders if all(p.startswith(DOCTEST_PREFIX) for p in o.patterns)),
+        "order_pairs_only_in_doctests": sum(1 for o in res.orders if all(p.startswith((DOCTEST_PREFIX, DOCTEST_USAGE)) for p in o.patterns)),
+        "order_pairs_doctest_usage": sum(1 for o in res.orders if DOCTEST_USAGE in _pattern_names(o.patterns)),
         "order_rejected_by_reason": dict(sorted(res.order_reason_counts().items(), key=lambda kv: -kv[1])),
         "inherited_docs": res.inherited_docs,
         # accepted pairs with a side whose docstring is its base method's (SymbolTable.inherit_docstrings)
@@ -63,8 +64,10 @@ def summary(res: MineResult, seconds: float) -> dict:
 
 
 def _pattern_names(patterns: tuple[str, ...]) -> set[str]:
-    """The patterns, and ``doctest`` when one was seen in a docstring's examples (``doctest:guard``)."""
-    return set(patterns) | {"doctest" for p in patterns if p.startswith(DOCTEST_PREFIX)}
+    """The patterns, their families (``doctest_usage`` of ``doctest_usage:guard``), and ``doctest`` when one was
+    seen in a docstring's examples (``doctest:guard``, ``doctest_usage:guard``)."""
+    names = set(patterns) | {p.split(":", 1)[0] for p in patterns}
+    return names | {"doctest" for p in patterns if p.startswith((DOCTEST_PREFIX, DOCTEST_USAGE))}
 
 
 def _inherited(targets: dict, *keys: str) -> bool:
@@ -94,7 +97,7 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=22)
     p.add_argument("--sample-out", default=None, help="write the sample table here (markdown)")
     p.add_argument("--sample-min-support", type=int, default=1, help="draw the sample from pairs with at least this support")
-    p.add_argument("--sample-pattern", default=None, help="draw the sample from pairs with one of these patterns (comma-separated: state_guard,error_message,fitted_check,docstring_order,state_use; doctest: any pattern seen in a docstring's examples)")
+    p.add_argument("--sample-pattern", default=None, help="draw the sample from pairs with one of these patterns (comma-separated: state_guard,error_message,fitted_check,docstring_order,state_use; doctest: any pattern seen in a docstring's examples; doctest_usage: those whose consumer the docstring documents)")
     p.add_argument("--test-orders", action="store_true", help="count call orders in test code too (mine-tdi --test-orders)")
     p.add_argument("--sample-inherited", action="store_true", help="draw the sample from pairs with a side whose docstring is its base method's")
     p.add_argument("--compare-inherited", action="store_true",

@@ -112,7 +112,7 @@ class MineTDIConfig:
                 "a validation before use: tasks/mining/order.py), kind 'precondition' in the dataset"})
     min_order_support: int = field(default=2, metadata={
         "help": "a precondition pair needs at least this many functions showing the order (fewer: rejected as "
-                "rare_order), unless the code states it (a state guard, an error message, a fitted check or a docstring: "
+                "rare_order), unless the code states it (a state guard, an error message, a fitted check, a docstring or its example: "
                 "tasks/mining/state.py); 1 keeps every one, 4x as many (read by hand: 25 of 50 right at 1, 27 of 50 at 2: bench/precondition_sample.md)"})
     test_orders: bool = field(default=False, metadata={
         "help": "read call orders in test code as precondition candidates too (default: not read, the files "
@@ -121,7 +121,9 @@ class MineTDIConfig:
     doctests: bool = field(default=True, metadata={
         "help": "read call orders in docstrings' usage examples (>>> lines) as precondition candidates too, patterns "
                 "doctest:guard and so on: the order a library's authors show a user (tasks/mining/doctests.py); an example "
-                "whose value the session shows is a read, not a step; the examples' data flows are not mined"})
+                "whose value the session shows is a read, not a step; the examples' data flows are not mined; where the later "
+                "call is the function the docstring documents (doctest_usage:...), its docs state the order and the pair "
+                "is kept at support 1"})
     inherited_docstrings: bool = field(default=True, metadata={
         "help": "an undocumented method that overrides a documented method of its bases takes that docstring, as "
                 "inspect.getdoc and Sphinx read it (a subclass's read() is its base's read()); without it such a "

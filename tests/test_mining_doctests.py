@@ -8,6 +8,7 @@ from pathlib import Path
 from tasks.mining.doctests import doctest_bodies, examples_body
 from tasks.mining.mine import mine_files
 from tasks.mining.sources import tree_files
+from tasks.mining.state import stated
 from tests.mining_trees import mine_tree
 
 CONN = '''
@@ -65,6 +66,21 @@ def remove(path):
 def make_temp():
     """A fresh temporary path."""
     return "/tmp/x"
+
+
+class Pipe:
+    """A pipe."""
+
+    def open(self):
+        """Open the pipe."""
+
+    def flush(self):
+        """Send what is buffered.
+
+        >>> pipe = Pipe()
+        >>> pipe.open()
+        >>> pipe.flush()
+        """
 '''
 
 
@@ -75,6 +91,10 @@ def test_usage_examples_give_call_orders_labelled_as_doctests(tmp_path: Path) ->
     assert sent.patterns == ("doctest:same_receiver",)
     assert sent.record_id == "client:<doctest>:6:0:after:5:0"  # the file's lines of ``conn.send`` and ``conn.connect``
     assert orders[("client.remove", "client.exists")].patterns == ("doctest:guard",)
+    # in flush's own docstring: its docs state the order (kept at support 1 like the other stated patterns)
+    usage = orders[("client.Pipe.flush", "client.Pipe.open")]
+    assert usage.patterns == ("doctest_usage:same_receiver",) and stated(usage.patterns)
+    assert not stated(sent.patterns)
     # ``c.status()`` shows its value and ``c.send`` raises in the session: reads, so no step before ``send`` or ``reset``
     assert not {("client.Conn.send", "client.Conn.status"), ("client.Conn.reset", "client.Conn.status"),
                 ("client.Conn.reset", "client.Conn.send")} & set(orders)
@@ -97,7 +117,8 @@ def test_doctests_off_and_in_test_code(tmp_path: Path) -> None:
 def test_examples_that_do_not_parse_are_skipped_and_lines_are_the_files() -> None:
     tree = ast.parse(textwrap.dedent(CONN))
     bodies = {b.qualname: b for b in doctest_bodies(tree)}
-    assert set(bodies) == {"<doctest>", "Conn.send.<doctest>", "remove.<doctest>"}
+    assert set(bodies) == {"<doctest>", "Conn.send.<doctest>", "remove.<doctest>", "Pipe.flush.<doctest>"}
+    assert bodies["<doctest>"].function is None and bodies["Pipe.flush.<doctest>"].function == "Pipe.flush"
     remove_body = bodies["remove.<doctest>"].body  # ``print p`` (Python 2) is left out
     assert [ast.unparse(s) for s in remove_body] == ["p = make_temp()", "remove(p)"]
     assert [s.lineno for s in remove_body] == [47, 49]

@@ -6,6 +6,9 @@ become one body (:func:`doctest_bodies`), scanned for call orders as a function 
 One difference from code: an expression statement's value is *shown* in a session, so a call whose example
 expects output (or an exception) is a read, not a step taken for its effect; such statements are returned in
 ``shown`` and never count as the earlier call of a pair (``>>> s.upper()`` then ``>>> s.lower()`` is no order).
+Patterns read ``doctest:guard`` and so on; where the later call is the very function whose docstring shows the
+example (``b.solve_for_reaction_loads(...)`` then ``b.plot_shear_stress()`` in ``plot_shear_stress``'s docstring),
+``doctest_usage:same_receiver`` and so on: its docs state the order, so mine-tdi keeps it at support 1.
 Their data flows are not read here: the data-flow corpus stays the code's own.
 """
 from __future__ import annotations
@@ -18,6 +21,9 @@ from typing import NamedTuple
 from tasks.mining.syntax import top_level_statements
 
 DOCTEST_SUFFIX = "<doctest>"  # qualname of a docstring's examples: ``Graph.add_edge.<doctest>``
+DOCTEST_PREFIX = "doctest:"  # the call-order patterns seen in examples: ``doctest:same_receiver``
+# the consumer is the function whose docstring shows the example: its own usage, an order its docs state
+DOCTEST_USAGE = "doctest_usage"
 _PARSER = doctest.DocTestParser()
 
 
@@ -25,6 +31,7 @@ class DoctestBody(NamedTuple):
     qualname: str
     body: list[ast.stmt]
     shown: frozenset[int]  # id() of the expression statements whose value the example shows
+    function: str | None  # the function or method whose docstring it is (not a class's or the module's)
 
 
 def _docstring_owners(tree: ast.Module) -> Iterator[tuple[str, ast.AST]]:
@@ -65,6 +72,7 @@ def doctest_bodies(tree: ast.Module) -> list[DoctestBody]:
     """One body per docstring with examples in this module."""
     out: list[DoctestBody] = []
     for qualname, node in _docstring_owners(tree):
+        function = qualname if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
         body_nodes = getattr(node, "body", None)
         if not body_nodes or not isinstance(body_nodes[0], ast.Expr):
             continue
@@ -74,5 +82,5 @@ def doctest_bodies(tree: ast.Module) -> list[DoctestBody]:
         body, shown = examples_body(value.value, value.lineno - 1)
         if body:
             name = f"{qualname}.{DOCTEST_SUFFIX}" if qualname else DOCTEST_SUFFIX
-            out.append(DoctestBody(name, body, shown))
+            out.append(DoctestBody(name, body, shown, function))
     return out

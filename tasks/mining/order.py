@@ -26,6 +26,7 @@ import ast
 import builtins
 from typing import Any, NamedTuple
 
+from tasks.mining.doctests import DOCTEST_PREFIX, DOCTEST_USAGE
 from tasks.mining.facts import RawOrder
 from tasks.mining.reasons import MineReason
 from tasks.mining.syntax import child_nodes, dotted_name, store_names
@@ -34,7 +35,6 @@ from tasks.mining.syntax import child_nodes, dotted_name, store_names
 BodyScanner = Any
 
 GUARD, SAME_RECEIVER, VALIDATE_FIRST = "guard", "same_receiver", "validate_first"
-DOCTEST_PREFIX = "doctest:"  # the same patterns seen in a docstring's usage examples
 _EXITS = (ast.Raise,)  # ``if not valid(x): raise``; ``if is_a(x): return ...`` dispatches, it guards nothing after it
 _BUILTINS = frozenset(dir(builtins))
 _MAX_OPERAND_DEPTH = 3  # ``a.b.c``: deeper chains are rarely the same object twice
@@ -70,12 +70,14 @@ class OrderScanner:
     """Follows one body's statements (hooks called by :class:`BodyScanner` around each block and
     statement) and appends :class:`RawOrder` candidates to the module's ``orders``."""
 
-    def __init__(self, scanner: BodyScanner, doctest_shown: frozenset[int] | None = None):
+    def __init__(self, scanner: BodyScanner, doctest_shown: frozenset[int] | None = None, doctest_function: str | None = None):
         self.s = scanner
-        # a docstring's examples (tasks/mining/doctests.py): patterns read ``doctest:guard`` etc., and the expression
-        # statements whose value the session shows (these ids) are reads, never the earlier call of a pair
+        # a docstring's examples (tasks/mining/doctests.py): patterns read ``doctest:guard`` etc. (``doctest_usage:guard``
+        # where the consumer is ``doctest_function``, the function the docstring documents, qualified), and the
+        # expression statements whose value the session shows (these ids) are reads, never the earlier call of a pair
         self.prefix = "" if doctest_shown is None else DOCTEST_PREFIX
         self.shown = doctest_shown or frozenset()
+        self.documented_function = doctest_function
         self.guards: dict[str, _Producer] = {}  # operand -> guard call in force (if/while body, or after a raise)
         # operand -> the latest discarded-result calls on/with it (newest first, distinct callees)
         self.last: dict[str, tuple[_Producer, ...]] = {}
@@ -228,7 +230,10 @@ class OrderScanner:
         (c_target, c_bound, c_why), (p_target, p_bound, p_why) = consumer.resolved(), producer.resolved()
         record_id = f"{self.s.mod.module}:{self.s.qualname}:{c.lineno}:{c.col_offset}:after:{p.lineno}:{p.col_offset}"
         on_self = pattern == SAME_RECEIVER and operand == self.s.self_name
-        pattern = self.prefix + pattern
+        if self.prefix and c_target is not None and c_target == self.documented_function:
+            pattern = f"{DOCTEST_USAGE}:{pattern}"
+        else:
+            pattern = self.prefix + pattern
         reason, detail = None, f"{pattern} on {operand}"
         if c_target is None:
             reason, detail = MineReason.UNRESOLVED_TARGET, f"consumer: {c_why}"

@@ -275,7 +275,8 @@ def facts_from_tree(tree: ast.Module, mod: ModuleFacts, guess_same_module: bool 
             node = ast.FunctionDef(name=example.qualname, args=ast.arguments([], [], None, [], [], None, []), body=example.body,
                                    decorator_list=[])
             scanner = BodyScanner(mod, node, example.qualname, None, module_defs, guess_same_module)
-            scanner.order = OrderScanner(scanner, doctest_shown=example.shown)
+            scanner.order = OrderScanner(scanner, doctest_shown=example.shown,
+                                         doctest_function=f"{mod.module}.{example.function}" if example.function else None)
             scanner.scan(example.body)
         del mod.flows[flows:], mod.assigned[assigned:]
     return mod

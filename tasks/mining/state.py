@@ -65,6 +65,7 @@ import re
 from collections.abc import Callable, Container, Iterable
 
 from tasks.mining.docs import BodyIndex, _is_none, index_body
+from tasks.mining.doctests import DOCTEST_USAGE
 from tasks.mining.facts import ModuleFacts, RawOrder
 from tasks.mining.reasons import MineReason
 from tasks.mining.syntax import bound_names, child_nodes, top_level_statements
@@ -74,8 +75,8 @@ ERROR_MESSAGE = "error_message"
 FITTED_CHECK = "fitted_check"
 DOCSTRING_ORDER = "docstring_order"
 STATE_USE = "state_use"
-# the code (or its doc) states the order
-STATED_PATTERNS = (STATE_GUARD, ERROR_MESSAGE, FITTED_CHECK, DOCSTRING_ORDER, STATE_USE)
+# the code (or its doc) states the order; ``doctest_usage:same_receiver`` reads as its family, ``doctest_usage``
+STATED_PATTERNS = (STATE_GUARD, ERROR_MESSAGE, FITTED_CHECK, DOCSTRING_ORDER, STATE_USE, DOCTEST_USAGE)
 MAX_STATE_SETTERS = 3  # more methods setting one state say little about which one a guard needs (shared_state)
 _CHECKER_PREFIXES = ("check", "ensure", "assert", "require", "verify", "validate")
 
@@ -86,7 +87,7 @@ Guards = dict[str, tuple[ast.stmt, str]]
 
 def stated(patterns: Iterable[str]) -> bool:
     """Whether a precondition pair's patterns include one where the consumer's code states the order."""
-    return not set(STATED_PATTERNS).isdisjoint(patterns)
+    return not set(STATED_PATTERNS).isdisjoint(p.split(":", 1)[0] for p in patterns)
 
 
 def _attr_of(expr: ast.expr, owner: str) -> str | None:
