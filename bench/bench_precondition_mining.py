@@ -24,8 +24,8 @@ import random
 import time
 from collections import Counter
 
-from tasks.mining.mine import MineResult, mine_files
 from tasks.mining.doctests import DOCTEST_PREFIX, DOCTEST_USAGE
+from tasks.mining.mine import MineResult, mine_files
 from tasks.mining.sources import FileItem, default_roots, tree_files
 from tasks.mining.state import stated
 

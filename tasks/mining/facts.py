@@ -32,7 +32,7 @@ class RawOrder(NamedTuple):
     record_id: str  # module:function:line:col:after:line:col (the consumer's call, then the producer's)
     consumer: str | None
     producer: str | None
-    pattern: str  # guard | same_receiver | validate_first
+    pattern: str  # guard | same_receiver | validate_first (``doctest:`` / ``doctest_usage:`` before them in examples) | a stated one
     consumer_bound: bool  # called through self./cls. or a typed receiver (as RawFlow.bound)
     producer_bound: bool
     reason: str | None  # a rejection known at parse time

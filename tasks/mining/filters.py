@@ -172,7 +172,8 @@ def _special(key: str) -> bool:
 class MinedOrder:
     """An accepted precondition pair: ``consumer`` is called after ``producer`` (the prerequisite) with no
     value of the producer reaching it, in ``support`` distinct functions, by ``patterns``
-    (guard | same_receiver | validate_first); ``record_id`` is its first candidate's."""
+    (guard | same_receiver | validate_first, ``doctest:guard`` and the like, or a stated one: tasks/mining/state.py);
+    ``record_id`` is its first candidate's."""
 
     record_id: str
     consumer: str

@@ -18,7 +18,8 @@ latest few of distinct callees and the guard in force count. Consumers are every
 (the header of an ``if``/``for``/``with``), except inside a test assertion. The straight line is that of
 :class:`tasks.mining.flow.BodyScanner`: a producer inside an ``if``/``for``/``with`` block does not reach
 past the block; rebinding the operand ends it. Builtins (``isinstance``, ``len``) are no candidates.
-Both sides are resolved as the flows' call targets are (tasks/mining/mine.py ``resolve_orders``).
+Both sides are resolved as the flows' call targets are (tasks/mining/mine.py ``resolve_orders``). The same scan
+reads docstrings' usage examples (tasks/mining/doctests.py), its patterns then prefixed ``doctest:``.
 """
 from __future__ import annotations
 

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from tasks.mining.doctests import doctest_bodies
 from tasks.mining.docs import BodyIndex, FunctionFacts, ParamFacts, function_facts, index_body
+from tasks.mining.doctests import doctest_bodies
 from tasks.mining.facts import MODULE_BODY, FileRejection, ModuleFacts
 from tasks.mining.flow import BodyScanner, ClassFlows, attr_binding_counts
 from tasks.mining.order import OrderScanner
