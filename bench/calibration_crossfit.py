@@ -36,8 +36,8 @@ def f1_line(name: str, c: np.ndarray) -> str:
 
 def main(argv: list[str]) -> None:
     cfg = TrainDiscriminatorConfig()
-    pairs = build_toolset_pairs.fn(cfg.finetune, BENCHMARKS, cfg.finetune_max_none, cfg.seed)
-    valid = grouped_split(pairs, cfg.valid_fraction, cfg.seed)[1]  # the held-out groups train-discriminator reports
+    pairs = build_toolset_pairs.fn(cfg.finetune, BENCHMARKS, cfg.finetune_max_none, cfg.split_seed)
+    valid = grouped_split(pairs, cfg.valid_fraction, cfg.split_seed)[1]  # the held-out groups train-discriminator reports
     weights = none_weights(valid, toolset_none_ratio.fn(cfg.finetune, BENCHMARKS))
     labels, groups = [e.label for e in valid], sorted({e.group for e in valid})
     for checkpoint in argv:

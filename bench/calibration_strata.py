@@ -38,13 +38,14 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--checkpoint", default="artifacts/discriminator/minilm/best")
     a = p.parse_args(argv)
     cfg, best = td.TrainDiscriminatorConfig(), Path(a.checkpoint)
-    ft_valid = grouped_split(td.build_toolset_pairs.fn(cfg.finetune, cfg.benchmarks_root, cfg.finetune_max_none, cfg.seed),
-                             cfg.valid_fraction, cfg.seed)[1]
+    ft_valid = grouped_split(td.build_toolset_pairs.fn(cfg.finetune, cfg.benchmarks_root, cfg.finetune_max_none, cfg.split_seed),
+                             cfg.valid_fraction, cfg.split_seed)[1]
     tdi = td.resolve_pretrain_data(cfg.pretrain_data)
     sets = {"finetune": ft_valid}
     if tdi is not None:
-        sets["tdi"] = td.load_pretraining_pairs.fn(tdi, cfg.pretrain_max_pairs, cfg.pretrain_max_valid, cfg.seed)[1]
-    sets["test"] = td.build_toolset_pairs.fn(cfg.test, cfg.benchmarks_root, cfg.test_max_none, cfg.seed)
+        sets["tdi"] = td.load_pretraining_pairs.fn(tdi, cfg.pretrain_max_pairs, cfg.pretrain_max_valid, cfg.seed,
+                                                   valid_seed=cfg.split_seed)[1]
+    sets["test"] = td.build_toolset_pairs.fn(cfg.test, cfg.benchmarks_root, cfg.test_max_none, cfg.split_seed)
     probs = {n: np.asarray(td.score_examples.fn(best, ex, cfg.max_length, 128, True, False)) for n, ex in sets.items()}
     hints = {n: np.array([has_hint(e) for e in ex]) for n, ex in sets.items()}
     prior = td.toolset_none_ratio.fn(cfg.finetune, cfg.benchmarks_root)

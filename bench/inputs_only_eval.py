@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for label, spec in ((f"{a.benchmark} as published", a.benchmark),
                             (f"{a.benchmark}, outputs removed", str(without_outputs(a.benchmark, cfg.benchmarks_root, Path(tmp))))):
-            test_sets = td.toolset_pairs.fn((spec,), cfg.benchmarks_root, max_none, cfg.seed)
+            test_sets = td.toolset_pairs.fn((spec,), cfg.benchmarks_root, max_none, cfg.split_seed)
             pairs = test_sets[0][1]
             probs = np.asarray(td.score_examples.fn(best, pairs, max_length, 128, True, False)["probs"]).reshape(-1, 3)
             section, two_level = td.report(pairs, probs, threshold), None

@@ -130,7 +130,11 @@ class TrainDiscriminatorConfig:
     symmetric: Annotated[bool, Help("average p(a,b) with the swapped p(b,a) at inference")] = True
     select_metric: Annotated[str, Help("checkpoint choice (compute_metrics key)")] = "dependency_f1_calibrated"
     max_steps: Annotated[int, Help("cap on steps per stage (-1: all epochs)")] = -1
-    seed: Annotated[int, Help("seed of sampling, splits, init and shuffling")] = 42
+    seed: Annotated[int, Help("seed of the training sample, init and shuffling")] = 42
+    split_seed: Annotated[int, Help(
+        "seed of the pairs a run is measured on: the held-out tool-set groups and the none pairs drawn for the tool "
+        "sets (finetuning and --test) and the TDI validation sample; fixed while --seed varies, so runs of several "
+        "seeds are compared on the same pairs (before it, each seed drew its own held-out groups and test pairs)")] = 42
     resume: Annotated[bool, Help("continue each stage from its newest checkpoint")] = False
     progress: Annotated[bool, Help("progress bars")] = True
     parameter_scorer: Annotated[bool, Help(
@@ -324,14 +328,16 @@ from tasks.training.trainer import (StageArguments, TrainResult, pick_device, pr
 
 @task(cache_policy=NO_CACHE)
 def load_pretraining_pairs(folder: Path, max_pairs: int | None, max_valid: int | None, seed: int,
-                           precondition_share: float | None = None) -> tuple[list[PairExample], list[PairExample]]:
+                           precondition_share: float | None = None,
+                           valid_seed: int | None = None) -> tuple[list[PairExample], list[PairExample]]:
+    """The TDI training sample (``seed``) and validation sample (``valid_seed``, else ``seed``)."""
     train, valid = load_tdi_examples(folder)
     # both orders of every pair (balanced shards hold them for dependency pairs; "none" pairs gain theirs)
     train, valid = with_both_orders(train), with_both_orders(valid)
     if max_pairs is not None and len(train) > max_pairs:
         train = sample_pretraining_rows(train, max_pairs, seed, precondition_share)
     if max_valid is not None and len(valid) > max_valid:
-        valid = random.Random(seed).sample(valid, max_valid)
+        valid = random.Random(seed if valid_seed is None else valid_seed).sample(valid, max_valid)
     return train, valid
 
 
@@ -640,7 +646,7 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
                            else "no published TDI dataset under artifacts/tdi (make mine-tdi makes one in minutes)")
         else:
             pre_train, pre_valid = load_pretraining_pairs(tdi, cfg.pretrain_max_pairs, cfg.pretrain_max_valid, cfg.seed,
-                                                          cfg.pretrain_precondition_share)
+                                                          cfg.pretrain_precondition_share, valid_seed=cfg.split_seed)
             summary["data"]["pretrain"] = {"source": str(tdi), "train": label_counts(pre_train), "validation": label_counts(pre_valid)}
             logger.info("pretraining on %s: train %s, validation %s", tdi, label_counts(pre_train), label_counts(pre_valid))
             if not pre_valid:
@@ -658,8 +664,8 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
         restore_dir(best)
         shutil.rmtree(ckpt, ignore_errors=True)  # what a killed run left
         if cfg.finetune:
-            ft_pairs = build_toolset_pairs(cfg.finetune, cfg.benchmarks_root, cfg.finetune_max_none, cfg.seed)
-            ft_train, ft_valid, split_note = grouped_split(ft_pairs, cfg.valid_fraction, cfg.seed)
+            ft_pairs = build_toolset_pairs(cfg.finetune, cfg.benchmarks_root, cfg.finetune_max_none, cfg.split_seed)
+            ft_train, ft_valid, split_note = grouped_split(ft_pairs, cfg.valid_fraction, cfg.split_seed)
             replay = random.Random(cfg.seed).sample(pre_train, min(cfg.finetune_replay, len(pre_train)))
             summary["data"]["finetune"] = {"train": label_counts(ft_train), "validation": label_counts(ft_valid),
                                            "split": split_note, "replay": len(replay)}
@@ -682,10 +688,11 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
     if cfg.checkpoint is not None and cfg.recalibrate:  # the validation sets of a training run with this config
         if cfg.finetune:
             valid_sets["finetune"] = grouped_split(build_toolset_pairs(cfg.finetune, cfg.benchmarks_root, cfg.finetune_max_none,
-                                                                       cfg.seed), cfg.valid_fraction, cfg.seed)[1]
+                                                                       cfg.split_seed), cfg.valid_fraction, cfg.split_seed)[1]
         tdi = resolve_pretrain_data(cfg.pretrain_data)
         if tdi is not None:
-            valid_sets["tdi"] = load_pretraining_pairs(tdi, cfg.pretrain_max_pairs, cfg.pretrain_max_valid, cfg.seed)[1]
+            valid_sets["tdi"] = load_pretraining_pairs(tdi, cfg.pretrain_max_pairs, cfg.pretrain_max_valid, cfg.seed,
+                                                       valid_seed=cfg.split_seed)[1]
     valid_scored = {name: scores(ckpt, pairs, f"scoring {name} validation pairs") for name, pairs in valid_sets.items() if pairs}
     valid_probs = {name: probs for name, (probs, _) in valid_scored.items()}
     valid_kinds = {name: kind for name, (_, kind) in valid_scored.items() if kind is not None}
@@ -724,7 +731,7 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
         summary["parameter_scorer"] = train_parameter_scorer(cfg, resolve_pretrain_data(cfg.pretrain_data), ckpt, out)
 
     # Stage 5: test with the best checkpoint
-    test_sets = toolset_pairs(cfg.test, cfg.benchmarks_root, cfg.test_max_none, cfg.seed)
+    test_sets = toolset_pairs(cfg.test, cfg.benchmarks_root, cfg.test_max_none, cfg.split_seed)
     test_pairs = [e for _, pairs in test_sets for e in pairs]
     threshold = summary["calibration"]["threshold"] if summary.get("calibration") else None
     test_probs, test_kinds = scores(ckpt, test_pairs, "scoring test pairs")

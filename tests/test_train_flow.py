@@ -238,6 +238,21 @@ def test_evaluate_only_rejects_a_folder_that_is_no_checkpoint(tmp_path):
         parse_args(["--checkpoint", str(tmp_path)])
 
 
+def test_the_validation_sample_follows_the_split_seed_not_the_training_seed(tmp_path):
+    """Runs of several --seed values are measured on the same TDI validation rows (--split-seed, default 42); the
+    training sample still follows --seed."""
+    from flows.train_discriminator import TrainDiscriminatorConfig, load_pretraining_pairs
+
+    folder = write_tiny_tdi(tmp_path / "tdi", n_per_class=12)
+    runs = {seed: load_pretraining_pairs.fn(folder, 20, 6, seed, valid_seed=42) for seed in (1, 2)}
+    assert [e.doc_a for e in runs[1][1]] == [e.doc_a for e in runs[2][1]] and len(runs[1][1]) == 6
+    assert [e.doc_a for e in runs[1][0]] != [e.doc_a for e in runs[2][0]]
+    other = load_pretraining_pairs.fn(folder, 20, 6, 1, valid_seed=7)[1]
+    assert [e.doc_a for e in other] != [e.doc_a for e in runs[1][1]]
+    assert load_pretraining_pairs.fn(folder, 20, 6, 1)[1] == load_pretraining_pairs.fn(folder, 20, 6, 1, valid_seed=1)[1]
+    assert TrainDiscriminatorConfig(seed=1).split_seed == 42
+
+
 def test_a_precondition_share_draws_preconditions_first_and_keeps_the_class_balance():
     """--pretrain-precondition-share: the rows of kind precondition make up that share of the sample's dependent
     rows (as far as there are enough), and the sample keeps the data's share of none rows; without it, a plain
