@@ -219,6 +219,12 @@ def _module_bindings(mod: ModuleFacts, tree: ast.Module, module_defs: set[str], 
                     mod.imports[f"{cls.name}.{name}"] = target
 
 
+def _bare_function(name: str, body: list[ast.stmt]) -> ast.FunctionDef:
+    """Statements outside any def (a module's top level, a docstring's examples) as a function of no parameters, the
+    shape :class:`BodyScanner` reads."""
+    return ast.FunctionDef(name=name, args=ast.arguments([], [], None, [], [], None, []), body=body, decorator_list=[])
+
+
 def facts_from_tree(tree: ast.Module, mod: ModuleFacts, guess_same_module: bool = False, orders: bool = True,
                     doctests: bool = True) -> ModuleFacts:
     """``orders``: also collect precondition candidates (``mod.orders``, tasks/mining/order.py); ``doctests``: from the
@@ -264,17 +270,15 @@ def facts_from_tree(tree: ast.Module, mod: ModuleFacts, guess_same_module: bool 
         mod.orders.extend(stated_orders(mod, defs, indexes, unset_module_globals(tree.body)))
     body = [s for s in tree.body if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
     if body:  # statements at module level (scripts, ``if __name__ == "__main__":``, module setup) are a body too
-        node = ast.FunctionDef(name=MODULE_BODY, args=ast.arguments([], [], None, [], [], None, []), body=body, decorator_list=[])
-        scanner = BodyScanner(mod, node, MODULE_BODY, None, module_defs, guess_same_module)
+        scanner = BodyScanner(mod, _bare_function(MODULE_BODY, body), MODULE_BODY, None, module_defs, guess_same_module)
         if orders:
             scanner.order = OrderScanner(scanner)
         scanner.scan(body)
     if orders and doctests:  # usage examples: call orders only, the data flows stay the code's own
         flows, assigned = len(mod.flows), len(mod.assigned)
         for example in doctest_bodies(tree):
-            node = ast.FunctionDef(name=example.qualname, args=ast.arguments([], [], None, [], [], None, []), body=example.body,
-                                   decorator_list=[])
-            scanner = BodyScanner(mod, node, example.qualname, None, module_defs, guess_same_module)
+            scanner = BodyScanner(mod, _bare_function(example.qualname, example.body), example.qualname, None, module_defs,
+                                  guess_same_module)
             scanner.order = OrderScanner(scanner, doctest_shown=example.shown,
                                          doctest_function=f"{mod.module}.{example.function}" if example.function else None)
             scanner.scan(example.body)
