@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 import flows.train_discriminator as td
-from models.discriminator import _as_doc, decide
+from models.discriminator import _as_doc, decide, load_calibration
 from schemas.name_rule import feeds
 from tasks.training.examples import grouped_split, none_weights
 from tasks.training.metrics import choose_threshold
@@ -44,7 +44,8 @@ def main(argv: list[str] | None = None) -> None:
     sets = {"finetune": ft_valid}
     if tdi is not None:
         sets["tdi"] = td.load_pretraining_pairs.fn(tdi, cfg.pretrain_max_pairs, cfg.pretrain_max_valid, cfg.seed,
-                                                   valid_seed=cfg.split_seed)[1]
+                                                   valid_seed=cfg.split_seed,
+                                                   method_docs=(load_calibration(best) or {}).get("method_docs", "qualified"))[1]
     sets["test"] = td.build_toolset_pairs.fn(cfg.test, cfg.benchmarks_root, cfg.test_max_none, cfg.split_seed)
     probs = {n: np.asarray(td.score_examples.fn(best, ex, cfg.max_length, 128, True, False)) for n, ex in sets.items()}
     hints = {n: np.array([has_hint(e) for e in ex]) for n, ex in sets.items()}

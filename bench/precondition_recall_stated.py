@@ -7,6 +7,11 @@ of the same split and both name rules are beside them. Recall counts the directi
     .venv/bin/python -m bench.precondition_recall_stated                        # the default run's checkpoint
     .venv/bin/python -m bench.precondition_recall_stated --checkpoint artifacts/discriminator/minilm/best \\
         --tdi artifacts/tdi/tdi-mined
+    .venv/bin/python -m bench.precondition_recall_stated --method-docs receiver   # the rows as a catalog shows them
+
+``--method-docs receiver`` shows each method as a tool with its receiver as an input (``Queue.get`` ->
+``get(queue: Queue)``, tasks/training/method_docs.py): no tool catalog names a class, so what a checkpoint trained on
+the mined names finds in this view is what does not rest on the class in the name.
 
 Only meaningful on a mined TDI built with the default ``--min-order-support 2``: there a precondition row of
 support 1 is one stated in code (a pair stated and also seen twice as call order counts as call order).
@@ -23,6 +28,7 @@ import pyarrow.parquet as pq
 from models.discriminator import decide, load_calibration, load_discriminator
 from schemas.tdi import LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A
 from tasks.training.examples import PairExample
+from tasks.training.method_docs import METHOD_DOCS, shown_as
 from tasks.training.metrics import rule_labels
 from tasks.training.trainer import predict_examples
 
@@ -49,6 +55,9 @@ def main() -> None:
     p.add_argument("--tdi", default="artifacts/tdi/tdi-mined")
     p.add_argument("--max-data", type=int, default=600, help="score this many data rows (seeded sample), not all")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--method-docs", choices=METHOD_DOCS, default=None,
+                   help="how methods' docs are shown (tasks/training/method_docs.py); default: as the checkpoint was "
+                        "trained (its calibration.json)")
     a = p.parse_args()
     rows = [r for r in validation_rows(Path(a.tdi)) if group_of(r) is not None]
     data = [r for r in rows if group_of(r) == "data"]
@@ -57,7 +66,8 @@ def main() -> None:
     model, tokenizer = load_discriminator(a.checkpoint)
     calibration = load_calibration(a.checkpoint) or {}  # scored as the training run scored its validation pairs
     threshold = calibration.get("threshold")
-    examples = [PairExample(r["doc_a"], r["doc_b"], r["label"], "tdi") for r in rows]
+    method_docs = a.method_docs or calibration.get("method_docs", "qualified")
+    examples = shown_as([PairExample(r["doc_a"], r["doc_b"], r["label"], "tdi") for r in rows], method_docs)
     probs = predict_examples(model, tokenizer, examples, calibration.get("max_length", 256), 64,
                              calibration.get("symmetric", True))
     predictions = {"discriminator, calibrated": decide(probs, threshold), "discriminator, argmax": decide(probs),
@@ -70,7 +80,8 @@ def main() -> None:
         for g in groups:
             idx = [i for i, r in enumerate(rows) if group_of(r) == g]
             table[name][g] = {"rows": len(idx), "recall": round(float(np.mean([pred[i] == rows[i]["label"] for i in idx])), 3)}
-    print(json.dumps({"checkpoint": a.checkpoint, "tdi": a.tdi, "threshold": threshold, "recall": table}, indent=2))
+    print(json.dumps({"checkpoint": a.checkpoint, "tdi": a.tdi, "threshold": threshold, "method_docs": method_docs,
+                      "recall": table}, indent=2))
     print("\n| validation rows | " + " | ".join(groups) + " |\n|---|" + "---|" * len(groups))
     print(f"| rows | " + " | ".join(str(table[next(iter(table))][g]["rows"]) for g in groups) + " |")
     for name in predictions:

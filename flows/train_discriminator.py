@@ -47,6 +47,7 @@ from tasks.training.examples import (
     none_weights,
     with_both_orders,
 )
+from tasks.training.method_docs import METHOD_DOCS, shown_as
 from tasks.training.metrics import (CALIBRATION_CRITERIA, choose_kind_cut, choose_threshold, evaluate_with_rules,
                                     format_beyond_rule, format_comparison, format_kind_table)
 from tasks.training.strict_json import write_json
@@ -92,6 +93,11 @@ class TrainDiscriminatorConfig:
         "with --pretrain-max-pairs: draw the TDI rows of kind precondition first, up to this share of the sample's "
         "dependent rows (none: a plain sample, in which they are as rare as in the data)")] = None
     pretrain_evals: Annotated[int, Help("validation runs per pretraining epoch")] = 2
+    method_docs: Annotated[str, Help(
+        "how a mined method's doc is shown in the TDI pairs: qualified (as mined, Queue.get) or receiver (get(queue: "
+        "Queue): the receiver an input, as tool catalogs show the object a tool acts on; "
+        "tasks/training/method_docs.py); --checkpoint --recalibrate keeps the checkpoint's own")] = \
+        field(default="qualified", metadata={"choices": METHOD_DOCS})
     finetune_epochs: Annotated[float, Help("passes over the finetuning pairs")] = 1.0
     finetune_learning_rate: Annotated[float, Help("peak learning rate, finetuning")] = 1e-4
     finetune_max_none: Annotated[int | None, Help(
@@ -210,6 +216,8 @@ class TrainDiscriminatorConfig:
             raise ValueError(f"--calibration {self.calibration!r}: choose {' or '.join(CALIBRATION_CRITERIA)}")
         if self.calibrate_on not in CALIBRATE_ON:
             raise ValueError(f"--calibrate-on {self.calibrate_on!r}: choose finetune, tdi or both")
+        if self.method_docs not in METHOD_DOCS:
+            raise ValueError(f"--method-docs {self.method_docs!r}: choose {' or '.join(METHOD_DOCS)}")
         if self.select_metric not in SELECT_METRICS:
             raise ValueError(f"--select-metric {self.select_metric!r}: one of {', '.join(SELECT_METRICS)} "
                              "(the validation metrics the checkpoint choice can read)")
@@ -328,10 +336,11 @@ from tasks.training.trainer import (StageArguments, TrainResult, pick_device, pr
 
 @task(cache_policy=NO_CACHE)
 def load_pretraining_pairs(folder: Path, max_pairs: int | None, max_valid: int | None, seed: int,
-                           precondition_share: float | None = None,
-                           valid_seed: int | None = None) -> tuple[list[PairExample], list[PairExample]]:
-    """The TDI training sample (``seed``) and validation sample (``valid_seed``, else ``seed``)."""
-    train, valid = load_tdi_examples(folder)
+                           precondition_share: float | None = None, valid_seed: int | None = None,
+                           method_docs: str = "qualified") -> tuple[list[PairExample], list[PairExample]]:
+    """The TDI training sample (``seed``) and validation sample (``valid_seed``, else ``seed``), methods' docs
+    shown as ``method_docs`` says (``tasks.training.method_docs``)."""
+    train, valid = (shown_as(examples, method_docs) for examples in load_tdi_examples(folder))
     # both orders of every pair (balanced shards hold them for dependency pairs; "none" pairs gain theirs)
     train, valid = with_both_orders(train), with_both_orders(valid)
     if max_pairs is not None and len(train) > max_pairs:
@@ -631,12 +640,14 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
         return np.asarray(got["probs"]).reshape(-1, 3), None if kind is None else np.asarray(kind)
 
     valid_sets: dict[str, list[PairExample]] = {}  # "tdi" and "finetune" validation pairs
+    method_docs = cfg.method_docs
     if cfg.checkpoint is not None:  # evaluate only
         best = ckpt = Path(cfg.checkpoint)
         load_discriminator(best)  # fails early, with a clear message, on a folder that is no checkpoint
         summary["calibration"] = load_calibration(best)
         if summary["calibration"] is None:
             logger.warning("%s has no %s: test figures use argmax only", best, CALIBRATION_FILE)
+        method_docs = (summary["calibration"] or {}).get("method_docs", "qualified")  # as it was trained
     else:
         # Stage 1: pretraining on TDI pairs (balanced, plain CE)
         init_model, pre_train = cfg.base_model, []
@@ -646,7 +657,8 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
                            else "no published TDI dataset under artifacts/tdi (make mine-tdi makes one in minutes)")
         else:
             pre_train, pre_valid = load_pretraining_pairs(tdi, cfg.pretrain_max_pairs, cfg.pretrain_max_valid, cfg.seed,
-                                                          cfg.pretrain_precondition_share, valid_seed=cfg.split_seed)
+                                                          cfg.pretrain_precondition_share, valid_seed=cfg.split_seed,
+                                                          method_docs=cfg.method_docs)
             summary["data"]["pretrain"] = {"source": str(tdi), "train": label_counts(pre_train), "validation": label_counts(pre_valid)}
             logger.info("pretraining on %s: train %s, validation %s", tdi, label_counts(pre_train), label_counts(pre_valid))
             if not pre_valid:
@@ -692,7 +704,7 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
         tdi = resolve_pretrain_data(cfg.pretrain_data)
         if tdi is not None:
             valid_sets["tdi"] = load_pretraining_pairs(tdi, cfg.pretrain_max_pairs, cfg.pretrain_max_valid, cfg.seed,
-                                                       valid_seed=cfg.split_seed)[1]
+                                                       valid_seed=cfg.split_seed, method_docs=method_docs)[1]
     valid_scored = {name: scores(ckpt, pairs, f"scoring {name} validation pairs") for name, pairs in valid_sets.items() if pairs}
     valid_probs = {name: probs for name, (probs, _) in valid_scored.items()}
     valid_kinds = {name: kind for name, (_, kind) in valid_scored.items() if kind is not None}
@@ -707,7 +719,7 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
         calibration = choose_threshold(labels, np.concatenate([valid_probs[n] for n in used]), cfg.calibration,
                                        cfg.target_precision, weights)
         calibration.update(symmetric=cfg.symmetric, max_length=cfg.max_length, calibrated_on=used, n_pairs=len(labels),
-                           none_per_dependency=prior)
+                           none_per_dependency=prior, method_docs=method_docs)
         if valid_kinds:  # the kind head's cut, on every validation pair of known kind (the TDI split holds them)
             calibration.update(choose_kind_cut([e for n in valid_kinds for e in valid_sets[n]],
                                                np.concatenate(list(valid_kinds.values()))))
