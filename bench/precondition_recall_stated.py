@@ -10,7 +10,7 @@ of the same split and both name rules are beside them. Recall counts the directi
     .venv/bin/python -m bench.precondition_recall_stated --method-docs receiver   # the rows as a catalog shows them
 
 ``--method-docs receiver`` shows each method as a tool with its receiver as an input (``Queue.get`` ->
-``get(queue: Queue)``, tasks/training/method_docs.py): no tool catalog names a class, so what a checkpoint trained on
+``get(queue: Queue)``, tasks/training/doc_views.py): no tool catalog names a class, so what a checkpoint trained on
 the mined names finds in this view is what does not rest on the class in the name.
 
 Only meaningful on a mined TDI built with the default ``--min-order-support 2``: there a precondition row of
@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 from models.discriminator import decide, load_calibration, load_discriminator
 from schemas.tdi import LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A
 from tasks.training.examples import PairExample
-from tasks.training.method_docs import METHOD_DOCS, shown_as
+from tasks.training.doc_views import METHOD_DOCS, shown_as
 from tasks.training.metrics import rule_labels
 from tasks.training.trainer import predict_examples
 
@@ -56,7 +56,7 @@ def main() -> None:
     p.add_argument("--max-data", type=int, default=600, help="score this many data rows (seeded sample), not all")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--method-docs", choices=METHOD_DOCS, default=None,
-                   help="how methods' docs are shown (tasks/training/method_docs.py); default: as the checkpoint was "
+                   help="how methods' docs are shown (tasks/training/doc_views.py); default: as the checkpoint was "
                         "trained (its calibration.json)")
     a = p.parse_args()
     rows = [r for r in validation_rows(Path(a.tdi)) if group_of(r) is not None]

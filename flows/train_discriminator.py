@@ -47,7 +47,7 @@ from tasks.training.examples import (
     none_weights,
     with_both_orders,
 )
-from tasks.training.method_docs import METHOD_DOCS, shown_as
+from tasks.training.doc_views import METHOD_DOCS, drop_parameters, shown_as
 from tasks.training.metrics import (CALIBRATION_CRITERIA, choose_kind_cut, choose_threshold, evaluate_with_rules,
                                     format_beyond_rule, format_comparison, format_kind_table)
 from tasks.training.strict_json import write_json
@@ -96,8 +96,11 @@ class TrainDiscriminatorConfig:
     method_docs: Annotated[str, Help(
         "how a mined method's doc is shown in the TDI pairs: qualified (as mined, Queue.get) or receiver (get(queue: "
         "Queue): the receiver an input, as tool catalogs show the object a tool acts on; "
-        "tasks/training/method_docs.py); --checkpoint --recalibrate keeps the checkpoint's own")] = \
+        "tasks/training/doc_views.py); --checkpoint --recalibrate keeps the checkpoint's own")] = \
         field(default="qualified", metadata={"choices": METHOD_DOCS})
+    parameter_dropout: Annotated[float, Help(
+        "share of the TDI training pairs shown without parameters on either doc (name and description only, as "
+        "UltraTool's and TMDB's tools are; tasks/training/doc_views.py); validation keeps them")] = 0.0
     finetune_epochs: Annotated[float, Help("passes over the finetuning pairs")] = 1.0
     finetune_learning_rate: Annotated[float, Help("peak learning rate, finetuning")] = 1e-4
     finetune_max_none: Annotated[int | None, Help(
@@ -216,6 +219,8 @@ class TrainDiscriminatorConfig:
             raise ValueError(f"--calibration {self.calibration!r}: choose {' or '.join(CALIBRATION_CRITERIA)}")
         if self.calibrate_on not in CALIBRATE_ON:
             raise ValueError(f"--calibrate-on {self.calibrate_on!r}: choose finetune, tdi or both")
+        if not 0.0 <= self.parameter_dropout <= 1.0:
+            raise ValueError(f"--parameter-dropout {self.parameter_dropout}: must lie in [0, 1]")
         if self.method_docs not in METHOD_DOCS:
             raise ValueError(f"--method-docs {self.method_docs!r}: choose {' or '.join(METHOD_DOCS)}")
         if self.select_metric not in SELECT_METRICS:
@@ -337,14 +342,17 @@ from tasks.training.trainer import (StageArguments, TrainResult, pick_device, pr
 @task(cache_policy=NO_CACHE)
 def load_pretraining_pairs(folder: Path, max_pairs: int | None, max_valid: int | None, seed: int,
                            precondition_share: float | None = None, valid_seed: int | None = None,
-                           method_docs: str = "qualified") -> tuple[list[PairExample], list[PairExample]]:
+                           method_docs: str = "qualified",
+                           parameter_dropout: float = 0.0) -> tuple[list[PairExample], list[PairExample]]:
     """The TDI training sample (``seed``) and validation sample (``valid_seed``, else ``seed``), methods' docs
-    shown as ``method_docs`` says (``tasks.training.method_docs``)."""
+    shown as ``method_docs`` says and a ``parameter_dropout`` share of the training pairs without parameters
+    (``tasks.training.doc_views``)."""
     train, valid = (shown_as(examples, method_docs) for examples in load_tdi_examples(folder))
     # both orders of every pair (balanced shards hold them for dependency pairs; "none" pairs gain theirs)
     train, valid = with_both_orders(train), with_both_orders(valid)
     if max_pairs is not None and len(train) > max_pairs:
         train = sample_pretraining_rows(train, max_pairs, seed, precondition_share)
+    train = drop_parameters(train, parameter_dropout, seed)
     if max_valid is not None and len(valid) > max_valid:
         valid = random.Random(seed if valid_seed is None else valid_seed).sample(valid, max_valid)
     return train, valid
@@ -658,7 +666,8 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
         else:
             pre_train, pre_valid = load_pretraining_pairs(tdi, cfg.pretrain_max_pairs, cfg.pretrain_max_valid, cfg.seed,
                                                           cfg.pretrain_precondition_share, valid_seed=cfg.split_seed,
-                                                          method_docs=cfg.method_docs)
+                                                          method_docs=cfg.method_docs,
+                                                          parameter_dropout=cfg.parameter_dropout)
             summary["data"]["pretrain"] = {"source": str(tdi), "train": label_counts(pre_train), "validation": label_counts(pre_valid)}
             logger.info("pretraining on %s: train %s, validation %s", tdi, label_counts(pre_train), label_counts(pre_valid))
             if not pre_valid:

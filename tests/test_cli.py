@@ -250,7 +250,8 @@ def test_train_and_graph_command_lines_are_generated_from_their_configs(dotted, 
     else:
         cfg = cls(output=tmp_path / "run", checkpoint=tmp_path, finetune=(), test=("apibank", str(tmp_path)),
                   encoder_layers=None, calibration="precision", calibrate_on="tdi", max_steps=5, symmetric=False,
-                  batch_size=8, benchmarks_root=tmp_path, recalibrate=True, pretrain_data="none", method_docs="receiver")
+                  batch_size=8, benchmarks_root=tmp_path, recalibrate=True, pretrain_data="none", method_docs="receiver",
+                  parameter_dropout=0.5)
     assert parse_config(cls, to_argv(cfg), "prog") == cfg
 
 

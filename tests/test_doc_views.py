@@ -1,4 +1,5 @@
-"""train-discriminator --method-docs: a mined method's doc shown as a tool whose receiver is an input."""
+"""How mined docs are shown in training (tasks/training/doc_views.py): --method-docs (a method as a tool whose receiver
+is an input) and --parameter-dropout (docs without parameters)."""
 from __future__ import annotations
 
 import json
@@ -10,13 +11,15 @@ import pytest
 from schemas.docs import canonical_doc_json, doc_id
 from schemas.tdi import ID2LABEL, TDI_PAIR_SCHEMA
 from tasks.training.examples import PairExample
-from tasks.training.method_docs import method_doc_view, receiver_as_input, receiver_name, shown_as
+from tasks.training.doc_views import (drop_parameters, method_doc_view, receiver_as_input, receiver_name, shown_as,
+                                      without_parameters)
 
 CHECK = {"name": "Account.is_verified", "description": "Whether the account is verified.", "input_params": [],
          "output_params": [{"name": "verified", "type": "bool", "description": ""}]}
 TRANSFER = {"name": "Account.transfer", "description": "Send money.", "output_params": [],
             "input_params": [{"name": "amount", "type": "float", "description": "how much"}]}
 CLOCK = {"name": "now", "description": "The time.", "input_params": [], "output_params": []}
+CHECK_JSON = canonical_doc_json(CHECK)
 
 
 @pytest.mark.parametrize("cls, name", [("XMLWriter", "xml_writer"), ("DiGraph", "di_graph"), ("_spbase", "spbase"),
@@ -59,6 +62,30 @@ def test_the_view_is_chosen_by_name_and_keeps_labels_kinds_and_groups():
         method_doc_view(pair.doc_a, "flat")
 
 
+def test_a_doc_without_parameters_keeps_its_name_and_description():
+    bare = json.loads(without_parameters(canonical_doc_json(TRANSFER)))
+    assert bare == {**TRANSFER, "input_params": [], "output_params": []}
+    assert without_parameters(canonical_doc_json(CLOCK)) == canonical_doc_json(CLOCK)  # had none
+    assert without_parameters("free text") == "free text"
+
+
+def test_parameter_dropout_strips_a_seeded_share_of_pairs_on_both_sides():
+    pairs = [PairExample(canonical_doc_json({**TRANSFER, "name": f"t{i}"}), canonical_doc_json(CHECK), i % 3, "tdi",
+                         kind="data" if i % 3 != 1 else None) for i in range(400)]
+    shown = drop_parameters(pairs, 0.3, seed=5)
+    bare = [not json.loads(e.doc_a)["input_params"] for e in shown]
+    assert all(not json.loads(e.doc_b)["output_params"] for e, b in zip(shown, bare) if b)  # both docs or neither
+    assert all(e.doc_b == CHECK_JSON for e, b in zip(shown, bare) if not b)
+    assert 90 <= sum(bare) <= 150  # about 120
+    assert [(e.label, e.kind, json.loads(e.doc_a)["name"]) for e in shown] == \
+        [(e.label, e.kind, json.loads(e.doc_a)["name"]) for e in pairs]
+    assert shown == drop_parameters(pairs, 0.3, seed=5) != drop_parameters(pairs, 0.3, seed=6)
+    assert drop_parameters(pairs, 0.0, seed=5) == pairs
+    assert all(not json.loads(e.doc_a)["input_params"] for e in drop_parameters(pairs, 1.0, seed=5))
+    with pytest.raises(ValueError, match="must lie in"):
+        drop_parameters(pairs, 1.5, seed=5)
+
+
 def test_pretraining_pairs_are_shown_as_the_run_says(tmp_path):
     from flows.train_discriminator import TrainDiscriminatorConfig, load_pretraining_pairs
 
@@ -81,6 +108,12 @@ def test_pretraining_pairs_are_shown_as_the_run_says(tmp_path):
         assert sorted(e.label for e in train) == [0, 1, 1, 2]  # the none pair gains its swap either way
     assert names == {"qualified": ["Account.is_verified", "Account.transfer", "now"],
                      "receiver": ["is_verified", "now", "transfer"]}
-    assert TrainDiscriminatorConfig().method_docs == "qualified"
+    # parameter dropout reaches the training pairs only: validation is measured on the docs as they are
+    train, valid = load_pretraining_pairs.fn(tmp_path, None, None, 0, parameter_dropout=1.0)
+    assert all(not json.loads(d)["input_params"] for e in train for d in (e.doc_a, e.doc_b))
+    assert any(json.loads(d)["input_params"] for e in valid for d in (e.doc_a, e.doc_b))
+    assert TrainDiscriminatorConfig().method_docs == "qualified" and TrainDiscriminatorConfig().parameter_dropout == 0.0
     with pytest.raises(ValueError, match="--method-docs 'flat'"):
         TrainDiscriminatorConfig(method_docs="flat")
+    with pytest.raises(ValueError, match="--parameter-dropout 1.2: must lie in"):
+        TrainDiscriminatorConfig(parameter_dropout=1.2)
