@@ -128,6 +128,13 @@ def test_flow_trains_calibrates_evaluates_and_saves_a_loadable_checkpoint(tiny_r
     # both orders: the shards hold each dependency pair and its swap; the 8 none pairs gain their swaps
     assert metrics["data"]["pretrain"]["train"] == {"a_depends_on_b": 8, "no_dependency": 16, "b_depends_on_a": 8}
     assert metrics["data"]["finetune"]["replay"] == min(tiny_run.finetune_replay, 32)
+    # pretraining keeps the checkpoint of its lowest validation loss (--pretrain-select-metric loss), and a kept
+    # checkpoint still at the class prior is said in metrics.json
+    pre = metrics["stages"]["pretrain"]
+    evals = [h for h in pre["history"] if "eval_loss" in h]
+    assert len(evals) == 2 and pre["best_step"] == min(evals, key=lambda h: h["eval_loss"])["step"]
+    kept_at_prior = next(h for h in evals if h["step"] == pre["best_step"])["eval_dependency_f1"] == 0
+    assert ("warnings" in metrics) == kept_at_prior
     # test set = every ordered pair of the 3 movie tools: 2 edges in both directions + 2 none pairs
     test = metrics["test"]
     assert test["counts"] == {"a_depends_on_b": 2, "no_dependency": 2, "b_depends_on_a": 2}
@@ -251,6 +258,18 @@ def test_the_validation_sample_follows_the_split_seed_not_the_training_seed(tmp_
     assert [e.doc_a for e in other] != [e.doc_a for e in runs[1][1]]
     assert load_pretraining_pairs.fn(folder, 20, 6, 1)[1] == load_pretraining_pairs.fn(folder, 20, 6, 1, valid_seed=1)[1]
     assert TrainDiscriminatorConfig(seed=1).split_seed == 42
+
+
+def test_a_stage_at_the_class_prior_is_told_apart_by_its_kept_checkpoint():
+    """TrainResult.at_class_prior: the checkpoint a stage keeps calls every validation pair "no dependency"."""
+    from tasks.training.trainer import TrainResult
+
+    history = [{"step": 10, "loss": 1.1}, {"step": 125, "eval_loss": 1.04, "eval_dependency_f1": 0.0},
+               {"step": 250, "eval_loss": 0.91, "eval_dependency_f1": 0.31}]
+    assert TrainResult(Path("b"), 0.37, 125, history).at_class_prior
+    assert not TrainResult(Path("b"), 0.91, 250, history).at_class_prior
+    assert TrainResult(Path("b"), 0.0, 999, history[:2]).at_class_prior  # a step not validated: the last evaluation
+    assert not TrainResult(Path("b"), 0.0, 10, history[:1]).at_class_prior  # nothing validated: nothing to say
 
 
 def test_a_precondition_share_draws_preconditions_first_and_keeps_the_class_balance():

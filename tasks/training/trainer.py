@@ -102,6 +102,14 @@ class TrainResult:
     def evaluations(self) -> list[dict[str, Any]]:
         return [h for h in self.history if "eval_loss" in h]
 
+    @property
+    def at_class_prior(self) -> bool:
+        """Whether the kept checkpoint calls every validation pair "no dependency" at the argmax (dependency F1 0):
+        a stage that never left the class prior (bench/RESULTS.md, "Pretraining that falls to the prior").
+        False where nothing was validated."""
+        kept = [h for h in self.evaluations if h.get("step") == self.best_step] or self.evaluations[-1:]
+        return bool(kept) and kept[-1].get("eval_dependency_f1") == 0
+
 
 class DiscriminatorTrainer(Trainer):
     """``Trainer`` whose loss is a loss object on the three classes' logits (Eq. 1 or the category-averaged
