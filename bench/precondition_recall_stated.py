@@ -27,8 +27,8 @@ import pyarrow.parquet as pq
 
 from models.discriminator import decide, load_calibration, load_discriminator
 from schemas.tdi import LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A
-from tasks.training.examples import PairExample
 from tasks.training.doc_views import METHOD_DOCS, shown_as
+from tasks.training.examples import PairExample
 from tasks.training.metrics import rule_labels
 from tasks.training.trainer import predict_examples
 

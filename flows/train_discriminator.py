@@ -38,6 +38,7 @@ from models.discriminator_defaults import DEFAULT_MAX_LENGTH, check_train_precis
 from schemas.tdi import LABEL_NO_DEPENDENCY
 from schemas.toolset import ToolSet
 from tasks.toolsets.readers import BENCHMARKS, load_benchmark, read_toolset_dir
+from tasks.training.doc_views import METHOD_DOCS, drop_parameters, shown_as
 from tasks.training.examples import (
     PairExample,
     build_pairs,
@@ -48,7 +49,6 @@ from tasks.training.examples import (
     none_weights,
     with_both_orders,
 )
-from tasks.training.doc_views import METHOD_DOCS, drop_parameters, shown_as
 from tasks.training.metrics import (CALIBRATION_CRITERIA, choose_kind_cut, choose_threshold, evaluate_with_rules,
                                     format_beyond_rule, format_comparison, format_kind_table)
 from tasks.training.strict_json import write_json
@@ -553,6 +553,7 @@ def model_card(cfg: TrainDiscriminatorConfig, summary: dict[str, Any]) -> str:
                        for name, section in (("test", test), *((f"validation ({n})", v) for n, v in (valid or {}).items())))
     data = summary["data"]
     kind_cut = (summary.get("calibration") or {}).get("kind_threshold")
+    warnings = "".join(f"**Warning:** {said}\n\n" for said in summary.get("warnings", []))
     two_level_note = "" if not summary.get("parameter_scorer") else f"""
 `{PARAMETER_SCORER_DIR}/` holds the parameter level: a dependency retriever with its parameter head, which scores
 each input of a consumer against a producer. build-graph scores a pair whose consumer declares inputs with it and
@@ -590,7 +591,7 @@ With `transformers.pipeline("text-classification", model=...)`, pass the two str
 - test: {', '.join(cfg.test)}; {test['counts']}
 - calibration: {json.dumps(summary.get('calibration'))}
 
-## Metrics (dependency classes, direction must be right)
+{warnings}## Metrics (dependency classes, direction must be right)
 | set | P | R | F1 |
 |---|---|---|---|
 {table}

@@ -135,6 +135,7 @@ def test_flow_trains_calibrates_evaluates_and_saves_a_loadable_checkpoint(tiny_r
     assert len(evals) == 2 and pre["best_step"] == min(evals, key=lambda h: h["eval_loss"])["step"]
     kept_at_prior = next(h for h in evals if h["step"] == pre["best_step"])["eval_dependency_f1"] == 0
     assert ("warnings" in metrics) == kept_at_prior
+    assert ("**Warning:** pretraining ended at the class prior" in (best / "README.md").read_text()) == kept_at_prior
     # test set = every ordered pair of the 3 movie tools: 2 edges in both directions + 2 none pairs
     test = metrics["test"]
     assert test["counts"] == {"a_depends_on_b": 2, "no_dependency": 2, "b_depends_on_a": 2}

@@ -13,6 +13,9 @@ the one catalogs show: an input both tools take.
 **Docs without parameters** (``--parameter-dropout``): a share of the training pairs shown with neither doc's
 inputs or outputs, name and description only, as UltraTool's and TMDB's tools are: every mined pair declares its
 parameters, so without it the model never practises on such docs before finetuning.
+
+Both are off by default: measured over three seeds, neither helped at the CPU budget (bench/RESULTS.md, "Methods
+shown as tools" and "Docs without parameters in pretraining").
 """
 from __future__ import annotations
 
