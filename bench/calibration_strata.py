@@ -14,14 +14,16 @@ from pathlib import Path
 import numpy as np
 
 import flows.train_discriminator as td
-from models.discriminator import _as_doc, decide, load_calibration
+from models.discriminator import decide, load_calibration
+from schemas.docs import parse_doc
 from schemas.name_rule import feeds
+from tasks.training.doc_views import trained_method_docs
 from tasks.training.examples import grouped_split, none_weights
 from tasks.training.metrics import choose_threshold
 
 
 def has_hint(e) -> bool:
-    a, b = _as_doc(e.doc_a), _as_doc(e.doc_b)
+    a, b = parse_doc(e.doc_a), parse_doc(e.doc_b)
     return bool(a and b and (feeds(a, b) or feeds(b, a)))
 
 
@@ -45,7 +47,7 @@ def main(argv: list[str] | None = None) -> None:
     if tdi is not None:
         sets["tdi"] = td.load_pretraining_pairs.fn(tdi, cfg.pretrain_max_pairs, cfg.pretrain_max_valid, cfg.seed,
                                                    valid_seed=cfg.split_seed,
-                                                   method_docs=(load_calibration(best) or {}).get("method_docs", "qualified"))[1]
+                                                   method_docs=trained_method_docs(load_calibration(best)))[1]
     sets["test"] = td.build_toolset_pairs.fn(cfg.test, cfg.benchmarks_root, cfg.test_max_none, cfg.split_seed)
     probs = {n: np.asarray(td.score_examples.fn(best, ex, cfg.max_length, 128, True, False)) for n, ex in sets.items()}
     hints = {n: np.array([has_hint(e) for e in ex]) for n, ex in sets.items()}

@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 
 from models.discriminator import decide, load_calibration, load_discriminator
 from schemas.tdi import LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A
-from tasks.training.doc_views import METHOD_DOCS, shown_as
+from tasks.training.doc_views import METHOD_DOCS, shown_as, trained_method_docs
 from tasks.training.examples import PairExample
 from tasks.training.metrics import rule_labels
 from tasks.training.trainer import predict_examples
@@ -66,7 +66,7 @@ def main() -> None:
     model, tokenizer = load_discriminator(a.checkpoint)
     calibration = load_calibration(a.checkpoint) or {}  # scored as the training run scored its validation pairs
     threshold = calibration.get("threshold")
-    method_docs = a.method_docs or calibration.get("method_docs", "qualified")
+    method_docs = a.method_docs or trained_method_docs(calibration)
     examples = shown_as([PairExample(r["doc_a"], r["doc_b"], r["label"], "tdi") for r in rows], method_docs)
     probs = predict_examples(model, tokenizer, examples, calibration.get("max_length", 256), 64,
                              calibration.get("symmetric", True))

@@ -38,7 +38,7 @@ from models.discriminator_defaults import DEFAULT_MAX_LENGTH, check_train_precis
 from schemas.tdi import LABEL_NO_DEPENDENCY
 from schemas.toolset import ToolSet
 from tasks.toolsets.readers import BENCHMARKS, load_benchmark, read_toolset_dir
-from tasks.training.doc_views import METHOD_DOCS, drop_parameters, shown_as
+from tasks.training.doc_views import METHOD_DOCS, drop_parameters, shown_as, trained_method_docs
 from tasks.training.examples import (
     PairExample,
     build_pairs,
@@ -665,7 +665,7 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
         summary["calibration"] = load_calibration(best)
         if summary["calibration"] is None:
             logger.warning("%s has no %s: test figures use argmax only", best, CALIBRATION_FILE)
-        method_docs = (summary["calibration"] or {}).get("method_docs", "qualified")  # as it was trained
+        method_docs = trained_method_docs(summary["calibration"])
     else:
         # Stage 1: pretraining on TDI pairs (balanced, plain CE)
         init_model, pre_train = cfg.base_model, []

@@ -29,18 +29,9 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer, PreT
 
 from models.discriminator_defaults import DEFAULT_MAX_LENGTH  # noqa: F401 - re-exported; its torch-free home
 from models.encoder_path import layer_cut, resolve_model_name_or_path
+from schemas.docs import parse_doc
 from schemas.tdi import (ID2LABEL, KIND_HEAD_ID2LABEL, LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A, LABEL_NO_DEPENDENCY,
                          NUM_LABELS)
-
-
-def _as_doc(doc: str | dict) -> dict | None:
-    if isinstance(doc, dict):
-        return doc
-    try:
-        parsed = json.loads(doc)
-    except json.JSONDecodeError:
-        return None
-    return parsed if isinstance(parsed, dict) else None
 
 
 def pair_texts(doc_a: str | dict, doc_b: str | dict, ignore: Collection[str] = frozenset(),
@@ -63,7 +54,7 @@ def pair_texts(doc_a: str | dict, doc_b: str | dict, ignore: Collection[str] = f
     of the group partly match to be partial evidence (``schemas.name_rule.common_partial_inputs``). ``hints=False``: the docs alone (training's
     ``hint_dropout``, so the model also learns to read the signatures and descriptions).
     """
-    a, b = _as_doc(doc_a), _as_doc(doc_b)
+    a, b = parse_doc(doc_a), parse_doc(doc_b)
     text_a, text_b = doc_text(a if a is not None else doc_a), doc_text(b if b is not None else doc_b)
     if a is None or b is None or not hints:
         return text_a, text_b

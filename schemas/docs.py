@@ -35,6 +35,17 @@ def schema_errors(instance: Any, schema_name: str = "api_doc") -> list[str]:
     return validation_errors(instance, load_schema(schema_name))
 
 
+def parse_doc(doc: str | dict[str, Any]) -> dict[str, Any] | None:
+    """A doc dict, from itself or its JSON text; None where the text is not a JSON object (free text)."""
+    if isinstance(doc, dict):
+        return doc
+    try:
+        parsed = json.loads(doc)
+    except json.JSONDecodeError:
+        return None
+    return parsed if isinstance(parsed, dict) else None
+
+
 def canonical_doc_json(doc: dict[str, Any]) -> str:
     """The one text form of a doc used in shards, hashes and model input (stable key order)."""
     keep = {k: doc[k] for k in ("name", "description", "input_params", "output_params")}

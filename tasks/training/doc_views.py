@@ -19,12 +19,11 @@ shown as tools" and "Docs without parameters in pretraining").
 """
 from __future__ import annotations
 
-import json
 import random
 import re
 from dataclasses import replace
 
-from schemas.docs import canonical_doc_json
+from schemas.docs import canonical_doc_json, parse_doc
 
 METHOD_DOCS = ("qualified", "receiver")  # train-discriminator --method-docs
 
@@ -40,11 +39,8 @@ def receiver_name(class_name: str) -> str:
 def receiver_as_input(doc_json: str) -> str:
     """A method's doc (name ``Class.method``) as a tool: name ``method``, the receiver (named after its class,
     typed with it) the first input. Any other doc, and text that is not a doc, is returned unchanged."""
-    try:
-        doc = json.loads(doc_json)
-    except json.JSONDecodeError:
-        return doc_json
-    match = _METHOD.match(doc.get("name", "")) if isinstance(doc, dict) else None
+    doc = parse_doc(doc_json)
+    match = _METHOD.match(doc.get("name", "")) if doc is not None else None
     if match is None:
         return doc_json
     receiver = receiver_name(match["cls"])
@@ -64,6 +60,11 @@ def method_doc_view(doc_json: str, method_docs: str) -> str:
     raise ValueError(f"method docs {method_docs!r}: one of {', '.join(METHOD_DOCS)}")
 
 
+def trained_method_docs(calibration: dict | None) -> str:
+    """The view a checkpoint was trained with, from its calibration.json (``qualified`` before the option)."""
+    return (calibration or {}).get("method_docs", "qualified")
+
+
 def shown_as(examples: list, method_docs: str) -> list:
     """``PairExample``s with both docs as ``method_docs`` shows them."""
     if method_docs == "qualified":
@@ -75,11 +76,8 @@ def shown_as(examples: list, method_docs: str) -> list:
 def without_parameters(doc_json: str) -> str:
     """The doc with no inputs and no outputs (name and description only). Text that is not a doc is returned
     unchanged."""
-    try:
-        doc = json.loads(doc_json)
-    except json.JSONDecodeError:
-        return doc_json
-    if not isinstance(doc, dict) or not (doc.get("input_params") or doc.get("output_params")):
+    doc = parse_doc(doc_json)
+    if doc is None or not (doc.get("input_params") or doc.get("output_params")):
         return doc_json
     return canonical_doc_json({**doc, "input_params": [], "output_params": []})
 
