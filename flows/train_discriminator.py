@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from tasks.common.flow_cli import FlowCLI  # first: Prefect analytics off before Prefect loads
-from models.discriminator_defaults import DEFAULT_MAX_LENGTH, check_train_precision
+from models.discriminator_defaults import DEFAULT_MAX_LENGTH, POOLINGS, check_train_precision
 from schemas.tdi import LABEL_NO_DEPENDENCY
 from schemas.toolset import ToolSet
 from tasks.toolsets.readers import BENCHMARKS, load_benchmark, read_toolset_dir
@@ -84,6 +84,11 @@ class TrainDiscriminatorConfig:
     # on a GPU pass --encoder-layers none --pretrain-max-pairs none --max-length 160.
     encoder_layers: Annotated[int | None, Help(
         "keep only the first N layers of the base model (none: all); 3 of MiniLM's 6 halves CPU time")] = 3
+    pooling: Annotated[str, Help(
+        "what a new discriminator classifies: auto (as the base encoder was trained: the mean of the tokens for "
+        "all-MiniLM-L6-v2, [CLS] for others), mean (BERT-family bases) or cls (the base's own head); a checkpoint "
+        "keeps its own. On MiniLM, [CLS] sat at the class prior for most of the CPU pretraining (bench/RESULTS.md)")] = \
+        field(default="auto", metadata={"choices": POOLINGS})
     max_length: Annotated[int, Help("word pieces per pair")] = DEFAULT_MAX_LENGTH
     batch_size: Annotated[int | None, Help("pairs per step; none: 32 on CPU, 128 on CUDA (bf16)")] = None
     pretrain_epochs: Annotated[float, Help("passes over the TDI training pairs")] = 1.0
@@ -223,6 +228,8 @@ class TrainDiscriminatorConfig:
             raise ValueError(f"--valid-fraction {self.valid_fraction}: must lie strictly between 0 and 1")
         if not 0.0 < self.target_precision <= 1.0:
             raise ValueError(f"--target-precision {self.target_precision}: must lie in (0, 1]")
+        if self.pooling not in POOLINGS:
+            raise ValueError(f"--pooling {self.pooling!r}: choose {', '.join(POOLINGS)}")
         if self.calibration not in CALIBRATION_CRITERIA:
             raise ValueError(f"--calibration {self.calibration!r}: choose {' or '.join(CALIBRATION_CRITERIA)}")
         if self.calibrate_on not in CALIBRATE_ON:
@@ -338,8 +345,8 @@ from prefect import flow, get_run_logger, task  # noqa: E402
 from prefect.cache_policies import NO_CACHE  # noqa: E402
 # quote(x): Prefect passes x to the task without walking it for futures (a walk costs about 0.4 ms a pair)
 from prefect.utilities.annotations import quote  # noqa: E402
-from models.discriminator import (CALIBRATION_FILE, decide, load_calibration, load_discriminator, load_model,  # noqa: E402
-                                  load_tokenizer)
+from models.discriminator import (CALIBRATION_FILE, checkpoint_pooling, decide, load_calibration,  # noqa: E402
+                                  load_discriminator, load_model, load_tokenizer)
 from tasks.training.plots import PR_POINTS, plot_confusion, plot_precision_recall, plot_training_curves  # noqa: E402
 from tasks.common.plots import show_plot  # noqa: E402
 from tasks.graph.two_level import PARAMETER_SCORER_DIR, TWO_LEVEL_CUT, parameter_scorer_of  # noqa: E402
@@ -407,9 +414,9 @@ def toolset_none_ratio(specs: tuple[str, ...], benchmarks_root: Path) -> float:
 @task(cache_policy=NO_CACHE, log_prints=False)  # library internals print; keep them out of the run log
 def train_stage(stage: str, init_model: str, train: list[PairExample], valid: list[PairExample], args: StageArguments,
                 out_dir: Path, loss_name: str, resume: bool, best_dir: Path | None = None,
-                num_layers: int | None = None, kind_head: bool = False) -> TrainResult:
+                num_layers: int | None = None, kind_head: bool = False, pooling: str = "auto") -> TrainResult:
     tokenizer = load_tokenizer(init_model)
-    model = load_model(init_model, num_layers, kind_head=kind_head)
+    model = load_model(init_model, num_layers, kind_head=kind_head, pooling=pooling)
     return train_classifier(model, tokenizer, train, valid, args, out_dir, loss_name=loss_name, resume=resume,
                             stage=stage, best_dir=best_dir)
 
@@ -445,7 +452,8 @@ def train_param_level(cfg: TrainDiscriminatorConfig, out: Path, batch_size: int,
                           length_grouped=True)  # parameter units come without swaps: grouping's speed costs nothing here
     logger.info("parameter level: %d training examples (%d positive), %d validation", len(train),
                 sum(e.label for e in train), len(valid))
-    result, calibration = train_param_scorer(load_model(cfg.base_model, cfg.encoder_layers), load_tokenizer(cfg.base_model),
+    result, calibration = train_param_scorer(load_model(cfg.base_model, cfg.encoder_layers, pooling=cfg.pooling),
+                                             load_tokenizer(cfg.base_model),
                                              train, valid, args, out / "param", cfg.param_name_dropout, cfg.calibration,
                                              cfg.target_precision)
     logger.info("parameter level: cut %.3f, validation P %.3f R %.3f F1 %.3f; %s", calibration["threshold"],
@@ -564,6 +572,9 @@ A kind head (a fourth logit) gives p(precondition | dependency): the prerequisit
 is passed. `predict_proba(..., with_kind=True).p_precondition`; an edge is a precondition at p >= {kind_cut:.3f}
 (`kind_threshold` in calibration.json), else data flow.
 """)
+    mean = summary.get("pooling") == "mean"
+    remote_code = ", trust_remote_code=True" if mean else ""  # the mean-pooled model's code is saved beside it
+    pooled = "classifies the mean of the pair's tokens" if mean else "classifies [CLS] through the base's own head"
     return f"""---
 library_name: transformers
 pipeline_tag: text-classification
@@ -582,10 +593,10 @@ model, tokenizer = load_discriminator("{cfg.output / 'best'}")
 probs = predict_proba(model, tokenizer, [doc_a], [doc_b], symmetric=True).numpy()
 labels = decide(probs, load_calibration("{cfg.output / 'best'}")["threshold"])
 ```
-With `transformers.pipeline("text-classification", model=...)`, pass the two strings of `pair_texts(doc_a, doc_b)`.
+With `transformers.pipeline("text-classification", model=...{remote_code})`, pass the two strings of `pair_texts(doc_a, doc_b)`.
 
 ## Data
-- base model: `{cfg.base_model}`
+- base model: `{cfg.base_model}`; {pooled}
 - pretraining (plain CE, Eq. 1, both orders): {data['pretrain'].get('source') or 'skipped'}; train {data['pretrain'].get('train')}, validation {data['pretrain'].get('validation')}
 - finetuning (category-averaged CE, Eq. 2): {', '.join(cfg.finetune) or 'none'}; train {data['finetune'].get('train')}, validation {data['finetune'].get('validation')} ({data['finetune'].get('split', '')}); replayed TDI pairs {data['finetune'].get('replay', 0)}
 - test: {', '.join(cfg.test)}; {test['counts']}
@@ -686,7 +697,7 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
                                  stage_args(cfg.pretrain_epochs, cfg.pretrain_learning_rate, cfg.pretrain_evals,
                                             cfg.pretrain_select_metric),
                                  out / "pretrain", "ce", cfg.resume, num_layers=cfg.encoder_layers,
-                                 kind_head=cfg.kind_head)
+                                 kind_head=cfg.kind_head, pooling=cfg.pooling)
             stages["pretrain"], init_model = result, str(result.best_dir)
             valid_sets["tdi"] = pre_valid
             if result.at_class_prior:  # said now and in metrics.json: the figures after it are weak for that reason
@@ -713,11 +724,11 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
                                  stage_args(cfg.finetune_epochs, cfg.finetune_learning_rate, 1, cfg.select_metric),
                                  out / "finetune", "category_averaged", cfg.resume, best_dir=ckpt,
                                  num_layers=None if "pretrain" in stages else cfg.encoder_layers,
-                                 kind_head=cfg.kind_head)
+                                 kind_head=cfg.kind_head, pooling=cfg.pooling)
             stages["finetune"] = result
             valid_sets["finetune"] = ft_valid
         elif "pretrain" in stages:
-            load_model(init_model, kind_head=cfg.kind_head).save_pretrained(ckpt)  # already cut to encoder_layers
+            load_model(init_model, kind_head=cfg.kind_head, pooling=cfg.pooling).save_pretrained(ckpt)  # already cut
             load_tokenizer(init_model).save_pretrained(ckpt)
         else:
             raise ValueError("nothing to train: no pretraining data and no --finetune tool sets")
@@ -788,6 +799,7 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
                                                          added.astype(float), 0.5)
     summary["stages"] = {name: {"best_step": r.best_step, "best_score": r.best_score, "history": r.history}
                          for name, r in stages.items()}
+    summary["pooling"] = checkpoint_pooling(ckpt)  # what --pooling auto chose, or the checkpoint's own
 
     for name, section in (summary.get("validation") or {}).items():
         title = f"validation: {', '.join(cfg.finetune) if name == 'finetune' else 'TDI'} ({section['counts']})"
@@ -834,7 +846,7 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
             "validation": summary.get("validation"), "calibration": summary.get("calibration"),
             "param": summary.get("param"), "parameter_scorer": summary.get("parameter_scorer"),
             "test_two_level": summary.get("test_two_level"),
-            "test_two_level_preconditions": summary.get("test_two_level_preconditions")}
+            "test_two_level_preconditions": summary.get("test_two_level_preconditions"), "pooling": summary["pooling"]}
 
 
 # ---------------------------------------------------------------------------------------------

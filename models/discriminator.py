@@ -25,10 +25,12 @@ from typing import Literal, NamedTuple, overload
 import numpy as np
 import torch
 import torch.nn.functional as F
-from transformers import AutoModelForSequenceClassification, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import (AutoConfig, AutoModelForSequenceClassification, AutoTokenizer, PreTrainedModel,
+                          PreTrainedTokenizerBase)
 
-from models.discriminator_defaults import DEFAULT_MAX_LENGTH  # noqa: F401 - re-exported; its torch-free home
+from models.discriminator_defaults import DEFAULT_MAX_LENGTH, POOLINGS  # noqa: F401 - re-exported; torch-free home
 from models.encoder_path import layer_cut, resolve_model_name_or_path
+from models.mean_pooled_bert import MEAN_POOLED_BERT, MeanPooledBertConfig, MeanPooledBertForSequenceClassification
 from schemas.docs import parse_doc
 from schemas.tdi import (ID2LABEL, KIND_HEAD_ID2LABEL, LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A, LABEL_NO_DEPENDENCY,
                          NUM_LABELS)
@@ -131,6 +133,43 @@ def load_tokenizer(base_model: str | None) -> PreTrainedTokenizerBase:
     return AutoTokenizer.from_pretrained(resolve_model_name_or_path(base_model))
 
 
+# A checkpoint pooled by the mean (models/mean_pooled_bert.py) loads through the Auto classes like any other.
+AutoConfig.register(MEAN_POOLED_BERT, MeanPooledBertConfig, exist_ok=True)
+AutoModelForSequenceClassification.register(MeanPooledBertConfig, MeanPooledBertForSequenceClassification, exist_ok=True)
+SENTENCE_POOLING_CONFIG = "1_Pooling/config.json"  # sentence-transformers' record of how the encoder was trained
+
+
+def trained_pooling(path: str) -> str:
+    """How the encoder at ``path`` (a folder or a hub id) was trained to pool: ``mean`` for a BERT-family
+    sentence-transformers model whose pooling config says mean tokens (all-MiniLM-L6-v2), else ``cls``."""
+    from transformers.utils import cached_file
+
+    try:
+        if AutoConfig.from_pretrained(path).model_type != "bert":
+            return "cls"
+        found = cached_file(path, SENTENCE_POOLING_CONFIG, _raise_exceptions_for_missing_entries=False,
+                            _raise_exceptions_for_connection_errors=False)
+    except (OSError, ValueError):
+        return "cls"
+    if not found:
+        return "cls"
+    pooling = json.loads(Path(found).read_text())
+    only_mean = pooling.get("pooling_mode_mean_tokens") and not any(
+        pooling.get(k) for k in ("pooling_mode_cls_token", "pooling_mode_max_tokens", "pooling_mode_mean_sqrt_len_tokens"))
+    return "mean" if only_mean else "cls"
+
+
+def checkpoint_pooling(folder: str | Path) -> str:
+    """``mean`` or ``cls``: what the checkpoint saved in ``folder`` classifies, read from its config.json alone."""
+    config = json.loads((Path(folder) / "config.json").read_text())
+    return "mean" if config.get("model_type") == MEAN_POOLED_BERT else "cls"
+
+
+def model_pooling(model: PreTrainedModel) -> str:
+    """``mean`` for a discriminator pooled by the mean of its tokens, ``cls`` for one classified by [CLS]."""
+    return "mean" if isinstance(model, MeanPooledBertForSequenceClassification) else "cls"
+
+
 # the kind head's outputs: a->b and b->a as preconditions (0 and 2 are then the data-flow halves)
 A_PRECONDITION, B_PRECONDITION = 3, 4
 NUM_KIND_HEAD_LABELS = len(KIND_HEAD_ID2LABEL)
@@ -212,8 +251,13 @@ def add_kind_head(model: PreTrainedModel) -> PreTrainedModel:
     return model
 
 
-def load_model(base_model: str | None, num_layers: int | None = None, kind_head: bool = False) -> PreTrainedModel:
+def load_model(base_model: str | None, num_layers: int | None = None, kind_head: bool = False,
+               pooling: str = "auto") -> PreTrainedModel:
     """A 3-label classifier on top of ``base_model``; a fresh head when the base is an encoder.
+
+    ``pooling`` (an encoder only; a checkpoint keeps its own): ``mean`` classifies the mean of the tokens
+    (``MeanPooledBertForSequenceClassification``, BERT-family encoders), ``cls`` the [CLS] token through the
+    model's own head, ``auto`` as the encoder was trained (``trained_pooling``: mean for all-MiniLM-L6-v2).
 
     ``kind_head``: five outputs instead (``KIND_HEAD_ID2LABEL``): a fresh head of five on an encoder, and a
     3-class checkpoint of this project widened to five (``add_kind_head``). A checkpoint saved by this project
@@ -222,16 +266,22 @@ def load_model(base_model: str | None, num_layers: int | None = None, kind_head:
     loaded): about N/L of the compute, for training on CPU within minutes. A model with N layers
     or fewer is loaded whole.
     """
+    if pooling not in POOLINGS:
+        raise ValueError(f"pooling {pooling!r}: expected one of {', '.join(POOLINGS)}")
     path = resolve_model_name_or_path(base_model)
     outputs = _project_head(path)
     labels = head_labels(outputs == NUM_KIND_HEAD_LABELS if outputs else kind_head)
-    model = AutoModelForSequenceClassification.from_pretrained(
-        path,
-        num_labels=len(labels),
-        id2label=labels,
-        label2id={v: k for k, v in labels.items()},
-        **layer_cut(path, num_layers),
-    )
+    head = dict(num_labels=len(labels), id2label=labels, label2id={v: k for k, v in labels.items()},
+                **layer_cut(path, num_layers))
+    if outputs is None and (trained_pooling(path) if pooling == "auto" else pooling) == "mean":
+        config = AutoConfig.from_pretrained(path)
+        if config.model_type not in ("bert", MEAN_POOLED_BERT):
+            raise ValueError(f"--pooling mean is built for BERT-family encoders; {base_model} is "
+                             f"{config.model_type!r}: use --pooling cls (its own head)")
+        fields = {k: v for k, v in config.to_dict().items() if k not in ("model_type", "architectures", "auto_map")}
+        model = MeanPooledBertForSequenceClassification.from_pretrained(path, config=MeanPooledBertConfig(**{**fields, **head}))
+    else:
+        model = AutoModelForSequenceClassification.from_pretrained(path, **head)
     if kind_head and not has_kind_head(model):
         model = add_kind_head(model)
     return model

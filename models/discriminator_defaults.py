@@ -6,6 +6,9 @@ DEFAULT_MAX_LENGTH = 96  # evidence + signature lines of both docs and the start
 # training loops' precision (tasks/training/precision.py ``train_in_bf16``): auto is bf16 mixed precision where it
 # gains (CUDA, CPUs with AMX tiles), fp32 elsewhere
 TRAIN_PRECISIONS = ("auto", "fp32", "bf16")
+# how a new discriminator pools its tokens (models/discriminator.py ``load_model``): auto pools as the encoder was
+# trained (the mean for all-MiniLM-L6-v2), mean or cls ([CLS] through the model's own head) say so
+POOLINGS = ("auto", "mean", "cls")
 
 
 def check_train_precision(precision: str, what: str = "--train-precision") -> None:

@@ -251,7 +251,7 @@ def test_train_and_graph_command_lines_are_generated_from_their_configs(dotted, 
         cfg = cls(output=tmp_path / "run", checkpoint=tmp_path, finetune=(), test=("apibank", str(tmp_path)),
                   encoder_layers=None, calibration="precision", calibrate_on="tdi", max_steps=5, symmetric=False,
                   batch_size=8, benchmarks_root=tmp_path, recalibrate=True, pretrain_data="none", method_docs="receiver",
-                  parameter_dropout=0.5, pretrain_select_metric="dependency_f1")
+                  parameter_dropout=0.5, pretrain_select_metric="dependency_f1", pooling="cls")
     assert parse_config(cls, to_argv(cfg), "prog") == cfg
 
 

@@ -417,6 +417,7 @@ BAD_NUMBERS = [  # (flow, fields, message)
     ("graph", {"order_generic_share": 0.0}, r"--order-generic-share 0.0: must lie in \(0, 1\]"),
     ("train", {"select_metric": "f1"}, "--select-metric 'f1': one of dependency_f1_calibrated"),
     ("train", {"pretrain_select_metric": "f1"}, "--pretrain-select-metric 'f1': one of dependency_f1_calibrated"),
+    ("train", {"pooling": "max"}, "--pooling 'max': choose auto, mean, cls"),
     ("train", {"batch_size": 0}, "--batch-size 0: must be at least 1"),
     ("train", {"max_length": 0}, "--max-length 0: must be at least 1"),
     ("train", {"valid_fraction": 1.0}, "--valid-fraction 1.0"),

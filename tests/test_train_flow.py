@@ -153,6 +153,8 @@ def test_flow_trains_calibrates_evaluates_and_saves_a_loadable_checkpoint(tiny_r
     assert set(result["test"]["argmax"]["dependency"]) == {"precision", "recall", "f1"}
     card = (best / "README.md").read_text()
     assert "paper Table 3" in card and "parameter-match rule" in card
+    # the base is this project's [CLS] checkpoint: --pooling auto keeps its head
+    assert result["pooling"] == "cls" and "trust_remote_code" not in card and "classifies [CLS]" in card
     assert "- test: recall n/a (0 of 0 gold dependencies neither name rule finds)" in card
 
     # the kind head (--kind-head): its cut chosen on the TDI validation pairs of known kind (1 precondition, 2 data
@@ -187,18 +189,22 @@ def test_flow_trains_both_levels_into_one_checkpoint_that_evaluation_and_build_g
     takes that scorer (and its retriever for candidates) from the checkpoint unless told otherwise."""
     from flows.build_graph import GraphConfig
     from tasks.graph.two_level import PARAMETER_SCORER_DIR
+    from tests.test_mean_pooling import sentence_encoder
     from tests.test_retriever import _toolset_folder, make_tiny_encoder
 
     shop = _toolset_folder(tmp_path, "shopset")  # 6 groups with parameter edges: split 60/20/20 by group
     test = str(_toolset_folder(tmp_path, "shoptest", groups=1))
+    # the base is a sentence encoder trained on the mean of its tokens: --pooling auto pools the pair that way
     cfg = TrainDiscriminatorConfig(output=tmp_path / "run", pretrain_data=str(write_tiny_tdi(tmp_path / "tdi" / "tiny")),
                                    finetune=(str(write_toolset_dir(second_toolset(), tmp_path / "movies")),),
-                                   test=(test,), base_model=str(make_tiny_model(tmp_path / "tiny-bert")), max_length=64,
+                                   test=(test,), base_model=str(sentence_encoder(tmp_path / "tiny-st")), max_length=64,
                                    batch_size=4, progress=False, seed=7, retriever_toolsets=(str(shop),),
                                    retriever_base_model=str(make_tiny_encoder(tmp_path / "tiny-encoder")),
                                    retriever_max_steps=2)
     result = train_discriminator(cfg)
     best = tmp_path / "run" / "best"
+    assert result["pooling"] == "mean" and json.loads((best / "config.json").read_text())["model_type"] == "tgr_mean_pooled_bert"
+    assert (best / "mean_pooled_bert.py").is_file() and "trust_remote_code=True" in (best / "README.md").read_text()
     scorer = best / PARAMETER_SCORER_DIR
     assert (scorer / "param_head.json").is_file() and (scorer / "config.json").is_file()
     assert (tmp_path / "run" / PARAMETER_SCORER_DIR / "metrics.json").is_file()  # the retriever's own run folder
@@ -303,7 +309,7 @@ def test_a_precondition_share_draws_preconditions_first_and_keeps_the_class_bala
     ({"hint_dropout": 1.5}, "--hint-dropout 1.5"), ({"valid_fraction": 1.0}, "--valid-fraction 1.0"),
     ({"pretrain_precondition_share": 1.2}, "--pretrain-precondition-share 1.2: must lie in [0, 1]"),
     ({"target_precision": 0.0}, "--target-precision 0.0"), ({"calibration": "best"}, "--calibration 'best'"),
-    ({"calibrate_on": "all"}, "--calibrate-on 'all'"), ({"test": ()}, "--test: name at least one"),
+    ({"calibrate_on": "all"}, "--calibrate-on 'all'"), ({"pooling": "max"}, "--pooling 'max': choose auto, mean, cls"), ({"test": ()}, "--test: name at least one"),
     ({"test": ("no/such/folder",)}, "--test 'no/such/folder' is neither a benchmark"),
     ({"finetune": ("nope",)}, "--finetune 'nope' is neither a benchmark"),
     ({"pretrain_data": "no/such/tdi"}, "no shards/*.parquet there"),
