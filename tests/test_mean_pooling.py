@@ -132,3 +132,16 @@ def test_mean_pooling_refuses_an_encoder_that_is_not_bert_and_an_unknown_pooling
         load_model(str(folder), pooling="mean")
     with pytest.raises(ValueError, match="pooling 'max'"):
         load_model(str(encoder), pooling="max")
+
+
+def test_a_mean_pooled_classifier_scores_pairs_at_every_scoring_precision(encoder):
+    from models.discriminator import predict_proba
+
+    model, tokenizer = load_model(str(encoder)).eval(), load_tokenizer(str(encoder))
+    docs_a = ["get_user_token(username: str) -> token: str. Logs in.", "clock() -> time: str. Tells the time."]
+    docs_b = ["delete_account(token: str) -> status: str. Deletes.", "send_email(to: str) -> status: str. Sends."]
+    fp32 = predict_proba(model, tokenizer, docs_a, docs_b, max_length=64, symmetric=True)
+    assert fp32.shape == (2, 3) and torch.allclose(fp32.sum(-1), torch.ones(2), atol=1e-5)
+    for precision, tolerance in (("bf16", 0.05), ("int8", 0.05)):  # quantized copies of the same weights
+        other = predict_proba(model, tokenizer, docs_a, docs_b, max_length=64, symmetric=True, precision=precision)
+        assert torch.allclose(other, fp32, atol=tolerance), precision
