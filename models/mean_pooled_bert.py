@@ -2,8 +2,8 @@
 
 ``BertForSequenceClassification`` classifies the [CLS] token through BERT's pooler (dense + tanh). A sentence
 encoder such as all-MiniLM-L6-v2 was trained on the mean of its tokens, never on [CLS]: on that base the
-discriminator's pretraining sat at the class prior for its first 150-200 of 250 CPU steps, and pooled by the
-mean it learns from the first 50 (bench/RESULTS.md, "Pooled as the encoder was trained").
+discriminator's pretraining sat at the class prior for 100 to all 250 of its CPU steps, and pooled by the mean
+it leaves the prior within 50 to 100 (bench/RESULTS.md, "Pooled as the encoder was trained").
 
 Self-contained (torch and transformers only): ``save_pretrained`` copies this file beside the weights, so
 ``transformers.pipeline(..., trust_remote_code=True)`` loads a checkpoint anywhere; this project registers the
