@@ -6,8 +6,8 @@ weight decay 0.01, 10% warmup, linear decay, clipping at 1.0), 250 steps, bf16 a
 trains on AMX CPUs. Every 50 steps: the training loss of those 50 steps and the validation loss and argmax
 dependency F1 (classes 0 and 2, direction right) on the first 400 validation pairs; at the end on all 1,200.
 
-    .venv/bin/python -m bench.pretrain_sweep_gpu prep .ptsweep
-    .venv/bin/python -m bench.pretrain_pooling --sweep-dir .ptsweep --pooling cls,mean --seeds 42,1,2
+    .venv/bin/python -m bench.pretrain_sweep_gpu prep /tmp/ptsweep      # the mined TDI first (make mine-tdi)
+    .venv/bin/python -m bench.pretrain_pooling --sweep-dir /tmp/ptsweep --pooling cls,mean --seeds 42,1,2   # 12 min
 """
 from __future__ import annotations
 
@@ -76,7 +76,7 @@ def run(sweep_dir: str, pooling: str, seed: int, steps: int) -> list[tuple]:
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--sweep-dir", default=".ptsweep", help="made by: python -m bench.pretrain_sweep_gpu prep DIR")
+    p.add_argument("--sweep-dir", default="/tmp/ptsweep", help="made by: python -m bench.pretrain_sweep_gpu prep DIR")
     p.add_argument("--pooling", default="cls,mean", help="comma separated: cls, mean")
     p.add_argument("--seeds", default="42,1,2")
     p.add_argument("--steps", type=int, default=250)

@@ -96,13 +96,15 @@ def cross_validate(base: np.ndarray, graph: np.ndarray, golds: Sequence[set[int]
                    depth: int = 10) -> FusionResult:
     """Choose w per fold on the other folds' queries (Recall@5, then NDCG@5; the smallest w within one standard
     error of the best, ``within_one_se``) and rank the fold's queries with it, so every query's ranking comes from a
-    w chosen without it. Without the rule a graph that wins the training folds by a hair, within their noise, took
-    weight and cost the held-out fold more (ToolBench, bench/RESULTS.md "Pooled as the encoder was trained"). ``base``/``graph``: cosine scores
-    (n_queries, n_tools) with the plain and the propagated tool embeddings; ``golds``: tool indices per
-    query; ``folds`` is capped at the number of queries; ``depth``: how many tools each ranking keeps."""
+    w chosen without it. Without the rule a graph that won the training folds by less than their noise took weight
+    and cost the held-out fold more (ToolBench, bench/RESULTS.md "Pooled as the encoder was trained").
+    ``base``/``graph``: cosine scores (n_queries, n_tools) with the plain and the propagated tool embeddings;
+    ``golds``: tool indices per query; ``folds`` is capped at the number of queries; ``depth``: how many tools each
+    ranking keeps."""
     weights, tops, recall, ndcg = _grid(base, graph, golds, weights, depth)
     n = len(golds)
     assign = fold_assignment(n, min(folds, n), seed)
+
     def chosen(rows: np.ndarray) -> float:
         return within_one_se(weights, recall, rows, choose_weight(weights, recall, ndcg, rows))
 
