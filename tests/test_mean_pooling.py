@@ -145,3 +145,15 @@ def test_a_mean_pooled_classifier_scores_pairs_at_every_scoring_precision(encode
     for precision, tolerance in (("bf16", 0.05), ("int8", 0.05)):  # quantized copies of the same weights
         other = predict_proba(model, tokenizer, docs_a, docs_b, max_length=64, symmetric=True, precision=precision)
         assert torch.allclose(other, fp32, atol=tolerance), precision
+
+
+def test_resuming_a_run_folder_of_the_other_pooling_is_refused_with_the_flag_to_pass(tmp_path, encoder):
+    from tasks.training.examples import PairExample
+    from tasks.training.trainer import StageArguments, train_classifier
+
+    old = tmp_path / "pretrain" / "checkpoint-4"  # a run started with [CLS] before --pooling existed
+    load_model(str(encoder), pooling="cls").save_pretrained(old)
+    pair = PairExample("get_token() -> token", "send(token)", 0, "tdi")
+    with pytest.raises(ValueError, match="trained pooling by cls, this model pools by mean: resume with --pooling cls"):
+        train_classifier(load_model(str(encoder)), load_tokenizer(str(encoder)), [pair], [], StageArguments(),
+                         tmp_path / "pretrain", resume=True, stage="pretrain")

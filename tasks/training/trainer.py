@@ -14,7 +14,8 @@ import torch
 from transformers import DataCollatorWithPadding, PreTrainedModel, PreTrainedTokenizerBase, Trainer, TrainingArguments
 from transformers.trainer_utils import get_last_checkpoint
 
-from models.discriminator import LOSSES, PreconditionKindLoss, class_logits, encode_pairs, has_kind_head, kind_code
+from models.discriminator import (LOSSES, PreconditionKindLoss, checkpoint_pooling, class_logits, encode_pairs,
+                                  has_kind_head, kind_code, model_pooling)
 from schemas.tdi import NUM_LABELS
 from tasks.common.atomic import hidden_sibling, replace_dir
 from tasks.common.progress import EVERY_S, CountProgress, PrefectProgressArtifact, run_say, ticking
@@ -201,6 +202,12 @@ def train_classifier(
     out_dir, best_dir = Path(out_dir), Path(best_dir or Path(out_dir) / "best")
     if not train:
         raise ValueError(f"{stage}: no training pairs")
+    last = get_last_checkpoint(str(out_dir)) if resume and out_dir.is_dir() else None
+    # a run folder started with the other pooling (an older run under the new default): its weights, loaded into
+    # this model, would be read through a head they were not trained for
+    if last is not None and checkpoint_pooling(last) != model_pooling(model):
+        raise ValueError(f"{stage}: {last} was trained pooling by {checkpoint_pooling(last)}, this model pools by "
+                         f"{model_pooling(model)}: resume with --pooling {checkpoint_pooling(last)}")
     seed_everything(args.seed)
     train_ds = tokenized_dataset(tokenizer, train, args.max_length, hint_mask(len(train), args.hint_dropout, args.seed))
     valid_ds = tokenized_dataset(tokenizer, valid, args.max_length) if valid else None
@@ -217,7 +224,6 @@ def train_classifier(
         kind_weight=args.kind_weight,
         callbacks=[ProgressLinesCallback(stage)],  # lines and a Prefect bar beside tqdm's (docs/discriminator.md)
     )
-    last = get_last_checkpoint(str(out_dir)) if resume and out_dir.is_dir() else None
     if resume:
         log.info("%s: %s", stage, f"resuming from {last}" if last else "--resume given but no checkpoint yet, starting fresh")
     trainer.train(resume_from_checkpoint=last)
