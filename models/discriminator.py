@@ -29,7 +29,7 @@ from transformers import (AutoConfig, AutoModelForSequenceClassification, AutoTo
                           PreTrainedTokenizerBase)
 
 from models.discriminator_defaults import DEFAULT_MAX_LENGTH, POOLINGS  # noqa: F401 - re-exported; torch-free home
-from models.encoder_path import layer_cut, resolve_model_name_or_path
+from models.encoder_path import layer_cut, resolve_model_name_or_path, trained_pooling  # noqa: F401 - re-exported
 from models.mean_pooled_bert import MEAN_POOLED_BERT, MeanPooledBertConfig, MeanPooledBertForSequenceClassification
 from schemas.docs import parse_doc
 from schemas.tdi import (ID2LABEL, KIND_HEAD_ID2LABEL, LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A, LABEL_NO_DEPENDENCY,
@@ -136,38 +136,21 @@ def load_tokenizer(base_model: str | None) -> PreTrainedTokenizerBase:
 # A checkpoint pooled by the mean (models/mean_pooled_bert.py) loads through the Auto classes like any other.
 AutoConfig.register(MEAN_POOLED_BERT, MeanPooledBertConfig, exist_ok=True)
 AutoModelForSequenceClassification.register(MeanPooledBertConfig, MeanPooledBertForSequenceClassification, exist_ok=True)
-SENTENCE_POOLING_CONFIG = "1_Pooling/config.json"  # sentence-transformers' record of how the encoder was trained
 
 
-def trained_pooling(path: str) -> str:
-    """How the encoder at ``path`` (a folder or a hub id) was trained to pool: ``mean`` for a BERT-family
-    sentence-transformers model whose pooling config says mean tokens (all-MiniLM-L6-v2), else ``cls``."""
-    from transformers.utils import cached_file
-
-    try:
-        if AutoConfig.from_pretrained(path).model_type != "bert":
-            return "cls"
-        found = cached_file(path, SENTENCE_POOLING_CONFIG, _raise_exceptions_for_missing_entries=False,
-                            _raise_exceptions_for_connection_errors=False)
-    except (OSError, ValueError):
-        return "cls"
-    if not found:
-        return "cls"
-    pooling = json.loads(Path(found).read_text())
-    only_mean = pooling.get("pooling_mode_mean_tokens") and not any(
-        pooling.get(k) for k in ("pooling_mode_cls_token", "pooling_mode_max_tokens", "pooling_mode_mean_sqrt_len_tokens"))
-    return "mean" if only_mean else "cls"
+def pooling_of(model_type: str | None) -> str:
+    """``mean`` for the mean-pooled discriminator's model type, ``cls`` for any other (classified by [CLS])."""
+    return "mean" if model_type == MEAN_POOLED_BERT else "cls"
 
 
 def checkpoint_pooling(folder: str | Path) -> str:
-    """``mean`` or ``cls``: what the checkpoint saved in ``folder`` classifies, read from its config.json alone."""
-    config = json.loads((Path(folder) / "config.json").read_text())
-    return "mean" if config.get("model_type") == MEAN_POOLED_BERT else "cls"
+    """What the checkpoint saved in ``folder`` classifies, read from its config.json alone."""
+    return pooling_of(json.loads((Path(folder) / "config.json").read_text()).get("model_type"))
 
 
 def model_pooling(model: PreTrainedModel) -> str:
-    """``mean`` for a discriminator pooled by the mean of its tokens, ``cls`` for one classified by [CLS]."""
-    return "mean" if isinstance(model, MeanPooledBertForSequenceClassification) else "cls"
+    """What a loaded discriminator classifies."""
+    return pooling_of(model.config.model_type)
 
 
 # the kind head's outputs: a->b and b->a as preconditions (0 and 2 are then the data-flow halves)
@@ -273,8 +256,13 @@ def load_model(base_model: str | None, num_layers: int | None = None, kind_head:
     labels = head_labels(outputs == NUM_KIND_HEAD_LABELS if outputs else kind_head)
     head = dict(num_labels=len(labels), id2label=labels, label2id={v: k for k, v in labels.items()},
                 **layer_cut(path, num_layers))
-    if outputs is None and (trained_pooling(path) if pooling == "auto" else pooling) == "mean":
-        config = AutoConfig.from_pretrained(path)
+    config = None
+    if outputs is None and pooling != "cls":
+        try:
+            config = AutoConfig.from_pretrained(path)
+        except (OSError, ValueError):
+            pass  # no config to read: the Auto class below says what is wrong with the path
+    if config is not None and (trained_pooling(path, config) if pooling == "auto" else pooling) == "mean":
         if config.model_type not in ("bert", MEAN_POOLED_BERT):
             raise ValueError(f"--pooling mean is built for BERT-family encoders; {base_model} is "
                              f"{config.model_type!r}: use --pooling cls (its own head)")

@@ -91,6 +91,8 @@ def export_pooled_onnx(model_name_or_path: str, target: Path) -> Path:
     import torch
     from transformers import AutoModel
 
+    from models.mean_pooled_bert import masked_mean
+
     model = AutoModel.from_pretrained(model_name_or_path).eval()
 
     class MeanPooled(torch.nn.Module):
@@ -101,8 +103,7 @@ def export_pooled_onnx(model_name_or_path: str, target: Path) -> Path:
         def forward(self, input_ids, attention_mask, token_type_ids):
             hidden = self.encoder(input_ids=input_ids, attention_mask=attention_mask,
                                   token_type_ids=token_type_ids).last_hidden_state
-            mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
-            return (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1e-9)
+            return masked_mean(hidden, attention_mask)
 
     ids = torch.ones(2, 8, dtype=torch.long)
     axes = {0: "batch", 1: "tokens"}

@@ -23,6 +23,7 @@ MODEL_MAX_LENGTH = {OFFLINE_DEFAULT: 256, PARAPHRASE_L3: 128, PARAPHRASE_L3_HUB_
                     "sentence-transformers/all-MiniLM-L6-v2": 256}
 DEFAULT_MAX_LENGTH = 256
 SENTENCE_BERT_CONFIG = "sentence_bert_config.json"  # sentence-transformers' file: {"max_seq_length": N}
+SENTENCE_POOLING_CONFIG = "1_Pooling/config.json"  # sentence-transformers' record of how the encoder was trained
 ONNX_ENCODERS = (PARAPHRASE_L3,)
 # A precision suffix on any encoder name: "paraphrase-minilm-l3:int8" runs the int8 ONNX graph of
 # models/encoder_int8.py (big catalogs: about 2-3x the texts per second on 2 cores, vectors at cosine 0.98+).
@@ -119,3 +120,27 @@ def layer_cut(path: str, num_layers: int | None) -> dict:
 
     depth = getattr(AutoConfig.from_pretrained(path), "num_hidden_layers", None)
     return {"num_hidden_layers": num_layers} if depth and num_layers < depth else {}
+
+
+def trained_pooling(path: str, config=None) -> str:
+    """How the encoder at ``path`` (a folder or a hub id; ``config``: its config when already read) was trained to
+    pool: ``mean`` for a BERT-family sentence-transformers model whose pooling record says mean tokens only
+    (all-MiniLM-L6-v2), else ``cls``."""
+    import json
+
+    from transformers import AutoConfig
+    from transformers.utils import cached_file
+
+    try:
+        if (config or AutoConfig.from_pretrained(path)).model_type != "bert":
+            return "cls"
+        found = cached_file(path, SENTENCE_POOLING_CONFIG, _raise_exceptions_for_missing_entries=False,
+                            _raise_exceptions_for_connection_errors=False)
+    except (OSError, ValueError):
+        return "cls"
+    if not found:
+        return "cls"
+    pooling = json.loads(Path(found).read_text())
+    only_mean = pooling.get("pooling_mode_mean_tokens") and not any(
+        pooling.get(k) for k in ("pooling_mode_cls_token", "pooling_mode_max_tokens", "pooling_mode_mean_sqrt_len_tokens"))
+    return "mean" if only_mean else "cls"

@@ -20,6 +20,14 @@ from transformers.modeling_outputs import SequenceClassifierOutput
 MEAN_POOLED_BERT = "tgr_mean_pooled_bert"
 
 
+def masked_mean(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """The mean of the token states that are not padding: a text scores the same alone and in any batch. The one
+    masked mean of the project (``models.sentence_encoder.mean_pool`` normalises it, ``models.encoder_int8`` exports
+    it); it lives here because this file travels alone beside a checkpoint's weights."""
+    mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+    return (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1e-9)
+
+
 class MeanPooledBertConfig(BertConfig):
     model_type = MEAN_POOLED_BERT
 
@@ -45,11 +53,7 @@ class MeanPooledBertForSequenceClassification(BertPreTrainedModel):
                         position_ids=position_ids, inputs_embeds=inputs_embeds, output_attentions=output_attentions,
                         output_hidden_states=output_hidden_states, return_dict=True)
         hidden = out.last_hidden_state
-        if attention_mask is None:
-            pooled = hidden.mean(dim=1)
-        else:  # padding is no token of the pair: a pair scores the same alone and in any batch
-            mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
-            pooled = (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp_min(1.0)
+        pooled = hidden.mean(dim=1) if attention_mask is None else masked_mean(hidden, attention_mask)
         logits = self.classifier(self.dropout(pooled))
         loss = None
         if labels is not None:

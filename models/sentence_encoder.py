@@ -38,6 +38,7 @@ from models.encoder_path import (
     resolve_model_name_or_path,
     split_precision,
 )
+from models.mean_pooled_bert import masked_mean
 
 ENCODER_CHOICES = (OFFLINE_DEFAULT, *ONNX_ENCODERS,
                    *(f"{e}{PRECISION_SEP}{INT8}" for e in (OFFLINE_DEFAULT, *ONNX_ENCODERS)))
@@ -198,7 +199,4 @@ def l2_normalize_rows(x: np.ndarray) -> np.ndarray:
 
 def mean_pool(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
     """Average of the token states that are not padding, then L2-normalised."""
-    mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
-    summed = (hidden * mask).sum(dim=1)
-    counts = mask.sum(dim=1).clamp(min=1e-9)
-    return torch.nn.functional.normalize(summed / counts, p=2, dim=1)
+    return torch.nn.functional.normalize(masked_mean(hidden, attention_mask), p=2, dim=1)

@@ -205,9 +205,9 @@ def train_classifier(
     last = get_last_checkpoint(str(out_dir)) if resume and out_dir.is_dir() else None
     # a run folder started with the other pooling (an older run under the new default): its weights, loaded into
     # this model, would be read through a head they were not trained for
-    if last is not None and checkpoint_pooling(last) != model_pooling(model):
-        raise ValueError(f"{stage}: {last} was trained pooling by {checkpoint_pooling(last)}, this model pools by "
-                         f"{model_pooling(model)}: resume with --pooling {checkpoint_pooling(last)}")
+    if last is not None and (was := checkpoint_pooling(last)) != model_pooling(model):
+        raise ValueError(f"{stage}: {last} was trained pooling by {was}, this model pools by "
+                         f"{model_pooling(model)}: resume with --pooling {was}")
     seed_everything(args.seed)
     train_ds = tokenized_dataset(tokenizer, train, args.max_length, hint_mask(len(train), args.hint_dropout, args.seed))
     valid_ds = tokenized_dataset(tokenizer, valid, args.max_length) if valid else None
