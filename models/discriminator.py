@@ -234,6 +234,16 @@ def add_kind_head(model: PreTrainedModel) -> PreTrainedModel:
     return model
 
 
+def mean_pooled_classifier(path: str, config, flag: str, **head) -> MeanPooledBertForSequenceClassification:
+    """The BERT-family encoder at ``path`` (``config``: its config) with a classifier over the mean of its tokens
+    (``head``: num_labels and the like, over the config's); ``flag`` names the option a refusal points to."""
+    if config.model_type not in ("bert", MEAN_POOLED_BERT):
+        raise ValueError(f"{flag} mean is built for BERT-family encoders; {path} is {config.model_type!r}: "
+                         f"use {flag} cls (its own head)")
+    fields = {k: v for k, v in config.to_dict().items() if k not in ("model_type", "architectures", "auto_map")}
+    return MeanPooledBertForSequenceClassification.from_pretrained(path, config=MeanPooledBertConfig(**{**fields, **head}))
+
+
 def load_model(base_model: str | None, num_layers: int | None = None, kind_head: bool = False,
                pooling: str = "auto") -> PreTrainedModel:
     """A 3-label classifier on top of ``base_model``; a fresh head when the base is an encoder.
@@ -263,11 +273,7 @@ def load_model(base_model: str | None, num_layers: int | None = None, kind_head:
         except (OSError, ValueError):
             pass  # no config to read: the Auto class below says what is wrong with the path
     if config is not None and (trained_pooling(path, config) if pooling == "auto" else pooling) == "mean":
-        if config.model_type not in ("bert", MEAN_POOLED_BERT):
-            raise ValueError(f"--pooling mean is built for BERT-family encoders; {base_model} is "
-                             f"{config.model_type!r}: use --pooling cls (its own head)")
-        fields = {k: v for k, v in config.to_dict().items() if k not in ("model_type", "architectures", "auto_map")}
-        model = MeanPooledBertForSequenceClassification.from_pretrained(path, config=MeanPooledBertConfig(**{**fields, **head}))
+        model = mean_pooled_classifier(path, config, "--pooling", **head)
     else:
         model = AutoModelForSequenceClassification.from_pretrained(path, **head)
     if kind_head and not has_kind_head(model):

@@ -56,7 +56,7 @@ def test_texts_show_the_input_and_the_producer_and_dropout_keeps_the_meaning():
 
 def test_arguments_refuse_bad_values():
     for bad in ({"layers": 0}, {"epochs": 0}, {"candidate_k": 0}, {"name_dropout": 1.5}, {"learning_rate": 0},
-                {"loss": "pairwise"}, {"none_inputs_per_positive": -1}):
+                {"loss": "pairwise"}, {"none_inputs_per_positive": -1}, {"pooling": "max"}):
         with pytest.raises(ValueError, match="reranker"):
             RerankerArguments(**bad)
 
@@ -94,11 +94,12 @@ def test_listwise_lists_are_one_input_each_gold_first_with_fresh_negatives_and_n
     assert pointwise.steps_per_epoch() == 2 and all(len(units) == 1 for b in pointwise.epoch(rng) for units in b)
 
 
-def _train(tiny_encoder, tmp_path, steps=3, loss="listwise"):
+def _train(tiny_encoder, tmp_path, steps=3, loss="listwise", pooling="auto"):
     examples = reranker_examples([(TOYSET, {"shop", "sky"})], _by_words, k=3)
     folder = tmp_path / "retriever" / RERANKER_DIR
     done = train_param_reranker(examples, tiny_encoder, RerankerArguments(layers=2, max_steps=steps, batch_size=4,
-                                                                          max_length=32, loss=loss), folder)
+                                                                          max_length=32, loss=loss, pooling=pooling),
+                                folder)
     return examples, folder, done
 
 
@@ -117,6 +118,47 @@ def test_training_from_the_encoder_saves_a_changed_cross_encoder_whole(tiny_enco
     no_gold = type(no_gold)(no_gold.tools, no_gold.units, np.zeros(len(no_gold.units), dtype=bool))
     with pytest.raises(ValueError, match="needs gold and non-gold"):
         train_param_reranker(no_gold, tiny_encoder, RerankerArguments(max_steps=1), tmp_path / "x")
+
+
+@pytest.mark.parametrize("pooling", ["auto", "cls"])
+def test_the_reranker_pools_as_its_retriever_was_trained_and_keeps_its_pooling_when_loaded(tiny_encoder, tmp_path,
+                                                                                            pooling):
+    """auto: a BERT-family retriever is a bi-encoder trained on the mean of its tokens, so the cross-encoder
+    classifies the mean of the pair's tokens; cls keeps BERT's pooler over [CLS] (rerankers saved before load
+    as they were). Loaded back, a reranker scores as it was trained, and a unit scores the same alone and
+    batched with longer ones (the mean leaves padding out)."""
+    import json
+
+    from tasks.training.param_reranker import _load, reranker_logits
+
+    examples, folder, done = _train(tiny_encoder, tmp_path, steps=2, pooling=pooling)
+    want = "mean" if pooling == "auto" else "cls"
+    assert done["pooling"] == want and done["arguments"]["pooling"] == pooling
+    config = json.loads((folder / "config.json").read_text())
+    assert config["model_type"] == ("tgr_mean_pooled_bert" if want == "mean" else "bert")
+    assert (folder / "mean_pooled_bert.py").is_file() == (want == "mean")  # its code travels beside the weights
+    model, tokenizer = _load(folder)
+    assert type(model).__name__ == ("MeanPooledBertForSequenceClassification" if want == "mean"
+                                    else "BertForSequenceClassification") and model.config.num_labels == 1
+    texts = unit_texts(examples.tools, examples.units)
+    short = min(range(len(examples.units)), key=lambda i: len(texts[0][i]) + len(texts[1][i]))
+    alone = reranker_logits(model, tokenizer, ([texts[0][short]], [texts[1][short]]), max_length=32)
+    batched = reranker_logits(model, tokenizer, texts, max_length=32, batch_size=len(examples.units))
+    assert len(set(np.round(batched, 6))) > 1  # the units score apart
+    if want == "mean":
+        assert np.isclose(alone[0], batched[short], atol=1e-5)
+
+
+def test_mean_pooling_refuses_a_retriever_that_is_not_bert(tmp_path):
+    from transformers import DistilBertConfig, DistilBertModel
+
+    from tasks.training.param_reranker import _from_retriever
+
+    folder = tmp_path / "distil"
+    DistilBertModel(DistilBertConfig(vocab_size=100, dim=32, n_layers=1, n_heads=2, hidden_dim=64)).save_pretrained(folder)
+    assert _from_retriever(folder, None, "auto")[1] == "cls"  # its own head: auto asks mean of BERT only
+    with pytest.raises(ValueError, match="--reranker-pooling mean is built for BERT-family encoders"):
+        _from_retriever(folder, None, "mean")
 
 
 def test_stacked_head_and_scoring_in_build_graph(tiny_encoder, tmp_path):
@@ -169,6 +211,8 @@ def test_flow_trains_the_reranker_on_a_given_retriever_and_reports_it(tiny_encod
     assert set(rr["test"]) == {"shopset", "other"} and {m["gold"] for m in rr["test"].values()} == {2}
     assert ParamReranker.present(tmp_path / "run" / "best") and not ParamReranker.present(retriever)
     assert "| other | reranker + head |" in (tmp_path / "run" / "report.md").read_text()
+    assert rr["trained"]["pooling"] == rr["pooling"] == "mean"  # a BERT retriever: the mean of the pair's tokens
+    assert "Parameter reranker (classifies the mean of the pair's tokens;" in (tmp_path / "run" / "report.md").read_text()
     # measured again from the trained folder, nothing trained: the same figures
     again = train_retriever_flow(RetrieverConfig(
         tdi=None, toolsets=(str(train_set),), heldout=(str(heldout),), output=str(tmp_path / "again"),

@@ -223,6 +223,10 @@ def test_bf16_training_autocasts_the_encoding_and_saves_fp32_weights_the_config_
     assert RetrieverConfig(tdi=None, train_precision="fp32").arguments().bf16 is False
     with pytest.raises(ValueError, match="--train-precision 'fp16'"):
         RetrieverConfig(tdi=None, train_precision="fp16")
+    assert RetrieverConfig(tdi=None).reranker_arguments().pooling == "auto"
+    assert RetrieverConfig(tdi=None, reranker_pooling="cls").reranker_arguments().pooling == "cls"
+    with pytest.raises(ValueError, match="--reranker-pooling 'max': choose auto, mean, cls"):
+        RetrieverConfig(tdi=None, reranker_pooling="max")
 
 
 def test_memo_encode_encodes_each_distinct_text_once_and_keeps_the_order(tiny_encoder):

@@ -139,7 +139,7 @@ def reranker_test(sets: SplitToolSets, encode, folder: Path) -> dict:
                     for (a, c, q), g in zip(units, gold)]
         test[ts.name] = param_metrics(examples, np.array([prob.get(u, 0.0) for u in units]), reranker.head.threshold)
         test[ts.name]["candidates"] = len(scored)
-    return {"head": asdict(reranker.head), "test": test}
+    return {"head": asdict(reranker.head), "pooling": reranker.pooling, "test": test}
 
 
 @task(cache_policy=NO_CACHE)
@@ -168,6 +168,7 @@ def _fmt(x: float | None) -> str:
 
 
 SCORER_COLUMNS = ("set", "scorer", "P", "R", "F1", "beyond-rule R", "beyond-rule P")
+POOLED = {"mean": "the mean of the pair's tokens", "cls": "[CLS] through BERT's pooler"}  # the reranker's pooling
 
 
 def _scorer_row(name: str, label: str, r: dict, beyond: dict | None) -> str:
@@ -218,8 +219,8 @@ def report_markdown(metrics: dict) -> str:
                 lines.append(_scorer_row(name, label, m[key], beyond if key == "model" else None))
     reranker = metrics.get("parameter_reranker")
     if reranker:
-        lines += _table(f"Parameter reranker (stacked head fitted on {reranker['head']['fitted_on']}, cut "
-                        f"{reranker['head']['threshold']:.3f}, candidates: top-{reranker['head']['candidate_k']} producers "
+        lines += _table(f"Parameter reranker (classifies {POOLED[reranker.get('pooling', 'cls')]}; stacked head fitted on "
+                        f"{reranker['head']['fitted_on']}, cut {reranker['head']['threshold']:.3f}, candidates: top-{reranker['head']['candidate_k']} producers "
                         "of each input or a name-rule match), on the same test units:", *SCORER_COLUMNS, "candidate units")
         for name, m in reranker["test"].items():
             lines.append(_scorer_row(name, "reranker + head", m["model"], m["beyond_rule"]) +

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from models.discriminator_defaults import POOLINGS
 from schemas.toolset import Tool, ToolSet
 from tasks.common.atomic import hidden_sibling, replace_dir
 from tasks.training.param_examples import param_text, producer_text
@@ -54,6 +55,10 @@ class RerankerArguments:
     loss: str = "listwise"
     none_inputs_per_positive: float = 1.0  # listwise: inputs with no gold candidate (target "none") per gold input
     bf16: bool = False  # the forward pass in bf16 mixed precision (the loss and the saved weights stay fp32)
+    # what the cross-encoder classifies: "mean" of the pair's tokens, as the retriever it starts from was trained
+    # (bench/RESULTS.md, "The reranker pooled as its retriever was trained"), or "cls" (BERT's pooler over [CLS]);
+    # "auto": mean for a BERT-family retriever, else the model's own head
+    pooling: str = "auto"
 
     def __post_init__(self) -> None:
         for name in ("layers", "epochs", "negatives_per_positive", "batch_size", "max_length", "candidate_k"):
@@ -65,6 +70,8 @@ class RerankerArguments:
             raise ValueError(f"reranker loss {self.loss!r}: one of {', '.join(RERANKER_LOSSES)}")
         if self.none_inputs_per_positive < 0:
             raise ValueError(f"reranker none_inputs_per_positive {self.none_inputs_per_positive}: must be >= 0")
+        if self.pooling not in POOLINGS:
+            raise ValueError(f"reranker pooling {self.pooling!r}: one of {', '.join(POOLINGS)}")
 
 
 def candidate_mask(x: np.ndarray, k: int) -> np.ndarray:
@@ -95,12 +102,30 @@ def unit_texts(tools: Sequence[Tool], units: Sequence[Unit], drop: Sequence[bool
             [producer_text(tools[p].doc, drop_names=d) for (p, _, _), d in zip(units, drop)])
 
 
-def _load(folder: str | Path, layers: int | None = None):
+def _load(folder: str | Path):
+    """A trained reranker and its tokenizer, pooled as it was trained (older ones by [CLS])."""
+    import models.discriminator  # noqa: F401 - registers the mean-pooled model type with the Auto classes
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    extra = {"num_hidden_layers": layers} if layers else {}
-    model = AutoModelForSequenceClassification.from_pretrained(str(folder), num_labels=1, **extra)
-    return model, AutoTokenizer.from_pretrained(str(folder))
+    return (AutoModelForSequenceClassification.from_pretrained(str(folder), num_labels=1),
+            AutoTokenizer.from_pretrained(str(folder)))
+
+
+def _from_retriever(base: str | Path, layers: int | None, pooling: str):
+    """A fresh one-logit cross-encoder on the retriever's first ``layers`` layers, and its pooling. The retriever
+    is a bi-encoder trained on the mean of its tokens (``models.sentence_encoder``), whatever pooling record its
+    base came with, so ``auto`` is ``mean`` for a BERT-family retriever."""
+    from transformers import AutoConfig, AutoModelForSequenceClassification
+
+    from models.discriminator import mean_pooled_classifier
+
+    head = {"num_labels": 1, **({"num_hidden_layers": layers} if layers else {})}
+    config = AutoConfig.from_pretrained(str(base))
+    if pooling == "auto":
+        pooling = "mean" if config.model_type == "bert" else "cls"
+    if pooling == "mean":
+        return mean_pooled_classifier(str(base), config, "--reranker-pooling", **head), pooling
+    return AutoModelForSequenceClassification.from_pretrained(str(base), **head), pooling
 
 
 @torch.no_grad()
@@ -215,6 +240,8 @@ def train_param_reranker(examples: RerankerExamples, base: str | Path, args: Rer
     """Train the cross-encoder from ``base`` (the retriever's weights) on ``examples`` with ``args.loss``
     (:class:`ListwiseLoss` or :class:`PointwiseLoss`: fresh seeded negatives each epoch), AdamW with linear
     warm-up and decay; saved to ``folder`` (written whole or not at all). Returns what was done."""
+    from transformers import AutoTokenizer
+
     positives = int(examples.gold.sum())
     negatives = len(examples.gold) - positives
     if not positives or not negatives:
@@ -222,7 +249,8 @@ def train_param_reranker(examples: RerankerExamples, base: str | Path, args: Rer
                          "(a --toolset with parameter edges)")
     rng = random.Random(args.seed)
     torch.manual_seed(args.seed)
-    model, tokenizer = _load(base, args.layers)
+    model, pooling = _from_retriever(base, args.layers, args.pooling)
+    tokenizer = AutoTokenizer.from_pretrained(str(base))
     loss_fn = {"listwise": ListwiseLoss, "pointwise": PointwiseLoss}[args.loss](examples, args)
     total = loss_fn.steps_per_epoch() * args.epochs
     if args.max_steps > 0:
@@ -261,7 +289,7 @@ def train_param_reranker(examples: RerankerExamples, base: str | Path, args: Rer
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
     replace_dir(tmp, folder)
-    return {"steps": step, "positives": positives, "negatives": negatives, "units_seen": seen,
+    return {"steps": step, "pooling": pooling, "positives": positives, "negatives": negatives, "units_seen": seen,
             "seconds": round(time.time() - started, 1), "final_loss": float(np.mean(losses[-50:])),
             "arguments": asdict(args)}
 
@@ -296,11 +324,14 @@ class ParamReranker:
     stacked head (``param_head.json`` beside it) and the candidate rule it was fitted with."""
 
     def __init__(self, folder: str | Path, max_length: int = 128):
+        from models.discriminator import model_pooling
+
         self.folder = Path(folder)
         self.head = ParamHead.load(self.folder, STACK_FEATURES)
         if not self.head.candidate_k:
             raise ValueError(f"{self.folder}: its stacked head names no candidate_k (train-retriever --reranker)")
         self.model, self.tokenizer = _load(self.folder)
+        self.pooling = model_pooling(self.model)  # mean or cls, as it was trained
         self.max_length = max_length
 
     @staticmethod

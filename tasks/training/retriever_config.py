@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated
 
-from models.discriminator_defaults import check_train_precision
+from models.discriminator_defaults import POOLINGS, check_train_precision
 from models.encoder_path import OFFLINE_DEFAULT
 from tasks.common.cli import Flag, Help
 
@@ -68,6 +68,10 @@ class RetrieverConfig:
     reranker_loss: Annotated[str, Help(
         "reranker training loss: listwise (per consumer input, a softmax over its candidates and 'none') or "
         "pointwise (balanced binary cross-entropy per unit)")] = "listwise"
+    reranker_pooling: Annotated[str, Help(
+        "what the reranker classifies: mean (of the pair's tokens, as the retriever it starts from was trained), "
+        "cls (BERT's pooler over [CLS], as earlier rerankers were trained) or auto (mean for a BERT-family "
+        "retriever)")] = field(default="auto", metadata={"choices": POOLINGS})
     checkpoint: Annotated[str | None, Help(
         "a trained retriever folder (<run>/best): measure it on the test groups and sets, train nothing")] = None
 
@@ -89,6 +93,8 @@ class RetrieverConfig:
         check_train_precision(self.train_precision)
         if self.reranker_loss not in ("listwise", "pointwise"):
             raise ValueError(f"--reranker-loss {self.reranker_loss}: listwise or pointwise")
+        if self.reranker_pooling not in POOLINGS:
+            raise ValueError(f"--reranker-pooling {self.reranker_pooling!r}: choose {', '.join(POOLINGS)}")
         if not 0.0 <= self.name_dropout <= 1.0:
             raise ValueError(f"--name-dropout {self.name_dropout}: must lie in [0, 1]")
         if not 0.0 <= self.output_dropout <= 1.0:
@@ -125,4 +131,4 @@ class RetrieverConfig:
 
         return RerankerArguments(layers=self.reranker_layers, epochs=self.reranker_epochs, candidate_k=self.reranker_k,
                                  seed=self.seed, max_steps=self.reranker_max_steps or -1, loss=self.reranker_loss,
-                                 bf16=self.trains_in_bf16())
+                                 pooling=self.reranker_pooling, bf16=self.trains_in_bf16())
