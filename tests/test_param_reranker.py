@@ -156,7 +156,7 @@ def test_mean_pooling_refuses_a_retriever_that_is_not_bert(tmp_path):
 
     folder = tmp_path / "distil"
     DistilBertModel(DistilBertConfig(vocab_size=100, dim=32, n_layers=1, n_heads=2, hidden_dim=64)).save_pretrained(folder)
-    assert _from_retriever(folder, None, "auto")[1] == "cls"  # its own head: auto asks mean of BERT only
+    assert _from_retriever(folder, None, "auto")[1] == "cls"  # auto pools by the mean for BERT only
     with pytest.raises(ValueError, match="--reranker-pooling mean is built for BERT-family encoders"):
         _from_retriever(folder, None, "mean")
 

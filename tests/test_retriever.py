@@ -223,6 +223,11 @@ def test_bf16_training_autocasts_the_encoding_and_saves_fp32_weights_the_config_
     assert RetrieverConfig(tdi=None, train_precision="fp32").arguments().bf16 is False
     with pytest.raises(ValueError, match="--train-precision 'fp16'"):
         RetrieverConfig(tdi=None, train_precision="fp16")
+
+
+def test_reranker_pooling_passes_from_the_config_and_refuses_unknown_values():
+    from tasks.training.retriever_config import RetrieverConfig
+
     assert RetrieverConfig(tdi=None).reranker_arguments().pooling == "auto"
     assert RetrieverConfig(tdi=None, reranker_pooling="cls").reranker_arguments().pooling == "cls"
     with pytest.raises(ValueError, match="--reranker-pooling 'max': choose auto, mean, cls"):
