@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from tasks.common.flow_cli import FlowCLI  # first: Prefect analytics off before Prefect loads
-from models.discriminator_defaults import DEFAULT_MAX_LENGTH, POOLINGS, check_train_precision
+from models.discriminator_defaults import DEFAULT_MAX_LENGTH, POOLED, POOLINGS, check_pooling, check_train_precision
 from schemas.tdi import LABEL_NO_DEPENDENCY
 from schemas.toolset import ToolSet
 from tasks.toolsets.readers import BENCHMARKS, load_benchmark, read_toolset_dir
@@ -228,8 +228,7 @@ class TrainDiscriminatorConfig:
             raise ValueError(f"--valid-fraction {self.valid_fraction}: must lie strictly between 0 and 1")
         if not 0.0 < self.target_precision <= 1.0:
             raise ValueError(f"--target-precision {self.target_precision}: must lie in (0, 1]")
-        if self.pooling not in POOLINGS:
-            raise ValueError(f"--pooling {self.pooling!r}: choose {', '.join(POOLINGS)}")
+        check_pooling(self.pooling)
         if self.calibration not in CALIBRATION_CRITERIA:
             raise ValueError(f"--calibration {self.calibration!r}: choose {' or '.join(CALIBRATION_CRITERIA)}")
         if self.calibrate_on not in CALIBRATE_ON:
@@ -574,7 +573,6 @@ is passed. `predict_proba(..., with_kind=True).p_precondition`; an edge is a pre
 """)
     mean = summary.get("pooling") == "mean"
     remote_code = ", trust_remote_code=True" if mean else ""  # the mean-pooled model's code is saved beside it
-    pooled = "classifies the mean of the pair's tokens" if mean else "classifies [CLS] through the base's own head"
     return f"""---
 library_name: transformers
 pipeline_tag: text-classification
@@ -596,7 +594,7 @@ labels = decide(probs, load_calibration("{cfg.output / 'best'}")["threshold"])
 With `transformers.pipeline("text-classification", model=...{remote_code})`, pass the two strings of `pair_texts(doc_a, doc_b)`.
 
 ## Data
-- base model: `{cfg.base_model}`; {pooled}
+- base model: `{cfg.base_model}`; classifies {POOLED[summary.get('pooling', 'cls')]}
 - pretraining (plain CE, Eq. 1, both orders): {data['pretrain'].get('source') or 'skipped'}; train {data['pretrain'].get('train')}, validation {data['pretrain'].get('validation')}
 - finetuning (category-averaged CE, Eq. 2): {', '.join(cfg.finetune) or 'none'}; train {data['finetune'].get('train')}, validation {data['finetune'].get('validation')} ({data['finetune'].get('split', '')}); replayed TDI pairs {data['finetune'].get('replay', 0)}
 - test: {', '.join(cfg.test)}; {test['counts']}

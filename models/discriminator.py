@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from transformers import (AutoConfig, AutoModelForSequenceClassification, AutoTokenizer, PreTrainedModel,
                           PreTrainedTokenizerBase)
 
-from models.discriminator_defaults import DEFAULT_MAX_LENGTH, POOLINGS  # noqa: F401 - re-exported; torch-free home
+from models.discriminator_defaults import DEFAULT_MAX_LENGTH, POOLINGS, check_pooling  # noqa: F401 - re-exported; torch-free home
 from models.encoder_path import layer_cut, resolve_model_name_or_path, trained_pooling  # noqa: F401 - re-exported
 from models.mean_pooled_bert import MEAN_POOLED_BERT, MeanPooledBertConfig, MeanPooledBertForSequenceClassification
 from schemas.docs import parse_doc
@@ -259,8 +259,7 @@ def load_model(base_model: str | None, num_layers: int | None = None, kind_head:
     loaded): about N/L of the compute, for training on CPU within minutes. A model with N layers
     or fewer is loaded whole.
     """
-    if pooling not in POOLINGS:
-        raise ValueError(f"pooling {pooling!r}: expected one of {', '.join(POOLINGS)}")
+    check_pooling(pooling, "pooling")
     path = resolve_model_name_or_path(base_model)
     outputs = _project_head(path)
     labels = head_labels(outputs == NUM_KIND_HEAD_LABELS if outputs else kind_head)

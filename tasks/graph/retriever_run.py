@@ -17,6 +17,7 @@ from prefect.cache_policies import NO_CACHE
 # quote(x): Prefect passes x to the task without walking it for futures (the tool sets are thousands of tools)
 from prefect.utilities.annotations import quote
 
+from models.discriminator_defaults import POOLED
 from schemas.toolset import ToolSet
 from tasks.training.retriever import (RETRIEVER_FILE, RetrieverExample, tdi_retriever_examples,
                                       toolset_retriever_examples, train_retriever)
@@ -124,6 +125,7 @@ def reranker_test(sets: SplitToolSets, encode, folder: Path) -> dict:
 
     from tasks.training.param_examples import ParamExample
     from tasks.training.param_head import unit_features, unit_gold
+    from models.discriminator import model_pooling
     from tasks.training.param_reranker import ParamReranker
     from tasks.training.param_scorer import param_metrics
 
@@ -139,7 +141,7 @@ def reranker_test(sets: SplitToolSets, encode, folder: Path) -> dict:
                     for (a, c, q), g in zip(units, gold)]
         test[ts.name] = param_metrics(examples, np.array([prob.get(u, 0.0) for u in units]), reranker.head.threshold)
         test[ts.name]["candidates"] = len(scored)
-    return {"head": asdict(reranker.head), "pooling": reranker.pooling, "test": test}
+    return {"head": asdict(reranker.head), "pooling": model_pooling(reranker.model), "test": test}
 
 
 @task(cache_policy=NO_CACHE)
@@ -168,7 +170,6 @@ def _fmt(x: float | None) -> str:
 
 
 SCORER_COLUMNS = ("set", "scorer", "P", "R", "F1", "beyond-rule R", "beyond-rule P")
-POOLED = {"mean": "the mean of the pair's tokens", "cls": "[CLS] through BERT's pooler"}  # the reranker's pooling
 
 
 def _scorer_row(name: str, label: str, r: dict, beyond: dict | None) -> str:

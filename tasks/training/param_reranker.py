@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from models.discriminator_defaults import POOLINGS
+from models.discriminator_defaults import check_pooling
 from schemas.toolset import Tool, ToolSet
 from tasks.common.atomic import hidden_sibling, replace_dir
 from tasks.training.param_examples import param_text, producer_text
@@ -70,8 +70,7 @@ class RerankerArguments:
             raise ValueError(f"reranker loss {self.loss!r}: one of {', '.join(RERANKER_LOSSES)}")
         if self.none_inputs_per_positive < 0:
             raise ValueError(f"reranker none_inputs_per_positive {self.none_inputs_per_positive}: must be >= 0")
-        if self.pooling not in POOLINGS:
-            raise ValueError(f"reranker pooling {self.pooling!r}: one of {', '.join(POOLINGS)}")
+        check_pooling(self.pooling, "reranker pooling")
 
 
 def candidate_mask(x: np.ndarray, k: int) -> np.ndarray:
@@ -324,14 +323,11 @@ class ParamReranker:
     stacked head (``param_head.json`` beside it) and the candidate rule it was fitted with."""
 
     def __init__(self, folder: str | Path, max_length: int = 128):
-        from models.discriminator import model_pooling
-
         self.folder = Path(folder)
         self.head = ParamHead.load(self.folder, STACK_FEATURES)
         if not self.head.candidate_k:
             raise ValueError(f"{self.folder}: its stacked head names no candidate_k (train-retriever --reranker)")
         self.model, self.tokenizer = _load(self.folder)
-        self.pooling = model_pooling(self.model)  # mean or cls, as it was trained
         self.max_length = max_length
 
     @staticmethod

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated
 
-from models.discriminator_defaults import POOLINGS, check_train_precision
+from models.discriminator_defaults import POOLINGS, check_pooling, check_train_precision
 from models.encoder_path import OFFLINE_DEFAULT
 from tasks.common.cli import Flag, Help
 
@@ -93,8 +93,7 @@ class RetrieverConfig:
         check_train_precision(self.train_precision)
         if self.reranker_loss not in ("listwise", "pointwise"):
             raise ValueError(f"--reranker-loss {self.reranker_loss}: listwise or pointwise")
-        if self.reranker_pooling not in POOLINGS:
-            raise ValueError(f"--reranker-pooling {self.reranker_pooling!r}: choose {', '.join(POOLINGS)}")
+        check_pooling(self.reranker_pooling, "--reranker-pooling")
         if not 0.0 <= self.name_dropout <= 1.0:
             raise ValueError(f"--name-dropout {self.name_dropout}: must lie in [0, 1]")
         if not 0.0 <= self.output_dropout <= 1.0:
