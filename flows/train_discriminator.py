@@ -29,7 +29,7 @@ import json
 import random
 import shutil
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -38,7 +38,7 @@ from models.discriminator_defaults import DEFAULT_MAX_LENGTH, POOLED, POOLINGS, 
 from schemas.tdi import LABEL_NO_DEPENDENCY
 from schemas.toolset import ToolSet
 from tasks.toolsets.readers import BENCHMARKS, load_benchmark, read_toolset_dir
-from tasks.training.doc_views import METHOD_DOCS, drop_parameters, shown_as, trained_method_docs
+from tasks.training.doc_views import EXTRA_VIEWS, METHOD_DOCS, drop_parameters, shown_as, trained_method_docs
 from tasks.training.examples import (
     PairExample,
     build_pairs,
@@ -107,6 +107,14 @@ class TrainDiscriminatorConfig:
     parameter_dropout: Annotated[float, Help(
         "share of the TDI training pairs shown without parameters on either doc (name and description only, as "
         "UltraTool's and TMDB's tools are; tasks/training/doc_views.py); validation keeps them")] = 0.0
+    finetune_extra: Annotated[tuple[str, ...], Help(
+        "with --finetune: tool sets (names or folders, comma separated) whose pairs join finetuning's training side "
+        "only, never its validation, the calibration or the held-out report; a set the parameter level trains on "
+        "(--retriever-toolsets) gives none of the groups it holds out for its test; empty: none")] = ("nestools",)
+    finetune_extra_view: Annotated[str, Help(
+        "how the --finetune-extra docs are shown: description (name and description, no parameters: as the tools "
+        "the cross-encoder decides in two levels, those that declare no inputs) or as_published")] = field(
+        default="description", metadata={"choices": EXTRA_VIEWS})
     finetune_epochs: Annotated[float, Help("passes over the finetuning pairs")] = 1.0
     finetune_learning_rate: Annotated[float, Help("peak learning rate, finetuning")] = 1e-4
     finetune_max_none: Annotated[int | None, Help(
@@ -200,6 +208,7 @@ class TrainDiscriminatorConfig:
         if not self.test:
             raise ValueError("--test: name at least one benchmark or tool set folder")
         used = [("--finetune", self.finetune)] if trains or self.recalibrate else []  # evaluate only: test sets alone
+        used += [("--finetune-extra", self.finetune_extra)] if self.extra_used() else []
         for flag, specs in [*used, ("--test", self.test)]:
             for spec in specs:
                 if spec not in BENCHMARKS and not Path(spec).is_dir():
@@ -235,6 +244,8 @@ class TrainDiscriminatorConfig:
             raise ValueError(f"--calibrate-on {self.calibrate_on!r}: choose finetune, tdi or both")
         if not 0.0 <= self.parameter_dropout <= 1.0:
             raise ValueError(f"--parameter-dropout {self.parameter_dropout}: must lie in [0, 1]")
+        if self.finetune_extra_view not in EXTRA_VIEWS:
+            raise ValueError(f"--finetune-extra-view {self.finetune_extra_view!r}: choose {' or '.join(EXTRA_VIEWS)}")
         if self.method_docs not in METHOD_DOCS:
             raise ValueError(f"--method-docs {self.method_docs!r}: choose {' or '.join(METHOD_DOCS)}")
         for flag, value in (("--select-metric", self.select_metric), ("--pretrain-select-metric", self.pretrain_select_metric)):
@@ -268,6 +279,10 @@ class TrainDiscriminatorConfig:
                 raise ValueError(f"--param-max-examples {self.param_max_examples}: must be at least 1")
 
 
+    def extra_used(self) -> bool:
+        """Whether the --finetune-extra sets are read: only by a run that finetunes."""
+        return bool(self.checkpoint is None and self.finetune and self.finetune_extra)
+
     def check_inputs(self) -> None:
         """Every tool set this run reads is on disk (a missing benchmark says in one line how to get it) and the
         run folder can be written: checked by the command line before Prefect starts and by the flow first
@@ -277,6 +292,7 @@ class TrainDiscriminatorConfig:
 
         trains = self.checkpoint is None
         used = [("--finetune", self.finetune)] if trains or self.recalibrate else []
+        used += [("--finetune-extra", self.finetune_extra)] if self.extra_used() else []
         used += [("--test", self.test)] + ([("--param-toolsets", self.param_toolsets)] if self.param_level else [])
         used += [("--retriever-toolsets", self.retriever_toolsets)] if trains and self.parameter_scorer else []
         problems = []
@@ -401,6 +417,33 @@ def toolset_pairs(specs: tuple[str, ...], benchmarks_root: Path, max_none: int |
 @task(cache_policy=NO_CACHE)
 def build_toolset_pairs(specs: tuple[str, ...], benchmarks_root: Path, max_none: int | None, seed: int) -> list[PairExample]:
     return [e for _, pairs in toolset_pairs.fn(specs, benchmarks_root, max_none, seed) for e in pairs]
+
+
+@task(cache_policy=NO_CACHE)
+def extra_finetune_pairs(cfg: TrainDiscriminatorConfig) -> tuple[list[PairExample], dict[str, Any]]:
+    """The --finetune-extra sets' pairs for finetuning's training side, shown as --finetune-extra-view says, and
+    what was taken from each. A set the parameter level also trains on loses the groups that level holds out for
+    its test (train-retriever's split, as ``bench.nestools_split`` writes it), so no model of the checkpoint has
+    seen the domains its parameter-level figures are measured on."""
+    from tasks.training.param_examples import split_groups
+    from tasks.training.retriever_config import RetrieverConfig
+
+    split = {f.name: f.default for f in fields(RetrieverConfig) if f.name in ("split_fractions", "split_seed")}
+    pairs, taken = [], {}
+    for spec in cfg.finetune_extra:
+        toolset = _load_toolset(spec, cfg.benchmarks_root)
+        groups = {t.group for t in toolset.tools}
+        tested = (split_groups(groups, split["split_fractions"], split["split_seed"])[2]
+                  if cfg.parameter_scorer and spec in cfg.retriever_toolsets else set())
+        if tested:
+            toolset = toolset.only_groups(groups - tested)
+        got = build_pairs(toolset, max_none=cfg.finetune_max_none, seed=cfg.split_seed)
+        if cfg.finetune_extra_view == "description":
+            got = drop_parameters(got, 1.0, cfg.split_seed)
+        pairs += got
+        taken[spec] = {"groups": len(groups) - len(tested), "groups_held_out_by_the_parameter_level": len(tested),
+                       "view": cfg.finetune_extra_view, "pairs": label_counts(got)}
+    return pairs, taken
 
 
 @task(cache_policy=NO_CACHE)
@@ -571,6 +614,8 @@ A kind head (a fourth logit) gives p(precondition | dependency): the prerequisit
 is passed. `predict_proba(..., with_kind=True).p_precondition`; an edge is a precondition at p >= {kind_cut:.3f}
 (`kind_threshold` in calibration.json), else data flow.
 """)
+    extra = "".join(f"; training side only, {spec} ({e['view']}): {e['pairs']}"
+                    for spec, e in (data.get("finetune") or {}).get("extra", {}).items())
     mean = summary.get("pooling") == "mean"
     remote_code = ", trust_remote_code=True" if mean else ""  # the mean-pooled model's code is saved beside it
     return f"""---
@@ -596,7 +641,7 @@ With `transformers.pipeline("text-classification", model=...{remote_code})`, pas
 ## Data
 - base model: `{cfg.base_model}`; classifies {POOLED[summary.get('pooling', 'cls')]}
 - pretraining (plain CE, Eq. 1, both orders): {data['pretrain'].get('source') or 'skipped'}; train {data['pretrain'].get('train')}, validation {data['pretrain'].get('validation')}
-- finetuning (category-averaged CE, Eq. 2): {', '.join(cfg.finetune) or 'none'}; train {data['finetune'].get('train')}, validation {data['finetune'].get('validation')} ({data['finetune'].get('split', '')}); replayed TDI pairs {data['finetune'].get('replay', 0)}
+- finetuning (category-averaged CE, Eq. 2): {', '.join(cfg.finetune) or 'none'}; train {data['finetune'].get('train')}, validation {data['finetune'].get('validation')} ({data['finetune'].get('split', '')}); replayed TDI pairs {data['finetune'].get('replay', 0)}{extra}
 - test: {', '.join(cfg.test)}; {test['counts']}
 - calibration: {json.dumps(summary.get('calibration'))}
 
@@ -714,11 +759,15 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
             ft_pairs = build_toolset_pairs(cfg.finetune, cfg.benchmarks_root, cfg.finetune_max_none, cfg.split_seed)
             ft_train, ft_valid, split_note = grouped_split(ft_pairs, cfg.valid_fraction, cfg.split_seed)
             replay = random.Random(cfg.seed).sample(pre_train, min(cfg.finetune_replay, len(pre_train)))
+            # train side only: the split above, and so the held-out report and the calibration, stay as they are
+            extra, extra_note = extra_finetune_pairs(cfg) if cfg.extra_used() else ([], {})
             summary["data"]["finetune"] = {"train": label_counts(ft_train), "validation": label_counts(ft_valid),
-                                           "split": split_note, "replay": len(replay)}
-            logger.info("finetuning: train %s + %d replayed TDI pairs, validation %s; %s", label_counts(ft_train),
-                        len(replay), label_counts(ft_valid), split_note)
-            result = train_stage("finetune", init_model, quote(ft_train + replay), quote(ft_valid),
+                                           "split": split_note, "replay": len(replay),
+                                           **({"extra": extra_note} if extra_note else {})}
+            logger.info("finetuning: train %s + %d replayed TDI pairs%s, validation %s; %s", label_counts(ft_train),
+                        len(replay), f" + {label_counts(extra)} from --finetune-extra "
+                        f"({cfg.finetune_extra_view})" if extra else "", label_counts(ft_valid), split_note)
+            result = train_stage("finetune", init_model, quote(ft_train + extra + replay), quote(ft_valid),
                                  stage_args(cfg.finetune_epochs, cfg.finetune_learning_rate, 1, cfg.select_metric),
                                  out / "finetune", "category_averaged", cfg.resume, best_dir=ckpt,
                                  num_layers=None if "pretrain" in stages else cfg.encoder_layers,

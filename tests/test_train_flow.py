@@ -100,7 +100,9 @@ def tiny_run(tmp_path):
     tdi = write_tiny_tdi(tmp_path / "tdi" / "tiny", preconditions=True)
     finetune = [str(write_toolset_dir(toy_toolset(), tmp_path / "toy")), str(write_toolset_dir(second_toolset(), tmp_path / "movies"))]
     test = str(write_toolset_dir(second_toolset(), tmp_path / "test"))
+    extra = str(write_toolset_dir(second_toolset(), tmp_path / "extra"))
     cfg = TrainDiscriminatorConfig(output=tmp_path / "run", pretrain_data=str(tdi), finetune=tuple(finetune), test=(test,),
+                                   finetune_extra=(extra,),
                                    base_model=str(model_dir), max_length=64, batch_size=4, pretrain_epochs=1,
                                    finetune_epochs=2, pretrain_learning_rate=1e-3, finetune_learning_rate=1e-3,
                                    progress=False, seed=7, kind_head=True, parameter_scorer=False)
@@ -128,6 +130,17 @@ def test_flow_trains_calibrates_evaluates_and_saves_a_loadable_checkpoint(tiny_r
     # both orders: the shards hold each dependency pair and its swap; the 8 none pairs gain their swaps
     assert metrics["data"]["pretrain"]["train"] == {"a_depends_on_b": 8, "no_dependency": 16, "b_depends_on_a": 8}
     assert metrics["data"]["finetune"]["replay"] == min(tiny_run.finetune_replay, 32)
+    # --finetune-extra joins the training side only: the validation split is the --finetune sets' own
+    from flows.train_discriminator import build_toolset_pairs
+    from tasks.training.examples import grouped_split, label_counts
+
+    own = grouped_split(build_toolset_pairs.fn(tiny_run.finetune, tiny_run.benchmarks_root, tiny_run.finetune_max_none,
+                                               tiny_run.split_seed), tiny_run.valid_fraction, tiny_run.split_seed)
+    assert metrics["data"]["finetune"]["validation"] == label_counts(own[1])
+    assert metrics["data"]["finetune"]["train"] == label_counts(own[0])
+    assert metrics["data"]["finetune"]["extra"] == {tiny_run.finetune_extra[0]: {
+        "groups": 1, "groups_held_out_by_the_parameter_level": 0, "view": "description",
+        "pairs": {"a_depends_on_b": 2, "no_dependency": 2, "b_depends_on_a": 2}}}
     # pretraining keeps the checkpoint of its lowest validation loss (--pretrain-select-metric loss), and a kept
     # checkpoint still at the class prior is said in metrics.json
     pre = metrics["stages"]["pretrain"]
@@ -198,7 +211,7 @@ def test_flow_trains_both_levels_into_one_checkpoint_that_evaluation_and_build_g
     cfg = TrainDiscriminatorConfig(output=tmp_path / "run", pretrain_data=str(write_tiny_tdi(tmp_path / "tdi" / "tiny")),
                                    finetune=(str(write_toolset_dir(second_toolset(), tmp_path / "movies")),),
                                    test=(test,), base_model=str(sentence_encoder(tmp_path / "tiny-st")), max_length=64,
-                                   batch_size=4, progress=False, seed=7, retriever_toolsets=(str(shop),),
+                                   batch_size=4, progress=False, seed=7, retriever_toolsets=(str(shop),), finetune_extra=(),
                                    retriever_base_model=str(make_tiny_encoder(tmp_path / "tiny-encoder")),
                                    retriever_max_steps=2)
     result = train_discriminator(cfg)
@@ -300,6 +313,53 @@ def test_a_precondition_share_draws_preconditions_first_and_keeps_the_class_bala
     assert sum(e.kind == "precondition" for e in sample_pretraining_rows(rows, 400, 0, 1.0)) == 60
 
 
+def test_extra_finetune_pairs_drop_the_parameter_levels_test_groups_and_show_docs_as_the_view_says(tmp_path):
+    """--finetune-extra: a set the parameter level also trains on gives none of the groups it holds out for its
+    test (train-retriever's split); the default view shows each doc by name and description only."""
+    from flows.train_discriminator import extra_finetune_pairs
+    from tasks.training.param_examples import split_groups
+
+    doc = lambda n, i, o: {"name": n, "description": f"{n} tool",  # noqa: E731
+                           "input_params": [{"name": i, "type": "str", "description": i}],
+                           "output_params": [{"name": o, "type": "str", "description": o}]}
+    groups = [f"g{k}" for k in range(10)]
+    tools = [Tool(f"{t}_{g}", g, doc(f"{t}_{g}", i, o)) for g in groups
+             for t, i, o in (("find", "query", "item_id"), ("get", "item_id", "item"))]
+    edges = [DependencyEdge(g, f"get_{g}", f"find_{g}") for g in groups]
+    folder = str(write_toolset_dir(ToolSet("catalog", tools, edges), tmp_path / "catalog"))
+    tested = split_groups(set(groups), (0.6, 0.2, 0.2), 0)[2]
+    assert tested, "the split holds out some groups"
+
+    base = dict(output=tmp_path / "run", finetune=(folder,), finetune_extra=(folder,), test=(folder,), progress=False)
+    pairs, taken = extra_finetune_pairs.fn(TrainDiscriminatorConfig(**base, retriever_toolsets=(folder,)))
+    assert {p.group.split("/")[1] for p in pairs} == set(groups) - tested
+    assert taken == {folder: {"groups": 10 - len(tested), "groups_held_out_by_the_parameter_level": len(tested),
+                              "view": "description", "pairs": {"a_depends_on_b": 10 - len(tested), "no_dependency": 0,
+                                                               "b_depends_on_a": 10 - len(tested)}}}
+    assert all(json.loads(d)["input_params"] == [] == json.loads(d)["output_params"] for p in pairs for d in (p.doc_a, p.doc_b))
+
+    # not a parameter-level set (or no parameter level): every group; as published: the docs as they are
+    for cfg in (TrainDiscriminatorConfig(**base, retriever_toolsets=("nestools",), finetune_extra_view="as_published"),
+                TrainDiscriminatorConfig(**base, retriever_toolsets=(folder,), parameter_scorer=False,
+                                         finetune_extra_view="as_published")):
+        pairs, taken = extra_finetune_pairs.fn(cfg)
+        assert {p.group.split("/")[1] for p in pairs} == set(groups)
+        assert taken[folder]["groups_held_out_by_the_parameter_level"] == 0
+        assert all(json.loads(p.doc_a)["input_params"] for p in pairs)
+
+
+def test_finetune_extra_is_read_only_by_a_run_that_finetunes(tmp_path):
+    assert TrainDiscriminatorConfig().finetune_extra == ("nestools",)
+    assert TrainDiscriminatorConfig().finetune_extra_view == "description"
+    assert TrainDiscriminatorConfig().extra_used()
+    assert not TrainDiscriminatorConfig(finetune=(), pretrain_data="auto").extra_used()
+    assert not TrainDiscriminatorConfig(finetune_extra=()).extra_used()
+    assert parse_args(["--finetune-extra", ""]).finetune_extra == ()
+    a, b = (str(write_toolset_dir(second_toolset(), tmp_path / name)) for name in ("a", "b"))
+    cfg = parse_args(["--finetune-extra", f"{a},{b}", "--finetune-extra-view", "as_published"])
+    assert (cfg.finetune_extra, cfg.finetune_extra_view) == ((a, b), "as_published")
+
+
 @pytest.mark.parametrize("bad, message", [
     ({"batch_size": 0}, "--batch-size 0: must be at least 1"), ({"max_length": 0}, "--max-length 0"),
     ({"encoder_layers": 0}, "--encoder-layers 0"), ({"pretrain_max_pairs": 0}, "--pretrain-max-pairs 0"),
@@ -309,7 +369,8 @@ def test_a_precondition_share_draws_preconditions_first_and_keeps_the_class_bala
     ({"hint_dropout": 1.5}, "--hint-dropout 1.5"), ({"valid_fraction": 1.0}, "--valid-fraction 1.0"),
     ({"pretrain_precondition_share": 1.2}, "--pretrain-precondition-share 1.2: must lie in [0, 1]"),
     ({"target_precision": 0.0}, "--target-precision 0.0"), ({"calibration": "best"}, "--calibration 'best'"),
-    ({"calibrate_on": "all"}, "--calibrate-on 'all'"), ({"pooling": "max"}, "--pooling 'max': choose auto, mean, cls"), ({"test": ()}, "--test: name at least one"),
+    ({"calibrate_on": "all"}, "--calibrate-on 'all'"), ({"finetune_extra_view": "bare"}, "--finetune-extra-view 'bare'"),
+    ({"finetune_extra": ("no/such/set",)}, "--finetune-extra 'no/such/set' is neither a benchmark"), ({"pooling": "max"}, "--pooling 'max': choose auto, mean, cls"), ({"test": ()}, "--test: name at least one"),
     ({"test": ("no/such/folder",)}, "--test 'no/such/folder' is neither a benchmark"),
     ({"finetune": ("nope",)}, "--finetune 'nope' is neither a benchmark"),
     ({"pretrain_data": "no/such/tdi"}, "no shards/*.parquet there"),

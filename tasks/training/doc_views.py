@@ -26,6 +26,7 @@ from dataclasses import replace
 from schemas.docs import canonical_doc_json, parse_doc
 
 METHOD_DOCS = ("qualified", "receiver")  # train-discriminator --method-docs
+EXTRA_VIEWS = ("description", "as_published")  # train-discriminator --finetune-extra-view
 
 _METHOD = re.compile(r"^(?P<cls>[A-Za-z_]\w*)\.(?P<method>[A-Za-z_]\w*)$")
 _WORD_BREAK = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
