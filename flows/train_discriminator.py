@@ -278,7 +278,6 @@ class TrainDiscriminatorConfig:
             if self.param_max_examples < 1:
                 raise ValueError(f"--param-max-examples {self.param_max_examples}: must be at least 1")
 
-
     def extra_used(self) -> bool:
         """Whether the --finetune-extra sets are read: only by a run that finetunes."""
         return bool(self.checkpoint is None and self.finetune and self.finetune_extra)
