@@ -300,7 +300,24 @@ class TrainDiscriminatorConfig:
                 check_toolsets(specs, self.benchmarks_root, flag, fall_back_to_folder=False, root_flag="--benchmarks-root")
             except ValueError as exc:
                 problems.append(str(exc))
+        if not problems:  # these folders are read after minutes of training (_load_toolset): read them whole now
+            problems += [p for flag, specs in used if flag in ("--finetune", "--finetune-extra", "--test")
+                         for spec in specs if (p := folder_problem(spec, flag))]
         check_writable(*problems, writable_folder_problem(self.output, "--output"))
+
+
+def folder_problem(spec: str, flag: str) -> str | None:
+    """Why the tool set folder ``spec`` breaks the format (its first bad line), as ``_load_toolset`` would find
+    it, or None; a benchmark name is None (the shared sets are read as imported, rejections and all)."""
+    from tasks.toolsets.readers import ToolSetFormatError, read_toolset_dir_with_report
+
+    if spec in BENCHMARKS:
+        return None
+    try:
+        read_toolset_dir_with_report(Path(spec))
+    except ToolSetFormatError as exc:
+        return f"{flag} {spec}: {exc}"
+    return None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ Each case runs the real surface and asserts the one clear error and that nothing
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import stat
 import subprocess
@@ -208,7 +209,8 @@ def test_train_discriminator_python_call_refuses_a_missing_benchmark_before_any_
     assert not (tmp_path / "run").exists()
 
 
-@pytest.mark.parametrize("case", ["output under a file", "param tool set missing", "tool set folder without tools"])
+@pytest.mark.parametrize("case", ["output under a file", "param tool set missing", "tool set folder without tools",
+                                  "finetuning folder with a bad doc"])
 def test_train_discriminator_other_bad_paths_are_refused_before_any_work(tmp_path, case):
     from flows.train_discriminator import TrainDiscriminatorConfig, train_discriminator
 
@@ -221,6 +223,11 @@ def test_train_discriminator_other_bad_paths_are_refused_before_any_work(tmp_pat
     elif case == "param tool set missing":
         kwargs |= {"param_level": True, "param_toolsets": ("nestools",), "benchmarks_root": tmp_path / "none"}
         message = "--param-toolsets nestools: no benchmark folder .*https://github.com/hhan1018/NesTools @fb617f3"
+    elif case == "finetuning folder with a bad doc":  # read after pretraining: it used to fail minutes in
+        bad = tmp_path / "bad-docs"
+        bad.mkdir()
+        (bad / "tools.jsonl").write_text(json.dumps({"tool_id": "a", "group": "g", "doc": {"name": "a", "description": "a"}}) + "\n")
+        kwargs["finetune_extra"], message = (str(bad),), r"--finetune-extra .*bad-docs: .*tools.jsonl:1: doc of 'a' fails the API doc schema"
     else:
         (tmp_path / "empty-set").mkdir()
         kwargs["test"], message = (str(tmp_path / "empty-set"),), "empty-set has no tools.jsonl"
