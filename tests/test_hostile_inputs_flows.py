@@ -226,8 +226,10 @@ def test_train_discriminator_other_bad_paths_are_refused_before_any_work(tmp_pat
     elif case == "finetuning folder with a bad doc":  # read after pretraining: it used to fail minutes in
         bad = tmp_path / "bad-docs"
         bad.mkdir()
-        (bad / "tools.jsonl").write_text(json.dumps({"tool_id": "a", "group": "g", "doc": {"name": "a", "description": "a"}}) + "\n")
-        kwargs["finetune_extra"], message = (str(bad),), r"--finetune-extra .*bad-docs: .*tools.jsonl:1: doc of 'a' fails the API doc schema"
+        no_params = {"tool_id": "a", "group": "g", "doc": {"name": "a", "description": "a"}}
+        (bad / "tools.jsonl").write_text(json.dumps(no_params) + "\n")
+        kwargs["finetune_extra"] = (str(bad),)
+        message = r"--finetune-extra .*bad-docs: .*tools.jsonl:1: doc of 'a' fails the API doc schema"
     else:
         (tmp_path / "empty-set").mkdir()
         kwargs["test"], message = (str(tmp_path / "empty-set"),), "empty-set has no tools.jsonl"

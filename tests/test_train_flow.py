@@ -211,7 +211,8 @@ def test_flow_trains_both_levels_into_one_checkpoint_that_evaluation_and_build_g
     cfg = TrainDiscriminatorConfig(output=tmp_path / "run", pretrain_data=str(write_tiny_tdi(tmp_path / "tdi" / "tiny")),
                                    finetune=(str(write_toolset_dir(second_toolset(), tmp_path / "movies")),),
                                    test=(test,), base_model=str(sentence_encoder(tmp_path / "tiny-st")), max_length=64,
-                                   batch_size=4, progress=False, seed=7, retriever_toolsets=(str(shop),), finetune_extra=(),
+                                   batch_size=4, progress=False, seed=7, retriever_toolsets=(str(shop),),
+                                   finetune_extra=(),
                                    retriever_base_model=str(make_tiny_encoder(tmp_path / "tiny-encoder")),
                                    retriever_max_steps=2)
     result = train_discriminator(cfg)
@@ -336,7 +337,8 @@ def test_extra_finetune_pairs_drop_the_parameter_levels_test_groups_and_show_doc
     assert taken == {folder: {"groups": 10 - len(tested), "groups_held_out_by_the_parameter_level": len(tested),
                               "view": "description", "pairs": {"a_depends_on_b": 10 - len(tested), "no_dependency": 0,
                                                                "b_depends_on_a": 10 - len(tested)}}}
-    assert all(json.loads(d)["input_params"] == [] == json.loads(d)["output_params"] for p in pairs for d in (p.doc_a, p.doc_b))
+    docs = [json.loads(d) for p in pairs for d in (p.doc_a, p.doc_b)]
+    assert all(d["input_params"] == [] == d["output_params"] for d in docs)
 
     # not a parameter-level set (or no parameter level): every group; as published: the docs as they are
     for cfg in (TrainDiscriminatorConfig(**base, retriever_toolsets=("nestools",), finetune_extra_view="as_published"),
