@@ -29,7 +29,7 @@ import json
 import random
 import shutil
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -442,14 +442,13 @@ def extra_finetune_pairs(cfg: TrainDiscriminatorConfig) -> tuple[list[PairExampl
     its test (train-retriever's split, as ``bench.nestools_split`` writes it), so no model of the checkpoint has
     seen the domains its parameter-level figures are measured on."""
     from tasks.training.param_examples import split_groups
-    from tasks.training.retriever_config import RetrieverConfig
+    from tasks.training.retriever_config import GROUP_SPLIT, GROUP_SPLIT_SEED
 
-    split = {f.name: f.default for f in fields(RetrieverConfig) if f.name in ("split_fractions", "split_seed")}
     pairs, taken = [], {}
     for spec in cfg.finetune_extra:
         toolset = _load_toolset(spec, cfg.benchmarks_root)
         groups = {t.group for t in toolset.tools}
-        tested = (split_groups(groups, split["split_fractions"], split["split_seed"])[2]
+        tested = (split_groups(groups, GROUP_SPLIT, GROUP_SPLIT_SEED)[2]
                   if cfg.parameter_scorer and spec in cfg.retriever_toolsets else set())
         if tested:
             toolset = toolset.only_groups(groups - tested)

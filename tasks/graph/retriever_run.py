@@ -123,9 +123,9 @@ def reranker_test(sets: SplitToolSets, encode, folder: Path) -> dict:
     parameter edges (units outside its candidates: p 0, not kept), as the head is measured."""
     import numpy as np
 
+    from models.discriminator import model_pooling
     from tasks.training.param_examples import ParamExample
     from tasks.training.param_head import unit_features, unit_gold
-    from models.discriminator import model_pooling
     from tasks.training.param_reranker import ParamReranker
     from tasks.training.param_scorer import param_metrics
 

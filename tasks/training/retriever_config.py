@@ -18,6 +18,11 @@ DEFAULT_BENCHMARKS = "../shared/data/benchmarks"
 REPORT_SETTINGS = ((1, None), (3, None), (5, None), (10, None), (10, 0.05), (10, 0.03))
 VALIDATION_K = 3  # the k of build-graph's default --retrieval-k: the checkpoint is chosen there
 
+# the parameter level's group split (train-discriminator's passes these defaults), so its test groups are known to
+# the runs that must leave them out (train-discriminator --finetune-extra)
+GROUP_SPLIT = (0.6, 0.2, 0.2)
+GROUP_SPLIT_SEED = 0
+
 
 @dataclass
 class RetrieverConfig:
@@ -35,8 +40,8 @@ class RetrieverConfig:
         "artifacts/retriever/dependency-retriever"
     split_fractions: Annotated[tuple[float, float, float], Help(
         "train,validation,test shares of each --toolset set's groups")] = field(
-        default=(0.6, 0.2, 0.2), metadata={"cli": Flag("split")})
-    split_seed: Annotated[int, Help("seed of the group split")] = 0
+        default=GROUP_SPLIT, metadata={"cli": Flag("split")})
+    split_seed: Annotated[int, Help("seed of the group split")] = GROUP_SPLIT_SEED
     base_model: Annotated[str, Help("encoder to start from (offline-minilm, a hub id or a folder)")] = OFFLINE_DEFAULT
     num_layers: Annotated[int | None, Help("keep the first N transformer layers (none: all)")] = None
     epochs: Annotated[float, Help("passes over the training examples")] = 1.0
