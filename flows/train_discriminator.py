@@ -115,6 +115,9 @@ class TrainDiscriminatorConfig:
         "how the --finetune-extra docs are shown: description (name and description, no parameters: as the tools "
         "the cross-encoder decides in two levels, those that declare no inputs) or as_published")] = field(
         default="description", metadata={"choices": EXTRA_VIEWS})
+    finetune_extra_none_per_edge: Annotated[float | None, Help(
+        "'no dependency' pairs of each --finetune-extra set per edge (a seeded sample of its same-group pairs without "
+        "an edge; 1: as many as each direction class); none: at most --finetune-max-none, as the --finetune sets")] = None
     finetune_epochs: Annotated[float, Help("passes over the finetuning pairs")] = 1.0
     finetune_learning_rate: Annotated[float, Help("peak learning rate, finetuning")] = 1e-4
     finetune_max_none: Annotated[int | None, Help(
@@ -244,6 +247,8 @@ class TrainDiscriminatorConfig:
             raise ValueError(f"--calibrate-on {self.calibrate_on!r}: choose finetune, tdi or both")
         if not 0.0 <= self.parameter_dropout <= 1.0:
             raise ValueError(f"--parameter-dropout {self.parameter_dropout}: must lie in [0, 1]")
+        if self.finetune_extra_none_per_edge is not None and not self.finetune_extra_none_per_edge >= 0:
+            raise ValueError(f"--finetune-extra-none-per-edge {self.finetune_extra_none_per_edge}: must be at least 0")
         if self.finetune_extra_view not in EXTRA_VIEWS:
             raise ValueError(f"--finetune-extra-view {self.finetune_extra_view!r}: choose {' or '.join(EXTRA_VIEWS)}")
         if self.method_docs not in METHOD_DOCS:
@@ -452,7 +457,9 @@ def extra_finetune_pairs(cfg: TrainDiscriminatorConfig) -> tuple[list[PairExampl
                   if cfg.parameter_scorer and spec in cfg.retriever_toolsets else set())
         if tested:
             toolset = toolset.only_groups(groups - tested)
-        got = build_pairs(toolset, max_none=cfg.finetune_max_none, seed=cfg.split_seed)
+        max_none = (cfg.finetune_max_none if cfg.finetune_extra_none_per_edge is None
+                    else round(cfg.finetune_extra_none_per_edge * len(toolset.edges)))
+        got = build_pairs(toolset, max_none=max_none, seed=cfg.split_seed)
         if cfg.finetune_extra_view == "description":
             got = drop_parameters(got, 1.0, cfg.split_seed)
         pairs += got

@@ -350,6 +350,30 @@ def test_extra_finetune_pairs_drop_the_parameter_levels_test_groups_and_show_doc
         assert all(json.loads(p.doc_a)["input_params"] for p in pairs)
 
 
+def test_extra_finetune_none_pairs_follow_the_sets_edges_when_asked(tmp_path):
+    """--finetune-extra-none-per-edge R: each extra set gives round(R x its edges) none pairs (seeded), its
+    dependency pairs all kept; unset, at most --finetune-max-none as the --finetune sets."""
+    from flows.train_discriminator import extra_finetune_pairs
+
+    groups = [f"g{k}" for k in range(6)]  # 4 tools and 2 edges a group: 4 dependency pairs, 8 none pairs
+    tools = [Tool(f"{t}_{g}", g, {"name": f"{t}_{g}", "description": f"{t} in {g}", "input_params": [],
+                                  "output_params": []}) for g in groups
+             for t in ("find", "get", "list", "send")]
+    edges = [DependencyEdge(g, f"{c}_{g}", f"find_{g}") for g in groups for c in ("get", "send")]
+    folder = str(write_toolset_dir(ToolSet("catalog", tools, edges), tmp_path / "catalog"))
+    base = dict(output=tmp_path / "run", finetune=(folder,), finetune_extra=(folder,), test=(folder,),
+                parameter_scorer=False, progress=False)
+    for per_edge, none in ((None, 5), (0.0, 0), (0.5, 6), (1.0, 12), (10.0, 6 * 8)):  # 10 x 12 edges is more than there are: all
+        cfg = TrainDiscriminatorConfig(**base, finetune_max_none=5, finetune_extra_none_per_edge=per_edge)
+        pairs, taken = extra_finetune_pairs.fn(cfg)
+        assert taken[folder]["pairs"] == {"a_depends_on_b": 12, "no_dependency": none, "b_depends_on_a": 12}
+    again, _ = extra_finetune_pairs.fn(TrainDiscriminatorConfig(**base, finetune_extra_none_per_edge=0.5))
+    first, _ = extra_finetune_pairs.fn(TrainDiscriminatorConfig(**base, finetune_extra_none_per_edge=0.5))
+    assert [(p.tool_a, p.tool_b) for p in again] == [(p.tool_a, p.tool_b) for p in first], "a seeded sample"
+    with pytest.raises(ValueError, match="--finetune-extra-none-per-edge -1"):
+        TrainDiscriminatorConfig(**base, finetune_extra_none_per_edge=-1.0)
+
+
 def test_finetune_extra_is_read_only_by_a_run_that_finetunes(tmp_path):
     assert TrainDiscriminatorConfig().finetune_extra == ("nestools",)
     assert TrainDiscriminatorConfig().finetune_extra_view == "description"
