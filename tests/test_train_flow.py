@@ -372,6 +372,8 @@ def test_extra_finetune_none_pairs_follow_the_sets_edges_when_asked(tmp_path):
     assert [(p.tool_a, p.tool_b) for p in again] == [(p.tool_a, p.tool_b) for p in first], "a seeded sample"
     with pytest.raises(ValueError, match="--finetune-extra-none-per-edge -1"):
         TrainDiscriminatorConfig(**base, finetune_extra_none_per_edge=-1.0)
+    assert parse_args(["--finetune-extra-none-per-edge", "1"]).finetune_extra_none_per_edge == 1.0
+    assert parse_args(["--finetune-extra-none-per-edge", "none"]).finetune_extra_none_per_edge is None
 
 
 def test_finetune_extra_is_read_only_by_a_run_that_finetunes(tmp_path):
