@@ -34,8 +34,8 @@ def cross_encoder_scores(checkpoint: Path, name: str, toolset, cache: Path) -> d
     if path.exists():
         return {tuple(k.split("\t")): v for k, v in json.loads(path.read_text()).items()}
     # a doc without its outputs key is shown with none, as build-graph reads it
-    shown = dataclasses.replace(toolset, tools=[Tool(t.tool_id, t.group, {"input_params": [], "output_params": [], **t.doc})
-                                                for t in toolset.tools])
+    shown = dataclasses.replace(toolset, tools=[
+        Tool(t.tool_id, t.group, {"input_params": [], "output_params": [], **t.doc}) for t in toolset.tools])
     pairs = build_pairs(shown)
     probs = score_examples.fn(checkpoint, pairs, 96, 64, True, False)["probs"]
     scores = {(e.tool_a, e.tool_b): [p[0], p[0] + p[2]] for e, p in zip(pairs, probs)}
@@ -69,16 +69,19 @@ def main() -> None:
     fit = nes_fit.only_groups({t.group for t in nes_fit.tools} - trained)
     test = read_toolset_dir(args.split / "nes_test")
     tmp = tempfile.TemporaryDirectory()
-    sets = {"fit": fit, "fit_copy": without_outputs(fit, 0.3, 0), "test": test, "test_no": without_outputs(test, 1.0, 0),
+    apibank_no_outputs = benchmark_without_outputs("apibank", BENCHMARKS, Path(tmp.name))
+    sets = {"fit": fit, "fit_copy": without_outputs(fit, 0.3, 0),  # the head's fit: as train-retriever's
+            "test": test, "test_no": without_outputs(test, 1.0, 0),
             "api": load_toolset_spec("apibank", BENCHMARKS),
-            "api_no": load_toolset_spec(str(benchmark_without_outputs("apibank", BENCHMARKS, Path(tmp.name))), BENCHMARKS)}
+            "api_no": load_toolset_spec(str(apibank_no_outputs), BENCHMARKS)}
 
     computed = FEATURES + COLUMNS
     rows = {}
     for name, ts in sets.items():
         units, x = unit_features(ts.tools, encode)
         ce = cross_encoder_scores(args.cross_encoder, name, ts, args.cache)
-        col = np.clip([ce[(ts.tools[c].tool_id, ts.tools[p].tool_id)] for p, c, _ in units], 1e-4, 1 - 1e-4).reshape(-1, 2)
+        pair_scores = [ce[(ts.tools[c].tool_id, ts.tools[p].tool_id)] for p, c, _ in units]
+        col = np.clip(pair_scores, 1e-4, 1 - 1e-4).reshape(-1, 2)
         rows[name] = (units, np.hstack([x, col, np.log(col / (1 - col))]), unit_gold(ts, ts.tools, units))
 
     def tool_edges(name: str, probs: np.ndarray, cut: float) -> list[float]:
