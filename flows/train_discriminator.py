@@ -210,9 +210,7 @@ class TrainDiscriminatorConfig:
             raise ValueError("nothing to train: --pretrain-data none and no --finetune tool sets")
         if not self.test:
             raise ValueError("--test: name at least one benchmark or tool set folder")
-        used = [("--finetune", self.finetune)] if trains or self.recalibrate else []  # evaluate only: test sets alone
-        used += [("--finetune-extra", self.finetune_extra)] if self.extra_used() else []
-        for flag, specs in [*used, ("--test", self.test)]:
+        for flag, specs in [*self.finetuning_sets(), ("--test", self.test)]:
             for spec in specs:
                 if spec not in BENCHMARKS and not Path(spec).is_dir():
                     raise ValueError(f"{flag} {spec!r} is neither a benchmark ({', '.join(BENCHMARKS)}) nor a tool set folder")
@@ -287,6 +285,11 @@ class TrainDiscriminatorConfig:
         """Whether the --finetune-extra sets are read: only by a run that finetunes."""
         return bool(self.checkpoint is None and self.finetune and self.finetune_extra)
 
+    def finetuning_sets(self) -> list[tuple[str, tuple[str, ...]]]:
+        """The --finetune and --finetune-extra sets this run reads, with their flags: none when it only evaluates."""
+        used = [("--finetune", self.finetune)] if self.checkpoint is None or self.recalibrate else []
+        return used + ([("--finetune-extra", self.finetune_extra)] if self.extra_used() else [])
+
     def check_inputs(self) -> None:
         """Every tool set this run reads is on disk (a missing benchmark says in one line how to get it) and the
         run folder can be written: checked by the command line before Prefect starts and by the flow first
@@ -294,11 +297,9 @@ class TrainDiscriminatorConfig:
         from tasks.common.paths import check_writable, writable_folder_problem
         from tasks.toolsets.availability import check_toolsets
 
-        trains = self.checkpoint is None
-        used = [("--finetune", self.finetune)] if trains or self.recalibrate else []
-        used += [("--finetune-extra", self.finetune_extra)] if self.extra_used() else []
-        used += [("--test", self.test)] + ([("--param-toolsets", self.param_toolsets)] if self.param_level else [])
-        used += [("--retriever-toolsets", self.retriever_toolsets)] if trains and self.parameter_scorer else []
+        used = self.finetuning_sets() + [("--test", self.test)]
+        used += [("--param-toolsets", self.param_toolsets)] if self.param_level else []
+        used += [("--retriever-toolsets", self.retriever_toolsets)] if self.checkpoint is None and self.parameter_scorer else []
         problems = []
         for flag, specs in used:
             try:  # benchmark names are read from --benchmarks-root only (_load_toolset)
