@@ -51,11 +51,13 @@ def main(argv: list[str] | None = None) -> None:
             test_sets = td.toolset_pairs.fn((spec,), cfg.benchmarks_root, max_none, cfg.split_seed)
             pairs = test_sets[0][1]
             probs = np.asarray(td.score_examples.fn(best, pairs, max_length, 128, True, False)["probs"]).reshape(-1, 3)
-            section, two_level = td.report(pairs, probs, threshold), None
-            if parameter_scorer_of(best) is not None:
-                two_level = td.report(pairs, td.two_level_scores.fn(parameter_scorer_of(best), test_sets, probs, threshold)[0],
-                                      TWO_LEVEL_CUT)
-            for method, metrics in td.comparison_rows(section, two_level).items():
+            section, beside = td.report(pairs, probs, threshold), {}
+            if parameter_scorer_of(best) is not None:  # two levels, and with the preconditions whose prerequisite checks
+                two_level, checks = td.two_level_scores.fn(parameter_scorer_of(best), test_sets, probs, threshold,
+                                                           ("off", "checks"))
+                beside = {"test_two_level": td.report(pairs, two_level, TWO_LEVEL_CUT),
+                          td.PRECONDITION_ROWS["checks"][0]: td.report(pairs, checks, TWO_LEVEL_CUT)}
+            for method, metrics in td.comparison_rows(section, beside).items():
                 d, b = metrics["dependency"], metrics.get("beyond_rule") or {}
                 beyond = " | ".join("-" if b.get(k) is None else f"{b[k]:.3f}" for k in ("recall", "precision"))
                 print(f"| {label} | {method} | {d['precision']:.3f} | {d['recall']:.3f} | {d['f1']:.3f} | {beyond} |")

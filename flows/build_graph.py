@@ -51,6 +51,7 @@ from tasks.common.embedding_cache import DEFAULT_CACHE_DIR
 from tasks.common.plots import show_plot
 from tasks.graph.call_order_edges import CallOrderEdges, call_order_edges, with_call_order
 from tasks.common.memory import release_free_memory
+from tasks.graph.checks import check_pairs
 from tasks.graph.candidates import DEFAULT_RETRIEVAL_K, retrieval_candidates, retrieval_recall
 from tasks.graph.edges import dataset_tables, fuse_edges
 from tasks.graph.metrics import describe as describe_edge_metrics, edge_metrics
@@ -59,6 +60,7 @@ from tasks.graph.plots import (CANDIDATE_RECALL_PLOT, curve_settings, curve_stra
 from tasks.graph.pruning import (DEFAULT_PRUNING, PRUNING_STRATEGIES, PruningResult, log_pruning, prune_candidates,
                                   pruning_rules)
 from tasks.graph.schema_rule import schema_edges
+from tasks.graph.two_level import PreconditionScope, cross_encoder_pairs
 from tasks.graph.scoring import (SCORING_PRECISIONS, SCORING_RUNNERS, EdgeDecision, edge_decision, edges_from_probabilities,
                                  score_pairs)
 from tasks.llm.config import split_userinfo
@@ -166,13 +168,16 @@ class GraphConfig:
         "default) and no --param-discriminator: score with both levels, that scorer on each consumer's inputs and the "
         "cross-encoder where a consumer declares none, and (without --retrieval-encoder) its retriever choosing the "
         "'retrieval' candidates; --no-two-level: the cross-encoder alone")] = True
-    # off by default: the default checkpoint adds no such edge on API-Bank or NesTools, and asking it about every
-    # pair triples ToolBench's scoring (bench/RESULTS.md, "Preconditions from the discriminator")
-    cross_encoder_preconditions: Annotated[bool, Help(
-        "with two levels (or --param-discriminator): the cross-encoder scores every candidate pair, and between two "
-        "tools that declare inputs its edge stands as a precondition (kind 'precondition': the prerequisite is "
+    # off by default: "all" costs NesTools precision and triples ToolBench's scoring (bench/RESULTS.md, "Preconditions
+    # from the discriminator"); "checks" is measured in "Preconditions whose prerequisite checks"
+    cross_encoder_preconditions: Annotated[PreconditionScope, Help(
+        "with two levels (or --param-discriminator), between two tools that declare inputs: 'all': the cross-encoder "
+        "scores every candidate pair and its edge stands as a precondition (kind 'precondition': the prerequisite is "
         "called first, no value passed; docs/preconditions.md) where the parameter level found none and no name "
-        "rule sees a value pass; off: such a pair is decided input by input alone, so it is never a precondition")] = False
+        "rule sees a value pass; 'checks': the same where the prerequisite checks and the dependent does not (a "
+        "name or description that starts with check, verify, validate, authenticate...: tasks/graph/checks.py), "
+        "only those pairs scored; 'off': such a pair is decided input by input alone, so it is never a "
+        "precondition")] = "off"
     param_threshold: Annotated[float | None, Help(
         "cut on p(input takes the producer's output), in [0, 1]; none: the checkpoint's calibration.json (or its "
         "param_head.json)")] = None
@@ -726,15 +731,19 @@ def build_graph(cfg: GraphConfig | None = None) -> dict:
         if schema:
             embeddings["tgr_schema"] = graph(s.edge for s in schema)
         pairs, probs, predicted, fused = [], np.zeros((0, 3)), [], []
+        candidates = pruning.candidates
+        if cfg.discriminator and cfg.param_discriminator and cfg.cross_encoder_preconditions == "checks":
+            added = sorted(set(check_pairs(toolset.tools)) - set(candidates))  # pruning keeps few preconditions
+            candidates = sorted([*candidates, *added])
+            log.info(f"{toolset.name}: {len(added)} pairs of a tool that checks and one that does not added to the "
+                     f"{len(pruning.candidates)} candidates, for preconditions")
         if cfg.discriminator:
-            pairs = pruning.candidates
+            pairs = candidates
             if cfg.param_discriminator:  # two levels: the cross-encoder decides only where a tool declares no inputs
-                from tasks.graph.two_level import cross_encoder_pairs
-
                 pairs = cross_encoder_pairs(toolset.tools, pairs, cfg.cross_encoder_preconditions)
-                log.info(f"{toolset.name}: the cross-encoder scores {len(pairs)} of {len(pruning.candidates)} candidate "
+                log.info(f"{toolset.name}: the cross-encoder scores {len(pairs)} of {len(candidates)} candidate "
                          + ("pairs; where the consumer declares inputs it adds only preconditions"
-                            if cfg.cross_encoder_preconditions else
+                            if cfg.cross_encoder_preconditions != "off" else
                             "pairs, those with a tool that declares no inputs; the parameter level decides the rest"))
             if cfg.scoring_runner == "local" or not pairs:
                 probs, p_precondition = score(cfg.discriminator, quote(toolset), quote(pairs), cfg)
@@ -751,9 +760,9 @@ def build_graph(cfg: GraphConfig | None = None) -> dict:
             from tasks.graph import param_scoring
 
             cut = param_scoring.param_threshold(cfg.param_discriminator, cfg.param_threshold)
-            scores = param_scoring.score_parameters(cfg.param_discriminator, toolset.tools, pruning.candidates,
+            scores = param_scoring.score_parameters(cfg.param_discriminator, toolset.tools, candidates,
                                                     cfg.batch_size, None, cfg.device)
-            param_edges = param_scoring.param_tool_edges(toolset.tools, pruning.candidates, scores, cut, predicted,
+            param_edges = param_scoring.param_tool_edges(toolset.tools, candidates, scores, cut, predicted,
                                                          cfg.cross_encoder_preconditions)
             log.info(param_scoring.describe(scores, param_edges, cut))
             scored_parameters = param_scoring.parameter_edges(toolset.tools, scores, cut)
@@ -788,7 +797,7 @@ def build_graph(cfg: GraphConfig | None = None) -> dict:
             for source, edges in data_sources.items():  # each data graph, and it with the precondition edges
                 embeddings[f"tgr_{source}_call_order"] = graph(with_call_order(edges, order.edges))
         log.info(f"{toolset.name}: edges manual {len(toolset.edges)}, schema {len(schema)}, "
-                 f"discriminator {len(predicted)} of {len(pruning.candidates) if cfg.param_discriminator else len(pairs)} "
+                 f"discriminator {len(predicted)} of {len(candidates) if cfg.param_discriminator else len(pairs)} "
                  f"scored pairs, fused {len(fused)}, "
                  + (f"call_order {len(order.edges)}, " if order else "")
                  + (f"transition {int(built.graph.mask.sum())} from {built.runs_in('train')} training runs "
@@ -823,6 +832,8 @@ def build_graph(cfg: GraphConfig | None = None) -> dict:
         summary[toolset.name] = {
             "tools": len(toolset.tools), "queries": len(toolset.queries), "manual_edges": len(toolset.edges),
             "schema_edges": len(schema), "scored_pairs": len(pairs), "discriminator_edges": len(predicted),
+            "check_pairs_added": len(candidates) - len(pruning.candidates),
+            "precondition_edges": sum(p.edge.kind == "precondition" for p in predicted),
             "fused_edges": len(fused), "pruning": pruning.as_row(toolset.name), "edge_metrics": metrics,
             "candidate_recall": curves.get(toolset.name),
             "call_order": None if order is None else {"edges": len(order.edges), **order.counts(),

@@ -386,7 +386,8 @@ from models.discriminator import (CALIBRATION_FILE, checkpoint_pooling, decide, 
                                   load_discriminator, load_model, load_tokenizer)
 from tasks.training.plots import PR_POINTS, plot_confusion, plot_precision_recall, plot_training_curves  # noqa: E402
 from tasks.common.plots import show_plot  # noqa: E402
-from tasks.graph.two_level import PARAMETER_SCORER_DIR, TWO_LEVEL_CUT, parameter_scorer_of  # noqa: E402
+from tasks.graph.two_level import (PARAMETER_SCORER_DIR, TWO_LEVEL_CUT, PreconditionScope,  # noqa: E402
+                                   parameter_scorer_of)
 from tasks.training.precision import train_in_bf16  # noqa: E402
 from tasks.training.trainer import (StageArguments, TrainResult, pick_device, predict_examples, seed_everything,  # noqa: E402
                                     train_classifier)
@@ -548,11 +549,11 @@ def train_parameter_scorer(cfg: TrainDiscriminatorConfig, tdi: Path | None, ckpt
 
 @task(cache_policy=NO_CACHE)
 def two_level_scores(scorer: Path, test_sets: list[tuple[ToolSet, list[PairExample]]], cross_probs,
-                     cross_cut: float | None, preconditions: tuple[bool, ...] = (False,)):
+                     cross_cut: float | None, preconditions: tuple[PreconditionScope, ...] = ("off",)):
     """Class probabilities of the test pairs (``test_sets``' pairs in order, as ``cross_probs`` holds them) with
     two levels (``tasks.graph.two_level.two_level_probs``, decided at 0.5): each consumer that declares inputs
     scored input by input by the checkpoint's parameter scorer, the rest by the cross-encoder at ``cross_cut``
-    (build-graph's default): a list, one array per value of ``preconditions`` (True: as build-graph's
+    (build-graph's default): a list, one array per value of ``preconditions`` (as build-graph's
     ``--cross-encoder-preconditions``), the parameters scored once for all."""
     import numpy as np
 
@@ -591,18 +592,24 @@ def report(examples: list[PairExample], probs, threshold: float | None, p_precon
 
 
 TWO_LEVEL_ROW = "discriminator, two levels (inputs by the parameter scorer)"
-TWO_LEVEL_PRECONDITIONS_ROW = "discriminator, two levels + cross-encoder preconditions"
+# build-graph --cross-encoder-preconditions beside two levels: metrics.json key and row title per scope
+PRECONDITION_ROWS: dict[PreconditionScope, tuple[str, str]] = {
+    "checks": ("test_two_level_check_preconditions",
+               "discriminator, two levels + cross-encoder preconditions whose prerequisite checks"),
+    "all": ("test_two_level_preconditions", "discriminator, two levels + cross-encoder preconditions")}
 
 
-def comparison_rows(section: dict[str, Any], two_level: dict[str, Any] | None = None,
-                    with_preconditions: dict[str, Any] | None = None) -> dict[str, dict]:
+def comparison_rows(section: dict[str, Any], summary: dict[str, Any] | None = None) -> dict[str, dict]:
+    """The rows of a section's comparison table; with the flow's ``summary`` (the test section's), two levels and
+    its precondition rows beside the cross-encoder's."""
     rows = {"discriminator, argmax": section["argmax"]}
     if "calibrated" in section:
         rows[f"discriminator, calibrated (cut {section['calibrated']['threshold']:.3f})"] = section["calibrated"]
-    if two_level is not None:
-        rows[TWO_LEVEL_ROW] = two_level["calibrated"]
-    if with_preconditions is not None:
-        rows[TWO_LEVEL_PRECONDITIONS_ROW] = with_preconditions["calibrated"]
+    if (summary or {}).get("test_two_level") is not None:
+        rows[TWO_LEVEL_ROW] = summary["test_two_level"]["calibrated"]
+    for key, title in PRECONDITION_ROWS.values():
+        if (summary or {}).get(key) is not None:
+            rows[title] = summary[key]["calibrated"]
     rows["parameter-match rule (schema)"] = section["schema_rule"]
     if "schema_rule_partial" in section:
         rows["parameter-match rule, partial names too"] = section["schema_rule_partial"]
@@ -858,15 +865,15 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
                              (summary.get("calibration") or {}).get("kind_threshold"))
     scorer, two_level = parameter_scorer_of(ckpt), None
     if scorer is not None:  # the checkpoint's two levels: inputs scored one by one, the rest by the cross-encoder
-        two_level, with_preconditions = two_level_scores(scorer, quote(test_sets), quote(test_probs), threshold,
-                                                         (False, True))
+        two_level, *with_preconditions = two_level_scores(scorer, quote(test_sets), quote(test_probs), threshold,
+                                                          ("off", *PRECONDITION_ROWS))
         summary["test_two_level"] = report(test_pairs, two_level, TWO_LEVEL_CUT)
         # as build-graph --cross-encoder-preconditions: where no value passes, the cross-encoder may add a precondition.
         # Its kinds: the edges it adds are preconditions, the rest data, so held-out sets get P/R/F1 per kind
-        added = (decide(with_preconditions, TWO_LEVEL_CUT) != LABEL_NO_DEPENDENCY) & \
-            (decide(two_level, TWO_LEVEL_CUT) == LABEL_NO_DEPENDENCY)
-        summary["test_two_level_preconditions"] = report(test_pairs, with_preconditions, TWO_LEVEL_CUT,
-                                                         added.astype(float), 0.5)
+        for scope, probs in zip(PRECONDITION_ROWS, with_preconditions):
+            added = (decide(probs, TWO_LEVEL_CUT) != LABEL_NO_DEPENDENCY) & \
+                (decide(two_level, TWO_LEVEL_CUT) == LABEL_NO_DEPENDENCY)
+            summary[PRECONDITION_ROWS[scope][0]] = report(test_pairs, probs, TWO_LEVEL_CUT, added.astype(float), 0.5)
     summary["stages"] = {name: {"best_step": r.best_step, "best_score": r.best_score, "history": r.history}
                          for name, r in stages.items()}
     summary["pooling"] = checkpoint_pooling(ckpt)  # what --pooling auto chose, or the checkpoint's own
@@ -877,7 +884,7 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
         kinds = format_kind_table(comparison_rows(section), f"{title}, P/R/F1 per dependency kind")
         if kinds:
             print(kinds)
-    test_rows = comparison_rows(summary["test"], summary.get("test_two_level"), summary.get("test_two_level_preconditions"))
+    test_rows = comparison_rows(summary["test"], summary)
     print(format_comparison({**test_rows, "paper Table 3": {"dependency": PAPER_TABLE_3}},
                             f"test ({', '.join(cfg.test)}; {summary['test']['counts']})"))
     kinds = format_kind_table(test_rows, f"test ({', '.join(cfg.test)}), P/R/F1 per dependency kind")
@@ -916,7 +923,7 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
             "validation": summary.get("validation"), "calibration": summary.get("calibration"),
             "param": summary.get("param"), "parameter_scorer": summary.get("parameter_scorer"),
             "test_two_level": summary.get("test_two_level"),
-            "test_two_level_preconditions": summary.get("test_two_level_preconditions"), "pooling": summary["pooling"]}
+            **{key: summary.get(key) for key, _ in PRECONDITION_ROWS.values()}, "pooling": summary["pooling"]}
 
 
 # ---------------------------------------------------------------------------------------------

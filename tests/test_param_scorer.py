@@ -281,7 +281,7 @@ def test_with_cross_encoder_preconditions_a_pair_without_a_passed_value_can_be_a
     target = tmp_path / "tgr.duckdb"
     build_graph(GraphConfig(toolsets=[str(folder)], warehouse=str(target), pruning="none", progress=False,
                             discriminator=str(make_tiny_model(tmp_path / "tool-level")), param_discriminator=str(trained[1]),
-                            schema_edges=False, threshold=0.0, cross_encoder_preconditions=True))
+                            schema_edges=False, threshold=0.0, cross_encoder_preconditions="all"))
     con = connect(target)
     assert con.execute("SELECT count(*) FROM scored_pairs").fetchone()[0] == 7  # every same-group pair: 6 + 1
     rows = con.execute("SELECT dependent, prerequisite, kind FROM edges WHERE source = 'discriminator'").fetchall()
@@ -292,6 +292,15 @@ def test_with_cross_encoder_preconditions_a_pair_without_a_passed_value_can_be_a
         (frozenset(("list_orders", "open_account")), "precondition")]
     # ping declares no inputs: its three pairs are the cross-encoder's edges, as without preconditions
     assert sum("ping" in (d, p) for d, p, _ in rows) == 3
+    # "checks": no tool of the toy set checks, so the cross-encoder is asked about ping's pairs alone, and adds none
+    con.close()
+    build_graph(GraphConfig(toolsets=[str(folder)], warehouse=str(target), pruning="none", progress=False,
+                            discriminator=str(make_tiny_model(tmp_path / "tool-level")), param_discriminator=str(trained[1]),
+                            schema_edges=False, threshold=0.0, cross_encoder_preconditions="checks"))
+    con = connect(target)
+    assert sorted(map(sorted, con.execute("SELECT tool_a, tool_b FROM scored_pairs").fetchall())) == [
+        ["get_user", "ping"], ["list_orders", "ping"], ["open_account", "ping"]]
+    assert con.execute("SELECT count(*) FROM edges WHERE kind = 'precondition'").fetchone()[0] == 0
 
 
 def test_train_flow_param_level_trains_on_tool_set_groups_and_saves_a_calibrated_checkpoint(tmp_path):

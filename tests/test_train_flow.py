@@ -233,6 +233,9 @@ def test_flow_trains_both_levels_into_one_checkpoint_that_evaluation_and_build_g
     called_none = [sum(row[1] for row in r["calibrated"]["confusion_matrix"]) for r in (two, pre)]
     assert called_none[1] <= called_none[0]
     assert "kinds" in pre["calibrated"]  # the edges it adds are preconditions: P/R/F1 per kind where the set has kinds
+    checked = result["test_two_level_check_preconditions"]  # only where the prerequisite checks: between the two
+    called_none.append(sum(row[1] for row in checked["calibrated"]["confusion_matrix"]))
+    assert called_none[1] <= called_none[2] <= called_none[0] and checked["counts"] == two["counts"]
     again = train_discriminator(TrainDiscriminatorConfig(output=tmp_path / "eval", checkpoint=best, test=(test,),
                                                          max_length=64, batch_size=4, progress=False, seed=7))
     assert again["test_two_level"]["calibrated"] == two["calibrated"]

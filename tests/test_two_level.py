@@ -13,6 +13,7 @@ from schemas.tdi import LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A, LABEL_NO_DEP
 from schemas.toolset import Tool
 from tasks.graph.param_scoring import ParamScore, param_tool_edges
 from tasks.graph.scoring import edges_from_probabilities
+from tasks.graph.checks import check_pairs, checks
 from tasks.graph.two_level import (
     TWO_LEVEL_CUT,
     cross_encoder_pairs,
@@ -72,10 +73,10 @@ def test_the_decisions_are_build_graphs_two_level_edges_on_random_pairs():
     assert expected and _edges(tools, pairs, labels) == expected
     # with preconditions: more edges (the cross-encoder's between tools with inputs), and still the same decisions
     with_pre = {(e.predicted.edge.dependent, e.predicted.edge.prerequisite)
-                for e in param_tool_edges(tools, pairs, scores, param_cut, fallback, preconditions=True)}
-    labels = decide(two_level_probs(tools, pairs, cross, cross_cut, scores, param_cut, preconditions=True), TWO_LEVEL_CUT)
+                for e in param_tool_edges(tools, pairs, scores, param_cut, fallback, preconditions="all")}
+    labels = decide(two_level_probs(tools, pairs, cross, cross_cut, scores, param_cut, preconditions="all"), TWO_LEVEL_CUT)
     assert with_pre > expected and _edges(tools, pairs, labels) == with_pre
-    assert cross_encoder_pairs(tools, pairs, preconditions=True) == pairs
+    assert cross_encoder_pairs(tools, pairs, preconditions="all") == pairs
     # the cross-encoder asked only where a tool declares no inputs: the same edges
     asked = cross_encoder_pairs(tools, pairs)
     assert 0 < len(asked) < len(pairs)
@@ -83,6 +84,23 @@ def test_the_decisions_are_build_graphs_two_level_edges_on_random_pairs():
     fewer = edges_from_probabilities(tools, asked, cross[[pairs.index(p) for p in asked]], 0.0, cross_cut)
     assert {(e.predicted.edge.dependent, e.predicted.edge.prerequisite)
             for e in param_tool_edges(tools, pairs, scores, param_cut, fewer)} == expected
+    # preconditions only where the prerequisite checks: between the two, the same decisions as build-graph's edges,
+    # and the cross-encoder asked only about the pairs that can need it (a higher input cut leaves more pairs open)
+    param_cut = 0.9
+    for n in (1, 4, 6):  # three tools that check, each with an input
+        tools[n] = _tool(f"check_t{n}", ["a"])
+    checked = cross_encoder_pairs(tools, pairs, "checks")
+    assert set(asked) < set(checked) < set(pairs)
+    fallback = edges_from_probabilities(tools, checked, cross[[pairs.index(p) for p in checked]], 0.0, cross_cut)
+    with_checks = {(e.predicted.edge.dependent, e.predicted.edge.prerequisite)
+                   for e in param_tool_edges(tools, pairs, scores, param_cut, fallback, preconditions="checks")}
+    labels = decide(two_level_probs(tools, pairs, cross, cross_cut, scores, param_cut, preconditions="checks"),
+                    TWO_LEVEL_CUT)
+    assert _edges(tools, pairs, labels) == with_checks
+    off = {(e.predicted.edge.dependent, e.predicted.edge.prerequisite)
+           for e in param_tool_edges(tools, pairs, scores, param_cut, fallback)}
+    added = with_checks - off
+    assert added and all(d.startswith("t") and p.startswith("check_") for d, p in added)
 
 
 def _edges(tools, pairs, labels) -> set[tuple[str, str]]:
@@ -109,13 +127,46 @@ def test_with_preconditions_the_cross_encoder_adds_a_precondition_where_no_value
     assert decide(two_level_probs(tools, pairs, cross, 0.7, scores, 0.6), TWO_LEVEL_CUT).tolist() == [
         LABEL_NO_DEPENDENCY, LABEL_NO_DEPENDENCY]
     assert param_tool_edges(tools, pairs, scores, 0.6, fallback) == []
-    probs = two_level_probs(tools, pairs, cross, 0.7, scores, 0.6, preconditions=True)
+    probs = two_level_probs(tools, pairs, cross, 0.7, scores, 0.6, preconditions="all")
     assert decide(probs, TWO_LEVEL_CUT).tolist() == [LABEL_A_DEPENDS_ON_B, LABEL_NO_DEPENDENCY]
     assert probs[0, LABEL_A_DEPENDS_ON_B] == pytest.approx(rescale(0.96, 0.7))
-    [edge] = param_tool_edges(tools, pairs, scores, 0.6, fallback, preconditions=True)
+    [edge] = param_tool_edges(tools, pairs, scores, 0.6, fallback, preconditions="all")
     assert (edge.predicted.edge.dependent, edge.predicted.edge.prerequisite) == ("Transfer", "VerifyAccount")
     assert edge.best_param is None and edge.predicted.edge.kind == "precondition"
     assert value_pairs(tools, pairs) == {frozenset((3, 2))}
+
+
+def test_with_check_preconditions_only_a_prerequisite_that_checks_adds_an_edge():
+    """``preconditions="checks"``: Transfer needs VerifyAccount first (a check before an action) stands; Refund
+    needing Transfer first (no check) does not, nor VerifyAccount needing Transfer (the check is the dependent)."""
+    tools = [_api("VerifyAccount", ["account_id"], ["status"]), _api("Transfer", ["account_id", "amount"], ["receipt"]),
+             _api("Refund", ["order"], ["refund_id"])]
+    scores = [ParamScore(0, 1, "account_id", 0.3)]  # below the cut 0.6: no value passes
+    for pairs, expected in (([(1, 0), (2, 1)], [("Transfer", "VerifyAccount")]), ([(0, 1)], [])):
+        cross = np.array([[0.95, 0.04, 0.01]] * len(pairs))  # the first tool needs the second, each time
+        assert cross_encoder_pairs(tools, pairs, "checks") == [p for p in pairs if 0 in p]
+        labels = decide(two_level_probs(tools, pairs, cross, 0.7, scores, 0.6, preconditions="checks"), TWO_LEVEL_CUT)
+        assert _edges(tools, pairs, labels) == set(expected)
+        fallback = edges_from_probabilities(tools, pairs, cross, 0.0, 0.7)
+        edges = param_tool_edges(tools, pairs, scores, 0.6, fallback, preconditions="checks")
+        assert [(e.predicted.edge.dependent, e.predicted.edge.prerequisite) for e in edges] == expected
+        assert all(e.predicted.edge.kind == "precondition" for e in edges)
+        assert len(param_tool_edges(tools, pairs, scores, 0.6, fallback, preconditions="all")) == len(pairs)
+
+
+@pytest.mark.parametrize("name, description, verifies", [
+    ("check_customs_status", "Check the customs status.", True),
+    ("VerifyAccount", "The API for verifying an account.", True),
+    ("user_login", "Authenticate the user's login credentials.", True),  # said by its description
+    ("lookup_warranty", "Checks the warranty status of a product.", True),
+    ("is_available", "Whether a room is free.", True),  # a predicate
+    ("schedule_flight", "Schedule a flight after checking the weather.", False),
+    ("assess_impact", "Assess the impact of a program.", False),  # an appraisal, as often after the work as before
+    ("get_status", "Is the server up? Returns its status.", False),  # "is" counts in a name only
+    ("", "", False),
+])
+def test_a_tool_checks_when_its_name_or_description_starts_with_a_checking_verb(name, description, verifies):
+    assert checks(Tool(name or "t", "g", {"name": name, "description": description})) is verifies
 
 
 def test_a_checkpoint_carries_a_parameter_scorer_only_with_its_head(tmp_path):
@@ -124,3 +175,13 @@ def test_a_checkpoint_carries_a_parameter_scorer_only_with_its_head(tmp_path):
     assert parameter_scorer_of(tmp_path) is None  # a folder without the head scores nothing
     (tmp_path / "parameter_scorer" / "param_head.json").write_text("{}")
     assert parameter_scorer_of(tmp_path) == tmp_path / "parameter_scorer"
+
+
+def test_check_pairs_are_the_same_group_pairs_of_a_tool_that_checks_and_one_that_does_not():
+    tools = [_api("VerifyAccount", ["account_id"], ["status"]), _api("Transfer", ["account_id"], ["receipt"]),
+             _api("ValidateCard", ["card"], ["ok"]), _api("Refund", ["order"], ["refund_id"]),
+             Tool("Ping", "bank", {"name": "Ping", "description": "Ping", "input_params": [], "output_params": []}),
+             Tool("TestUpload", "files", {"name": "TestUpload", "description": "t", "output_params": [],
+                                          "input_params": [{"name": "f", "type": "str", "description": "f"}]})]
+    # two checks against two actions of their group; not the two checks, not Ping (no inputs), not another group
+    assert check_pairs(tools) == [(0, 1), (0, 3), (1, 2), (2, 3)]

@@ -10,9 +10,11 @@ import numpy as np
 
 from schemas.tdi import LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A
 from schemas.toolset import DependencyEdge, ParameterEdge, Tool
+from tasks.graph.checks import checking
 from tasks.graph.kinds import dependency_kind
 from tasks.graph.scoring import PredictedEdge
 from tasks.graph.schema_rule import value_pairs
+from tasks.graph.two_level import PreconditionScope, precondition_open
 from tasks.training.param_examples import ParamExample, parameter_units
 from tasks.training.param_head import HEAD_FILE, ParamHead, unit_features
 from tasks.training.param_reranker import RERANKER_DIR, STACK_FEATURES, ParamReranker
@@ -93,7 +95,7 @@ def parameter_edges(tools: Sequence[Tool], scores: Sequence[ParamScore], thresho
 
 def param_tool_edges(tools: Sequence[Tool], pairs: Sequence[tuple[int, int]], scores: Sequence[ParamScore],
                      threshold: float, fallback: Sequence[PredictedEdge] = (),
-                     preconditions: bool = False) -> list[ParamToolEdge]:
+                     preconditions: PreconditionScope = "off") -> list[ParamToolEdge]:
     """Tool edges from parameter scores: <consumer depends on producer> when its best input reaches
     ``threshold`` (prob = that input's p; it is kept as ``best_param``). Between two tools one edge at
     most: the direction with the higher p. A pair whose tools declare no inputs on either side keeps the
@@ -101,9 +103,11 @@ def param_tool_edges(tools: Sequence[Tool], pairs: Sequence[tuple[int, int]], sc
     consumer has no inputs when the other direction was not kept. Kind: "data" for an edge through an
     input, the fallback's own kind otherwise (``tasks.graph.kinds.dependency_kind``).
 
-    ``preconditions``: a ``fallback`` edge whose consumer declares inputs is kept too, as a precondition, when no
-    name rule sees a value pass between the two (``tasks.graph.schema_rule.value_pairs``): no input took the
-    producer's output, yet the pair reads as dependent (``two_level_probs`` decides the same way)."""
+    ``preconditions`` ("all", or "checks": where the prerequisite checks and the dependent does not,
+    ``tasks.graph.two_level.precondition_open``): a ``fallback`` edge whose consumer declares inputs is kept too, as
+    a precondition, when no name rule sees a value pass between the two (``tasks.graph.schema_rule.value_pairs``):
+    no input took the producer's output, yet the pair reads as dependent (``two_level_probs`` decides the same
+    way)."""
     best: dict[tuple[int, int], ParamScore] = {}
     for s in scores:
         key = (s.producer, s.consumer)
@@ -112,7 +116,8 @@ def param_tool_edges(tools: Sequence[Tool], pairs: Sequence[tuple[int, int]], sc
     has_inputs = [bool(t.doc.get("input_params")) for t in tools]
     index = {t.tool_id: n for n, t in enumerate(tools)}
     by_pair = {frozenset((index[f.edge.dependent], index[f.edge.prerequisite])): f for f in fallback}
-    valued = value_pairs(tools, [tuple(k) for k in by_pair]) if preconditions else set()
+    valued = value_pairs(tools, [tuple(k) for k in by_pair]) if preconditions != "off" else set()
+    checker = checking(tools) if preconditions == "checks" else []
     out = []
     for i, j in pairs:
         options = [best[k] for k in ((i, j), (j, i)) if k in best and best[k].prob >= threshold]
@@ -128,7 +133,8 @@ def param_tool_edges(tools: Sequence[Tool], pairs: Sequence[tuple[int, int]], sc
             continue
         if not has_inputs[index[f.edge.dependent]]:
             out.append(ParamToolEdge(f, None))
-        elif preconditions and frozenset((i, j)) not in valued:
+        elif frozenset((i, j)) not in valued and precondition_open(
+                preconditions, checker, index[f.edge.prerequisite], index[f.edge.dependent]):
             edge = replace(f.edge, kind=dependency_kind(through_parameter=False, precondition=True))
             out.append(ParamToolEdge(replace(f, edge=edge), None))
     return out

@@ -3,20 +3,22 @@ inputs is scored input by input by the checkpoint's parameter scorer (``paramete
 retriever with its parameter head), the rest by the tool-level cross-encoder. Light on purpose (numpy only):
 build-graph's config finds the parameter scorer here before any model is loaded.
 
-With ``preconditions`` the cross-encoder also speaks between two tools that declare inputs: where no input
-takes a value from the other tool (the parameter level found no edge, and no name rule sees a value pass), its
-edge is a precondition, the producer called first with no value passed. Without it such a pair could never
-be a precondition edge."""
+With ``preconditions`` ("checks" or "all") the cross-encoder also speaks between two tools that declare inputs:
+where no input takes a value from the other tool (the parameter level found no edge, and no name rule sees a
+value pass), its edge is a precondition, the producer called first with no value passed; with "checks" only
+where the producer verifies and the consumer does not (``tasks.graph.checks``: TGR's "prior verification").
+With "off" such a pair is never a precondition edge."""
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
 from schemas.tdi import LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A
 from schemas.toolset import Tool
+from tasks.graph.checks import checking
 from tasks.training.param_head import HEAD_FILE
 
 if TYPE_CHECKING:
@@ -24,6 +26,8 @@ if TYPE_CHECKING:
 
 PARAMETER_SCORER_DIR = "parameter_scorer"  # inside a discriminator checkpoint: a train-retriever best/ folder
 TWO_LEVEL_CUT = 0.5  # two_level_probs puts both scorers' own cuts here
+PreconditionScope = Literal["off", "checks", "all"]  # where the cross-encoder may add a precondition edge
+PRECONDITION_SCOPES: tuple[PreconditionScope, ...] = ("off", "checks", "all")
 
 
 def parameter_scorer_of(discriminator: str | Path | None) -> Path | None:
@@ -42,15 +46,25 @@ def declares_inputs(tools: Sequence[Tool]) -> list[bool]:
 
 
 def cross_encoder_pairs(tools: Sequence[Tool], pairs: Sequence[tuple[int, int]],
-                        preconditions: bool = False) -> list[tuple[int, int]]:
+                        preconditions: PreconditionScope = "off") -> list[tuple[int, int]]:
     """The candidate pairs the tool-level cross-encoder can still decide when the parameter level scores the rest:
-    those with a tool that declares no inputs, and with ``preconditions`` every pair (between two tools that
-    declare inputs it can still add a precondition). Without it, between two such tools each direction is decided
-    input by input, so their cross-encoder scores would never be read (``param_tool_edges``, ``two_level_probs``)."""
-    if preconditions:
+    those with a tool that declares no inputs; with ``preconditions`` "all" every pair, with "checks" also those
+    where exactly one tool checks (between two tools that declare inputs it can still add a precondition). With
+    "off", between two such tools each direction is decided input by input, so their cross-encoder scores would
+    never be read (``param_tool_edges``, ``two_level_probs``)."""
+    if preconditions == "all":
         return list(pairs)
     has_inputs = declares_inputs(tools)
-    return [(i, j) for i, j in pairs if not (has_inputs[i] and has_inputs[j])]
+    checker = checking(tools) if preconditions == "checks" else [False] * len(tools)
+    return [(i, j) for i, j in pairs if not (has_inputs[i] and has_inputs[j]) or checker[i] != checker[j]]
+
+
+def precondition_open(preconditions: PreconditionScope, checker: Sequence[bool], producer: int, consumer: int) -> bool:
+    """Whether ``preconditions`` lets the cross-encoder's edge (``consumer`` needs ``producer`` first) stand as a
+    precondition between two tools that declare inputs and pass no value (``checker``: ``checking(tools)``)."""
+    if preconditions == "checks":
+        return checker[producer] and not checker[consumer]
+    return preconditions == "all"
 
 
 def rescale(p: float, cut: float) -> float:
@@ -61,13 +75,14 @@ def rescale(p: float, cut: float) -> float:
 
 def two_level_probs(tools: Sequence[Tool], ordered: Sequence[tuple[int, int]], cross_probs: np.ndarray,
                     cross_cut: float | None, scores: Sequence[ParamScore], param_cut: float,
-                    preconditions: bool = False) -> np.ndarray:
+                    preconditions: PreconditionScope = "off") -> np.ndarray:
     """Class probabilities (n, 3) of the ordered pairs (a, b) (class 0: a depends on b) that decide at 0.5
     (``models.discriminator.decide(probs, 0.5)``) exactly as build-graph's two-level edges do
     (``param_tool_edges``): an edge through the consumer's best input when a direction's parameter score
     reaches ``param_cut``, the higher of the two; otherwise the cross-encoder's edge (``cross_probs``: its
     dependency mass p0 + p2 at ``cross_cut``, 0.5 without one) where its consumer declares no inputs, and with
-    ``preconditions`` also where it does but no name rule sees a value pass (a precondition). Below the cuts, the
+    ``preconditions`` also where it does but no name rule sees a value pass (a precondition; with "checks" only
+    where the producer checks and the consumer does not: ``precondition_open``). Below the cuts, the
     pair's dependency mass is the best of those scores, each rescaled to put its own cut at 0.5 (a ranking for
     precision-recall curves)."""
     from tasks.graph.schema_rule import value_pairs  # here: this module stays light (numpy only)
@@ -76,7 +91,8 @@ def two_level_probs(tools: Sequence[Tool], ordered: Sequence[tuple[int, int]], c
     for s in scores:
         best[(s.producer, s.consumer)] = max(s.prob, best.get((s.producer, s.consumer), 0.0))
     has_inputs = declares_inputs(tools)
-    valued = value_pairs(tools, sorted({(min(p), max(p)) for p in ordered})) if preconditions else set()  # either way
+    valued = value_pairs(tools, sorted({(min(p), max(p)) for p in ordered})) if preconditions != "off" else set()
+    checker = checking(tools) if preconditions == "checks" else []
     cross_probs = np.asarray(cross_probs, dtype=np.float64).reshape(-1, 3)
     out = np.zeros((len(ordered), 3))
     for k, (a, b) in enumerate(ordered):
@@ -89,7 +105,9 @@ def two_level_probs(tools: Sequence[Tool], ordered: Sequence[tuple[int, int]], c
         kept = [o for o in param if o[0] >= 0.5]
         # the cross-encoder decides a consumer without inputs; with preconditions, one with inputs too where no
         # value passes by name (the parameter level has found none either)
-        cross_open = not has_inputs[cross_consumer] or (preconditions and frozenset((a, b)) not in valued)
+        cross_open = not has_inputs[cross_consumer] or (
+            frozenset((a, b)) not in valued and precondition_open(preconditions, checker, a + b - cross_consumer,
+                                                                  cross_consumer))
         if kept:
             mass, cls = max(kept)
         elif cross_mass >= 0.5 and cross_open:
