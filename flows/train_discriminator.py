@@ -595,7 +595,7 @@ TWO_LEVEL_ROW = "discriminator, two levels (inputs by the parameter scorer)"
 # build-graph --cross-encoder-preconditions beside two levels: metrics.json key and row title per scope
 PRECONDITION_ROWS: dict[PreconditionScope, tuple[str, str]] = {
     "checks": ("test_two_level_check_preconditions",
-               "discriminator, two levels + cross-encoder preconditions whose prerequisite checks"),
+               "discriminator, two levels + preconditions whose prerequisite checks (build-graph's default)"),
     "all": ("test_two_level_preconditions", "discriminator, two levels + cross-encoder preconditions")}
 
 
@@ -620,8 +620,8 @@ def model_card(cfg: TrainDiscriminatorConfig, summary: dict[str, Any]) -> str:
     test, valid = summary["test"], summary.get("validation")
     headline = test.get("calibrated", test["argmax"])
     rows = [("test: discriminator, calibrated" if "calibrated" in test else "test: discriminator, argmax", headline["dependency"]),
-            *([(f"test: {TWO_LEVEL_ROW}", summary["test_two_level"]["calibrated"]["dependency"])]
-              if summary.get("test_two_level") else []),
+            *[(f"test: {title}", summary[key]["calibrated"]["dependency"])
+              for key, title in (("test_two_level", TWO_LEVEL_ROW), PRECONDITION_ROWS["checks"]) if summary.get(key)],
             ("test: parameter-match rule", test["schema_rule"]["dependency"]),
             ("test: parameter-match rule, partial names too", test["schema_rule_partial"]["dependency"])]
     for name, section in (valid or {}).items():

@@ -13,7 +13,7 @@ from schemas.tdi import LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A, LABEL_NO_DEP
 from schemas.toolset import Tool
 from tasks.graph.param_scoring import ParamScore, param_tool_edges
 from tasks.graph.scoring import edges_from_probabilities
-from tasks.graph.checks import check_pairs, checks
+from tasks.graph.checks import check_pairs, checks, may_gate, role
 from tasks.graph.two_level import (
     TWO_LEVEL_CUT,
     cross_encoder_pairs,
@@ -163,6 +163,8 @@ def test_with_check_preconditions_only_a_prerequisite_that_checks_adds_an_edge()
     ("schedule_flight", "Schedule a flight after checking the weather.", False),
     ("assess_impact", "Assess the impact of a program.", False),  # an appraisal, as often after the work as before
     ("get_status", "Is the server up? Returns its status.", False),  # "is" counts in a name only
+    ("check_in_guest", "Check in a hotel guest.", False),  # an action
+    ("Captcha::Verify the captcha", "", True),  # a catalog's Tool::API name: its API part
     ("", "", False),
 ])
 def test_a_tool_checks_when_its_name_or_description_starts_with_a_checking_verb(name, description, verifies):
@@ -175,6 +177,20 @@ def test_a_checkpoint_carries_a_parameter_scorer_only_with_its_head(tmp_path):
     assert parameter_scorer_of(tmp_path) is None  # a folder without the head scores nothing
     (tmp_path / "parameter_scorer" / "param_head.json").write_text("{}")
     assert parameter_scorer_of(tmp_path) == tmp_path / "parameter_scorer"
+
+
+def test_a_check_may_gate_an_action_and_only_an_authentication_may_gate_a_read():
+    verify, login = role(_api("VerifyAccount", ["a"], [])), role(_api("user_login", ["a"], []))
+    transfer, balance = role(_api("Transfer", ["a"], [])), role(_api("GetBalance", ["a"], []))
+    assert not login.checks and role(_api("login_user", ["a"], [])).authenticates  # its name says nothing of its own
+    login = role(Tool("user_login", "g", {"name": "user_login", "description": "Authenticate the user's credentials."}))
+    assert login.checks and login.authenticates and balance.reads and not transfer.reads
+    assert may_gate(verify, transfer) and not may_gate(verify, balance) and not may_gate(transfer, verify)
+    assert may_gate(login, balance) and not may_gate(verify, login)  # a check never gates another check
+    # nor a tool whose name says it checks, wherever the word stands; "check in" is an action
+    for name in ("Email Validator::Email", "luggage_check", "Bulk Whatsapp Validator::About info"):
+        assert not may_gate(verify, role(_api(name, ["a"], [])))
+    assert may_gate(verify, role(_api("check_in_guest", ["a"], [])))
 
 
 def test_check_pairs_are_the_same_group_pairs_of_a_tool_that_checks_and_one_that_does_not():

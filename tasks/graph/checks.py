@@ -1,56 +1,99 @@
 """Tools that verify: the second kind of dependency in TGR's definition ("Login needs Validate to check the
 credentials"; the shared data's edge files: "or A is B's prior verification"). A tool checks when its name or
 its description starts with a checking verb (``check_customs_status``, ``VerifyAccount``, ``user_login``:
-"Authenticate the user's login credentials."); a predicate (``is_available``, ``has_access``) checks too.
+"Authenticate the user's login credentials."); a predicate (``is_available``, ``has_access``) checks too. A
+catalog name ``Tool::API`` is read by its API part.
 
-``build-graph --cross-encoder-preconditions checks`` lets the cross-encoder add a precondition edge between two
-tools that declare inputs only where the prerequisite checks and the dependent does not (docs/preconditions.md).
-Verbs whose result is an appraisal (assess, evaluate, analyze) are left out on purpose: such a tool is as often
-called after the work it judges as before it."""
+A check gates an action: ``may_gate`` lets a check be the prerequisite of a tool that neither checks (nor names
+a check anywhere in its name: ``luggage_check``, ``Email Validator::Email``) nor only reads (its name or
+description opens with get, search, list, view..., or its name is a lookup's: ``DNS Lookup``, ``EmailFinder``: a
+lookup needs no prior check), except that authentication gates reads too (login before a query). ``build-graph --cross-encoder-preconditions checks`` lets the cross-encoder add a
+precondition edge between two tools that declare inputs only where the prerequisite may gate the dependent
+(docs/preconditions.md). Verbs whose result is an appraisal (assess, evaluate, analyze) are left out on purpose:
+such a tool is as often called after the work it judges as before it."""
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from schemas.toolset import Tool
 
 CHECKING_VERBS = frozenset({
     "check", "verify", "validate", "authenticate", "authorize", "authorise", "confirm", "ensure", "login", "signin",
     "inspect", "test", "is", "has", "can"})
+AUTHENTICATING_VERBS = frozenset({"authenticate", "authorize", "authorise", "login", "signin"})
+READING_VERBS = frozenset({
+    "get", "search", "find", "lookup", "look", "query", "list", "fetch", "retrieve", "read", "view", "show",
+    "display", "browse", "return"})
 _FORMS = {"checks": "check", "verifies": "verify", "validates": "validate", "authenticates": "authenticate",
           "authorizes": "authorize", "authorises": "authorise", "confirms": "confirm", "ensures": "ensure",
-          "inspects": "inspect", "tests": "test"}
+          "inspects": "inspect", "tests": "test", "gets": "get", "searches": "search", "finds": "find",
+          "queries": "query", "lists": "list", "fetches": "fetch", "retrieves": "retrieve", "reads": "read",
+          "views": "view", "shows": "show", "displays": "display", "browses": "browse", "returns": "return"}
+# anywhere in an API's name, a lookup's word ("DNS Lookup", "EmailFinder", "Order List")
+_READ_WORDS = READING_VERBS | {"lookup", "finder", "info", "information", "details"}
 _PREDICATES = frozenset({"is", "has", "can"})  # only as a name's first word: "Is" opens few descriptions of a check
+# anywhere in a name, a check's word: such a tool is never gated ("Email Validator::Email", "luggage_check")
+_CHECK_WORDS = (CHECKING_VERBS - _PREDICATES - {"test"}) | {"validation", "validator", "verification", "verifier",
+                                                             "checker", "authentication"}
 
 
-def _first_word(text: str) -> str:
-    words = re.findall(r"[a-z]+", re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", text).lower())
-    return _FORMS.get(words[0], words[0]) if words else ""
+@dataclass(frozen=True)
+class Role:
+    """What a tool's name and description say it does, as far as preconditions go."""
+    checks: bool
+    authenticates: bool
+    reads: bool
+    named_as_check: bool  # a check's word anywhere in its name: never gated by another check
+
+
+def _words(text: str) -> list[str]:
+    return [_FORMS.get(w, w) for w in re.findall(r"[a-z]+", re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", text).lower())]
+
+
+def _opening_verb(words: list[str]) -> str:
+    """The first of ``words``; "check in" and "check out" are actions, not checks."""
+    return "" if not words or words[:2] in (["check", "in"], ["check", "out"]) else words[0]
+
+
+def role(tool: Tool) -> Role:
+    """Read from the first word of the tool's name (its API part, for ``Tool::API``) and of its description, and
+    from the words of its name."""
+    full = str(tool.doc.get("name") or tool.tool_id)
+    name, said = _opening_verb(_words(full.split("::")[-1])), _opening_verb(_words(str(tool.doc.get("description") or "")))
+    checks = name in CHECKING_VERBS or (said in CHECKING_VERBS and said not in _PREDICATES)
+    words = _words(full)
+    named = {w for n, w in enumerate(words) if not (w == "check" and words[n + 1:n + 2] in (["in"], ["out"]))}
+    reads = bool(READING_VERBS & {name, said} or _READ_WORDS & set(_words(full.split("::")[-1])))
+    return Role(checks, AUTHENTICATING_VERBS & {name, said} != set(), not checks and reads,
+                checks or bool(_CHECK_WORDS & named))
 
 
 def checks(tool: Tool) -> bool:
     """Whether ``tool`` verifies something: its name's first word is a checking verb or a predicate's ``is``,
     ``has``, ``can``, or its description's first word is a checking verb."""
-    name = _first_word(str(tool.doc.get("name") or tool.tool_id))
-    if name in CHECKING_VERBS:
-        return True
-    said = _first_word(str(tool.doc.get("description") or ""))
-    return said in CHECKING_VERBS and said not in _PREDICATES
+    return role(tool).checks
 
 
-def checking(tools: Sequence[Tool]) -> list[bool]:
-    """``checks`` per tool."""
-    return [checks(t) for t in tools]
+def roles(tools: Sequence[Tool]) -> list[Role]:
+    return [role(t) for t in tools]
+
+
+def may_gate(prerequisite: Role, dependent: Role) -> bool:
+    """Whether a check may be the prerequisite of ``dependent``: it checks, the dependent is no check (not even
+    by a word of its name), and the dependent acts (it does not only read) unless the check authenticates."""
+    return prerequisite.checks and not dependent.named_as_check and (not dependent.reads or prerequisite.authenticates)
 
 
 def check_pairs(tools: Sequence[Tool]) -> list[tuple[int, int]]:
-    """Every same-group pair (i < j) of tools that both declare inputs where exactly one checks: the pairs where
-    ``--cross-encoder-preconditions checks`` can add an edge. build-graph scores them beside the pruned candidates,
-    which follow values and text and keep few preconditions; a group has few checks, so they are few."""
-    verifies = checking(tools)
+    """Every same-group pair (i < j) of tools that both declare inputs where one may gate the other: the pairs
+    where ``--cross-encoder-preconditions checks`` can add an edge. build-graph scores them beside the pruned
+    candidates, which follow values and text and keep few preconditions; a group has few checks, so they are few."""
+    said = roles(tools)
     by_group: dict[str, list[int]] = {}
     for n, t in enumerate(tools):
         if t.doc.get("input_params"):
             by_group.setdefault(t.group, []).append(n)
-    return sorted((min(i, j), max(i, j)) for members in by_group.values() for i in members if verifies[i]
-                  for j in members if not verifies[j])
+    return sorted({(min(i, j), max(i, j)) for members in by_group.values() for i in members if said[i].checks
+                   for j in members if may_gate(said[i], said[j])})

@@ -10,7 +10,7 @@ import numpy as np
 
 from schemas.tdi import LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A
 from schemas.toolset import DependencyEdge, ParameterEdge, Tool
-from tasks.graph.checks import checking
+from tasks.graph.checks import roles
 from tasks.graph.kinds import dependency_kind
 from tasks.graph.scoring import PredictedEdge
 from tasks.graph.schema_rule import value_pairs
@@ -103,7 +103,7 @@ def param_tool_edges(tools: Sequence[Tool], pairs: Sequence[tuple[int, int]], sc
     consumer has no inputs when the other direction was not kept. Kind: "data" for an edge through an
     input, the fallback's own kind otherwise (``tasks.graph.kinds.dependency_kind``).
 
-    ``preconditions`` ("all", or "checks": where the prerequisite checks and the dependent does not,
+    ``preconditions`` ("all", or "checks": where the prerequisite is a check that may gate the dependent,
     ``tasks.graph.two_level.precondition_open``): a ``fallback`` edge whose consumer declares inputs is kept too, as
     a precondition, when no name rule sees a value pass between the two (``tasks.graph.schema_rule.value_pairs``):
     no input took the producer's output, yet the pair reads as dependent (``two_level_probs`` decides the same
@@ -117,7 +117,7 @@ def param_tool_edges(tools: Sequence[Tool], pairs: Sequence[tuple[int, int]], sc
     index = {t.tool_id: n for n, t in enumerate(tools)}
     by_pair = {frozenset((index[f.edge.dependent], index[f.edge.prerequisite])): f for f in fallback}
     valued = value_pairs(tools, [tuple(k) for k in by_pair]) if preconditions != "off" else set()
-    checker = checking(tools) if preconditions == "checks" else []
+    said = roles(tools) if preconditions == "checks" else []
     out = []
     for i, j in pairs:
         options = [best[k] for k in ((i, j), (j, i)) if k in best and best[k].prob >= threshold]
@@ -134,7 +134,7 @@ def param_tool_edges(tools: Sequence[Tool], pairs: Sequence[tuple[int, int]], sc
         if not has_inputs[index[f.edge.dependent]]:
             out.append(ParamToolEdge(f, None))
         elif frozenset((i, j)) not in valued and precondition_open(
-                preconditions, checker, index[f.edge.prerequisite], index[f.edge.dependent]):
+                preconditions, said, index[f.edge.prerequisite], index[f.edge.dependent]):
             edge = replace(f.edge, kind=dependency_kind(through_parameter=False, precondition=True))
             out.append(ParamToolEdge(replace(f, edge=edge), None))
     return out

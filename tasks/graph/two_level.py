@@ -6,7 +6,7 @@ build-graph's config finds the parameter scorer here before any model is loaded.
 With ``preconditions`` ("checks" or "all") the cross-encoder also speaks between two tools that declare inputs:
 where no input takes a value from the other tool (the parameter level found no edge, and no name rule sees a
 value pass), its edge is a precondition, the producer called first with no value passed; with "checks" only
-where the producer verifies and the consumer does not (``tasks.graph.checks``: TGR's "prior verification").
+where the producer is a check that may gate the consumer (``tasks.graph.checks``: TGR's "prior verification").
 With "off" such a pair is never a precondition edge."""
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import numpy as np
 
 from schemas.tdi import LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A
 from schemas.toolset import Tool
-from tasks.graph.checks import checking
+from tasks.graph.checks import may_gate, roles
 from tasks.training.param_head import HEAD_FILE
 
 if TYPE_CHECKING:
@@ -49,21 +49,24 @@ def cross_encoder_pairs(tools: Sequence[Tool], pairs: Sequence[tuple[int, int]],
                         preconditions: PreconditionScope = "off") -> list[tuple[int, int]]:
     """The candidate pairs the tool-level cross-encoder can still decide when the parameter level scores the rest:
     those with a tool that declares no inputs; with ``preconditions`` "all" every pair, with "checks" also those
-    where exactly one tool checks (between two tools that declare inputs it can still add a precondition). With
+    where one tool may gate the other (``checks.may_gate``: between two tools that declare inputs it can still add
+    a precondition). With
     "off", between two such tools each direction is decided input by input, so their cross-encoder scores would
     never be read (``param_tool_edges``, ``two_level_probs``)."""
     if preconditions == "all":
         return list(pairs)
     has_inputs = declares_inputs(tools)
-    checker = checking(tools) if preconditions == "checks" else [False] * len(tools)
-    return [(i, j) for i, j in pairs if not (has_inputs[i] and has_inputs[j]) or checker[i] != checker[j]]
+    said = roles(tools) if preconditions == "checks" else []
+    return [(i, j) for i, j in pairs if not (has_inputs[i] and has_inputs[j])
+            or (said and (may_gate(said[i], said[j]) or may_gate(said[j], said[i])))]
 
 
-def precondition_open(preconditions: PreconditionScope, checker: Sequence[bool], producer: int, consumer: int) -> bool:
+def precondition_open(preconditions: PreconditionScope, said: Sequence, producer: int, consumer: int) -> bool:
     """Whether ``preconditions`` lets the cross-encoder's edge (``consumer`` needs ``producer`` first) stand as a
-    precondition between two tools that declare inputs and pass no value (``checker``: ``checking(tools)``)."""
+    precondition between two tools that declare inputs and pass no value (``said``: ``checks.roles(tools)``, read
+    with "checks": the producer must be a check that may gate the consumer)."""
     if preconditions == "checks":
-        return checker[producer] and not checker[consumer]
+        return may_gate(said[producer], said[consumer])
     return preconditions == "all"
 
 
@@ -82,7 +85,7 @@ def two_level_probs(tools: Sequence[Tool], ordered: Sequence[tuple[int, int]], c
     reaches ``param_cut``, the higher of the two; otherwise the cross-encoder's edge (``cross_probs``: its
     dependency mass p0 + p2 at ``cross_cut``, 0.5 without one) where its consumer declares no inputs, and with
     ``preconditions`` also where it does but no name rule sees a value pass (a precondition; with "checks" only
-    where the producer checks and the consumer does not: ``precondition_open``). Below the cuts, the
+    where the producer is a check that may gate the consumer: ``precondition_open``). Below the cuts, the
     pair's dependency mass is the best of those scores, each rescaled to put its own cut at 0.5 (a ranking for
     precision-recall curves)."""
     from tasks.graph.schema_rule import value_pairs  # here: this module stays light (numpy only)
@@ -92,7 +95,7 @@ def two_level_probs(tools: Sequence[Tool], ordered: Sequence[tuple[int, int]], c
         best[(s.producer, s.consumer)] = max(s.prob, best.get((s.producer, s.consumer), 0.0))
     has_inputs = declares_inputs(tools)
     valued = value_pairs(tools, sorted({(min(p), max(p)) for p in ordered})) if preconditions != "off" else set()
-    checker = checking(tools) if preconditions == "checks" else []
+    said = roles(tools) if preconditions == "checks" else []
     cross_probs = np.asarray(cross_probs, dtype=np.float64).reshape(-1, 3)
     out = np.zeros((len(ordered), 3))
     for k, (a, b) in enumerate(ordered):
@@ -106,7 +109,7 @@ def two_level_probs(tools: Sequence[Tool], ordered: Sequence[tuple[int, int]], c
         # the cross-encoder decides a consumer without inputs; with preconditions, one with inputs too where no
         # value passes by name (the parameter level has found none either)
         cross_open = not has_inputs[cross_consumer] or (
-            frozenset((a, b)) not in valued and precondition_open(preconditions, checker, a + b - cross_consumer,
+            frozenset((a, b)) not in valued and precondition_open(preconditions, said, a + b - cross_consumer,
                                                                   cross_consumer))
         if kept:
             mass, cls = max(kept)
