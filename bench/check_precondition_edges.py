@@ -1,6 +1,6 @@
 """The precondition edges ``build-graph --cross-encoder-preconditions checks`` adds, listed for reading by hand.
 
-For each checkpoint, the same-group pairs of a tool that checks and one that does not (``tasks.graph.checks``,
+For each checkpoint, the same-group pairs where a tool that checks may gate the other (``tasks.graph.checks``,
 both with inputs) are scored as the evaluate-only flow scores them (the cross-encoder at its calibrated cut, the
 parameter level on their inputs), and an edge is listed where two levels with "checks" call the pair dependent
 and two levels alone do not. Only those pairs can change, so only they are scored. Written as a markdown table

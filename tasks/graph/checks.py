@@ -7,9 +7,9 @@ catalog name ``Tool::API`` is read by its API part.
 A check gates an action: ``may_gate`` lets a check be the prerequisite of a tool that neither checks (nor names
 a check anywhere in its name: ``luggage_check``, ``Email Validator::Email``) nor only reads (its name or
 description opens with get, search, list, view..., or its name is a lookup's: ``DNS Lookup``, ``EmailFinder``: a
-lookup needs no prior check), except that authentication gates reads too (login before a query). ``build-graph --cross-encoder-preconditions checks`` lets the cross-encoder add a
-precondition edge between two tools that declare inputs only where the prerequisite may gate the dependent
-(docs/preconditions.md). Verbs whose result is an appraisal (assess, evaluate, analyze) are left out on purpose:
+lookup needs no prior check), except that authentication gates reads too (login before a query).
+``build-graph --cross-encoder-preconditions checks`` lets the cross-encoder add a precondition edge between two
+tools that declare inputs only where the prerequisite may gate the dependent (docs/preconditions.md). Verbs whose result is an appraisal (assess, evaluate, analyze) are left out on purpose:
 such a tool is as often called after the work it judges as before it."""
 from __future__ import annotations
 
@@ -52,22 +52,25 @@ def _words(text: str) -> list[str]:
     return [_FORMS.get(w, w) for w in re.findall(r"[a-z]+", re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", text).lower())]
 
 
+def _is_check_in(words: list[str], n: int) -> bool:
+    """Whether ``words[n]`` opens "check in" or "check out": an action, not a check."""
+    return words[n] == "check" and words[n + 1:n + 2] in (["in"], ["out"])
+
+
 def _opening_verb(words: list[str]) -> str:
-    """The first of ``words``; "check in" and "check out" are actions, not checks."""
-    return "" if not words or words[:2] in (["check", "in"], ["check", "out"]) else words[0]
+    return "" if not words or _is_check_in(words, 0) else words[0]
 
 
 def role(tool: Tool) -> Role:
     """Read from the first word of the tool's name (its API part, for ``Tool::API``) and of its description, and
     from the words of its name."""
-    full = str(tool.doc.get("name") or tool.tool_id)
-    name, said = _opening_verb(_words(full.split("::")[-1])), _opening_verb(_words(str(tool.doc.get("description") or "")))
+    full = _words(str(tool.doc.get("name") or tool.tool_id))
+    api = _words(str(tool.doc.get("name") or tool.tool_id).split("::")[-1])
+    name, said = _opening_verb(api), _opening_verb(_words(str(tool.doc.get("description") or "")))
     checks = name in CHECKING_VERBS or (said in CHECKING_VERBS and said not in _PREDICATES)
-    words = _words(full)
-    named = {w for n, w in enumerate(words) if not (w == "check" and words[n + 1:n + 2] in (["in"], ["out"]))}
-    reads = bool(READING_VERBS & {name, said} or _READ_WORDS & set(_words(full.split("::")[-1])))
-    return Role(checks, AUTHENTICATING_VERBS & {name, said} != set(), not checks and reads,
-                checks or bool(_CHECK_WORDS & named))
+    reads = not checks and bool(READING_VERBS & {name, said} or _READ_WORDS & set(api))
+    named_as_check = checks or any(w in _CHECK_WORDS and not _is_check_in(full, n) for n, w in enumerate(full))
+    return Role(checks, bool(AUTHENTICATING_VERBS & {name, said}), reads, named_as_check)
 
 
 def checks(tool: Tool) -> bool:
