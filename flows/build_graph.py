@@ -51,7 +51,7 @@ from tasks.common.embedding_cache import DEFAULT_CACHE_DIR
 from tasks.common.plots import show_plot
 from tasks.graph.call_order_edges import CallOrderEdges, call_order_edges, with_call_order
 from tasks.common.memory import release_free_memory
-from tasks.graph.checks import check_pairs
+from tasks.graph.checks import PreconditionScope, check_pairs
 from tasks.graph.candidates import DEFAULT_RETRIEVAL_K, retrieval_candidates, retrieval_recall
 from tasks.graph.edges import dataset_tables, fuse_edges
 from tasks.graph.metrics import describe as describe_edge_metrics, edge_metrics
@@ -60,7 +60,7 @@ from tasks.graph.plots import (CANDIDATE_RECALL_PLOT, curve_settings, curve_stra
 from tasks.graph.pruning import (DEFAULT_PRUNING, PRUNING_STRATEGIES, PruningResult, log_pruning, prune_candidates,
                                   pruning_rules)
 from tasks.graph.schema_rule import schema_edges
-from tasks.graph.two_level import PreconditionScope, cross_encoder_pairs
+from tasks.graph.two_level import cross_encoder_pairs
 from tasks.graph.scoring import (SCORING_PRECISIONS, SCORING_RUNNERS, EdgeDecision, edge_decision, edges_from_probabilities,
                                  score_pairs)
 from tasks.llm.config import split_userinfo

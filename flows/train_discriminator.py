@@ -386,8 +386,8 @@ from models.discriminator import (CALIBRATION_FILE, checkpoint_pooling, decide, 
                                   load_discriminator, load_model, load_tokenizer)
 from tasks.training.plots import PR_POINTS, plot_confusion, plot_precision_recall, plot_training_curves  # noqa: E402
 from tasks.common.plots import show_plot  # noqa: E402
-from tasks.graph.two_level import (PARAMETER_SCORER_DIR, TWO_LEVEL_CUT, PreconditionScope,  # noqa: E402
-                                   parameter_scorer_of)
+from tasks.graph.checks import PreconditionScope  # noqa: E402
+from tasks.graph.two_level import PARAMETER_SCORER_DIR, TWO_LEVEL_CUT, parameter_scorer_of  # noqa: E402
 from tasks.training.precision import train_in_bf16  # noqa: E402
 from tasks.training.trainer import (StageArguments, TrainResult, pick_device, predict_examples, seed_everything,  # noqa: E402
                                     train_classifier)

@@ -16,9 +16,11 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from schemas.toolset import Tool
 
+PreconditionScope = Literal["off", "checks", "all"]  # where the cross-encoder may add a precondition edge
 CHECKING_VERBS = frozenset({
     "check", "verify", "validate", "authenticate", "authorize", "authorise", "confirm", "ensure", "login", "signin",
     "inspect", "test", "is", "has", "can"})
@@ -100,3 +102,12 @@ def check_pairs(tools: Sequence[Tool]) -> list[tuple[int, int]]:
             by_group.setdefault(t.group, []).append(n)
     return sorted({(min(i, j), max(i, j)) for members in by_group.values() for i in members if said[i].checks
                    for j in members if may_gate(said[i], said[j])})
+
+
+def precondition_open(preconditions: PreconditionScope, said: Sequence[Role], producer: int, consumer: int) -> bool:
+    """Whether ``preconditions`` lets the cross-encoder's edge (``consumer`` needs ``producer`` first) stand as a
+    precondition between two tools that declare inputs and pass no value (``said``: ``roles(tools)``, read with
+    "checks": the producer must be a check that may gate the consumer)."""
+    if preconditions == "checks":
+        return may_gate(said[producer], said[consumer])
+    return preconditions == "all"

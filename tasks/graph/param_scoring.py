@@ -10,11 +10,10 @@ import numpy as np
 
 from schemas.tdi import LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A
 from schemas.toolset import DependencyEdge, ParameterEdge, Tool
-from tasks.graph.checks import roles
+from tasks.graph.checks import PreconditionScope, precondition_open, roles
 from tasks.graph.kinds import dependency_kind
 from tasks.graph.scoring import PredictedEdge
 from tasks.graph.schema_rule import value_pairs
-from tasks.graph.two_level import PreconditionScope, precondition_open
 from tasks.training.param_examples import ParamExample, parameter_units
 from tasks.training.param_head import HEAD_FILE, ParamHead, unit_features
 from tasks.training.param_reranker import RERANKER_DIR, STACK_FEATURES, ParamReranker
@@ -104,7 +103,7 @@ def param_tool_edges(tools: Sequence[Tool], pairs: Sequence[tuple[int, int]], sc
     input, the fallback's own kind otherwise (``tasks.graph.kinds.dependency_kind``).
 
     ``preconditions`` ("all", or "checks": where the prerequisite is a check that may gate the dependent,
-    ``tasks.graph.two_level.precondition_open``): a ``fallback`` edge whose consumer declares inputs is kept too, as
+    ``tasks.graph.checks.precondition_open``): a ``fallback`` edge whose consumer declares inputs is kept too, as
     a precondition, when no name rule sees a value pass between the two (``tasks.graph.schema_rule.value_pairs``):
     no input took the producer's output, yet the pair reads as dependent (``two_level_probs`` decides the same
     way)."""

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from schemas.tdi import LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A
 from schemas.toolset import Tool
-from tasks.graph.checks import may_gate, roles
+from tasks.graph.checks import PreconditionScope, may_gate, precondition_open, roles
 from tasks.training.param_head import HEAD_FILE
 
 if TYPE_CHECKING:
@@ -26,8 +26,6 @@ if TYPE_CHECKING:
 
 PARAMETER_SCORER_DIR = "parameter_scorer"  # inside a discriminator checkpoint: a train-retriever best/ folder
 TWO_LEVEL_CUT = 0.5  # two_level_probs puts both scorers' own cuts here
-PreconditionScope = Literal["off", "checks", "all"]  # where the cross-encoder may add a precondition edge
-PRECONDITION_SCOPES: tuple[PreconditionScope, ...] = ("off", "checks", "all")
 
 
 def parameter_scorer_of(discriminator: str | Path | None) -> Path | None:
@@ -59,15 +57,6 @@ def cross_encoder_pairs(tools: Sequence[Tool], pairs: Sequence[tuple[int, int]],
     said = roles(tools) if preconditions == "checks" else []
     return [(i, j) for i, j in pairs if not (has_inputs[i] and has_inputs[j])
             or (said and (may_gate(said[i], said[j]) or may_gate(said[j], said[i])))]
-
-
-def precondition_open(preconditions: PreconditionScope, said: Sequence, producer: int, consumer: int) -> bool:
-    """Whether ``preconditions`` lets the cross-encoder's edge (``consumer`` needs ``producer`` first) stand as a
-    precondition between two tools that declare inputs and pass no value (``said``: ``checks.roles(tools)``, read
-    with "checks": the producer must be a check that may gate the consumer)."""
-    if preconditions == "checks":
-        return may_gate(said[producer], said[consumer])
-    return preconditions == "all"
 
 
 def rescale(p: float, cut: float) -> float:
