@@ -9,8 +9,9 @@ a check anywhere in its name: ``luggage_check``, ``Email Validator::Email``) nor
 description opens with get, search, list, view..., or its name is a lookup's: ``DNS Lookup``, ``EmailFinder``: a
 lookup needs no prior check), except that authentication gates reads too (login before a query).
 ``build-graph --cross-encoder-preconditions checks`` lets the cross-encoder add a precondition edge between two
-tools that declare inputs only where the prerequisite may gate the dependent (docs/preconditions.md). Verbs whose result is an appraisal (assess, evaluate, analyze) are left out on purpose:
-such a tool is as often called after the work it judges as before it."""
+tools that declare inputs only where the prerequisite may gate the dependent (docs/preconditions.md). Verbs whose
+result is an appraisal (assess, evaluate, analyze) are left out on purpose: such a tool is as often called after
+the work it judges as before it."""
 from __future__ import annotations
 
 import re

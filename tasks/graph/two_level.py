@@ -48,9 +48,8 @@ def cross_encoder_pairs(tools: Sequence[Tool], pairs: Sequence[tuple[int, int]],
     """The candidate pairs the tool-level cross-encoder can still decide when the parameter level scores the rest:
     those with a tool that declares no inputs; with ``preconditions`` "all" every pair, with "checks" also those
     where one tool may gate the other (``checks.may_gate``: between two tools that declare inputs it can still add
-    a precondition). With
-    "off", between two such tools each direction is decided input by input, so their cross-encoder scores would
-    never be read (``param_tool_edges``, ``two_level_probs``)."""
+    a precondition). With "off", between two such tools each direction is decided input by input, so their
+    cross-encoder scores would never be read (``param_tool_edges``, ``two_level_probs``)."""
     if preconditions == "all":
         return list(pairs)
     has_inputs = declares_inputs(tools)
