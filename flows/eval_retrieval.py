@@ -91,6 +91,9 @@ FUSED_METHODS = {f"{m}(cv)": m for m, kind in EMBEDDING_METHODS.items()
 VALIDATED_METHODS = {f"{m}(val)": m for m in HELD_OUT_ONLY if EMBEDDING_METHODS.get(m, "").startswith("tgr_")}
 # A "+order" graph's (val) fusion starts from its data graph (w = 0: "+TGR, data edges only"), not the embedding.
 ORDER_BASE = {m: m.removesuffix("+order") for m in HELD_OUT_ONLY if m.endswith("+order")}
+# A graph with precondition edges: its (cv) fusion chooses the data graph's weight first, then the precondition
+# edges' over that (w = 0: "+TGR, data edges only", cross-validated), where build-graph wrote the data graph too.
+DATA_GRAPH_OF = {"embedding+TGR-d": "embedding+TGR-d(data)"}
 EXPANSION_TOPS = (1, 2, 3, 5)  # how many top results get a successor: chosen on the validation queries
 NEXT_TOOL_KS = (1, 3)
 METRIC_COLUMNS = [("recall", 5), ("recall", 10), ("ndcg", 5), ("ndcg", 10), ("pass_rate", 5), ("pass_rate", 10)]
@@ -273,7 +276,9 @@ def rank_all(inputs: EvalInputs, k: int, progress: EvalProgress | None = None) -
 def fused_rankings(inputs: EvalInputs, cfg: EvalConfig, depth: int,
                    progress: EvalProgress | None = None) -> dict[str, FusionResult]:
     """Per +TGR graph the dataset has (``FUSED_METHODS``): each query ranked by (1 - w) cos(q, x) + w cos(q, x')
-    with w chosen by cross-validation on the other folds' queries (tasks/retrieval/fusion.py)."""
+    with w chosen by cross-validation on the other folds' queries (tasks/retrieval/fusion.py); a graph with
+    precondition edges whose data graph was written too (``DATA_GRAPH_OF``) by (1 - w) s_data + w cos(q, x'), s_data
+    the data graph's own fusion, both weights chosen on the same folds."""
     if "base" not in inputs.embeddings or len(inputs.query_ids) < 2:
         return {}
     golds = inputs.gold_indices()
@@ -282,9 +287,12 @@ def fused_rankings(inputs: EvalInputs, cfg: EvalConfig, depth: int,
     for name, method in FUSED_METHODS.items():
         kind = EMBEDDING_METHODS[method]
         if kind in inputs.embeddings:
+            data_kind = EMBEDDING_METHODS.get(DATA_GRAPH_OF.get(method, ""))
+            data = (cosine_scores(inputs.query_embeddings, inputs.embeddings[data_kind])
+                    if data_kind in inputs.embeddings else None)
             with progress.method(inputs.dataset, name, len(golds)) as counted:  # counted when its folds are done
                 out[name] = cross_validate(base, cosine_scores(inputs.query_embeddings, inputs.embeddings[kind]),
-                                           golds, cfg.graph_weights, cfg.cv_folds, cfg.cv_seed, depth)
+                                           golds, cfg.graph_weights, cfg.cv_folds, cfg.cv_seed, depth, data)
                 counted.advance(len(golds))
     return out
 

@@ -185,3 +185,51 @@ def test_one_standard_error_rule_keeps_the_smaller_weight_unless_the_gain_is_con
     assert within_one_se(w, steady, rows, choose_weight(w, steady, steady, rows)) == 0.5
     one = np.array([[0.0], [0.0], [1.0]])
     assert within_one_se(w, one, np.array([0]), 1.0) == 1.0  # one validation query: no spread to measure
+
+
+def test_precondition_edges_earn_their_weight_over_the_data_graph():
+    """``data``: the graph without its precondition edges. The data graph helps (gold first) and the graph with
+    its precondition edges hurts (gold last): the second stage gives them weight 0, so every query is ranked as
+    the data graph's own cross-validated fusion ranks it; with precondition edges that help, they take weight."""
+    base, data, golds = toy(graph_gold=1.0, base_gold=0.0)
+    _, hurting, _ = toy(graph_gold=-1.0, base_gold=0.0, seed=4)
+    alone = cross_validate(base, data, golds, folds=4, seed=1, depth=10)
+    both = cross_validate(base, hurting, golds, folds=4, seed=1, depth=10, data=data)
+    assert both.fold_weights == [0.0] * 4 and both.weight == 0.0
+    assert both.rankings == alone.rankings and recall_5(both.rankings, golds) == 1.0
+    assert recall_5(cross_validate(base, hurting, golds, folds=4, seed=1, depth=10).rankings, golds) < 1.0
+    # over a data graph that does nothing, a graph whose precondition edges help takes weight
+    _, flat, _ = toy(graph_gold=0.45, base_gold=0.0, seed=5)
+    helped = cross_validate(base, data, golds, folds=4, seed=1, depth=10, data=flat)
+    assert all(w > 0 for w in helped.fold_weights) and recall_5(helped.rankings, golds) == 1.0
+
+
+def test_eval_retrieval_weighs_the_discriminators_precondition_edges_over_its_data_graph():
+    """eval-retrieval's ``embedding+TGR-d(cv)``, where build-graph wrote ``tgr_discriminator_data`` too: the data
+    graph tells each gold tool from the decoy the plain embedding confuses it with, the precondition edges undo
+    that; the row ranks as the data graph's own (cv) row, and without the data graph as the whole graph alone."""
+    from types import SimpleNamespace
+
+    from flows.eval_retrieval import fused_rankings
+    from tasks.retrieval.inputs import EvalInputs
+
+    n, n_queries = 12, 9
+    eye = np.eye(n, dtype=np.float32)
+    gold_of = [9 + q % 3 for q in range(n_queries)]  # gold tools sort last: a tie never lifts them into the top 5
+    decoy = {g: g - 9 for g in set(gold_of)}
+    data = eye.copy()
+    for g, d in decoy.items():
+        data[g], data[d] = eye[d], eye[g]
+    ids = [f"t{i:02d}" for i in range(n)]
+    inputs = EvalInputs("kinds", ids, ids, {"base": eye, "tgr_discriminator": eye, "tgr_discriminator_data": data},
+                        [f"q{q}" for q in range(n_queries)], [""] * n_queries,
+                        np.stack([eye[decoy[g]] for g in gold_of]), [{ids[g]} for g in gold_of])
+    cfg = SimpleNamespace(graph_weights=DEFAULT_WEIGHTS, cv_folds=3, cv_seed=0)
+    out = fused_rankings.fn(inputs, cfg, 5)
+    both, alone = out["embedding+TGR-d(cv)"], out["embedding+TGR-d(data)(cv)"]
+    golds = inputs.gold_indices()
+    assert both.rankings == alone.rankings and recall_5(both.rankings, golds) == 1.0
+    assert both.fold_weights == [0.0] * 3 and all(w > 0 for w in alone.fold_weights)
+    del inputs.embeddings["tgr_discriminator_data"]  # no data graph: the whole graph against the embedding
+    plain = fused_rankings.fn(inputs, cfg, 5)["embedding+TGR-d(cv)"]
+    assert recall_5(plain.rankings, golds) == 0.0

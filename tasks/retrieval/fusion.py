@@ -93,25 +93,45 @@ def _grid(base: np.ndarray, graph: np.ndarray, golds: Sequence[set[int]], weight
 
 def cross_validate(base: np.ndarray, graph: np.ndarray, golds: Sequence[set[int]],
                    weights: Sequence[float] = DEFAULT_WEIGHTS, folds: int = DEFAULT_FOLDS, seed: int = 0,
-                   depth: int = 10) -> FusionResult:
+                   depth: int = 10, data: np.ndarray | None = None) -> FusionResult:
     """Choose w per fold on the other folds' queries (Recall@5, then NDCG@5; the smallest w within one standard
     error of the best, ``within_one_se``) and rank the fold's queries with it, so every query's ranking comes from a
     w chosen without it. Without the rule a graph that won the training folds by less than their noise took weight
     and cost the held-out fold more (ToolBench, bench/RESULTS.md "Pooled as the encoder was trained").
     ``base``/``graph``: cosine scores (n_queries, n_tools) with the plain and the propagated tool embeddings;
     ``golds``: tool indices per query; ``folds`` is capped at the number of queries; ``depth``: how many tools each
-    ranking keeps."""
-    weights, tops, recall, ndcg = _grid(base, graph, golds, weights, depth)
+    ranking keeps.
+
+    ``data``: the scores of the same graph without its precondition edges. Then the choice has two stages on the
+    same training folds: the data graph's w over the embedding, then ``graph``'s w over that fusion, so w = 0 is
+    the data graph's own cross-validated fusion and the precondition edges have to earn their weight over it."""
     n = len(golds)
     assign = fold_assignment(n, min(folds, n), seed)
+    if data is None:
+        fixed = _grid(base, graph, golds, weights, depth)
 
-    def chosen(rows: np.ndarray) -> float:
-        return within_one_se(weights, recall, rows, choose_weight(weights, recall, ndcg, rows))
+        def grid_for(rows: np.ndarray):
+            return fixed
+    else:
+        data_weights, _, data_recall, data_ndcg = _grid(base, data, golds, weights, depth)
 
-    fold_weights = [chosen(np.flatnonzero(assign != f)) for f in range(int(assign.max()) + 1)]
-    index = {w: i for i, w in enumerate(weights)}
-    rankings = [tops[index[fold_weights[assign[q]]]][q][:depth].tolist() for q in range(n)]
-    return FusionResult(weights, assign, fold_weights, chosen(np.arange(n)), rankings, recall.mean(axis=1).tolist())
+        def grid_for(rows: np.ndarray):
+            w = within_one_se(data_weights, data_recall, rows, choose_weight(data_weights, data_recall, data_ndcg, rows))
+            return _grid(fused_scores(base, data, w), graph, golds, weights, depth)
+
+    def chosen(rows: np.ndarray):
+        ws, tops, recall, ndcg = grid = grid_for(rows)
+        return grid, within_one_se(ws, recall, rows, choose_weight(ws, recall, ndcg, rows))
+
+    rankings: list[list[int]] = [[] for _ in range(n)]
+    fold_weights = []
+    for f in range(int(assign.max()) + 1):
+        (ws, tops, _, _), w = chosen(np.flatnonzero(assign != f))
+        fold_weights.append(w)
+        for q in np.flatnonzero(assign == f):
+            rankings[q] = tops[ws.index(w)][q][:depth].tolist()
+    (ws, _, recall, _), weight = chosen(np.arange(n))
+    return FusionResult(ws, assign, fold_weights, weight, rankings, recall.mean(axis=1).tolist())
 
 
 def choose_on_validation(base: np.ndarray, graph: np.ndarray, golds: Sequence[set[int]], validation: Sequence[int],
