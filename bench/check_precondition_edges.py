@@ -19,7 +19,7 @@ import numpy as np
 
 import flows.train_discriminator as td
 from models.discriminator import decide, load_calibration
-from schemas.tdi import LABEL_A_DEPENDS_ON_B, LABEL_NO_DEPENDENCY
+from schemas.tdi import LABEL_A_DEPENDS_ON_B
 from tasks.graph.checks import check_pairs
 from tasks.graph.two_level import TWO_LEVEL_CUT, parameter_scorer_of
 
@@ -31,10 +31,9 @@ def added_edges(checkpoint: Path, toolset, pairs) -> dict[tuple[str, str], float
     probs = np.asarray(td.score_examples.fn(checkpoint, pairs, max_length, 64, True, False)["probs"]).reshape(-1, 3)
     two, checks = td.two_level_scores.fn(parameter_scorer_of(checkpoint), [(toolset, pairs)], probs,
                                          calibration.get("threshold"), ("off", "checks"))
-    said, before = decide(checks, TWO_LEVEL_CUT), decide(two, TWO_LEVEL_CUT)
     out = {}
-    for e, label, was, p in zip(pairs, said, before, checks):
-        if label != LABEL_NO_DEPENDENCY and was == LABEL_NO_DEPENDENCY:
+    for e, label, added, p in zip(pairs, decide(checks, TWO_LEVEL_CUT), td.precondition_rows_added(checks, two), checks):
+        if added:
             dependent, prerequisite = (e.tool_a, e.tool_b) if label == LABEL_A_DEPENDS_ON_B else (e.tool_b, e.tool_a)
             out[(prerequisite, dependent)] = max(out.get((prerequisite, dependent), 0.0), float(p[0] + p[2]))
     return out

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-BENCHMARKS = Path("../shared/data/benchmarks")
+from tasks.toolsets.readers import DEFAULT_DATA_ROOT as BENCHMARKS
 COLUMNS = ("ce_dir", "ce_dep", "ce_dir_logit", "ce_dep_logit")  # p(consumer depends on producer), p0 + p2, log-odds
 VARIANTS = (("the default columns", ()), ("+ p(consumer depends on producer)", ("ce_dir",)),
             ("+ p(dependency), either direction", ("ce_dep",)), ("+ log-odds of the first", ("ce_dir_logit",)),

@@ -599,16 +599,22 @@ PRECONDITION_ROWS: dict[PreconditionScope, tuple[str, str]] = {
     "all": ("test_two_level_preconditions", "discriminator, two levels + cross-encoder preconditions")}
 
 
+def precondition_rows_added(with_preconditions, two_level):
+    """Per pair, whether a precondition scope's decision calls it dependent where two levels alone do not: the
+    edges it adds, all of them preconditions (both arrays: ``two_level_scores``' class probabilities)."""
+    return ((decide(with_preconditions, TWO_LEVEL_CUT) != LABEL_NO_DEPENDENCY)
+            & (decide(two_level, TWO_LEVEL_CUT) == LABEL_NO_DEPENDENCY))
+
+
 def comparison_rows(section: dict[str, Any], summary: dict[str, Any] | None = None) -> dict[str, dict]:
     """The rows of a section's comparison table; with the flow's ``summary`` (the test section's), two levels and
     its precondition rows beside the cross-encoder's."""
+    summary = summary or {}
     rows = {"discriminator, argmax": section["argmax"]}
     if "calibrated" in section:
         rows[f"discriminator, calibrated (cut {section['calibrated']['threshold']:.3f})"] = section["calibrated"]
-    if (summary or {}).get("test_two_level") is not None:
-        rows[TWO_LEVEL_ROW] = summary["test_two_level"]["calibrated"]
-    for key, title in PRECONDITION_ROWS.values():
-        if (summary or {}).get(key) is not None:
+    for key, title in (("test_two_level", TWO_LEVEL_ROW), *PRECONDITION_ROWS.values()):
+        if summary.get(key) is not None:
             rows[title] = summary[key]["calibrated"]
     rows["parameter-match rule (schema)"] = section["schema_rule"]
     if "schema_rule_partial" in section:
@@ -870,10 +876,9 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
         summary["test_two_level"] = report(test_pairs, two_level, TWO_LEVEL_CUT)
         # as build-graph --cross-encoder-preconditions: where no value passes, the cross-encoder may add a precondition.
         # Its kinds: the edges it adds are preconditions, the rest data, so held-out sets get P/R/F1 per kind
-        for scope, probs in zip(PRECONDITION_ROWS, with_preconditions):
-            added = (decide(probs, TWO_LEVEL_CUT) != LABEL_NO_DEPENDENCY) & \
-                (decide(two_level, TWO_LEVEL_CUT) == LABEL_NO_DEPENDENCY)
-            summary[PRECONDITION_ROWS[scope][0]] = report(test_pairs, probs, TWO_LEVEL_CUT, added.astype(float), 0.5)
+        for (key, _), probs in zip(PRECONDITION_ROWS.values(), with_preconditions):
+            added = precondition_rows_added(probs, two_level)
+            summary[key] = report(test_pairs, probs, TWO_LEVEL_CUT, added.astype(float), 0.5)
     summary["stages"] = {name: {"best_step": r.best_step, "best_score": r.best_score, "history": r.history}
                          for name, r in stages.items()}
     summary["pooling"] = checkpoint_pooling(ckpt)  # what --pooling auto chose, or the checkpoint's own

@@ -13,7 +13,7 @@ from schemas.tdi import LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A, LABEL_NO_DEP
 from schemas.toolset import Tool
 from tasks.graph.param_scoring import ParamScore, param_tool_edges
 from tasks.graph.scoring import edges_from_probabilities
-from tasks.graph.checks import check_pairs, checks, may_gate, role
+from tasks.graph.checks import check_pairs, may_gate, role
 from tasks.graph.two_level import (
     TWO_LEVEL_CUT,
     cross_encoder_pairs,
@@ -168,7 +168,7 @@ def test_with_check_preconditions_only_a_prerequisite_that_checks_adds_an_edge()
     ("", "", False),
 ])
 def test_a_tool_checks_when_its_name_or_description_starts_with_a_checking_verb(name, description, verifies):
-    assert checks(Tool(name or "t", "g", {"name": name, "description": description})) is verifies
+    assert role(Tool(name or "t", "g", {"name": name, "description": description})).checks is verifies
 
 
 def test_a_checkpoint_carries_a_parameter_scorer_only_with_its_head(tmp_path):

@@ -45,7 +45,7 @@ _CHECK_WORDS = (CHECKING_VERBS - _PREDICATES - {"test"}) | {"validation", "valid
 @dataclass(frozen=True)
 class Role:
     """What a tool's name and description say it does, as far as preconditions go."""
-    checks: bool
+    checks: bool  # its name's first word is a checking verb or is/has/can, or its description's is a checking verb
     authenticates: bool
     reads: bool
     named_as_check: bool  # a check's word anywhere in its name: never gated by another check
@@ -67,19 +67,13 @@ def _opening_verb(words: list[str]) -> str:
 def role(tool: Tool) -> Role:
     """Read from the first word of the tool's name (its API part, for ``Tool::API``) and of its description, and
     from the words of its name."""
-    full = _words(str(tool.doc.get("name") or tool.tool_id))
-    api = _words(str(tool.doc.get("name") or tool.tool_id).split("::")[-1])
+    label = str(tool.doc.get("name") or tool.tool_id)
+    full, api = _words(label), _words(label.split("::")[-1])
     name, said = _opening_verb(api), _opening_verb(_words(str(tool.doc.get("description") or "")))
     checks = name in CHECKING_VERBS or (said in CHECKING_VERBS and said not in _PREDICATES)
     reads = not checks and bool(READING_VERBS & {name, said} or _READ_WORDS & set(api))
     named_as_check = checks or any(w in _CHECK_WORDS and not _is_check_in(full, n) for n, w in enumerate(full))
     return Role(checks, bool(AUTHENTICATING_VERBS & {name, said}), reads, named_as_check)
-
-
-def checks(tool: Tool) -> bool:
-    """Whether ``tool`` verifies something: its name's first word is a checking verb or a predicate's ``is``,
-    ``has``, ``can``, or its description's first word is a checking verb."""
-    return role(tool).checks
 
 
 def roles(tools: Sequence[Tool]) -> list[Role]:

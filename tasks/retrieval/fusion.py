@@ -114,10 +114,13 @@ def cross_validate(base: np.ndarray, graph: np.ndarray, golds: Sequence[set[int]
             return fixed
     else:
         data_weights, _, data_recall, data_ndcg = _grid(base, data, golds, weights, depth)
+        grids: dict[float, tuple] = {}  # folds mostly agree on the data graph's weight: one grid per weight
 
         def grid_for(rows: np.ndarray):
             w = within_one_se(data_weights, data_recall, rows, choose_weight(data_weights, data_recall, data_ndcg, rows))
-            return _grid(fused_scores(base, data, w), graph, golds, weights, depth)
+            if w not in grids:
+                grids[w] = _grid(fused_scores(base, data, w), graph, golds, weights, depth)
+            return grids[w]
 
     def chosen(rows: np.ndarray):
         ws, tops, recall, ndcg = grid = grid_for(rows)
