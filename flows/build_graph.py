@@ -51,7 +51,7 @@ from tasks.common.embedding_cache import DEFAULT_CACHE_DIR
 from tasks.common.plots import show_plot
 from tasks.graph.call_order_edges import CallOrderEdges, call_order_edges, with_call_order
 from tasks.common.memory import release_free_memory
-from tasks.graph.checks import PreconditionScope, check_pairs
+from tasks.graph.checks import DEFAULT_CHECK_PARTNERS, PreconditionScope, check_pairs
 from tasks.graph.candidates import DEFAULT_RETRIEVAL_K, retrieval_candidates, retrieval_recall
 from tasks.graph.edges import dataset_tables, fuse_edges
 from tasks.graph.metrics import describe as describe_edge_metrics, edge_metrics
@@ -71,14 +71,13 @@ from tasks.retrieval.tool_text import EMBED_STYLES, embed_style_for, embed_text
 from schemas.name_rule import DEFAULT_MAX_PRODUCERS
 from tasks.toolsets.call_order import (DEFAULT_GENERIC_MIN_TOOLS, DEFAULT_GENERIC_SHARE, DEFAULT_MIN_CONSISTENCY,
                                        DEFAULT_MIN_SUPPORT)
-from tasks.toolsets.readers import BENCHMARKS, load_toolset_spec
+from tasks.toolsets.readers import BENCHMARKS, DEFAULT_DATA_ROOT, load_toolset_spec
 from tasks.toolsets.trajectories import (DEFAULT_FRACTIONS, RESERVED, Trajectories, gold_trajectories, merge,
                                 read_trajectories)
 from tasks.toolnet.transitions import DEFAULT_ALPHAS, DEFAULT_BETAS, RULE_SCORE, ToolNetBuild, build_toolnet
 from warehouse.build import DatasetTables, build_warehouse
 from warehouse.lineage import checkpoint_lineage, lineage_row
 
-DEFAULT_DATA_ROOT = Path("../shared/data/benchmarks")
 DEFAULT_WAREHOUSE = Path("artifacts/warehouse/tgr.duckdb")
 RULE_SCORES = (1, 2, 3)  # the rule evaluator's +/-N
 
@@ -180,6 +179,10 @@ class GraphConfig:
         "is scored beside the candidates; 'all': wherever the cross-encoder calls the pair dependent, every "
         "candidate pair scored; 'off': such a pair is decided input by input alone, so it is never a "
         "precondition")] = "checks"
+    check_partners: Annotated[int, Help(
+        "with 'checks': each tool that checks is scored with only the N tools of its group it may gate that are "
+        "most like it (by --encoder), so a large group costs checks x N pairs, not checks x tools; 0: every one")] = \
+        DEFAULT_CHECK_PARTNERS
     param_threshold: Annotated[float | None, Help(
         "cut on p(input takes the producer's output), in [0, 1]; none: the checkpoint's calibration.json (or its "
         "param_head.json)")] = None
@@ -281,6 +284,8 @@ class GraphConfig:
                             ("--order-generic-min-tools", self.order_generic_min_tools)):
             if value is not None and value < 1:
                 raise ValueError(f"{flag} {value}: must be at least 1")
+        if self.check_partners < 0:
+            raise ValueError(f"--check-partners {self.check_partners}: must be at least 0 (0: every tool a check may gate)")
         if not 0.5 < self.order_min_consistency <= 1.0:
             raise ValueError(f"--order-min-consistency {self.order_min_consistency}: must lie in (0.5, 1] "
                              "(a share of the joint runs with the prerequisite first)")
@@ -733,16 +738,20 @@ def build_graph(cfg: GraphConfig | None = None) -> dict:
         if schema:
             embeddings["tgr_schema"] = graph(s.edge for s in schema)
         pairs, probs, predicted, fused = [], np.zeros((0, 3)), [], []
-        candidates = pruning.candidates
+        candidates, gated = pruning.candidates, None
         if cfg.discriminator and cfg.param_discriminator and cfg.cross_encoder_preconditions == "checks":
-            added = sorted(set(check_pairs(toolset.tools)) - set(candidates))  # pruning keeps few preconditions
+            # pruning keeps few preconditions: each check is scored with the tools it may gate most like it, those
+            # only (in one large group pruning keeps checks times tools such pairs)
+            gated = set(check_pairs(toolset.tools, base, cfg.check_partners or None))
+            added = sorted(gated - set(candidates))
             candidates = sorted([*candidates, *added])
             log.info(f"{toolset.name}: {len(added)} pairs where a tool that checks may gate the other added to the "
-                     f"{len(pruning.candidates)} candidates, for preconditions")
+                     f"{len(pruning.candidates)} candidates, for preconditions"
+                     + (f" (each check's {cfg.check_partners} nearest)" if cfg.check_partners else ""))
         if cfg.discriminator:
             pairs = candidates
             if cfg.param_discriminator:  # two levels: the cross-encoder decides only where a tool declares no inputs
-                pairs = cross_encoder_pairs(toolset.tools, pairs, cfg.cross_encoder_preconditions)
+                pairs = cross_encoder_pairs(toolset.tools, pairs, cfg.cross_encoder_preconditions, gated)
                 log.info(f"{toolset.name}: the cross-encoder scores {len(pairs)} of {len(candidates)} candidate "
                          + ("pairs; where the consumer declares inputs it adds only preconditions"
                             if cfg.cross_encoder_preconditions != "off" else

@@ -37,6 +37,7 @@ from tasks.common.flow_cli import FlowCLI  # first: Prefect analytics off before
 from models.discriminator_defaults import DEFAULT_MAX_LENGTH, POOLED, POOLINGS, check_pooling, check_train_precision
 from schemas.tdi import LABEL_NO_DEPENDENCY
 from schemas.toolset import ToolSet
+from tasks.graph.checks import DEFAULT_CHECK_PARTNERS, PreconditionScope
 from tasks.toolsets.readers import BENCHMARKS, load_benchmark, read_toolset_dir
 from tasks.training.doc_views import EXTRA_VIEWS, METHOD_DOCS, drop_parameters, shown_as, trained_method_docs
 from tasks.training.examples import (
@@ -142,6 +143,10 @@ class TrainDiscriminatorConfig:
     finetune_replay: Annotated[int, Help(
         "TDI training pairs mixed into finetuning so the parameter-level skill is not forgotten")] = 600
     test_max_none: Annotated[int | None, Help("paper's API-Bank test: all dependency pairs + 500 none")] = 500
+    check_partners: Annotated[int, Help(
+        "the test's two levels + preconditions whose prerequisite checks, as build-graph decides them: each tool that "
+        "checks may gate only the N tools of its group most like it (build-graph's --check-partners, by its default "
+        "--encoder); 0: every one")] = DEFAULT_CHECK_PARTNERS
     valid_fraction: Annotated[float, Help("finetuning validation share (grouped by tool set)")] = 0.2
     calibration: Annotated[str, Help("threshold criterion: max_f1 or precision")] = field(
         default="max_f1", metadata={"choices": CALIBRATION_CRITERIA})
@@ -218,7 +223,7 @@ class TrainDiscriminatorConfig:
                                    ("--batch-size", self.batch_size, 1), ("--pretrain-max-pairs", self.pretrain_max_pairs, 1),
                                    ("--pretrain-max-valid", self.pretrain_max_valid, 0), ("--pretrain-evals", self.pretrain_evals, 1),
                                    ("--finetune-max-none", self.finetune_max_none, 0), ("--finetune-replay", self.finetune_replay, 0),
-                                   ("--test-max-none", self.test_max_none, 0)):
+                                   ("--test-max-none", self.test_max_none, 0), ("--check-partners", self.check_partners, 0)):
             if value is not None and value < least:
                 raise ValueError(f"{flag} {value}: must be at least {least}")
         for flag, value in (("--pretrain-epochs", self.pretrain_epochs), ("--finetune-epochs", self.finetune_epochs),
@@ -386,7 +391,6 @@ from models.discriminator import (CALIBRATION_FILE, checkpoint_pooling, decide, 
                                   load_discriminator, load_model, load_tokenizer)
 from tasks.training.plots import PR_POINTS, plot_confusion, plot_precision_recall, plot_training_curves  # noqa: E402
 from tasks.common.plots import show_plot  # noqa: E402
-from tasks.graph.checks import PreconditionScope  # noqa: E402
 from tasks.graph.two_level import PARAMETER_SCORER_DIR, TWO_LEVEL_CUT, parameter_scorer_of  # noqa: E402
 from tasks.training.precision import train_in_bf16  # noqa: E402
 from tasks.training.trainer import (StageArguments, TrainResult, pick_device, predict_examples, seed_everything,  # noqa: E402
@@ -549,12 +553,14 @@ def train_parameter_scorer(cfg: TrainDiscriminatorConfig, tdi: Path | None, ckpt
 
 @task(cache_policy=NO_CACHE)
 def two_level_scores(scorer: Path, test_sets: list[tuple[ToolSet, list[PairExample]]], cross_probs,
-                     cross_cut: float | None, preconditions: tuple[PreconditionScope, ...] = ("off",)):
+                     cross_cut: float | None, preconditions: tuple[PreconditionScope, ...] = ("off",),
+                     check_partners: int = DEFAULT_CHECK_PARTNERS):
     """Class probabilities of the test pairs (``test_sets``' pairs in order, as ``cross_probs`` holds them) with
     two levels (``tasks.graph.two_level.two_level_probs``, decided at 0.5): each consumer that declares inputs
     scored input by input by the checkpoint's parameter scorer, the rest by the cross-encoder at ``cross_cut``
     (build-graph's default): a list, one array per value of ``preconditions`` (as build-graph's
-    ``--cross-encoder-preconditions``), the parameters scored once for all."""
+    ``--cross-encoder-preconditions``; "checks" with its ``--check-partners``, by build-graph's default encoder and
+    tool texts), the parameters scored once for all."""
     import numpy as np
 
     from tasks.graph.param_scoring import param_threshold, score_parameters
@@ -565,11 +571,25 @@ def two_level_scores(scorer: Path, test_sets: list[tuple[ToolSet, list[PairExamp
         index = {t.tool_id: n for n, t in enumerate(toolset.tools)}
         ordered = [(index[e.tool_a], index[e.tool_b]) for e in pairs]
         scores = score_parameters(scorer, toolset.tools, sorted({(min(p), max(p)) for p in ordered}))
+        gated = nearest_check_pairs(toolset, check_partners) if "checks" in preconditions and check_partners else None
         for p in preconditions:
             out[p].append(two_level_probs(toolset.tools, ordered, cross_probs[start:start + len(pairs)], cross_cut,
-                                          scores, cut, p))
+                                          scores, cut, p, gated))
         start += len(pairs)
     return [np.concatenate(parts) if parts else np.zeros((0, 3)) for parts in out.values()]
+
+
+def nearest_check_pairs(toolset: ToolSet, per_check: int) -> set[tuple[int, int]]:
+    """``tasks.graph.checks.check_pairs`` bounded as build-graph bounds them: each check with the ``per_check`` tools it
+    may gate most like it, by build-graph's default encoder on its default tool texts."""
+    from models.encoder_path import OFFLINE_DEFAULT
+    from models.sentence_encoder import EncoderConfig, SentenceEncoder
+    from tasks.graph.checks import check_pairs
+    from tasks.retrieval.tool_text import embed_style_for, embed_text
+
+    style = embed_style_for(toolset.name)
+    embeddings = SentenceEncoder(EncoderConfig(OFFLINE_DEFAULT)).encode([embed_text(t.doc, style) for t in toolset.tools])
+    return set(check_pairs(toolset.tools, embeddings, per_check))
 
 
 @task(cache_policy=NO_CACHE)
@@ -872,7 +892,7 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
     scorer, two_level = parameter_scorer_of(ckpt), None
     if scorer is not None:  # the checkpoint's two levels: inputs scored one by one, the rest by the cross-encoder
         two_level, *with_preconditions = two_level_scores(scorer, quote(test_sets), quote(test_probs), threshold,
-                                                          ("off", *PRECONDITION_ROWS))
+                                                          ("off", *PRECONDITION_ROWS), cfg.check_partners)
         summary["test_two_level"] = report(test_pairs, two_level, TWO_LEVEL_CUT)
         # as build-graph --cross-encoder-preconditions: where no value passes, the cross-encoder may add a precondition.
         # Its kinds: the edges it adds are preconditions, the rest data, so held-out sets get P/R/F1 per kind

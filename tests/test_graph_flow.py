@@ -766,6 +766,7 @@ def test_parse_args_flags(tmp_path):
     ({"split_fractions": (0.5, 0.5, 0.5)}, "--split 0.5,0.5,0.5"), ({"split_fractions": (0.5, 0.5)}, "--split 0.5,0.5"),
     ({"evaluator_concurrency": 0}, "--evaluator-concurrency 0"), ({"batch_size": 0}, "--batch-size 0"),
     ({"neighbours": 0}, "--neighbours 0"), ({"retrieval_k": 0}, "--retrieval-k 0"), ({"max_length": 0}, "--max-length 0"), ({"max_producers": 0}, "--max-producers 0"),
+    ({"check_partners": -1}, "--check-partners -1: must be at least 0"),
     ({"pruning": "magic"}, "unknown pruning strategy 'magic'"), ({"gcn_direction": "up"}, "--gcn-direction 'up'"),
     ({"embed_style": "x"}, "--embed-style 'x'"), ({"rule_score": 4}, "--rule-score 4"), ({"betas": (1.0,)}, "below 1"),
     ({"alphas": ()}, "--alphas"), ({"toolsets": ()}, "--toolset"), ({"evaluator": "gpt"}, "rule, llm"),

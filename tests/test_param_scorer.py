@@ -303,6 +303,36 @@ def test_with_cross_encoder_preconditions_a_pair_without_a_passed_value_can_be_a
     assert con.execute("SELECT count(*) FROM edges WHERE kind = 'precondition'").fetchone()[0] == 0
 
 
+def test_with_checks_each_check_is_scored_with_its_nearest_tools_only(trained, tmp_path, prefect_harness):
+    """``--check-partners N``: the cross-encoder scores a tool that checks with the N tools it may gate that are most
+    like it, not with every one (a large group would cost checks x tools pairs), whether pruning kept the pair or
+    not; those pruning dropped join the candidates. 0 scores every such pair."""
+    from flows.build_graph import GraphConfig, build_graph
+    from tasks.toolsets.readers import write_toolset_dir
+    from warehouse.build import connect
+
+    tools = [*TOOLS, Tool("verify_user", "shop", doc("verify_user", [("token", "a session token")], [("valid", "it holds")])),
+             Tool("close_account", "shop", doc("close_account", [("account_number", "the account to close")]))]
+    folder = write_toolset_dir(ToolSet("toy", tools, [], [], ()), tmp_path / "toy")
+    tool_level = str(make_tiny_model(tmp_path / "tool-level"))
+    # verify_user may gate the two actions of its group (not get_user or list_orders: they read)
+    gated = {frozenset(("verify_user", "open_account")), frozenset(("verify_user", "close_account"))}
+    for pruning in ("params", "none"):  # "params" keeps neither check pair, "none" keeps both
+        scored = {}
+        for partners in (0, 1):
+            target = tmp_path / f"tgr-{pruning}-{partners}.duckdb"
+            out = build_graph(GraphConfig(toolsets=[str(folder)], warehouse=str(target), pruning=pruning, progress=False,
+                                          discriminator=tool_level, param_discriminator=str(trained[1]),
+                                          schema_edges=False, cross_encoder_preconditions="checks",
+                                          check_partners=partners))
+            con = connect(target)
+            scored[partners] = {frozenset(p) for p in con.execute("SELECT tool_a, tool_b FROM scored_pairs").fetchall()
+                                if "ping" not in p}  # ping declares no inputs: the cross-encoder decides its pairs
+            con.close()
+            assert out["datasets"]["toy"]["check_pairs_added"] == (2 - partners if pruning == "params" else 0)
+        assert scored[0] == gated and len(scored[1]) == 1 and scored[1] < gated
+
+
 def test_train_flow_param_level_trains_on_tool_set_groups_and_saves_a_calibrated_checkpoint(tmp_path):
     """``--param-level``: the flow's helper splits the tool set's groups 80/20, trains, and leaves
     ``<output>/param/best`` with its calibration.json."""

@@ -147,6 +147,10 @@ def test_with_check_preconditions_only_a_prerequisite_that_checks_adds_an_edge()
         assert cross_encoder_pairs(tools, pairs, "checks") == [p for p in pairs if 0 in p]
         labels = decide(two_level_probs(tools, pairs, cross, 0.7, scores, 0.6, preconditions="checks"), TWO_LEVEL_CUT)
         assert _edges(tools, pairs, labels) == set(expected)
+        # a check pair build-graph does not score (not among a check's nearest: ``gated``) adds nothing
+        for gated, kept in (({(0, 1)}, set(expected)), (set(), set())):
+            labels = decide(two_level_probs(tools, pairs, cross, 0.7, scores, 0.6, "checks", gated), TWO_LEVEL_CUT)
+            assert _edges(tools, pairs, labels) == kept
         fallback = edges_from_probabilities(tools, pairs, cross, 0.0, 0.7)
         edges = param_tool_edges(tools, pairs, scores, 0.6, fallback, preconditions="checks")
         assert [(e.predicted.edge.dependent, e.predicted.edge.prerequisite) for e in edges] == expected
@@ -201,3 +205,20 @@ def test_check_pairs_are_the_same_group_pairs_of_a_tool_that_checks_and_one_that
                                           "input_params": [{"name": "f", "type": "str", "description": "f"}]})]
     # two checks against two actions of their group; not the two checks, not Ping (no inputs), not another group
     assert check_pairs(tools) == [(0, 1), (0, 3), (1, 2), (2, 3)]
+
+
+def test_with_embeddings_each_check_keeps_only_the_tools_it_may_gate_that_are_most_like_it():
+    tools = [_api("VerifyAccount", ["account_id"], []), *(_api(f"Act{n}", ["x"], []) for n in range(5)),
+             _api("ValidateCard", ["card"], [])]
+    emb = np.zeros((len(tools), 3), dtype=np.float32)
+    emb[0] = [1, 0, 0]          # VerifyAccount is most like Act3, then Act1 and Act4 (a tie: the earlier first)
+    emb[1:6] = [[0, 1, 0], [1, 1, 0], [0, 0, 1], [3, 0.5, 0], [1, 1, 0]]
+    emb[6] = [0, 0, 2]          # ValidateCard is most like Act2, then its neighbours by position among equals
+    assert check_pairs(tools, emb, per_check=2) == [(0, 2), (0, 4), (1, 6), (3, 6)]
+    # a check with no more partners than the bound keeps all of them, as does no bound or no embeddings
+    assert check_pairs(tools, emb, per_check=5) == check_pairs(tools) == check_pairs(tools, emb, per_check=None)
+    assert len(check_pairs(tools)) == 10 and len(check_pairs(tools, emb, per_check=1)) == 2
+    # the cross-encoder is asked about those only, where the candidates hold more (one large group's pruning)
+    pairs = [(0, n) for n in range(1, 7)]
+    assert cross_encoder_pairs(tools, pairs, "checks") == pairs[:5]  # not (0, 6): two checks
+    assert cross_encoder_pairs(tools, pairs, "checks", set(check_pairs(tools, emb, per_check=2))) == [(0, 2), (0, 4)]

@@ -15,13 +15,16 @@ the work it judges as before it."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Literal
+
+import numpy as np
 
 from schemas.toolset import Tool
 
 PreconditionScope = Literal["off", "checks", "all"]  # where the cross-encoder may add a precondition edge
+DEFAULT_CHECK_PARTNERS = 20  # tools a check may gate that build-graph scores with it: the most like it
 CHECKING_VERBS = frozenset({
     "check", "verify", "validate", "authenticate", "authorize", "authorise", "confirm", "ensure", "login", "signin",
     "inspect", "test", "is", "has", "can"})
@@ -86,23 +89,47 @@ def may_gate(prerequisite: Role, dependent: Role) -> bool:
     return prerequisite.checks and not dependent.named_as_check and (not dependent.reads or prerequisite.authenticates)
 
 
-def check_pairs(tools: Sequence[Tool]) -> list[tuple[int, int]]:
-    """Every same-group pair (i < j) of tools that both declare inputs where one may gate the other: the pairs
+def check_pairs(tools: Sequence[Tool], embeddings: np.ndarray | None = None,
+                per_check: int | None = DEFAULT_CHECK_PARTNERS) -> list[tuple[int, int]]:
+    """The same-group pairs (i < j) of tools that both declare inputs where one may gate the other: the pairs
     where ``--cross-encoder-preconditions checks`` can add an edge. build-graph scores them beside the pruned
-    candidates, which follow values and text and keep few preconditions; a group has few checks, so they are few."""
+    candidates, which follow values and text and keep few preconditions.
+
+    With ``embeddings`` (one row per tool), each check keeps only the ``per_check`` tools it may gate that are
+    most like it (cosine; ties by position): a group's pairs then grow with its checks, not with checks times
+    tools (NesTools read as one group has 302,369 such pairs: an hour and a half of scoring). On NesTools' and
+    ToolBench's groups the 20 nearest keep every edge the cross-encoder added from all of them but four, all four
+    wrong by reading (bench/RESULTS.md, "Check pairs bounded per check"). ``per_check`` None, or no embeddings:
+    every pair."""
     said = roles(tools)
     by_group: dict[str, list[int]] = {}
     for n, t in enumerate(tools):
         if t.doc.get("input_params"):
             by_group.setdefault(t.group, []).append(n)
-    return sorted({(min(i, j), max(i, j)) for members in by_group.values() for i in members if said[i].checks
-                   for j in members if may_gate(said[i], said[j])})
+    unit = None
+    if embeddings is not None and per_check is not None:
+        unit = np.asarray(embeddings, dtype=np.float32)
+        unit = unit / np.maximum(np.linalg.norm(unit, axis=1, keepdims=True), 1e-12)
+    pairs: set[tuple[int, int]] = set()
+    for members in by_group.values():
+        for i in members:
+            if not said[i].checks:
+                continue
+            gated = [j for j in members if may_gate(said[i], said[j])]
+            if unit is not None and len(gated) > per_check:  # type: ignore[operator]
+                sims = unit[gated] @ unit[i]
+                gated = [gated[k] for k in sorted(range(len(gated)), key=lambda k: (-sims[k], k))[:per_check]]
+            pairs.update((min(i, j), max(i, j)) for j in gated)
+    return sorted(pairs)
 
 
-def precondition_open(preconditions: PreconditionScope, said: Sequence[Role], producer: int, consumer: int) -> bool:
+def precondition_open(preconditions: PreconditionScope, said: Sequence[Role], producer: int, consumer: int,
+                      gated: Collection[tuple[int, int]] | None = None) -> bool:
     """Whether ``preconditions`` lets the cross-encoder's edge (``consumer`` needs ``producer`` first) stand as a
     precondition between two tools that declare inputs and pass no value (``said``: ``roles(tools)``, read with
-    "checks": the producer must be a check that may gate the consumer)."""
+    "checks": the producer must be a check that may gate the consumer, and the pair among ``gated`` when given:
+    ``check_pairs``' bounded pairs, those build-graph scores)."""
     if preconditions == "checks":
-        return may_gate(said[producer], said[consumer])
+        return may_gate(said[producer], said[consumer]) and (
+            gated is None or (min(producer, consumer), max(producer, consumer)) in gated)
     return preconditions == "all"

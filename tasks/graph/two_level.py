@@ -10,7 +10,7 @@ where the producer is a check that may gate the consumer (``tasks.graph.checks``
 With "off" such a pair is never a precondition edge."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -44,18 +44,26 @@ def declares_inputs(tools: Sequence[Tool]) -> list[bool]:
 
 
 def cross_encoder_pairs(tools: Sequence[Tool], pairs: Sequence[tuple[int, int]],
-                        preconditions: PreconditionScope = "off") -> list[tuple[int, int]]:
+                        preconditions: PreconditionScope = "off",
+                        gated: Collection[tuple[int, int]] | None = None) -> list[tuple[int, int]]:
     """The candidate pairs the tool-level cross-encoder can still decide when the parameter level scores the rest:
     those with a tool that declares no inputs; with ``preconditions`` "all" every pair, with "checks" also those
     where one tool may gate the other (``checks.may_gate``: between two tools that declare inputs it can still add
-    a precondition). With "off", between two such tools each direction is decided input by input, so their
-    cross-encoder scores would never be read (``param_tool_edges``, ``two_level_probs``)."""
+    a precondition), of them only those in ``gated`` when given (``checks.check_pairs``' (i < j), each check's
+    nearest tools: a large group's candidates hold checks times tools such pairs). With "off", between two such
+    tools each direction is decided input by input, so their cross-encoder scores would never be read
+    (``param_tool_edges``, ``two_level_probs``)."""
     if preconditions == "all":
         return list(pairs)
     has_inputs = declares_inputs(tools)
     said = roles(tools) if preconditions == "checks" else []
-    return [(i, j) for i, j in pairs if not (has_inputs[i] and has_inputs[j])
-            or (said and (may_gate(said[i], said[j]) or may_gate(said[j], said[i])))]
+
+    def open_to_check(i: int, j: int) -> bool:
+        if gated is not None:
+            return (min(i, j), max(i, j)) in gated
+        return may_gate(said[i], said[j]) or may_gate(said[j], said[i])
+
+    return [(i, j) for i, j in pairs if not (has_inputs[i] and has_inputs[j]) or (said and open_to_check(i, j))]
 
 
 def rescale(p: float, cut: float) -> float:
@@ -66,14 +74,16 @@ def rescale(p: float, cut: float) -> float:
 
 def two_level_probs(tools: Sequence[Tool], ordered: Sequence[tuple[int, int]], cross_probs: np.ndarray,
                     cross_cut: float | None, scores: Sequence[ParamScore], param_cut: float,
-                    preconditions: PreconditionScope = "off") -> np.ndarray:
+                    preconditions: PreconditionScope = "off",
+                    gated: Collection[tuple[int, int]] | None = None) -> np.ndarray:
     """Class probabilities (n, 3) of the ordered pairs (a, b) (class 0: a depends on b) that decide at 0.5
     (``models.discriminator.decide(probs, 0.5)``) exactly as build-graph's two-level edges do
     (``param_tool_edges``): an edge through the consumer's best input when a direction's parameter score
     reaches ``param_cut``, the higher of the two; otherwise the cross-encoder's edge (``cross_probs``: its
     dependency mass p0 + p2 at ``cross_cut``, 0.5 without one) where its consumer declares no inputs, and with
     ``preconditions`` also where it does but no name rule sees a value pass (a precondition; with "checks" only
-    where the producer is a check that may gate the consumer: ``precondition_open``). Below the cuts, the
+    where the producer is a check that may gate the consumer and, given ``gated``, the pair is one build-graph
+    scores: ``precondition_open``). Below the cuts, the
     pair's dependency mass is the best of those scores, each rescaled to put its own cut at 0.5 (a ranking for
     precision-recall curves)."""
     from tasks.graph.schema_rule import value_pairs  # here: this module stays light (numpy only)
@@ -98,7 +108,7 @@ def two_level_probs(tools: Sequence[Tool], ordered: Sequence[tuple[int, int]], c
         # value passes by name (the parameter level has found none either)
         cross_open = not has_inputs[cross_consumer] or (
             frozenset((a, b)) not in valued and precondition_open(preconditions, said, a + b - cross_consumer,
-                                                                  cross_consumer))
+                                                                  cross_consumer, gated))
         if kept:
             mass, cls = max(kept)
         elif cross_mass >= 0.5 and cross_open:
