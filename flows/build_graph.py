@@ -57,8 +57,8 @@ from tasks.graph.edges import dataset_tables, fuse_edges
 from tasks.graph.metrics import describe as describe_edge_metrics, edge_metrics
 from tasks.graph.plots import (CANDIDATE_RECALL_PLOT, curve_settings, curve_strategies, operating_point,
                                plot_candidate_recall, table_rows)
-from tasks.graph.pruning import (DEFAULT_PRUNING, PRUNING_STRATEGIES, PruningResult, log_pruning, prune_candidates,
-                                  pruning_rules)
+from tasks.graph.pruning import (DEFAULT_PRUNING, PRUNING_STRATEGIES, PruningResult, log_groups, log_pruning,
+                                  prune_candidates, pruning_rules)
 from tasks.graph.schema_rule import schema_edges
 from tasks.graph.two_level import cross_encoder_pairs
 from tasks.graph.scoring import (SCORING_PRECISIONS, SCORING_RUNNERS, EdgeDecision, edge_decision, edges_from_probabilities,
@@ -721,6 +721,7 @@ def build_graph(cfg: GraphConfig | None = None) -> dict:
             gold = [(index[e.dependent], index[e.prerequisite]) for e in toolset.edges]
             embeddings["tgr_manual"] = gcn_propagate(base, gold, cfg.gcn_direction)
 
+        log_groups(toolset.name, toolset.tools, log)
         # Pruning stats are cheap, so they are recorded even when nothing is scored.
         retrieval_encode = RetrievalRuleEncoder(cfg, remember=bool(toolset.edges))
         pruning = prune(quote(toolset), base, cfg, quote(retrieval_encode))

@@ -13,8 +13,8 @@ import pytest
 from schemas.tdi import ID2LABEL, LABEL2ID
 from schemas.toolset import DependencyEdge, Query, Tool, ToolSet
 from tasks.graph.edges import fuse_edges
-from tasks.graph.pruning import (DEFAULT_PRUNING, log_pruning, param_compatible, prune_candidates, pruning_rules,
-                                 same_group_pairs, text_compatible)
+from tasks.graph.pruning import (DEFAULT_PRUNING, ONE_GROUP_WARNING, log_groups, log_pruning, param_compatible,
+                                 prune_candidates, pruning_rules, same_group_pairs, text_compatible)
 from tasks.graph.schema_rule import group_common_names, schema_edges
 from tasks.graph.scoring import check_label_order, edge_decision, edges_from_probabilities, score_pairs
 from schemas.name_rule import normalise_param_name, schema_rule_label
@@ -135,6 +135,24 @@ def test_low_pruning_recall_is_a_loud_warning(caplog):
         log_pruning("toy", prune_candidates(TOOLS, strategy="params", known_edges=EDGES))
     assert not [r for r in caplog.records if r.levelno == logging.WARNING]
     assert "gold-edge recall 1.000" in caplog.records[0].getMessage()
+
+
+def test_a_large_catalog_in_one_group_is_a_loud_warning(caplog):
+    """A catalog without a group field reads as one group: every producer then competes with the whole catalog."""
+    def tools(n, groups):
+        return [Tool(f"t{k}", f"g{k % groups}", {"name": f"t{k}", "description": "d"}) for k in range(n)]
+
+    with caplog.at_level(logging.INFO, logger="tasks.graph.pruning"):
+        log_groups("big", tools(ONE_GROUP_WARNING + 1, 1))
+    info, warning = (r.getMessage() for r in caplog.records)
+    assert info == f"big: {ONE_GROUP_WARNING + 1} tools in 1 group, the largest 'g0' with {ONE_GROUP_WARNING + 1}"
+    assert warning.startswith(f"ONE GROUP on big: all {ONE_GROUP_WARNING + 1} tools share group 'g0'")
+    for n, groups in ((ONE_GROUP_WARNING, 1), (3 * ONE_GROUP_WARNING, 2)):  # small, or grouped: no warning
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="tasks.graph.pruning"):
+            log_groups("set", tools(n, groups))
+        assert [r.levelno for r in caplog.records] == [logging.INFO]
+    assert caplog.records[0].getMessage() == f"set: {3 * ONE_GROUP_WARNING} tools in 2 groups, the largest 'g1' with {3 * ONE_GROUP_WARNING // 2}"
 
 
 def _param_doc(name, description, inputs=(), outputs=()):
