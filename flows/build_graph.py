@@ -175,8 +175,8 @@ class GraphConfig:
         "level found no edge and no name rule sees a value pass: 'checks': the cross-encoder's edge stands as a "
         "precondition (kind 'precondition': the prerequisite is called first, no value passed; "
         "docs/preconditions.md) where the prerequisite checks (its name or description starts with check, verify, "
-        "validate, authenticate...: tasks/graph/checks.py) and the dependent acts, and every such same-group pair "
-        "is scored beside the candidates; 'all': wherever the cross-encoder calls the pair dependent, every "
+        "validate, authenticate...: tasks/graph/checks.py) and the dependent acts, and each check is scored with "
+        "the --check-partners such tools of its group most like it, beside the candidates; 'all': wherever the cross-encoder calls the pair dependent, every "
         "candidate pair scored; 'off': such a pair is decided input by input alone, so it is never a "
         "precondition")] = "checks"
     check_partners: Annotated[int, Help(

@@ -152,7 +152,8 @@ def test_a_large_catalog_in_one_group_is_a_loud_warning(caplog):
         with caplog.at_level(logging.INFO, logger="tasks.graph.pruning"):
             log_groups("set", tools(n, groups))
         assert [r.levelno for r in caplog.records] == [logging.INFO]
-    assert caplog.records[0].getMessage() == f"set: {3 * ONE_GROUP_WARNING} tools in 2 groups, the largest 'g1' with {3 * ONE_GROUP_WARNING // 2}"
+    half = 3 * ONE_GROUP_WARNING // 2
+    assert caplog.records[0].getMessage() == f"set: {3 * ONE_GROUP_WARNING} tools in 2 groups, the largest 'g1' with {half}"
 
 
 def _param_doc(name, description, inputs=(), outputs=()):
