@@ -391,6 +391,7 @@ from models.discriminator import (CALIBRATION_FILE, checkpoint_pooling, decide, 
                                   load_discriminator, load_model, load_tokenizer)
 from tasks.training.plots import PR_POINTS, plot_confusion, plot_precision_recall, plot_training_curves  # noqa: E402
 from tasks.common.plots import show_plot  # noqa: E402
+from tasks.graph.pruning import log_groups  # noqa: E402
 from tasks.graph.two_level import PARAMETER_SCORER_DIR, TWO_LEVEL_CUT, parameter_scorer_of  # noqa: E402
 from tasks.training.precision import train_in_bf16  # noqa: E402
 from tasks.training.trainer import (StageArguments, TrainResult, pick_device, predict_examples, seed_everything,  # noqa: E402
@@ -884,6 +885,8 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
 
     # Stage 5: test with the best checkpoint
     test_sets = toolset_pairs(cfg.test, cfg.benchmarks_root, cfg.test_max_none, cfg.split_seed)
+    for toolset, _ in test_sets:  # a set without groups reads as one: the parameter level finds less there
+        log_groups(toolset.name, toolset.tools, logger)
     test_pairs = [e for _, pairs in test_sets for e in pairs]
     threshold = summary["calibration"]["threshold"] if summary.get("calibration") else None
     test_probs, test_kinds = scores(ckpt, test_pairs, "scoring test pairs")
