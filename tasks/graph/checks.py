@@ -116,7 +116,7 @@ def check_pairs(tools: Sequence[Tool], embeddings: np.ndarray | None = None,
             if not said[i].checks:
                 continue
             gated = [j for j in members if may_gate(said[i], said[j])]
-            if unit is not None and len(gated) > per_check:  # type: ignore[operator]
+            if unit is not None and per_check is not None and len(gated) > per_check:
                 sims = unit[gated] @ unit[i]
                 gated = [gated[k] for k in sorted(range(len(gated)), key=lambda k: (-sims[k], k))[:per_check]]
             pairs.update((min(i, j), max(i, j)) for j in gated)
