@@ -25,6 +25,7 @@ See docs/discriminator.md.
 """
 from __future__ import annotations
 
+import functools
 import json
 import random
 import shutil
@@ -582,14 +583,21 @@ def two_level_scores(scorer: Path, test_sets: list[tuple[ToolSet, list[PairExamp
 
 def nearest_check_pairs(toolset: ToolSet, per_check: int) -> set[tuple[int, int]]:
     """``tasks.graph.checks.check_pairs`` bounded as build-graph bounds them: each check with the ``per_check`` tools it
-    may gate most like it, by build-graph's default encoder on its default tool texts."""
-    from models.encoder_path import OFFLINE_DEFAULT
+    may gate most like it, by build-graph's default encoder on its default tool texts, through its embedding cache
+    (encoded only when some check may gate more tools than that, and the cache misses them)."""
+    from models.encoder_path import OFFLINE_DEFAULT, default_max_length
     from models.sentence_encoder import EncoderConfig, SentenceEncoder
+    from tasks.common.embedding_cache import DEFAULT_CACHE_DIR, EmbeddingCache, encode_cached, encoder_identity
     from tasks.graph.checks import check_pairs
     from tasks.retrieval.tool_text import embed_style_for, embed_text
 
-    style = embed_style_for(toolset.name)
-    embeddings = SentenceEncoder(EncoderConfig(OFFLINE_DEFAULT)).encode([embed_text(t.doc, style) for t in toolset.tools])
+    def embeddings():
+        style = embed_style_for(toolset.name)
+        cache = EmbeddingCache(DEFAULT_CACHE_DIR, encoder_identity(OFFLINE_DEFAULT), default_max_length(OFFLINE_DEFAULT))
+        encoder = functools.cache(lambda: SentenceEncoder(EncoderConfig(OFFLINE_DEFAULT)))  # loaded on a miss, once
+        return encode_cached([embed_text(t.doc, style) for t in toolset.tools], lambda part: encoder().encode(part),
+                             cache, "tool texts")
+
     return set(check_pairs(toolset.tools, embeddings, per_check))
 
 

@@ -217,6 +217,9 @@ def test_with_embeddings_each_check_keeps_only_the_tools_it_may_gate_that_are_mo
     assert check_pairs(tools, emb, per_check=2) == [(0, 2), (0, 4), (1, 6), (3, 6)]
     # a check with no more partners than the bound keeps all of them, as does no bound or no embeddings
     assert check_pairs(tools, emb, per_check=5) == check_pairs(tools) == check_pairs(tools, emb, per_check=None)
+    assert check_pairs(tools, lambda: emb, per_check=2) == check_pairs(tools, emb, per_check=2)
+    # made only when a check may gate more tools than the bound
+    assert check_pairs(tools, lambda: 1 / 0, per_check=5) == check_pairs(tools)
     assert len(check_pairs(tools)) == 10 and len(check_pairs(tools, emb, per_check=1)) == 2
     # the cross-encoder is asked about those only, where the candidates hold more (one large group's pruning)
     pairs = [(0, n) for n in range(1, 7)]

@@ -15,7 +15,7 @@ the work it judges as before it."""
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -89,15 +89,16 @@ def may_gate(prerequisite: Role, dependent: Role) -> bool:
     return prerequisite.checks and not dependent.named_as_check and (not dependent.reads or prerequisite.authenticates)
 
 
-def check_pairs(tools: Sequence[Tool], embeddings: np.ndarray | None = None,
+def check_pairs(tools: Sequence[Tool], embeddings: np.ndarray | Callable[[], np.ndarray] | None = None,
                 per_check: int | None = DEFAULT_CHECK_PARTNERS) -> list[tuple[int, int]]:
     """The same-group pairs (i < j) of tools that both declare inputs where one may gate the other: the pairs
     where ``--cross-encoder-preconditions checks`` can add an edge. build-graph scores them beside the pruned
     candidates, which follow values and text and keep few preconditions.
 
-    With ``embeddings`` (one row per tool), each check keeps only the ``per_check`` tools it may gate that are
-    most like it (cosine; ties by position): a group's pairs then grow with its checks, not with checks times
-    tools (NesTools read as one group has 302,369 such pairs: an hour and a half of scoring). On NesTools' and
+    With ``embeddings`` (one row per tool, or a function that makes them: called only when some check may gate
+    more than ``per_check`` tools), each check keeps only the ``per_check`` tools it may gate that are most like
+    it (cosine; ties by position): a group's pairs then grow with its checks, not with checks times tools
+    (NesTools read as one group has 302,369 such pairs: an hour and a half of scoring). On NesTools' and
     ToolBench's groups the 20 nearest keep every edge the cross-encoder added from all of them but four, all four
     wrong by reading (bench/RESULTS.md, "Check pairs bounded per check"). ``per_check`` None, or no embeddings:
     every pair."""
@@ -106,21 +107,21 @@ def check_pairs(tools: Sequence[Tool], embeddings: np.ndarray | None = None,
     for n, t in enumerate(tools):
         if t.doc.get("input_params"):
             by_group.setdefault(t.group, []).append(n)
-    unit = None
-    if embeddings is not None and per_check is not None:
-        unit = np.asarray(embeddings, dtype=np.float32)
+    gates = [(i, [j for j in members if may_gate(said[i], said[j])])
+             for members in by_group.values() for i in members if said[i].checks]
+    if embeddings is not None and per_check is not None and any(len(gated) > per_check for _, gated in gates):
+        unit = np.asarray(embeddings() if callable(embeddings) else embeddings, dtype=np.float32)
         unit = unit / np.maximum(np.linalg.norm(unit, axis=1, keepdims=True), 1e-12)
-    pairs: set[tuple[int, int]] = set()
-    for members in by_group.values():
-        for i in members:
-            if not said[i].checks:
-                continue
-            gated = [j for j in members if may_gate(said[i], said[j])]
-            if unit is not None and per_check is not None and len(gated) > per_check:
-                sims = unit[gated] @ unit[i]
-                gated = [gated[k] for k in sorted(range(len(gated)), key=lambda k: (-sims[k], k))[:per_check]]
-            pairs.update((min(i, j), max(i, j)) for j in gated)
-    return sorted(pairs)
+        gates = [(i, _nearest(unit, i, gated, per_check)) for i, gated in gates]
+    return sorted({(min(i, j), max(i, j)) for i, gated in gates for j in gated})
+
+
+def _nearest(unit: np.ndarray, i: int, others: list[int], k: int) -> list[int]:
+    """The ``k`` of ``others`` whose unit rows are most like row ``i`` (ties: the earlier first)."""
+    if len(others) <= k:
+        return others
+    sims = unit[others] @ unit[i]
+    return [others[n] for n in sorted(range(len(others)), key=lambda n: (-sims[n], n))[:k]]
 
 
 def precondition_open(preconditions: PreconditionScope, said: Sequence[Role], producer: int, consumer: int,
