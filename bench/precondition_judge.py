@@ -58,7 +58,7 @@ def hand_labels(sample: Path = SAMPLE, sections: Sequence[str] = SECTIONS) -> li
         names = [re.findall(r"`([^`]+)`", c) for c in cells[1:3]]
         verdict = next((("right" if v.startswith("gold") else v.split()[0].strip(",")) for v in map(str.lower, cells[3:])
                         if v.startswith(("gold", "right", "borderline", "wrong"))), None)
-        if len(cells) > 3 and all(names) and verdict:
+        if len(cells) > 3 and all(names) and verdict in VERDICTS:
             labels.setdefault((names[0][0], names[1][0]), Label(names[0][0], names[1][0], verdict))
     return list(labels.values())
 
