@@ -414,12 +414,11 @@ def encode_texts(texts: list[str], encoder: str, batch_size: int, device: str | 
                  what: str = "texts") -> np.ndarray:
     """Embeddings of ``texts``: the cache's where it has them, the rest encoded in chunks (a progress line
     each) and added to it; the encoder is loaded only when a text is missing."""
-    from models.encoder_path import default_max_length
-    from tasks.common.embedding_cache import EmbeddingCache, encode_cached, encoder_identity
+    from tasks.common.embedding_cache import EmbeddingCache, encode_cached
 
     if not texts:
         return np.zeros((0, 0), dtype=np.float32)
-    cache = EmbeddingCache(cache_dir, encoder_identity(encoder), default_max_length(encoder)) if cache_dir else None
+    cache = EmbeddingCache.for_encoder(cache_dir, encoder) if cache_dir else None
     return encode_cached(texts, lambda part: sentence_encoder(encoder, batch_size, device).encode(part), cache, what,
                          progress=get_run_logger().info)
 

@@ -585,15 +585,15 @@ def nearest_check_pairs(toolset: ToolSet, per_check: int) -> set[tuple[int, int]
     """``tasks.graph.checks.check_pairs`` bounded as build-graph bounds them: each check with the ``per_check`` tools it
     may gate most like it, by build-graph's default encoder on its default tool texts, through its embedding cache
     (encoded only when some check may gate more tools than that, and the cache misses them)."""
-    from models.encoder_path import OFFLINE_DEFAULT, default_max_length
+    from models.encoder_path import OFFLINE_DEFAULT
     from models.sentence_encoder import EncoderConfig, SentenceEncoder
-    from tasks.common.embedding_cache import DEFAULT_CACHE_DIR, EmbeddingCache, encode_cached, encoder_identity
+    from tasks.common.embedding_cache import DEFAULT_CACHE_DIR, EmbeddingCache, encode_cached
     from tasks.graph.checks import check_pairs
     from tasks.retrieval.tool_text import embed_style_for, embed_text
 
     def embeddings():
         style = embed_style_for(toolset.name)
-        cache = EmbeddingCache(DEFAULT_CACHE_DIR, encoder_identity(OFFLINE_DEFAULT), default_max_length(OFFLINE_DEFAULT))
+        cache = EmbeddingCache.for_encoder(DEFAULT_CACHE_DIR, OFFLINE_DEFAULT)
         encoder = functools.cache(lambda: SentenceEncoder(EncoderConfig(OFFLINE_DEFAULT)))  # loaded on a miss, once
         return encode_cached([embed_text(t.doc, style) for t in toolset.tools], lambda part: encoder().encode(part),
                              cache, "tool texts")

@@ -55,6 +55,14 @@ class EmbeddingCache:
         self._shards: list[np.ndarray | Path] = []  # a Path: a shard this run wrote, mapped when first read
         self._load()
 
+    @classmethod
+    def for_encoder(cls, folder: str | Path, encoder: str) -> "EmbeddingCache":
+        """The cache of ``encoder``'s vectors at its default max length (``encoder_identity``: a retrained
+        local encoder misses)."""
+        from models.encoder_path import default_max_length
+
+        return cls(folder, encoder_identity(encoder), default_max_length(encoder))
+
     def _load(self) -> None:
         if not self.folder.is_dir():
             return
