@@ -1,6 +1,7 @@
-"""The parameter head's errors on NesTools' held-out domains, written out to be read by hand (bench/RESULTS.md,
-"NesTools' gold read by hand"): every false-positive and false-negative unit (producer, consumer input) at the
-head's cut, and a seeded sample of the units just under the cut that the gold does not list, one table row each
+"""The parameter head's errors on a tool set with parameter edges, written out to be read by hand.
+
+NesTools' held-out domains by default, or ``--toolset`` (bench/RESULTS.md, "NesTools' gold read by hand"): every
+false-positive and false-negative unit (producer, consumer input) at the head's cut, and a seeded sample of the units just under the cut that the gold does not list, one table row each
 with an empty verdict cell. ``--verdicts`` counts a filled copy instead: per section right / borderline / wrong,
 and the head's precision at its cut with the false positives read right counted as right.
 
@@ -107,15 +108,22 @@ def precision_by_reading(true_positives: int, counts: dict[str, Counter]) -> dic
             "read right or borderline counted": (true_positives + fp["right"] + fp["borderline"]) / predicted}
 
 
-def nestools_test_units(retriever: Path, benchmarks_root: Path):
-    """The NesTools test domains of the retriever's own split, every same-group unit scored by the head."""
+def scored_units(retriever: Path, benchmarks_root: Path, toolset: str | None = None):
+    """Every same-group unit of ``toolset`` (a benchmark name or folder with parameter edges) scored by the head;
+    none: NesTools' test domains of the retriever's own split, which no model of the default checkpoint saw."""
     from tasks.graph.param_scoring import param_threshold, score_parameters
     from tasks.graph.pruning import same_group_pairs
     from tasks.graph.retriever_run import split_toolsets
+    from tasks.toolsets.readers import load_toolset_spec
     from tasks.training.retriever_config import RetrieverConfig
 
-    sets = split_toolsets.fn(RetrieverConfig(toolsets=("nestools",), heldout=(), benchmarks_root=str(benchmarks_root)))
-    test = sets.test[0]
+    if toolset is None:
+        test = split_toolsets.fn(RetrieverConfig(toolsets=("nestools",), heldout=(),
+                                                 benchmarks_root=str(benchmarks_root))).test[0]
+    else:
+        test = load_toolset_spec(toolset, benchmarks_root)
+    if not test.parameter_edges:
+        raise SystemExit(f"{toolset}: no parameter edges (param_edges.jsonl): nothing to count the head's errors against")
     tools = test.tools
     index = {t.tool_id: i for i, t in enumerate(tools)}
     scores = score_parameters(retriever, tools, same_group_pairs(tools))
@@ -129,6 +137,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--retriever", type=Path, default=RETRIEVER, help="a retriever folder with its parameter head")
     parser.add_argument("--benchmarks-root", type=Path, default=Path(DEFAULT_BENCHMARKS))
+    parser.add_argument("--toolset", help="a benchmark name or tool-set folder with parameter edges (default: "
+                                          "NesTools' held-out domains of the retriever's split)")
     parser.add_argument("--out", type=Path, help="write the rows to read here (markdown)")
     parser.add_argument("--sample", type=int, default=40, help="units under the cut to sample")
     parser.add_argument("--band-low", type=float, default=0.95, help="the sample's lowest p")
@@ -136,7 +146,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--verdicts", type=Path, help="a filled copy of --out: count its verdicts")
     args = parser.parse_args(argv)
 
-    tools, units, probs, gold, cut = nestools_test_units(args.retriever, args.benchmarks_root)
+    tools, units, probs, gold, cut = scored_units(args.retriever, args.benchmarks_root, args.toolset)
     rows = error_rows(units, probs, gold, cut, args.band_low, args.sample, args.seed)
     predicted = sum(x >= cut for x in probs)
     tp = predicted - len(rows[FALSE_POSITIVES])
@@ -146,7 +156,8 @@ def main(argv: list[str] | None = None) -> None:
                "under_the_cut_not_in_the_gold": sum(args.band_low <= x < cut and u not in gold
                                                     for u, x in zip(units, probs))}
     if args.out:
-        header = (f"# The parameter head's errors on NesTools' held-out domains\n\n`{args.retriever}`, cut {cut:.4f}: "
+        where = args.toolset or "NesTools' held-out domains"
+        header = (f"# The parameter head's errors on {where}\n\n`{args.retriever}`, cut {cut:.4f}: "
                   f"{len(units):,} units, {len(gold)} gold, {predicted} called fed, {tp} of them gold "
                   f"(P {figures['precision']:.3f} R {figures['recall']:.3f} F1 {figures['f1']:.3f}).")
         args.out.write_text(markdown(rows, [t.tool_id for t in tools], [t.doc for t in tools], header))
