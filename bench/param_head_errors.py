@@ -1,9 +1,10 @@
 """The parameter head's errors on a tool set with parameter edges, written out to be read by hand.
 
 NesTools' held-out domains by default, or ``--toolset`` (bench/RESULTS.md, "NesTools' gold read by hand"): every
-false-positive and false-negative unit (producer, consumer input) at the head's cut, and a seeded sample of the units just under the cut that the gold does not list, one table row each
-with an empty verdict cell. ``--verdicts`` counts a filled copy instead: per section right / borderline / wrong,
-and the head's precision at its cut with the false positives read right counted as right.
+false-positive and false-negative unit (producer, consumer input) at the head's cut, and a seeded sample of the
+units just under the cut that the gold does not list, one table row each with an empty verdict cell. ``--verdicts``
+also counts a filled copy: per section right / borderline / wrong, and the head's precision at its cut with the
+false positives read right counted as right.
 
     .venv/bin/python -m bench.param_head_errors --out /tmp/param_head_errors.md
     .venv/bin/python -m bench.param_head_errors --verdicts bench/param_head_errors_sample.md
