@@ -683,6 +683,9 @@ is passed. `predict_proba(..., with_kind=True).p_precondition`; an edge is a pre
                     for spec, e in (data.get("finetune") or {}).get("extra", {}).items())
     mean = summary.get("pooling") == "mean"
     remote_code = ", trust_remote_code=True" if mean else ""  # the mean-pooled model's code is saved beside it
+    read_errors = ("" if not summary.get("parameter_scorer") else
+                   f" `python -m bench.param_head_errors --retriever {cfg.output / 'best' / PARAMETER_SCORER_DIR}` "
+                   "writes the parameter level's errors on a set with parameter edges as rows to read.")
     return f"""---
 library_name: transformers
 pipeline_tag: text-classification
@@ -721,6 +724,15 @@ and on the pairs neither rule fires on (precision of its dependency predictions 
 
 Direction accuracy on true test dependency pairs: {test['direction']['accuracy']}.
 Confusion matrix (test, rows true, columns predicted): `{headline['confusion_matrix']}`
+
+## Limits
+- A pair counts as right only where the set's gold lists it. The shared sets' gold (API-Bank, UltraTool, TMDB,
+  NesTools) lists the edges their recorded dialogues or call chains used, so a right edge no recorded query chained,
+  or a second tool that makes the same value, counts as a false positive: read by hand, most of the parameter
+  level's false positives on NesTools' held-out domains were such edges (bench/RESULTS.md, "NesTools' gold read by
+  hand").{read_errors}
+- A consumer that declares no inputs is decided by this cross-encoder alone, from names and descriptions; the
+  validation (finetune) rows measure that case where the finetuning sets' tools declare none.
 
 ## Config
 ```json

@@ -166,6 +166,7 @@ def test_flow_trains_calibrates_evaluates_and_saves_a_loadable_checkpoint(tiny_r
     assert set(result["test"]["argmax"]["dependency"]) == {"precision", "recall", "f1"}
     card = (best / "README.md").read_text()
     assert "paper Table 3" in card and "parameter-match rule" in card
+    assert "## Limits" in card and "bench.param_head_errors" not in card  # no parameter level in this run
     # the base is this project's [CLS] checkpoint: --pooling auto keeps its head
     assert result["pooling"] == "cls" and "trust_remote_code" not in card and "classifies [CLS]" in card
     assert "- test: recall n/a (0 of 0 gold dependencies neither name rule finds)" in card
@@ -219,6 +220,8 @@ def test_flow_trains_both_levels_into_one_checkpoint_that_evaluation_and_build_g
     best = tmp_path / "run" / "best"
     assert result["pooling"] == "mean" and json.loads((best / "config.json").read_text())["model_type"] == "tgr_mean_pooled_bert"
     assert (best / "mean_pooled_bert.py").is_file() and "trust_remote_code=True" in (best / "README.md").read_text()
+    # the card's limits name the bench that lists this checkpoint's parameter-level errors
+    assert f"bench.param_head_errors --retriever {best / PARAMETER_SCORER_DIR}" in (best / "README.md").read_text()
     scorer = best / PARAMETER_SCORER_DIR
     assert (scorer / "param_head.json").is_file() and (scorer / "config.json").is_file()
     assert (tmp_path / "run" / PARAMETER_SCORER_DIR / "metrics.json").is_file()  # the retriever's own run folder
