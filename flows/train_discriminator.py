@@ -628,6 +628,28 @@ PRECONDITION_ROWS: dict[PreconditionScope, tuple[str, str]] = {
     "all": ("test_two_level_preconditions", "discriminator, two levels + cross-encoder preconditions")}
 
 
+# build-graph's default decision closed over chains of its edges: what the warehouse's prerequisites_of answers
+CLOSURE_ROW = ("test_two_level_closure", "discriminator, build-graph's default with the prerequisites its edges imply "
+                                         "(prerequisites_of's closure)")
+
+
+def closure_report(examples: list[PairExample], probs) -> dict[str, Any]:
+    """``report`` of build-graph's default decision (``probs``, two levels with its preconditions) with every pair
+    that a chain of its edges reaches called dependent in that direction (``tasks.graph.closure``), as a query of
+    the warehouse's ``prerequisites_of`` reads the graph: for test sets whose gold counts indirect dependencies.
+    ``pairs_added``: the pairs the closure adds."""
+    import numpy as np
+
+    from tasks.graph.closure import closure_labels
+
+    labels = decide(probs, TWO_LEVEL_CUT)
+    closed = closure_labels([(e.group, e.tool_a, e.tool_b) for e in examples], labels)
+    added = closed != labels
+    probs = np.array(probs, dtype=float)
+    probs[added] = np.eye(probs.shape[1])[closed[added]]
+    return {**report(examples, probs, TWO_LEVEL_CUT), "pairs_added": int(added.sum())}
+
+
 def precondition_rows_added(with_preconditions, two_level):
     """Per pair, whether a precondition scope's decision calls it dependent where two levels alone do not: the
     edges it adds, all of them preconditions (both arrays: ``two_level_scores``' class probabilities)."""
@@ -642,7 +664,7 @@ def comparison_rows(section: dict[str, Any], summary: dict[str, Any] | None = No
     rows = {"discriminator, argmax": section["argmax"]}
     if "calibrated" in section:
         rows[f"discriminator, calibrated (cut {section['calibrated']['threshold']:.3f})"] = section["calibrated"]
-    for key, title in (("test_two_level", TWO_LEVEL_ROW), *PRECONDITION_ROWS.values()):
+    for key, title in (("test_two_level", TWO_LEVEL_ROW), *PRECONDITION_ROWS.values(), CLOSURE_ROW):
         if summary.get(key) is not None:
             rows[title] = summary[key]["calibrated"]
     rows["parameter-match rule (schema)"] = section["schema_rule"]
@@ -656,7 +678,8 @@ def model_card(cfg: TrainDiscriminatorConfig, summary: dict[str, Any]) -> str:
     headline = test.get("calibrated", test["argmax"])
     rows = [("test: discriminator, calibrated" if "calibrated" in test else "test: discriminator, argmax", headline["dependency"]),
             *[(f"test: {title}", summary[key]["calibrated"]["dependency"])
-              for key, title in (("test_two_level", TWO_LEVEL_ROW), PRECONDITION_ROWS["checks"]) if summary.get(key)],
+              for key, title in (("test_two_level", TWO_LEVEL_ROW), PRECONDITION_ROWS["checks"], CLOSURE_ROW)
+              if summary.get(key)],
             ("test: parameter-match rule", test["schema_rule"]["dependency"]),
             ("test: parameter-match rule, partial names too", test["schema_rule_partial"]["dependency"])]
     for name, section in (valid or {}).items():
@@ -922,6 +945,7 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
         for (key, _), probs in zip(PRECONDITION_ROWS.values(), with_preconditions):
             added = precondition_rows_added(probs, two_level)
             summary[key] = report(test_pairs, probs, TWO_LEVEL_CUT, added.astype(float), 0.5)
+        summary[CLOSURE_ROW[0]] = closure_report(test_pairs, dict(zip(PRECONDITION_ROWS, with_preconditions))["checks"])
     summary["stages"] = {name: {"best_step": r.best_step, "best_score": r.best_score, "history": r.history}
                          for name, r in stages.items()}
     summary["pooling"] = checkpoint_pooling(ckpt)  # what --pooling auto chose, or the checkpoint's own
@@ -971,7 +995,8 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
             "validation": summary.get("validation"), "calibration": summary.get("calibration"),
             "param": summary.get("param"), "parameter_scorer": summary.get("parameter_scorer"),
             "test_two_level": summary.get("test_two_level"),
-            **{key: summary.get(key) for key, _ in PRECONDITION_ROWS.values()}, "pooling": summary["pooling"]}
+            **{key: summary.get(key) for key, _ in (*PRECONDITION_ROWS.values(), CLOSURE_ROW)},
+            "pooling": summary["pooling"]}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -239,6 +239,10 @@ def test_flow_trains_both_levels_into_one_checkpoint_that_evaluation_and_build_g
     checked = result["test_two_level_check_preconditions"]  # only where the prerequisite checks: between the two
     called_none.append(sum(row[1] for row in checked["calibrated"]["confusion_matrix"]))
     assert called_none[1] <= called_none[2] <= called_none[0] and checked["counts"] == two["counts"]
+    # the default decision closed over chains of its edges (prerequisites_of's answer): it only adds, and counts them
+    closed = result["test_two_level_closure"]
+    assert closed["counts"] == two["counts"]
+    assert sum(row[1] for row in closed["calibrated"]["confusion_matrix"]) == called_none[2] - closed["pairs_added"]
     again = train_discriminator(TrainDiscriminatorConfig(output=tmp_path / "eval", checkpoint=best, test=(test,),
                                                          max_length=64, batch_size=4, progress=False, seed=7))
     assert again["test_two_level"]["calibrated"] == two["calibrated"]
