@@ -48,6 +48,29 @@ def closure_counts(con, dataset: str, predicted: str = "discriminator", gold: st
             "gold_implied_recall_direct_only": direct_implied / implied if implied else None}
 
 
+UNLISTED = """
+WITH direct AS (SELECT dependent AS tool_id, prerequisite FROM edges WHERE dataset = $ds AND source = $predicted),
+     reached AS (SELECT tool_id, prerequisite FROM prerequisite_closure
+                 WHERE dataset = $ds AND source = $predicted AND tool_id <> prerequisite),
+     known AS (SELECT tool_id, prerequisite FROM prerequisite_closure WHERE dataset = $ds AND source = $gold),
+     unlisted AS (SELECT * FROM reached EXCEPT SELECT * FROM direct EXCEPT SELECT * FROM known)
+SELECT u.prerequisite, u.tool_id,
+       (SELECT string_agg(DISTINCT d.prerequisite, ', ' ORDER BY d.prerequisite) FROM direct d JOIN direct d2
+          ON d2.tool_id = d.prerequisite AND d2.prerequisite = u.prerequisite WHERE d.tool_id = u.tool_id) AS via
+FROM unlisted u ORDER BY u.prerequisite, u.tool_id
+"""
+
+
+def unlisted_sample(con, dataset: str, n: int, seed: int = 0, predicted: str = "discriminator",
+                    gold: str = "manual") -> list[tuple[str, str, str | None]]:
+    """A seeded sample of the pairs the closure adds that the gold neither lists nor implies, to read by hand:
+    (prerequisite, dependent, the intermediate tools of a two-step chain, or None where only longer chains reach)."""
+    import random
+
+    rows = con.execute(UNLISTED, {"ds": dataset, "predicted": predicted, "gold": gold}).fetchall()
+    return random.Random(seed).sample(rows, min(n, len(rows)))
+
+
 def main(argv: list[str] | None = None) -> None:
     import duckdb
 
@@ -55,6 +78,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--warehouse", type=Path, required=True, help="a warehouse build-graph wrote")
     parser.add_argument("--predicted", default="discriminator", help="the edge source whose closure is counted")
     parser.add_argument("--gold", default="manual", help="the gold edges' source")
+    parser.add_argument("--sample", type=int, default=0,
+                        help="also print this many added pairs the gold neither lists nor implies, to read (seeded)")
+    parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     if not args.warehouse.is_file():
         raise SystemExit(f"--warehouse {args.warehouse}: no such file (build-graph --warehouse writes one)")
@@ -65,6 +91,11 @@ def main(argv: list[str] | None = None) -> None:
     if not datasets:
         raise SystemExit(f"{args.warehouse}: no dataset has both {args.gold!r} and {args.predicted!r} edges")
     print(json.dumps({d: closure_counts(con, d, args.predicted, args.gold) for d in datasets}, indent=1))
+    for d in datasets if args.sample else ():
+        print(f"\n{d}: pairs the closure adds that the gold neither lists nor implies\n\n"
+              "| # | prerequisite | through | dependent | verdict | why |\n|---|---|---|---|---|---|")
+        for n, (pre, dep, via) in enumerate(unlisted_sample(con, d, args.sample, args.seed, args.predicted, args.gold), 1):
+            print(f"| {n} | `{pre}` | {via or 'a longer chain'} | `{dep}` |  |  |")
 
 
 if __name__ == "__main__":

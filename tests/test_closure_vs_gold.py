@@ -5,7 +5,7 @@ from __future__ import annotations
 import duckdb
 import pytest
 
-from bench.closure_vs_gold import closure_counts, main
+from bench.closure_vs_gold import closure_counts, main, unlisted_sample
 from tests.test_warehouse import DIM, tiny_dataset
 from warehouse.build import build_warehouse
 
@@ -41,3 +41,12 @@ def test_a_warehouse_without_both_sources_is_refused_with_the_reason(chained, tm
         main(["--warehouse", str(chained), "--predicted", "schema"])
     with pytest.raises(SystemExit, match="no such file"):
         main(["--warehouse", str(tmp_path / "missing.duckdb")])
+
+
+def test_the_sample_to_read_holds_the_added_pairs_the_gold_neither_lists_nor_implies(chained):
+    con = duckdb.connect(str(chained), read_only=True)
+    # added (e,a), (e,b), (d,b); the gold's closure implies (d,b). e reaches a through d in two steps, b only in three
+    got = unlisted_sample(con, "tiny", 10)
+    assert sorted(got, key=str) == [("a", "e", "d"), ("b", "e", None)]
+    assert unlisted_sample(con, "tiny", 1, seed=3) == unlisted_sample(con, "tiny", 1, seed=3)
+    assert len(unlisted_sample(con, "tiny", 1)) == 1
