@@ -2,6 +2,9 @@
 and the pairs the gold's own closure implies, on a small warehouse."""
 from __future__ import annotations
 
+from collections import Counter
+from pathlib import Path
+
 import duckdb
 import pytest
 
@@ -50,3 +53,10 @@ def test_the_sample_to_read_holds_the_added_pairs_the_gold_neither_lists_nor_imp
     assert sorted(got, key=str) == [("a", "e", "d"), ("b", "e", None)]
     assert unlisted_sample(con, "tiny", 1, seed=3) == unlisted_sample(con, "tiny", 1, seed=3)
     assert len(unlisted_sample(con, "tiny", 1)) == 1
+
+
+def test_the_committed_reading_has_a_verdict_on_every_row():
+    rows = [line.split("|") for line in (Path(__file__).parents[1] / "bench" / "closure_sample.md").read_text().splitlines()
+            if line.startswith("| ") and not line.startswith(("| #", "|---"))]
+    verdicts = Counter(cells[5].strip() for cells in rows)
+    assert len(rows) == 30 and verdicts == {"right": 20, "borderline": 7, "wrong": 3}
