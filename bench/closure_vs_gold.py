@@ -7,11 +7,13 @@ implies (an indirect dependency: the prerequisite of a prerequisite); the share 
 predicted closure finds (bench/RESULTS.md, "Indirect prerequisites: what the closure adds").
 
     .venv/bin/python -m bench.closure_vs_gold --warehouse <build-graph's warehouse>
+    .venv/bin/python -m bench.closure_vs_gold --warehouse <w> --sample 30   # also pairs to read (bench/closure_sample.md)
 """
 from __future__ import annotations
 
 import argparse
 import json
+import random
 from pathlib import Path
 
 COUNTS = """
@@ -65,8 +67,6 @@ def unlisted_sample(con, dataset: str, n: int, seed: int = 0, predicted: str = "
                     gold: str = "manual") -> list[tuple[str, str, str | None]]:
     """A seeded sample of the pairs the closure adds that the gold neither lists nor implies, to read by hand:
     (prerequisite, dependent, the intermediate tools of a two-step chain, or None where only longer chains reach)."""
-    import random
-
     rows = con.execute(UNLISTED, {"ds": dataset, "predicted": predicted, "gold": gold}).fetchall()
     return random.Random(seed).sample(rows, min(n, len(rows)))
 
