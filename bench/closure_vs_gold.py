@@ -16,7 +16,9 @@ import json
 import random
 from pathlib import Path
 
-COUNTS = """
+# the predicted source's direct edges and the pairs its closure adds; the gold's edges and the pairs its closure
+# implies beyond them (self pairs left out everywhere: a tool on a cycle lists itself)
+PAIRS = """
 WITH direct AS (SELECT dependent AS tool_id, prerequisite FROM edges
                 WHERE dataset = $ds AND source = $predicted AND dependent <> prerequisite),
      reached AS (SELECT tool_id, prerequisite FROM prerequisite_closure
@@ -27,6 +29,8 @@ WITH direct AS (SELECT dependent AS tool_id, prerequisite FROM edges
                  WHERE dataset = $ds AND source = $gold AND tool_id <> prerequisite
                  EXCEPT SELECT * FROM gold),
      added AS (SELECT * FROM reached EXCEPT SELECT * FROM direct)
+"""
+COUNTS = PAIRS + """
 SELECT (SELECT count(*) FROM direct), (SELECT count(*) FROM added),
        (SELECT count(*) FROM (SELECT * FROM added INTERSECT SELECT * FROM gold)),
        (SELECT count(*) FROM implied),
@@ -37,7 +41,7 @@ SELECT (SELECT count(*) FROM direct), (SELECT count(*) FROM added),
 
 
 def closure_counts(con, dataset: str, predicted: str = "discriminator", gold: str = "manual") -> dict:
-    """The counts for one dataset (self pairs left out on every side: a tool on a cycle lists itself)."""
+    """The counts for one dataset."""
     direct, added, added_gold, implied, added_implied, direct_implied, direct_gold = con.execute(
         COUNTS, {"ds": dataset, "predicted": predicted, "gold": gold}).fetchall()[0]
     right = added_gold + added_implied
@@ -50,12 +54,8 @@ def closure_counts(con, dataset: str, predicted: str = "discriminator", gold: st
             "gold_implied_recall_direct_only": direct_implied / implied if implied else None}
 
 
-UNLISTED = """
-WITH direct AS (SELECT dependent AS tool_id, prerequisite FROM edges WHERE dataset = $ds AND source = $predicted),
-     reached AS (SELECT tool_id, prerequisite FROM prerequisite_closure
-                 WHERE dataset = $ds AND source = $predicted AND tool_id <> prerequisite),
-     known AS (SELECT tool_id, prerequisite FROM prerequisite_closure WHERE dataset = $ds AND source = $gold),
-     unlisted AS (SELECT * FROM reached EXCEPT SELECT * FROM direct EXCEPT SELECT * FROM known)
+UNLISTED = PAIRS + """,
+     unlisted AS (SELECT * FROM added EXCEPT SELECT * FROM gold EXCEPT SELECT * FROM implied)
 SELECT u.prerequisite, u.tool_id,
        (SELECT string_agg(DISTINCT d.prerequisite, ', ' ORDER BY d.prerequisite) FROM direct d JOIN direct d2
           ON d2.tool_id = d.prerequisite AND d2.prerequisite = u.prerequisite WHERE d.tool_id = u.tool_id) AS via

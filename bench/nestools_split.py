@@ -17,13 +17,18 @@ from tasks.toolsets.readers import write_toolset_dir
 from tasks.training.retriever_config import DEFAULT_BENCHMARKS, RetrieverConfig
 
 
+def nestools_split(benchmarks_root: Path):
+    """NesTools split by the run's own split step, with its defaults: the split the parameter scorer is trained
+    with (``SplitToolSets``: train, validation and test parts)."""
+    return split_toolsets.fn(RetrieverConfig(toolsets=("nestools",), heldout=(), benchmarks_root=str(benchmarks_root)))
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output", type=Path, required=True, help="folder for nes_train, nes_fit and nes_test")
     parser.add_argument("--benchmarks-root", type=Path, default=Path(DEFAULT_BENCHMARKS))
     args = parser.parse_args(argv)
-    # the run's own split step, with its defaults: the split the parameter scorer is trained with
-    sets = split_toolsets.fn(RetrieverConfig(toolsets=("nestools",), heldout=(), benchmarks_root=str(args.benchmarks_root)))
+    sets = nestools_split(args.benchmarks_root)
     (nestools, train), = sets.train
     valid, test = ({t.group for t in part.tools} for part in (sets.validation[0], sets.test[0]))
     for name, groups in (("nes_train", train), ("nes_fit", train | valid), ("nes_test", test)):

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.readings import reading_rows
 from tasks.training.retriever_config import DEFAULT_BENCHMARKS
 
 RETRIEVER = Path("artifacts/discriminator/minilm/best/parameter_scorer")
@@ -52,14 +53,18 @@ def error_rows(units: Sequence[Unit], probs: Sequence[float], gold: set[Unit], c
         return ErrorRow(u, float(x), 1 + sum(o > x for o in by_input[(u[1], u[2])]), tuple(feeders[(u[1], u[2])]))
 
     out: dict[str, list[ErrorRow]] = {s: [] for s in SECTIONS}
-    band = []
     for u, x in zip(units, probs):
         if (x >= cut) != (u in gold):
             out[FALSE_POSITIVES if x >= cut else FALSE_NEGATIVES].append(row(u, x))
-        elif band_low <= x < cut:
-            band.append(row(u, x))
+    band = [row(u, x) for u, x in under_the_cut(units, probs, gold, cut, band_low)]
     out[UNDER_THE_CUT] = random.Random(seed).sample(band, min(sample, len(band)))
     return out
+
+
+def under_the_cut(units: Sequence[Unit], probs: Sequence[float], gold: set[Unit], cut: float,
+                  band_low: float) -> list[tuple[Unit, float]]:
+    """The units scored in [``band_low``, ``cut``) that the gold does not list, in the units' order."""
+    return [(u, x) for u, x in zip(units, probs) if band_low <= x < cut and u not in gold]
 
 
 def _cell(text: str | None, limit: int = 90) -> str:
@@ -88,15 +93,11 @@ def read_verdicts(path: Path) -> dict[str, Counter]:
     """Per section (a ``## `` heading that opens with a section's name), the verdicts of its table rows: the
     first cell after the gold column that opens with right, borderline or wrong."""
     counts: dict[str, Counter] = {s: Counter() for s in SECTIONS}
-    section = None
-    for line in path.read_text().splitlines():
-        if line.startswith("## "):
-            section = next((s for s in SECTIONS if line[3:].startswith(s)), None)
-        if section is None or not line.startswith("| ") or line.startswith(("| #", "|---")):
-            continue
-        cells = [c.strip().lower() for c in line.strip().strip("|").split("|")]
-        verdict = next((re.split(r"[\s,;]", c)[0] for c in cells[6:] if c.startswith(VERDICTS)), None)
-        counts[section][verdict or "unread"] += 1
+    for heading, cells in reading_rows(path):
+        section = next((s for s in SECTIONS if heading.startswith(s)), None)
+        if section is not None:
+            verdict = next((re.split(r"[\s,;]", c)[0] for c in map(str.lower, cells[6:]) if c.startswith(VERDICTS)), None)
+            counts[section][verdict or "unread"] += 1
     return counts
 
 
@@ -112,15 +113,13 @@ def precision_by_reading(true_positives: int, counts: dict[str, Counter]) -> dic
 def scored_units(retriever: Path, benchmarks_root: Path, toolset: str | None = None):
     """Every same-group unit of ``toolset`` (a benchmark name or folder with parameter edges) scored by the head;
     none: NesTools' test domains of the retriever's own split, which no model of the default checkpoint saw."""
+    from bench.nestools_split import nestools_split
     from tasks.graph.param_scoring import param_threshold, score_parameters
     from tasks.graph.pruning import same_group_pairs
-    from tasks.graph.retriever_run import split_toolsets
     from tasks.toolsets.readers import load_toolset_spec
-    from tasks.training.retriever_config import RetrieverConfig
 
     if toolset is None:
-        test = split_toolsets.fn(RetrieverConfig(toolsets=("nestools",), heldout=(),
-                                                 benchmarks_root=str(benchmarks_root))).test[0]
+        test = nestools_split(benchmarks_root).test[0]
     else:
         test = load_toolset_spec(toolset, benchmarks_root)
     if not test.parameter_edges:
@@ -154,8 +153,7 @@ def main(argv: list[str] | None = None) -> None:
     figures = {"cut": cut, "units": len(units), "gold": len(gold), "predicted": predicted, "true_positives": tp,
                "precision": tp / predicted, "recall": tp / len(gold), "f1": 2 * tp / (predicted + len(gold)),
                "rows": {s: len(r) for s, r in rows.items()},
-               "under_the_cut_not_in_the_gold": sum(args.band_low <= x < cut and u not in gold
-                                                    for u, x in zip(units, probs))}
+               "under_the_cut_not_in_the_gold": len(under_the_cut(units, probs, gold, cut, args.band_low))}
     if args.out:
         where = args.toolset or "NesTools' held-out domains"
         header = (f"# The parameter head's errors on {where}\n\n`{args.retriever}`, cut {cut:.4f}: "

@@ -24,6 +24,7 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.readings import reading_rows
 from schemas.tdi import KIND_PRECONDITION, DependentPair
 from tasks.agents.requests import validate_request
 from tasks.llm.client import StructuredLLM
@@ -48,13 +49,9 @@ def hand_labels(sample: Path = SAMPLE, sections: Sequence[str] = SECTIONS) -> li
     ``sections``: the first two cells name the tools (in backticks), the first later cell that opens with gold,
     right, borderline or wrong is the verdict (gold counts as right). A pair read twice keeps its first verdict."""
     labels: dict[tuple[str, str], Label] = {}
-    inside = False
-    for line in sample.read_text().splitlines():
-        if line.startswith("## "):
-            inside = any(s in line for s in sections)
-        if not inside or not line.startswith("| ") or line.startswith(("| #", "|---")):
+    for heading, cells in reading_rows(sample):
+        if not any(s in heading for s in sections):
             continue
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
         names = [re.findall(r"`([^`]+)`", c) for c in cells[1:3]]
         verdict = next((("right" if v.startswith("gold") else v.split()[0].strip(",")) for v in map(str.lower, cells[3:])
                         if v.startswith(("gold", "right", "borderline", "wrong"))), None)

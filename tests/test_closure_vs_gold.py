@@ -9,6 +9,7 @@ import duckdb
 import pytest
 
 from bench.closure_vs_gold import closure_counts, main, unlisted_sample
+from bench.readings import reading_rows
 from tests.test_warehouse import DIM, tiny_dataset
 from warehouse.build import build_warehouse
 
@@ -56,7 +57,6 @@ def test_the_sample_to_read_holds_the_added_pairs_the_gold_neither_lists_nor_imp
 
 
 def test_the_committed_reading_has_a_verdict_on_every_row():
-    rows = [line.split("|") for line in (Path(__file__).parents[1] / "bench" / "closure_sample.md").read_text().splitlines()
-            if line.startswith("| ") and not line.startswith(("| #", "|---"))]
-    verdicts = Counter(cells[5].strip() for cells in rows)
+    rows = [cells for _, cells in reading_rows(Path(__file__).parents[1] / "bench" / "closure_sample.md")]
+    verdicts = Counter(cells[4] for cells in rows)
     assert len(rows) == 30 and verdicts == {"right": 20, "borderline": 7, "wrong": 3}
