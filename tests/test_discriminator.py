@@ -54,7 +54,7 @@ from tasks.training.metrics import (  # noqa: E402
     schema_rule_metrics,
 )
 from tasks.training.strict_json import write_json  # noqa: E402
-from tasks.training.trainer import StageArguments, predict_examples, train_classifier  # noqa: E402
+from tasks.training.trainer import StageArguments, WeightAverage, predict_examples, train_classifier  # noqa: E402
 
 
 def make_tiny_model(folder: Path) -> Path:
@@ -346,6 +346,49 @@ def test_class_balanced_training_moves_the_loss_down(tiny_model_dir, tmp_path):
     assert result.evaluations and all("eval_dependency_f1_calibrated" in h for h in result.evaluations)
     assert result.best_score == min(h["eval_loss"] for h in result.evaluations)
     assert result.best_score == pytest.approx(after, rel=1e-3)  # the kept model is the best evaluated one
+
+
+def test_the_weight_average_is_the_warmed_up_moving_average_and_swaps_back():
+    layer = torch.nn.Linear(1, 1, bias=False)
+    with torch.no_grad():
+        layer.weight.fill_(1.0)
+    average = WeightAverage(layer, decay=0.5)
+    expected = 1.0
+    for t, w in enumerate([3.0, 5.0, -1.0], start=1):
+        with torch.no_grad():
+            layer.weight.fill_(w)
+        average.update(layer)
+        d = min(0.5, (1 + t) / (10 + t))  # 0.18, 0.25, 0.31: warmed up, below the decay
+        expected = d * expected + (1 - d) * w
+    assert float(average.shadow["weight"]) == pytest.approx(expected)
+    average.swap(layer)
+    assert float(layer.weight.detach()) == pytest.approx(expected) and float(average.shadow["weight"]) == -1.0
+    average.swap(layer)
+    assert float(layer.weight.detach()) == -1.0
+    with pytest.raises(ValueError, match="decay"):
+        WeightAverage(layer, decay=1.0)
+
+
+def test_a_weight_average_keeps_the_training_steps_and_is_what_validation_saw_and_saved(tiny_model_dir, tmp_path):
+    tokenizer = load_tokenizer(str(tiny_model_dir))
+    pairs = build_pairs(toy_toolset())
+    runs = {}
+    for name, decay in (("plain", None), ("averaged", 0.8)):
+        args = StageArguments(epochs=6, batch_size=4, learning_rate=1e-2, warmup_ratio=0.0, max_length=64, seed=0,
+                              select_metric="loss", evals_per_epoch=1, progress=False, ema_decay=decay)
+        runs[name] = train_classifier(load_model(str(tiny_model_dir)), tokenizer, pairs, pairs, args,
+                                      tmp_path / name, loss_name="category_averaged")
+    plain, averaged = runs["plain"], runs["averaged"]
+    # training moved the live weights alike: the average is only validated and saved, never trained on
+    assert averaged.step_losses == plain.step_losses and len(plain.step_losses) > 1
+    weights = {n: load_model(str(r.best_dir)).state_dict() for n, r in runs.items()}
+    assert any(not torch.equal(weights["plain"][k], weights["averaged"][k]) for k in weights["plain"])
+    # the kept checkpoint is the one validation scored
+    model = load_model(str(averaged.best_dir))
+    probs = predict_examples(model, tokenizer, pairs, 64, 16, symmetric=False)
+    labels = torch.tensor([p.label for p in pairs])
+    assert averaged.best_score == pytest.approx(float(CategoryAveragedLoss()(torch.tensor(np.log(probs)), labels)),
+                                                rel=1e-3)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -11,7 +11,8 @@ from typing import Any, Sequence
 
 import numpy as np
 import torch
-from transformers import DataCollatorWithPadding, PreTrainedModel, PreTrainedTokenizerBase, Trainer, TrainingArguments
+from transformers import (DataCollatorWithPadding, PreTrainedModel, PreTrainedTokenizerBase, Trainer,
+                          TrainerCallback, TrainingArguments)
 from transformers.trainer_utils import get_last_checkpoint
 
 from models.discriminator import (LOSSES, PreconditionKindLoss, checkpoint_pooling, class_logits, encode_pairs,
@@ -82,6 +83,9 @@ class StageArguments:
     bf16: bool | None = field(default=None, metadata={
         "help": "bf16 mixed precision (autocast; the weights stay fp32): True or False forces it (train_in_bf16 "
                 "decides for train-discriminator); None: on CUDA only"})
+    ema_decay: float | None = field(default=None, metadata={
+        "help": "validate, keep and save an exponential moving average of the weights (this decay per step, warmed "
+                "up as min(decay, (1 + t) / (10 + t))) instead of the last step's; None: the weights as trained"})
     length_grouped: bool = field(default=False, metadata={
         "help": "batches of similar length (the Trainer's group_by_length): about 1.3x the pairs/s on CPU, but a "
                 "TDI pair then shares its batch with its swap and its near-duplicates, and pretraining fell to the "
@@ -112,13 +116,65 @@ class TrainResult:
         return bool(kept) and kept[-1].get("eval_dependency_f1") == 0
 
 
+class WeightAverage:
+    """An exponential moving average of a model's floating-point weights, updated after each optimizer step
+    (Polyak averaging: the average of the last steps' weights moves less with the batch order and the seed
+    than any one step's). ``decay`` is warmed up as min(decay, (1 + t) / (10 + t)), so early steps do not
+    pull the average toward the initial weights."""
+
+    def __init__(self, model: torch.nn.Module, decay: float):
+        if not 0.0 < decay < 1.0:
+            raise ValueError(f"ema decay {decay}: must lie strictly between 0 and 1")
+        self.decay, self.updates = decay, 0
+        self.shadow = {n: p.detach().clone() for n, p in model.named_parameters() if p.dtype.is_floating_point}
+
+    @torch.no_grad()
+    def update(self, model: torch.nn.Module) -> None:
+        self.updates += 1
+        d = min(self.decay, (1 + self.updates) / (10 + self.updates))
+        for n, p in model.named_parameters():
+            if n in self.shadow:
+                self.shadow[n].mul_(d).add_(p.detach(), alpha=1 - d)
+
+    @torch.no_grad()
+    def swap(self, model: torch.nn.Module) -> None:
+        """Exchange the model's weights with the average (twice: as before)."""
+        for n, p in model.named_parameters():
+            if n in self.shadow:
+                live = p.detach().clone()
+                p.copy_(self.shadow[n])
+                self.shadow[n].copy_(live)
+
+
+class WeightAverageCallback(TrainerCallback):
+    def __init__(self, average: WeightAverage):
+        self.average = average
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        self.average.update(model)
+
+
 class DiscriminatorTrainer(Trainer):
     """``Trainer`` whose loss is a loss object on the three classes' logits (Eq. 1 or the category-averaged
-    Eq. 2), plus ``kind_weight`` times the kind head's loss where the model has the head."""
+    Eq. 2), plus ``kind_weight`` times the kind head's loss where the model has the head. With ``average``
+    (a ``WeightAverage``), validation and checkpoints see the averaged weights and training the live ones."""
 
-    def __init__(self, *args, loss: torch.nn.Module, kind_weight: float = 1.0, **kwargs):
+    def __init__(self, *args, loss: torch.nn.Module, kind_weight: float = 1.0, average: WeightAverage | None = None,
+                 **kwargs):
         super().__init__(*args, **kwargs)
         self.loss, self.kind_loss, self.kind_weight = loss, PreconditionKindLoss(), kind_weight
+        self.average = average
+        if average is not None:
+            self.add_callback(WeightAverageCallback(average))
+
+    def _maybe_log_save_evaluate(self, *args, **kwargs):
+        if self.average is None:
+            return super()._maybe_log_save_evaluate(*args, **kwargs)
+        self.average.swap(self.model)  # validate and save the average; train on from the live weights
+        try:
+            return super()._maybe_log_save_evaluate(*args, **kwargs)
+        finally:
+            self.average.swap(self.model)
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         labels, kinds = inputs.pop("labels"), inputs.pop("kinds", None)
@@ -212,6 +268,7 @@ def train_classifier(
     train_ds = tokenized_dataset(tokenizer, train, args.max_length, hint_mask(len(train), args.hint_dropout, args.seed))
     valid_ds = tokenized_dataset(tokenizer, valid, args.max_length) if valid else None
     partners = swap_partners(valid) if valid else None
+    average = WeightAverage(model, args.ema_decay) if args.ema_decay is not None else None
     trainer = DiscriminatorTrainer(
         model=model,
         args=training_arguments(args, out_dir, len(train), valid_ds is not None),
@@ -222,11 +279,14 @@ def train_classifier(
         compute_metrics=make_compute_metrics(partners) if valid_ds is not None else None,
         loss=LOSSES[loss_name](),
         kind_weight=args.kind_weight,
+        average=average,
         callbacks=[ProgressLinesCallback(stage)],  # lines and a Prefect bar beside tqdm's (docs/discriminator.md)
     )
     if resume:
         log.info("%s: %s", stage, f"resuming from {last}" if last else "--resume given but no checkpoint yet, starting fresh")
     trainer.train(resume_from_checkpoint=last)
+    if average is not None and valid_ds is None:  # with validation the best checkpoint, saved averaged, is loaded
+        average.swap(trainer.model)
     # the best model when validation exists (load_best_model_at_end), saved beside best_dir and swapped
     # in whole: a kill mid-save leaves the previous best_dir as it was
     saving = hidden_sibling(best_dir, "saving")
