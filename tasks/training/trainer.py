@@ -120,7 +120,8 @@ class WeightAverage:
     """An exponential moving average of a model's floating-point weights, updated after each optimizer step
     (Polyak averaging: the average of the last steps' weights moves less with the batch order and the seed
     than any one step's). ``decay`` is warmed up as min(decay, (1 + t) / (10 + t)), so early steps do not
-    pull the average toward the initial weights."""
+    pull the average toward the initial weights. Checkpoints hold the average, so a resumed run trains on from
+    it and starts a new average."""
 
     def __init__(self, model: torch.nn.Module, decay: float):
         if not 0.0 < decay < 1.0:
