@@ -97,7 +97,7 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=22)
     p.add_argument("--sample-out", default=None, help="write the sample table here (markdown)")
     p.add_argument("--sample-min-support", type=int, default=1, help="draw the sample from pairs with at least this support")
-    p.add_argument("--sample-pattern", default=None, help="draw the sample from pairs with one of these patterns (comma-separated: state_guard,error_message,fitted_check,docstring_order,state_use; doctest: any pattern seen in a docstring's examples; doctest_usage: those whose consumer the docstring documents)")
+    p.add_argument("--sample-pattern", default=None, help="draw the sample from pairs with one of these patterns (comma-separated: state_guard,error_message,fitted_check,docstring_order,state_use,keyed_state; doctest: any pattern seen in a docstring's examples; doctest_usage: those whose consumer the docstring documents)")
     p.add_argument("--test-orders", action="store_true", help="count call orders in test code too (mine-tdi --test-orders)")
     p.add_argument("--sample-inherited", action="store_true", help="draw the sample from pairs with a side whose docstring is its base method's")
     p.add_argument("--compare-inherited", action="store_true",

@@ -31,7 +31,7 @@ class MineReason:
     DATA_FLOW_PAIR = "data_flow_pair"  # the same (consumer, producer) is an accepted data flow: not a bare precondition
     DUPLICATE_ORDER = "duplicate_order"  # merged into the accepted order of the same (consumer, producer): its support
     GENERIC_PRECONDITION = "generic_precondition"  # one side is paired with too many distinct others (log, assertEqual)
-    SHARED_STATE = "shared_state"  # state_guard / state_use: the state is set by too many methods to say which one is needed
+    SHARED_STATE = "shared_state"  # state_guard / state_use / keyed_state: the state is set by too many methods to say which one is needed
     CONFLICTING_ORDER = "conflicting_order"  # the reverse order is seen too: comparable support, or more of it
     SPECIAL_METHOD = "special_method"  # Base.__init__(self) before anything: object protocol, not an API order
     REPORTING_CALL = "reporting_call"  # a logging/debug producer, or a test assertion on either side: it changes nothing the other needs

@@ -55,6 +55,15 @@ hand, 43 of 50 were right (bench/precondition_sample.md), against about 30% for 
   empty list is a usable state. Module level alike: a global the module binds only to None, dereferenced by a
   function, bound by the functions that declare it ``global``. Read by hand, 47 of 50 were right.
 
+- **An entry used before it is stored** (pattern ``keyed_state``): the same for one key of a table. A method that
+  reads ``self.X[key]`` (or ``del``s it, or ``pop``s it without a default) where it always runs, ``key`` one of
+  its parameters, without testing ``key in self.X``, calling ``self.X.get`` or storing into X, itself or through
+  what it calls, where construction binds X to an empty ``{}`` / ``dict()`` / ``OrderedDict()`` and nothing else
+  rebinds it, and 1 to ``MAX_STATE_SETTERS`` other public methods store ``self.X[k] = ...`` (or ``setdefault``)
+  under a parameter of theirs, without needing the entry themselves (reading it first, or raising without it):
+  without one of them first, for the same key, the call raises ``KeyError``. ``add_node`` before
+  ``add_edge``, ``register`` before ``unregister``, ``add_faiss_index`` before ``search``.
+
 The opposite polarity (``if self._closed: raise``) says what must *not* come first, and is not read.
 Candidates then go through the order books like every call order (tasks/mining/mine.py ``resolve_orders``).
 """
@@ -75,8 +84,9 @@ ERROR_MESSAGE = "error_message"
 FITTED_CHECK = "fitted_check"
 DOCSTRING_ORDER = "docstring_order"
 STATE_USE = "state_use"
+KEYED_STATE = "keyed_state"
 # the code (or its doc) states the order; ``doctest_usage:same_receiver`` reads as its family, ``doctest_usage``
-STATED_PATTERNS = (STATE_GUARD, ERROR_MESSAGE, FITTED_CHECK, DOCSTRING_ORDER, STATE_USE, DOCTEST_USAGE)
+STATED_PATTERNS = (STATE_GUARD, ERROR_MESSAGE, FITTED_CHECK, DOCSTRING_ORDER, STATE_USE, KEYED_STATE, DOCTEST_USAGE)
 MAX_STATE_SETTERS = 3  # more methods setting one state say little about which one a guard needs (shared_state)
 _CHECKER_PREFIXES = ("check", "ensure", "assert", "require", "verify", "validate")
 
@@ -466,7 +476,7 @@ def stated_orders(mod: ModuleFacts, defs: list[tuple[ast.AST, str, str | None]],
     return (class_guard_orders(mod, methods, indexes) + global_guard_orders(mod, functions, indexes)
             + message_orders(mod, methods, functions, indexes) + fitted_orders(mod, methods, indexes)
             + docstring_orders(mod, methods, functions, classes) + state_use_orders(mod, methods, classes, indexes)
-            + global_use_orders(mod, functions, indexes, unset_globals))
+            + global_use_orders(mod, functions, indexes, unset_globals) + keyed_state_orders(mod, methods, indexes))
 
 
 # -- docstrings that state an order ----------------------------------------------------------------
@@ -843,6 +853,141 @@ def global_use_orders(mod: ModuleFacts, functions: dict[str, Method], indexes: d
                     STATE_USE, False, False, MineReason.SHARED_STATE if shared else None,
                     f"global {g} is set by {len(names)} functions (> {MAX_STATE_SETTERS})" if shared
                     else f"{STATE_USE} of global {g}: {_said(stmt)} (None until {name} binds it)"))
+    return orders
+
+
+# mappings that raise KeyError for a key never stored (not a defaultdict, which makes the entry)
+_TABLE_TYPES = frozenset({"dict", "OrderedDict", "WeakValueDictionary", "WeakKeyDictionary"})
+
+
+def _empty_table(value: ast.expr | None) -> bool:
+    if isinstance(value, ast.Dict):
+        return not value.keys
+    if isinstance(value, ast.Call) and not value.args and not value.keywords:
+        f = value.func
+        return (f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else "") in _TABLE_TYPES
+    return False
+
+
+def _parameters(m: Method) -> set[str]:
+    """The arguments a caller passes (the object itself left out)."""
+    positional = [*m.args.posonlyargs, *m.args.args]
+    return {a.arg for a in positional[1:]} | {a.arg for a in m.args.kwonlyargs}
+
+
+def _key_of(node: ast.AST, owner: str, keys: Container[str]) -> tuple[str, str] | None:
+    """(table attribute, how it is used) where ``node`` reads, deletes or stores ``self.X[key]`` for a ``key`` among
+    ``keys``, or calls ``self.X.pop(key)`` / ``self.X.setdefault(key, ...)``; how: 'load' or 'store'."""
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Name) and node.slice.id in keys \
+            and (attr := _attr_of(node.value, owner)):
+        return attr, "store" if isinstance(node.ctx, ast.Store) else "load"
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args \
+            and isinstance(node.args[0], ast.Name) and node.args[0].id in keys \
+            and (attr := _attr_of(node.func.value, owner)):
+        if node.func.attr == "pop" and len(node.args) == 1 and not node.keywords:
+            return attr, "load"
+        if node.func.attr == "setdefault":
+            return attr, "store"
+    return None
+
+
+def _table_copes(m: Method, owner: str) -> set[str]:
+    """Tables of ``owner`` a method tests a key of (``k in self.X``), reads with a default (``self.X.get``) or
+    stores into: it copes with a missing entry, or makes it (a lambda it hands on counts: ``wait_for(lambda:
+    self.X.get(k))`` waits for the entry)."""
+    found: set[str] = set()
+    for n in ast.walk(m):
+        if isinstance(n, ast.Compare) and any(isinstance(o, (ast.In, ast.NotIn)) for o in n.ops):
+            found.update(a for c in n.comparators if (a := _attr_of(c, owner)))
+        elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("get", "setdefault") \
+                and (a := _attr_of(n.func.value, owner)):
+            found.add(a)
+        elif isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store) and (a := _attr_of(n.value, owner)):
+            found.add(a)
+    return found
+
+
+def _needs_entry(m: Method, owner: str, keys: Container[str], table: str) -> bool:
+    """Whether a method reads an entry of ``table`` under one of its parameters where it always runs, or refuses
+    to run without one (``if key not in self.X: raise``): it updates entries, it does not make them."""
+    for stmt, part in _runs_always(m.body):
+        if any((u := _key_of(n, owner, keys)) and u == (table, "load") for n in _walk_own(part)):
+            return True
+    for s in _straight(m.body):
+        if isinstance(s, ast.If) and not s.orelse and any(isinstance(b, ast.Raise) for b in s.body) \
+                and isinstance(s.test, ast.Compare) and isinstance(s.test.left, ast.Name) and s.test.left.id in keys \
+                and any(isinstance(o, ast.NotIn) for o in s.test.ops) \
+                and any(_attr_of(c, owner) == table for c in s.test.comparators):
+            return True
+    return False
+
+
+def keyed_state_orders(mod: ModuleFacts, methods: dict[str, dict[str, Method]],
+                       indexes: dict[int, BodyIndex]) -> list[RawOrder]:
+    """``keyed_state``: a method that reads one entry of a table its class fills, ``self.X[key]`` with ``key`` its
+    parameter, unguarded where it always runs (or ``del``s or ``pop``s it), where construction binds X to an empty
+    mapping and nothing else rebinds it, and 1 to ``MAX_STATE_SETTERS`` other public methods store entries of X
+    under a parameter of theirs (``self.X[name] = ...``): without one of them first, for that key, the call raises
+    ``KeyError``. A method that tests the key, reads with a default or stores into X, itself or through any chain of
+    ``self.h()`` calls, is no consumer; one that needs the entry itself (reads it first, or raises without it) is no
+    producer."""
+    orders: list[RawOrder] = []
+    for cls, defs in methods.items():
+        family = _family(mod, cls, methods)
+        tables: set[str] = set()
+        rebound: set[str] = set()
+        for name, (_, m) in family.items():
+            owner = _first_param(m) or ""
+            for n in _walk_own(m):
+                targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(n, ast.AnnAssign) else []
+                for t in targets:
+                    if (attr := _attr_of(t, owner)) is None:
+                        continue
+                    if not _empty_table(n.value):  # type: ignore[union-attr]
+                        rebound.add(attr)
+                    elif name.startswith("__"):
+                        tables.add(attr)
+        tables -= rebound  # a table replaced by a filled one may hold entries no store of ours made
+        if not tables:
+            continue
+        stores: dict[str, dict[str, ast.AST]] = {}  # table -> public method -> its store
+        fillers: dict[str, set[int]] = {}  # table -> every method of the family that stores into it (by id)
+        for name, (_, m) in family.items():
+            keys, owner = _parameters(m), _first_param(m) or ""
+            bumped = {id(n.target) for n in _walk_own(m) if isinstance(n, ast.AugAssign)}  # += needs the entry
+            for n in _walk_own(m):
+                if id(n) in bumped or not (key_use := _key_of(n, owner, keys)) or key_use[0] not in tables \
+                        or key_use[1] != "store":
+                    continue
+                fillers.setdefault(key_use[0], set()).add(id(m))
+                if not name.startswith("_") and not _needs_entry(m, owner, keys, key_use[0]):
+                    stores.setdefault(key_use[0], {}).setdefault(name, n)
+        if not stores:
+            continue
+        reach = _Reach(family, indexes)
+        for consumer, m in defs.items():
+            if consumer.startswith("_"):
+                continue
+            keys, owner = _parameters(m), _first_param(m) or ""
+            used: dict[str, ast.stmt] = {}  # table -> the first statement that reads an entry of it
+            for stmt, part in _runs_always(m.body):
+                for n in _walk_own(part):
+                    if (key_use := _key_of(n, owner, keys)) and key_use[1] == "load" and key_use[0] in stores:
+                        used.setdefault(key_use[0], stmt)
+            coped = _table_copes(m, owner) if used else set()
+            reached = {id(h) for h in reach.reached(m)} - {id(m)} if used else set()
+            for table, stmt in used.items():
+                if table in coped or reached & fillers.get(table, set()):  # add_edge calls add_node itself
+                    continue
+                setters = [name for name in stores[table] if name != consumer]
+                shared = len(setters) > MAX_STATE_SETTERS
+                for name in setters:
+                    orders.append(RawOrder(
+                        _record_id(mod, f"{cls}.{consumer}", stmt, stores[table][name]),  # type: ignore[arg-type]
+                        f"{mod.module}.{cls}.{consumer}", f"{mod.module}.{family[name][0]}.{name}", KEYED_STATE,
+                        True, True, MineReason.SHARED_STATE if shared else None,
+                        f"self.{table} is filled by {len(setters)} methods (> {MAX_STATE_SETTERS})" if shared
+                        else f"{KEYED_STATE} of self.{table}: {_said(stmt)} (no entry until {name} stores one)"))
     return orders
 
 
