@@ -124,6 +124,10 @@ class MineTDIConfig:
                 "whose value the session shows is a read, not a step; the examples' data flows are not mined; where the later "
                 "call is the function the docstring documents (doctest_usage:...), its docs state the order and the pair "
                 "is kept at support 1"})
+    keyed_state: bool = field(default=False, metadata={
+        "help": "also the stated pattern keyed_state: a method that reads self.X[key] unguarded where only other public "
+                "methods store entries of a table that starts empty (add_worker before remove_worker; "
+                "tasks/mining/state.py); read by hand 23 of 24 right, off by default (docs/mining.md)"})
     inherited_docstrings: bool = field(default=True, metadata={
         "help": "an undocumented method that overrides a documented method of its bases takes that docstring, as "
                 "inspect.getdoc and Sphinx read it (a subclass's read() is its base's read()); without it such a "
@@ -346,13 +350,13 @@ def parse_files(items: list[FileItem], cfg: MineTDIConfig) -> list[ModuleFacts |
     with ticking(progress):  # a timer: a 64-file chunk of big files can take longer than a line's period
         if cfg.workers <= 1 or len(chunks) <= 1:
             for item in items:
-                parsed.append(parse_file(item, cfg.preconditions, cfg.test_orders, cfg.doctests))
+                parsed.append(parse_file(item, cfg.preconditions, cfg.test_orders, cfg.doctests, cfg.keyed_state))
                 progress.advance(1, **_found(parsed[-1:]))
                 progress.maybe_report()
         else:
             with ProcessPoolExecutor(max_workers=cfg.workers) as pool:
                 for out in pool.map(functools.partial(parse_chunk, orders=cfg.preconditions, test_orders=cfg.test_orders,
-                                                    doctests=cfg.doctests), chunks):
+                                                    doctests=cfg.doctests, keyed_state=cfg.keyed_state), chunks):
                     parsed += out
                     progress.advance(len(out), **_found(out))
                     progress.maybe_report()

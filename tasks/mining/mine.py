@@ -288,11 +288,13 @@ def caller_output_names(modules: Sequence[ModuleFacts], table: SymbolTable, keys
 def mine_files(items: Sequence[FileItem], workers: int = 2, chunk_files: int = 64,
                max_producers_per_param: int | None = DEFAULT_MAX_PRODUCERS_PER_PARAM, orders: bool = True,
                max_order_partners: int | None = DEFAULT_MAX_ORDER_PARTNERS, test_orders: bool = False,
-               inherit_docs: bool = True, doctests: bool = True) -> MineResult:
+               inherit_docs: bool = True, doctests: bool = True, keyed_state: bool = False) -> MineResult:
     """Parse ``items`` in ``workers`` processes (in-process when workers <= 1), then resolve; ``orders``:
     also precondition pairs; ``test_orders``: call orders in test code count too; ``inherit_docs``: an
-    undocumented override takes its base method's docstring; ``doctests``: call orders in docstrings' examples too."""
-    parse = functools.partial(parse_chunk, orders=orders, test_orders=test_orders, doctests=doctests)
+    undocumented override takes its base method's docstring; ``doctests``: call orders in docstrings' examples too;
+    ``keyed_state``: the stated pattern ``keyed_state`` too."""
+    parse = functools.partial(parse_chunk, orders=orders, test_orders=test_orders, doctests=doctests,
+                              keyed_state=keyed_state)
     return resolve_flows(map_chunks(parse, items, workers, chunk_files), len(items), max_producers_per_param, max_order_partners,
                          test_orders=test_orders, inherit_docs=inherit_docs)
 

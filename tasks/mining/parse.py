@@ -226,9 +226,10 @@ def _bare_function(name: str, body: list[ast.stmt]) -> ast.FunctionDef:
 
 
 def facts_from_tree(tree: ast.Module, mod: ModuleFacts, guess_same_module: bool = False, orders: bool = True,
-                    doctests: bool = True) -> ModuleFacts:
+                    doctests: bool = True, keyed_state: bool = False) -> ModuleFacts:
     """``orders``: also collect precondition candidates (``mod.orders``, tasks/mining/order.py); ``doctests``: from the
-    docstrings' usage examples too (tasks/mining/doctests.py)."""
+    docstrings' usage examples too (tasks/mining/doctests.py); ``keyed_state``: the stated pattern ``keyed_state``
+    too (tasks/mining/state.py)."""
     defs = _functions_and_classes(mod, tree)
     if mod.origin == "stdlib" and mod.module in _PLATFORM_IMPORTS:  # os: ``import posixpath as path`` or ntpath, by platform
         mod.imports.update(_PLATFORM_IMPORTS[mod.module])
@@ -267,7 +268,7 @@ def facts_from_tree(tree: ast.Module, mod: ModuleFacts, guess_same_module: bool 
     for flows in class_flows.values():
         mod.flows.extend(flows.flows())
     if orders:  # a function that raises unless another has set some state: "call that first", in its own words
-        mod.orders.extend(stated_orders(mod, defs, indexes, unset_module_globals(tree.body)))
+        mod.orders.extend(stated_orders(mod, defs, indexes, unset_module_globals(tree.body), keyed_state))
     body = [s for s in tree.body if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
     if body:  # statements at module level (scripts, ``if __name__ == "__main__":``, module setup) are a body too
         scanner = BodyScanner(mod, _bare_function(MODULE_BODY, body), MODULE_BODY, None, module_defs, guess_same_module)
@@ -286,7 +287,8 @@ def facts_from_tree(tree: ast.Module, mod: ModuleFacts, guess_same_module: bool 
     return mod
 
 
-def parse_file(item: FileItem, orders: bool = True, test_orders: bool = False, doctests: bool = True) -> ModuleFacts | FileRejection:
+def parse_file(item: FileItem, orders: bool = True, test_orders: bool = False, doctests: bool = True,
+               keyed_state: bool = False) -> ModuleFacts | FileRejection:
     """One source file's facts, or why it could not be read (never raises on bad files); ``orders``:
     with precondition candidates, in test code (``FileItem.flows_only``) only with ``test_orders``: they would
     all be rejected there (``test_order``), and test code holds a fifth of the files and two fifths of the work."""
@@ -310,15 +312,16 @@ def parse_file(item: FileItem, orders: bool = True, test_orders: bool = False, d
     try:
         scan_orders = orders and (test_orders or not item.flows_only)
         return facts_from_tree(tree, ModuleFacts(item.module, item.origin, item.path, item.is_package, rid, flows_only=item.flows_only,
-                                                 orders_read=scan_orders), orders=scan_orders, doctests=doctests)
+                                                 orders_read=scan_orders), orders=scan_orders, doctests=doctests,
+                               keyed_state=keyed_state)
     except RecursionError as exc:  # pathologically nested generated code
         return FileRejection(rid, MineReason.SYNTAX_ERROR, f"RecursionError while scanning: {exc}"[:300])
 
 
 def parse_chunk(items: Sequence[FileItem], orders: bool = True, test_orders: bool = False,
-                doctests: bool = True) -> list[ModuleFacts | FileRejection]:
+                doctests: bool = True, keyed_state: bool = False) -> list[ModuleFacts | FileRejection]:
     with no_gc():
-        return [parse_file(i, orders, test_orders, doctests) for i in items]
+        return [parse_file(i, orders, test_orders, doctests, keyed_state) for i in items]
 
 
 # -- CodeSearchNet-style records --------------------------------------------------------------------
