@@ -118,8 +118,8 @@ def main() -> None:
         if a.only and a.only != label:
             continue
         t0 = time.perf_counter()
-        res = mine_files(items, workers=a.workers, orders=orders, test_orders=a.test_orders, keyed_state=a.keyed_state, inherit_docs=inherit,
-                         doctests=doctests)
+        res = mine_files(items, workers=a.workers, orders=orders, test_orders=a.test_orders, inherit_docs=inherit,
+                         doctests=doctests, keyed_state=a.keyed_state)
         out[label] = summary(res, time.perf_counter() - t0)
         out[label]["load_1min_after"] = os.getloadavg()[0]
         print(json.dumps({label: out[label]}, indent=2), flush=True)

@@ -914,8 +914,8 @@ def _table_copes(m: Method, owner: str) -> set[str]:
 def _needs_entry(m: Method, owner: str, keys: Container[str], table: str) -> bool:
     """Whether a method reads an entry of ``table`` under one of its parameters where it always runs, or refuses
     to run without one (``if key not in self.X: raise``): it updates entries, it does not make them."""
-    for stmt, part in _runs_always(m.body):
-        if any((u := _key_of(n, owner, keys)) and u == (table, "load") for n in _walk_own(part)):
+    for _, part in _runs_always(m.body):
+        if any(_key_of(n, owner, keys) == (table, "load") for n in _walk_own(part)):
             return True
     for s in _straight(m.body):
         if isinstance(s, ast.If) and not s.orelse and any(isinstance(b, ast.Raise) for b in s.body) \
