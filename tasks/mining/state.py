@@ -942,12 +942,11 @@ def keyed_state_orders(mod: ModuleFacts, methods: dict[str, dict[str, Method]],
         rebound: set[str] = set()
         for name, (_, m) in family.items():
             owner = _first_param(m) or ""
-            for n in _walk_own(m):
-                targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(n, ast.AnnAssign) else []
-                for t in targets:
+            for a in (indexes.get(id(m)) or index_body(m)).attr_assigns:  # parse's one walk of the body
+                for t in a.targets if isinstance(a, ast.Assign) else [a.target]:
                     if (attr := _attr_of(t, owner)) is None:
                         continue
-                    if not _empty_table(n.value):  # type: ignore[union-attr]
+                    if not _empty_table(a.value):
                         rebound.add(attr)
                     elif name.startswith("__"):
                         tables.add(attr)
@@ -959,13 +958,15 @@ def keyed_state_orders(mod: ModuleFacts, methods: dict[str, dict[str, Method]],
         for name, (_, m) in family.items():
             keys, owner = _parameters(m), _first_param(m) or ""
             bumped = {id(n.target) for n in _walk_own(m) if isinstance(n, ast.AugAssign)}  # += needs the entry
+            first: dict[str, ast.AST] = {}  # table -> this method's first store into it
             for n in _walk_own(m):
-                if id(n) in bumped or not (key_use := _key_of(n, owner, keys)) or key_use[0] not in tables \
-                        or key_use[1] != "store":
-                    continue
-                fillers.setdefault(key_use[0], set()).add(id(m))
-                if not name.startswith("_") and not _needs_entry(m, owner, keys, key_use[0]):
-                    stores.setdefault(key_use[0], {}).setdefault(name, n)
+                if id(n) not in bumped and (key_use := _key_of(n, owner, keys)) and key_use[0] in tables \
+                        and key_use[1] == "store":
+                    first.setdefault(key_use[0], n)
+            for table, n in first.items():
+                fillers.setdefault(table, set()).add(id(m))
+                if not name.startswith("_") and not _needs_entry(m, owner, keys, table):
+                    stores.setdefault(table, {})[name] = n
         if not stores:
             continue
         reach = _Reach(family, indexes)
