@@ -173,6 +173,19 @@ def test_training_keeps_the_untrained_encoder_when_validation_never_improves(tin
     assert default_max_length(str(result.best_dir)) == 16  # build-graph encodes at the trained length
 
 
+def test_training_breaks_a_tie_by_the_scores_second_number_and_a_full_tie_keeps_the_earlier(tiny_encoder, tmp_path):
+    args = RetrieverArguments(str(tiny_encoder), batch_size=8, max_steps=6, evals=3, max_length=16)
+    scores = iter([(0.8, 0.5), (0.8, 0.6), (0.8, 0.6), (0.7, 0.9)])  # steps 0, 2, 4, 6
+    result = train_retriever(_examples(), args, tmp_path / "run", lambda encoder: next(scores))
+    assert (result.best_step, result.best_score, result.untrained_score) == (2, 0.8, 0.8)
+    assert result.history == [{"step": 0, "validation": 0.8, "tie_break": [0.5]},
+                              {"step": 2, "validation": 0.8, "tie_break": [0.6]},
+                              {"step": 4, "validation": 0.8, "tie_break": [0.6]},
+                              {"step": 6, "validation": 0.7, "tie_break": [0.9]}]
+    meta = json.loads((result.best_dir / RETRIEVER_FILE).read_text())
+    assert meta["best_step"] == 2 and meta["validation"] == 0.8 and meta["history"] == result.history
+
+
 def test_training_saves_the_best_step_and_its_weights_differ_from_the_start(tiny_encoder, tmp_path):
     from transformers import AutoModel
 
@@ -373,6 +386,26 @@ def test_validation_score_pools_the_gold_edges_of_all_sets():
     noise = [row(0, 50, strategy="params+retrieval"), row(0, 50, k=1), row(0, 50, share_cap=0.05), row(0, 0)]
     assert pooled_recall({"big": before["big"] + noise, "small": before["small"]}) == pytest.approx(280 / 320)
     assert pooled_recall({}) == 0.0
+
+
+def test_validation_score_breaks_a_tie_at_k_by_the_recall_curve():
+    from tasks.graph.retriever_run import validation_score
+    from tasks.training.retriever_config import VALIDATION_K, VALIDATION_TIE_KS
+
+    def table(kept_at):  # one set of 100 gold edges, kept_at(k) of them kept at k
+        return {"s": [{"strategy": "retrieval", "k": k, "share_cap": None, "kept": kept_at(k), "gold_edges": 100,
+                       "recall": kept_at(k) / 100} for k in sorted({VALIDATION_K, *VALIDATION_TIE_KS})]}
+
+    untrained = table(lambda k: min(100, 60 + 10 * k))  # recall@1 0.70, @3 0.90
+    trained = table(lambda k: 90 if k <= VALIDATION_K else min(100, 60 + 10 * k))  # the same at 3, better below it
+    assert validation_score(untrained)[0] == validation_score(trained)[0] == pytest.approx(0.9)
+    assert validation_score(trained) > validation_score(untrained)  # so the trained checkpoint is kept
+    assert validation_score(trained)[1] == pytest.approx(
+        sum(90 if k <= VALIDATION_K else min(100, 60 + 10 * k) for k in VALIDATION_TIE_KS) / 100 / len(VALIDATION_TIE_KS))
+    # recall at k outranks the curve: a better curve with one edge fewer at k loses
+    worse_at_k = table(lambda k: 89 if k == VALIDATION_K else 100)
+    assert validation_score(worse_at_k)[1] > validation_score(trained)[1]
+    assert validation_score(worse_at_k) < validation_score(trained)
 
 
 # ---------------------------------------------------------------------------------------------

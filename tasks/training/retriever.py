@@ -222,11 +222,13 @@ def _save(model, tokenizer, dst: Path, meta: dict) -> None:
 
 
 def train_retriever(examples: Sequence[RetrieverExample], args: RetrieverArguments, out_dir: Path,
-                    validate: Callable[[SentenceEncoder], float], log_every: int = 20) -> RetrieverResult:
+                    validate: Callable[[SentenceEncoder], float | tuple[float, ...]], log_every: int = 20) -> RetrieverResult:
     """Train on ``examples``; ``validate(encoder) -> score`` (higher is better, e.g. candidate recall on
-    validation groups) runs on the untrained encoder and ``args.evals`` times during the run; the best
-    (ties: the earlier, so the untrained one when training does not help) is saved to ``out_dir/best``
-    with ``dependency_retriever.json``."""
+    validation groups) runs on the untrained encoder and ``args.evals`` times during the run; the best is saved
+    to ``out_dir/best`` with ``dependency_retriever.json``. A tuple score is compared in order: its first number
+    is the validation score, the rest break its ties (recall at one k ties easily; see
+    ``tasks.graph.retriever_run.validation_score``); a full tie keeps the earlier, so the untrained one when
+    training does not help."""
     if not examples:
         raise ValueError("no retriever training examples")
     torch.manual_seed(args.seed)
@@ -245,18 +247,21 @@ def train_retriever(examples: Sequence[RetrieverExample], args: RetrieverArgumen
             "doc_format": "schemas.dependency_text.producer_text", "max_length": args.max_length}
     best_dir = Path(out_dir) / "best"
 
-    def evaluate(step: int) -> float:
+    def evaluate(step: int) -> tuple[float, ...]:
         model.eval()
-        score = float(validate(SentenceEncoder.from_loaded(model, tokenizer, args.max_length)))
+        got = validate(SentenceEncoder.from_loaded(model, tokenizer, args.max_length))
         model.train()
-        return score
+        key = tuple(float(s) for s in got) if isinstance(got, tuple) else (float(got),)
+        history.append({"step": step, "validation": key[0]} | ({"tie_break": list(key[1:])} if key[1:] else {}))
+        return key
 
     started = time.time()
-    untrained = best = evaluate(0)
-    best_step, history = 0, [{"step": 0, "validation": untrained}]
+    history: list[dict] = []
+    untrained_key = best_key = evaluate(0)
+    untrained, best_step = untrained_key[0], 0
     _save(model, tokenizer, best_dir, meta | {"best_step": 0, "validation": untrained, "untrained_validation": untrained})
-    log.info("retriever: %d examples, %d steps of %d; untrained validation %.4f", len(examples), total,
-             args.batch_size, untrained)
+    log.info("retriever: %d examples, %d steps of %d; untrained validation %s", len(examples), total,
+             args.batch_size, _shown(untrained_key))
     order: list[int] = []
     model.train()
     running = []
@@ -282,16 +287,19 @@ def train_retriever(examples: Sequence[RetrieverExample], args: RetrieverArgumen
             log.info("retriever step %d/%d: loss %.4f (%.1f s)", step, total, np.mean(running), time.time() - started)
             running = []
         if step in eval_at:
-            score = evaluate(step)
-            history.append({"step": step, "validation": score})
-            log.info("retriever step %d: validation %.4f (best %.4f at step %d)", step, score, max(best, score),
-                     step if score > best else best_step)
-            if score > best:
-                best, best_step = score, step
-                _save(model, tokenizer, best_dir, meta | {"best_step": step, "validation": score,
+            key = evaluate(step)
+            if key > best_key:
+                best_key, best_step = key, step
+                _save(model, tokenizer, best_dir, meta | {"best_step": step, "validation": key[0],
                                                           "untrained_validation": untrained, "history": history})
+            log.info("retriever step %d: validation %s (best %s at step %d)", step, _shown(key), _shown(best_key),
+                     best_step)
     meta_path = best_dir / RETRIEVER_FILE
     saved = json.loads(meta_path.read_text())
     meta_path.write_text(json.dumps(saved | {"history": history, "seconds": round(time.time() - started)},
                                     indent=1, sort_keys=True))
-    return RetrieverResult(best_dir, best, untrained, best_step, total, history)
+    return RetrieverResult(best_dir, best_key[0], untrained, best_step, total, history)
+
+
+def _shown(key: tuple[float, ...]) -> str:
+    return f"{key[0]:.4f}" + (f" (tie-break {', '.join(f'{s:.4f}' for s in key[1:])})" if key[1:] else "")

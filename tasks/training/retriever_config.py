@@ -17,6 +17,7 @@ DEFAULT_BENCHMARKS = "../shared/data/benchmarks"
 # that share of each group's ordered pairs; 5% is the budget
 REPORT_SETTINGS = ((1, None), (3, None), (5, None), (10, None), (10, 0.05), (10, 0.03))
 VALIDATION_K = 3  # the k of build-graph's default --retrieval-k: the checkpoint is chosen there
+VALIDATION_TIE_KS = tuple(range(1, 11))  # its ties are broken by the mean recall at these k (the recall curve)
 
 # the parameter level's group split (train-discriminator's passes these defaults), so its test groups are known to
 # the runs that must leave them out (train-discriminator --finetune-extra)
