@@ -684,3 +684,19 @@ def test_build_graph_scores_parameters_with_a_retriever_head(tiny_encoder, tmp_p
         (0, 1, "user_id"), (0, 1, "limit"), (1, 0, "email"), (0, 2, "customer"), (2, 0, "email")}
     kept = {(s.producer, s.consumer, s.param) for s in scores if s.prob >= param_threshold(folder)}
     assert kept == {(0, 1, "user_id")}
+
+
+def test_the_checkpoint_bench_fits_the_head_on_every_validated_step_and_names_the_one_kept(tiny_encoder, tmp_path):
+    from bench.retriever_checkpoints import checkpoints
+    from tasks.training.retriever_config import RetrieverConfig
+
+    cfg = RetrieverConfig(tdi=None, toolsets=(str(_toolset_folder(tmp_path, "shopset")),), heldout=(),
+                          output=str(tmp_path / "run"), base_model=str(tiny_encoder), max_steps=2, batch_size=4,
+                          evals=2, max_length=24, split_fractions=(0.5, 0.25, 0.25))
+    got = checkpoints(cfg, tmp_path / "bench")
+    assert [r["step"] for r in got["rows"]] == [0, 1, 2]
+    for r in got["rows"]:
+        assert set(r["head_f1"]) == {"shopset"} and 0.0 <= r["head_f1"]["shopset"] <= 1.0
+        assert 0.0 <= r["recall_at_k"] <= 1.0 and 0.0 <= r["curve"] <= 1.0
+    best = max((r["recall_at_k"], r["curve"], -r["step"]) for r in got["rows"])  # a full tie: the earlier
+    assert got["kept"] == -best[2]
