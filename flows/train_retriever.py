@@ -9,8 +9,9 @@ consumer input ("name: description (input of tool)") finds the producers whose o
    edge of the train groups of the ``--toolset`` sets (parameter edges; tool edges where the consumer
    declares no inputs), each with a same-group tool it does not take as a hard negative
    (tasks/training/retriever.py). The sets' groups are split train / validation / test, seeded.
-2. Training: in-batch contrastive loss; the checkpoint kept is the one with the best candidate recall on
-   the validation groups (the untrained encoder counts as step 0, so training never makes it worse).
+2. Training: in-batch contrastive loss; the checkpoint kept is the one with the best candidate recall at k=3 on
+   the validation groups, ties broken by the recall curve (k=1..10; the untrained encoder counts as step 0, so
+   training never makes it worse).
 3. Report: candidate recall of gold edges and the share of ordered same-group pairs kept, per k, on the
    test groups of the ``--toolset`` sets and on the whole ``--heldout`` sets, untrained beside trained
    (``metrics.json``, ``report.md``).
