@@ -99,7 +99,7 @@ def main() -> None:
     p.add_argument("--sample-min-support", type=int, default=1, help="draw the sample from pairs with at least this support")
     p.add_argument("--sample-pattern", default=None, help="draw the sample from pairs with one of these patterns (comma-separated: state_guard,error_message,fitted_check,docstring_order,state_use,keyed_state; doctest: any pattern seen in a docstring's examples; doctest_usage: those whose consumer the docstring documents)")
     p.add_argument("--test-orders", action="store_true", help="count call orders in test code too (mine-tdi --test-orders)")
-    p.add_argument("--no-keyed-state", dest="keyed_state", action="store_false", help="without the stated pattern keyed_state (mine-tdi --no-keyed-state)")
+    p.add_argument("--keyed-state", action="store_true", help="the stated pattern keyed_state too (mine-tdi --keyed-state)")
     p.add_argument("--sample-inherited", action="store_true", help="draw the sample from pairs with a side whose docstring is its base method's")
     p.add_argument("--compare-inherited", action="store_true",
                    help="run with precondition candidates twice instead: without, then with docstrings inherited from base methods")

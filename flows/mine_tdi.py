@@ -124,10 +124,10 @@ class MineTDIConfig:
                 "whose value the session shows is a read, not a step; the examples' data flows are not mined; where the later "
                 "call is the function the docstring documents (doctest_usage:...), its docs state the order and the pair "
                 "is kept at support 1"})
-    keyed_state: bool = field(default=True, metadata={
-        "help": "the stated pattern keyed_state: a method that reads self.X[key] unguarded where only other public "
+    keyed_state: bool = field(default=False, metadata={
+        "help": "also the stated pattern keyed_state: a method that reads self.X[key] unguarded where only other public "
                 "methods store entries of a table that starts empty (add_worker before remove_worker; "
-                "tasks/mining/state.py); read by hand 23 of 24 right (docs/mining.md)"})
+                "tasks/mining/state.py); read by hand 23 of 24 right, off by default (docs/mining.md)"})
     inherited_docstrings: bool = field(default=True, metadata={
         "help": "an undocumented method that overrides a documented method of its bases takes that docstring, as "
                 "inspect.getdoc and Sphinx read it (a subclass's read() is its base's read()); without it such a "

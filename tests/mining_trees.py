@@ -11,7 +11,7 @@ from tasks.mining.sources import tree_files
 
 def mine_tree(root: Path, files: dict[str, str], **options) -> MineResult:
     """``files``: path under ``root`` -> source (dedented); the whole tree mined, call orders included; ``options``:
-    more of ``mine_files``'s (``keyed_state=False``)."""
+    more of ``mine_files``'s (``keyed_state=True``)."""
     for rel, text in files.items():
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -83,7 +83,7 @@ def _keyed(res: MineResult) -> set[tuple[str, str]]:
 
 
 def test_a_method_that_reads_an_entry_only_another_method_stores_needs_that_method_first(tmp_path: Path) -> None:
-    res = mine_tree(tmp_path, {"graphs.py": GRAPH})
+    res = mine_tree(tmp_path, {"graphs.py": GRAPH}, keyed_state=True)
     assert _keyed(res) == {("add_edge", "add_node"), ("node", "add_node"), ("remove_node", "add_node"),
                            ("successors", "add_edge")}
     edge = next(o for o in res.orders if o.consumer == "graphs.Graph.node")
@@ -92,9 +92,9 @@ def test_a_method_that_reads_an_entry_only_another_method_stores_needs_that_meth
 
 
 def test_a_method_that_tests_the_key_reads_with_a_default_catches_or_makes_the_entry_is_no_consumer(tmp_path: Path) -> None:
-    consumers = {c for c, _ in _keyed(mine_tree(tmp_path, {"graphs.py": GRAPH}))}
+    consumers = {c for c, _ in _keyed(mine_tree(tmp_path, {"graphs.py": GRAPH}, keyed_state=True))}
     assert not consumers & {"get", "maybe", "guarded", "first", "visits", "count", "bump"}
-    producers = {p for _, p in _keyed(mine_tree(tmp_path / "again", {"graphs.py": GRAPH}))}
+    producers = {p for _, p in _keyed(mine_tree(tmp_path / "again", {"graphs.py": GRAPH}, keyed_state=True))}
     assert "bump" not in producers  # += reads the entry first: it stores none
 
 
@@ -148,7 +148,7 @@ def test_a_table_refilled_elsewhere_or_filled_by_many_methods_gives_no_pair(tmp_
 
         def read(path):
             return []
-        '''})
+        '''}, keyed_state=True)
     assert _keyed(res) == set()  # load replaces the table: fetch's key may come from the file
     shared = [r for r in res.order_rejections if r.reason == MineReason.SHARED_STATE]
     assert len(shared) == 4 and {r.record_id.split(":after:")[0] for r in shared} == {"registry:Registry.handler:45:8"}
@@ -199,11 +199,10 @@ def test_a_consumer_that_calls_a_maker_and_a_producer_that_needs_the_entry_give_
 
         def until(test):
             return test()
-        '''})
+        '''}, keyed_state=True)
     # bubble and trim update an entry that must exist: no maker of it; ensure makes its own; wait waits for it
     assert _keyed(res) == {("remove", "add")}
 
 
-def test_the_pattern_is_on_by_default_and_keyed_state_false_turns_it_off(tmp_path: Path) -> None:
-    assert _keyed(mine_tree(tmp_path / "on", {"graphs.py": GRAPH}))
-    assert _keyed(mine_tree(tmp_path / "off", {"graphs.py": GRAPH}, keyed_state=False)) == set()
+def test_the_pattern_is_opt_in(tmp_path: Path) -> None:
+    assert _keyed(mine_tree(tmp_path, {"graphs.py": GRAPH})) == set()

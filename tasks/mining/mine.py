@@ -288,7 +288,7 @@ def caller_output_names(modules: Sequence[ModuleFacts], table: SymbolTable, keys
 def mine_files(items: Sequence[FileItem], workers: int = 2, chunk_files: int = 64,
                max_producers_per_param: int | None = DEFAULT_MAX_PRODUCERS_PER_PARAM, orders: bool = True,
                max_order_partners: int | None = DEFAULT_MAX_ORDER_PARTNERS, test_orders: bool = False,
-               inherit_docs: bool = True, doctests: bool = True, keyed_state: bool = True) -> MineResult:
+               inherit_docs: bool = True, doctests: bool = True, keyed_state: bool = False) -> MineResult:
     """Parse ``items`` in ``workers`` processes (in-process when workers <= 1), then resolve; ``orders``:
     also precondition pairs; ``test_orders``: call orders in test code count too; ``inherit_docs``: an
     undocumented override takes its base method's docstring; ``doctests``: call orders in docstrings' examples too;

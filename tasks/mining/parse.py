@@ -226,7 +226,7 @@ def _bare_function(name: str, body: list[ast.stmt]) -> ast.FunctionDef:
 
 
 def facts_from_tree(tree: ast.Module, mod: ModuleFacts, guess_same_module: bool = False, orders: bool = True,
-                    doctests: bool = True, keyed_state: bool = True) -> ModuleFacts:
+                    doctests: bool = True, keyed_state: bool = False) -> ModuleFacts:
     """``orders``: also collect precondition candidates (``mod.orders``, tasks/mining/order.py); ``doctests``: from the
     docstrings' usage examples too (tasks/mining/doctests.py); ``keyed_state``: the stated pattern ``keyed_state``
     too (tasks/mining/state.py)."""
@@ -288,7 +288,7 @@ def facts_from_tree(tree: ast.Module, mod: ModuleFacts, guess_same_module: bool 
 
 
 def parse_file(item: FileItem, orders: bool = True, test_orders: bool = False, doctests: bool = True,
-               keyed_state: bool = True) -> ModuleFacts | FileRejection:
+               keyed_state: bool = False) -> ModuleFacts | FileRejection:
     """One source file's facts, or why it could not be read (never raises on bad files); ``orders``:
     with precondition candidates, in test code (``FileItem.flows_only``) only with ``test_orders``: they would
     all be rejected there (``test_order``), and test code holds a fifth of the files and two fifths of the work."""
@@ -319,7 +319,7 @@ def parse_file(item: FileItem, orders: bool = True, test_orders: bool = False, d
 
 
 def parse_chunk(items: Sequence[FileItem], orders: bool = True, test_orders: bool = False,
-                doctests: bool = True, keyed_state: bool = True) -> list[ModuleFacts | FileRejection]:
+                doctests: bool = True, keyed_state: bool = False) -> list[ModuleFacts | FileRejection]:
     with no_gc():
         return [parse_file(i, orders, test_orders, doctests, keyed_state) for i in items]
 

@@ -55,8 +55,8 @@ hand, 43 of 50 were right (bench/precondition_sample.md), against about 30% for 
   empty list is a usable state. Module level alike: a global the module binds only to None, dereferenced by a
   function, bound by the functions that declare it ``global``. Read by hand, 47 of 50 were right.
 
-- **An entry used before it is stored** (pattern ``keyed_state``; ``mine-tdi --no-keyed-state`` turns it off): the
-  same for one key of a table. A method that reads ``self.X[key]`` (or ``del``s it, or ``pop``s it without a default) where
+- **An entry used before it is stored** (pattern ``keyed_state``, opt-in: ``mine-tdi --keyed-state``): the same for
+  one key of a table. A method that reads ``self.X[key]`` (or ``del``s it, or ``pop``s it without a default) where
   it always runs, ``key`` one of its parameters, without testing ``key in self.X``, calling ``self.X.get`` or
   storing into X, itself or through what it calls, where construction binds X to an empty ``{}`` / ``dict()`` /
   ``OrderedDict()`` and nothing else rebinds it, and 1 to ``MAX_STATE_SETTERS`` other public methods store
@@ -456,11 +456,11 @@ def message_orders(mod: ModuleFacts, methods: dict[str, dict[str, Method]], func
 
 def stated_orders(mod: ModuleFacts, defs: list[tuple[ast.AST, str, str | None]],
                   indexes: dict[int, BodyIndex], unset_globals: Container[str] = (),
-                  keyed_state: bool = True) -> list[RawOrder]:
+                  keyed_state: bool = False) -> list[RawOrder]:
     """Every candidate of one module whose code states the order: state guards, error messages, fitted checks,
     docstrings and state used before it is set (``defs``: parse's (node, qualname, class name) list;
     ``unset_globals``: the module's names bound only to None at its top level, ``unset_module_globals``;
-    ``keyed_state``: entries used before they are stored too)."""
+    ``keyed_state``: entries used before they are stored too, opt-in: see docs/mining.md)."""
     methods: dict[str, dict[str, Method]] = {}
     functions: dict[str, Method] = {}
     classes: dict[str, ast.ClassDef] = {}
