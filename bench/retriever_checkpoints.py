@@ -15,9 +15,10 @@ import tempfile
 from pathlib import Path
 
 from models.sentence_encoder import EncoderConfig, MemoEncode, SentenceEncoder
-from tasks.graph.retriever_run import parameter_head, recall_table, split_toolsets, training_examples, validation_score
+from tasks.graph.retriever_run import (VALIDATION_SETTINGS, parameter_head, recall_table, split_toolsets,
+                                       training_examples, validation_score)
 from tasks.training import retriever
-from tasks.training.retriever_config import VALIDATION_K, VALIDATION_TIE_KS, RetrieverConfig
+from tasks.training.retriever_config import VALIDATION_K, RetrieverConfig
 
 
 def checkpoints(cfg: RetrieverConfig, folder: Path) -> dict:
@@ -25,24 +26,22 @@ def checkpoints(cfg: RetrieverConfig, folder: Path) -> dict:
     sets = split_toolsets.fn(cfg)
     examples, _ = training_examples.fn(cfg, sets)
     args = cfg.arguments()
-    steps = iter([0] + sorted({round(args.max_steps * (i + 1) / args.evals) for i in range(args.evals)}))
     rows = []
 
     def validate(encoder) -> tuple[float, float]:
-        ks = sorted({VALIDATION_K, *VALIDATION_TIE_KS})
-        score = validation_score(recall_table(sets.validation, encoder.encode, [(k, None) for k in ks], ("retrieval",)))
-        step = next(steps)
-        saved = folder / f"step{step}"
+        score = validation_score(recall_table(sets.validation, encoder.encode, VALIDATION_SETTINGS, ("retrieval",)))
+        saved = folder / f"validation{len(rows)}"  # its step: the run's history, in the same order
         retriever._save(encoder.backend.model, encoder.tokenizer, saved, {"max_length": args.max_length})
-        rows.append({"step": step, "recall_at_k": score[0], "curve": score[1], "folder": saved})
+        rows.append({"recall_at_k": score[0], "curve": score[1], "folder": saved})
         return score
 
-    kept = retriever.train_retriever(examples, args, folder / "run", validate).best_step
-    for row in rows:
+    result = retriever.train_retriever(examples, args, folder / "run", validate)
+    for row, validated in zip(rows, result.history, strict=True):
         saved = row.pop("folder")
         head = parameter_head.fn(sets, MemoEncode(SentenceEncoder(EncoderConfig(str(saved))).encode), saved) or {}
-        row["head_f1"] = {name: m["model"]["f1"] for name, m in (head.get("test") or {}).items()}
-    return {"kept": kept, "rows": rows}
+        row |= {"step": validated["step"],
+                "head_f1": {name: m["model"]["f1"] for name, m in (head.get("test") or {}).items()}}
+    return {"kept": result.best_step, "rows": rows}
 
 
 def main() -> None:

@@ -84,12 +84,16 @@ def head_ranked_table(sets: list[ToolSet], encode, folder: Path) -> dict[str, li
 
 def pooled_recall(table: dict[str, list[dict]], k: int = VALIDATION_K) -> float:
     """The retrieval rule's gold-edge recall at ``k`` over the gold edges of all the sets together (the validation
-    score at ``VALIDATION_K``). Pooled, not averaged per set: every gold edge weighs the same, so a set with few validation
-    edges (UltraTool's 4 groups) cannot outvote one with hundreds (NesTools' 29 domains)."""
+    score at ``VALIDATION_K``). Pooled, not averaged per set: every gold edge weighs the same, so a set with few
+    validation edges (UltraTool's 4 groups) cannot outvote one with hundreds (NesTools' 29 domains)."""
     rows = [r for rows in table.values() for r in rows
             if r["strategy"] == "retrieval" and r["k"] == k and r["share_cap"] is None and r["gold_edges"]]
     gold = sum(r["gold_edges"] for r in rows)
     return sum(r["kept"] for r in rows) / gold if gold else 0.0
+
+
+# the (k, share cap) settings validation measures: VALIDATION_K and the k of the curve that breaks its ties
+VALIDATION_SETTINGS = [(k, None) for k in sorted({VALIDATION_K, *VALIDATION_TIE_KS})]
 
 
 def validation_score(table: dict[str, list[dict]]) -> tuple[float, float]:
@@ -97,7 +101,8 @@ def validation_score(table: dict[str, list[dict]]) -> tuple[float, float]:
     at ``VALIDATION_TIE_KS``. Recall at one k moves in steps of one edge and ties often, and a tie kept the
     untrained encoder where training had raised recall@1 from 0.58 to 0.67 and the parameter head's F1 from
     0.726 to 0.765 (bench/RESULTS.md, "The retriever's checkpoint at a tie"); the curve tells them apart."""
-    return pooled_recall(table, VALIDATION_K), sum(pooled_recall(table, k) for k in VALIDATION_TIE_KS) / len(VALIDATION_TIE_KS)
+    curve = sum(pooled_recall(table, k) for k in VALIDATION_TIE_KS) / len(VALIDATION_TIE_KS)
+    return pooled_recall(table, VALIDATION_K), curve
 
 
 @task(cache_policy=NO_CACHE)
@@ -286,8 +291,7 @@ def run_retriever(cfg: RetrieverConfig) -> dict:
              f"{', '.join(f'{t.name} {len(t.tools)} tools' for t in sets.validation)}")
     # Step 2: train, keeping the best validation recall
     def validate(encoder) -> tuple[float, float]:
-        ks = sorted({VALIDATION_K, *VALIDATION_TIE_KS})
-        table = recall_table(sets.validation, encoder.encode, [(k, None) for k in ks], ("retrieval",))
+        table = recall_table(sets.validation, encoder.encode, VALIDATION_SETTINGS, ("retrieval",))
         log.info("validation recall@%d: %s", VALIDATION_K, ", ".join(
             f"{name} {row['recall']:.3f}" for name, rows in table.items() for row in rows
             if row["k"] == VALIDATION_K and row["recall"] is not None))

@@ -222,7 +222,8 @@ def _save(model, tokenizer, dst: Path, meta: dict) -> None:
 
 
 def train_retriever(examples: Sequence[RetrieverExample], args: RetrieverArguments, out_dir: Path,
-                    validate: Callable[[SentenceEncoder], float | tuple[float, ...]], log_every: int = 20) -> RetrieverResult:
+                    validate: Callable[[SentenceEncoder], float | tuple[float, ...]],
+                    log_every: int = 20) -> RetrieverResult:
     """Train on ``examples``; ``validate(encoder) -> score`` (higher is better, e.g. candidate recall on
     validation groups) runs on the untrained encoder and ``args.evals`` times during the run; the best is saved
     to ``out_dir/best`` with ``dependency_retriever.json``. A tuple score is compared in order: its first number
