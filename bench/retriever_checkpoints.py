@@ -15,8 +15,8 @@ import tempfile
 from pathlib import Path
 
 from models.sentence_encoder import EncoderConfig, MemoEncode, SentenceEncoder
-from tasks.graph.retriever_run import (VALIDATION_SETTINGS, parameter_head, recall_table, split_toolsets,
-                                       training_examples, validation_score)
+from tasks.graph.retriever_run import (parameter_head, split_toolsets, training_examples, validation_score,
+                                       validation_table)
 from tasks.training import retriever
 from tasks.training.retriever_config import VALIDATION_K, RetrieverConfig
 
@@ -29,7 +29,7 @@ def checkpoints(cfg: RetrieverConfig, folder: Path) -> dict:
     rows = []
 
     def validate(encoder) -> tuple[float, float]:
-        score = validation_score(recall_table(sets.validation, encoder.encode, VALIDATION_SETTINGS, ("retrieval",)))
+        score = validation_score(validation_table(sets.validation, encoder.encode))
         saved = folder / f"validation{len(rows)}"  # its step: the run's history, in the same order
         retriever._save(encoder.backend.model, encoder.tokenizer, saved, {"max_length": args.max_length})
         rows.append({"recall_at_k": score[0], "curve": score[1], "folder": saved})

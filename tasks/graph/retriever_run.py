@@ -96,6 +96,11 @@ def pooled_recall(table: dict[str, list[dict]], k: int = VALIDATION_K) -> float:
 VALIDATION_SETTINGS = [(k, None) for k in sorted({VALIDATION_K, *VALIDATION_TIE_KS})]
 
 
+def validation_table(validation: list[ToolSet], encode) -> dict[str, list[dict]]:
+    """The retrieval rule's recall on the validation groups at ``VALIDATION_SETTINGS``, read by ``validation_score``."""
+    return recall_table(validation, encode, VALIDATION_SETTINGS, ("retrieval",))
+
+
 def validation_score(table: dict[str, list[dict]]) -> tuple[float, float]:
     """The checkpoint's score: pooled recall at ``VALIDATION_K``, then, breaking its ties, the mean pooled recall
     at ``VALIDATION_TIE_KS``. Recall at one k moves in steps of one edge and ties often, and a tie kept the
@@ -291,7 +296,7 @@ def run_retriever(cfg: RetrieverConfig) -> dict:
              f"{', '.join(f'{t.name} {len(t.tools)} tools' for t in sets.validation)}")
     # Step 2: train, keeping the best validation recall
     def validate(encoder) -> tuple[float, float]:
-        table = recall_table(sets.validation, encoder.encode, VALIDATION_SETTINGS, ("retrieval",))
+        table = validation_table(sets.validation, encoder.encode)
         log.info("validation recall@%d: %s", VALIDATION_K, ", ".join(
             f"{name} {row['recall']:.3f}" for name, rows in table.items() for row in rows
             if row["k"] == VALIDATION_K and row["recall"] is not None))
