@@ -42,34 +42,54 @@ def cut_for_recall(examples, probs, weights, recall: float) -> float:
 
 def f1_line(name: str, c: np.ndarray) -> str:
     p, r = c[0] / max(c[0] + c[1], 1e-9), c[0] / max(c[2], 1)
-    return f"{name:32s} P {p:.3f} R {r:.3f} F1 {2 * p * r / max(p + r, 1e-9):.3f}"
+    return f"{name:32s} P {p:.3f} R {r:.3f} F1 {f1_of(c):.3f}"
+
+
+def held_out_groups() -> tuple[list, np.ndarray]:
+    """The held-out groups train-discriminator reports (its default --finetune sets and split) and each pair's
+    weight at the sets' real prior."""
+    cfg = TrainDiscriminatorConfig()
+    pairs = build_toolset_pairs.fn(cfg.finetune, BENCHMARKS, cfg.finetune_max_none, cfg.split_seed)
+    valid = grouped_split(pairs, cfg.valid_fraction, cfg.split_seed)[1]
+    return valid, none_weights(valid, toolset_none_ratio.fn(cfg.finetune, BENCHMARKS))
+
+
+def figures(checkpoint: Path, valid: list, weights: np.ndarray) -> dict[str, tuple[float, np.ndarray]]:
+    """(cut, counts) per row, for ``f1_line``: the stored cut, the in-sample best cut, the 2-fold cross-fit (cut
+    nan: one per half) and the highest in-sample cut reaching recall 0.5."""
+    cfg = TrainDiscriminatorConfig()
+    labels, groups = [e.label for e in valid], sorted({e.group for e in valid})
+    probs = np.array(score_examples.fn(Path(checkpoint), valid, cfg.max_length, 64, True, False)["probs"])
+    stored = json.loads((Path(checkpoint) / "calibration.json").read_text())["threshold"]
+    best = choose_threshold(labels, probs, "max_f1", 0.9, weights)["threshold"]
+    crossfit = np.zeros(3)
+    for seed in range(5):
+        order = list(groups)
+        np.random.default_rng(seed).shuffle(order)
+        for half in (set(order[::2]), set(order[1::2])):
+            fit = [i for i, e in enumerate(valid) if e.group in half]
+            rest = [i for i, e in enumerate(valid) if e.group not in half]
+            cut = choose_threshold([labels[i] for i in fit], probs[fit], "max_f1", 0.9, weights[fit])["threshold"]
+            crossfit += counts([valid[i] for i in rest], probs[rest], cut, weights[rest])
+    half = cut_for_recall(valid, probs, weights, 0.5)
+    return {"stored": (stored, counts(valid, probs, stored, weights)), "best": (best, counts(valid, probs, best, weights)),
+            "crossfit": (float("nan"), crossfit / 5), "recall_half": (half, counts(valid, probs, half, weights))}
+
+
+def f1_of(c: np.ndarray) -> float:
+    p, r = c[0] / max(c[0] + c[1], 1e-9), c[0] / max(c[2], 1)
+    return 2 * p * r / max(p + r, 1e-9)
 
 
 def main(argv: list[str]) -> None:
-    cfg = TrainDiscriminatorConfig()
-    pairs = build_toolset_pairs.fn(cfg.finetune, BENCHMARKS, cfg.finetune_max_none, cfg.split_seed)
-    valid = grouped_split(pairs, cfg.valid_fraction, cfg.split_seed)[1]  # the held-out groups train-discriminator reports
-    weights = none_weights(valid, toolset_none_ratio.fn(cfg.finetune, BENCHMARKS))
-    labels, groups = [e.label for e in valid], sorted({e.group for e in valid})
+    valid, weights = held_out_groups()
     for checkpoint in argv:
-        probs = np.array(score_examples.fn(Path(checkpoint), valid, cfg.max_length, 64, True, False)["probs"])
-        stored = json.loads((Path(checkpoint) / "calibration.json").read_text())["threshold"]
-        best = choose_threshold(labels, probs, "max_f1", 0.9, weights)["threshold"]
-        crossfit = np.zeros(3)
-        for seed in range(5):
-            order = list(groups)
-            np.random.default_rng(seed).shuffle(order)
-            for half in (set(order[::2]), set(order[1::2])):
-                fit = [i for i, e in enumerate(valid) if e.group in half]
-                rest = [i for i, e in enumerate(valid) if e.group not in half]
-                cut = choose_threshold([labels[i] for i in fit], probs[fit], "max_f1", 0.9, weights[fit])["threshold"]
-                crossfit += counts([valid[i] for i in rest], probs[rest], cut, weights[rest])
+        rows = figures(Path(checkpoint), valid, weights)
         print(checkpoint)
-        print(f1_line(f"stored cut {stored:.3f}", counts(valid, probs, stored, weights)))
-        print(f1_line(f"in-sample best cut {best:.3f}", counts(valid, probs, best, weights)))
-        print(f1_line("2-fold cross-fit", crossfit / 5))
-        half = cut_for_recall(valid, probs, weights, 0.5)
-        print(f1_line(f"in-sample cut {half:.3f}, recall 0.5", counts(valid, probs, half, weights)))
+        print(f1_line(f"stored cut {rows['stored'][0]:.3f}", rows["stored"][1]))
+        print(f1_line(f"in-sample best cut {rows['best'][0]:.3f}", rows["best"][1]))
+        print(f1_line("2-fold cross-fit", rows["crossfit"][1]))
+        print(f1_line(f"in-sample cut {rows['recall_half'][0]:.3f}, recall 0.5", rows["recall_half"][1]))
 
 
 if __name__ == "__main__":
