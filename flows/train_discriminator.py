@@ -762,6 +762,9 @@ Confusion matrix (test, rows true, columns predicted): `{headline['confusion_mat
   hand").{read_errors}
 - A consumer that declares no inputs is decided by this cross-encoder alone, from names and descriptions; the
   validation (finetune) rows measure that case where the finetuning sets' tools declare none.
+- One run is one draw of the mined TDI (`mine-tdi --seed`) and one `--seed`: runs that differ only there spread
+  about as widely as a design change moves the held-out figures (bench/RESULTS.md, "Draws of the mined TDI and
+  training seeds"). Compare designs over both with `python -m bench.draw_seed_grid`.
 
 ## Config
 ```json

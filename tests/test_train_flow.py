@@ -167,6 +167,7 @@ def test_flow_trains_calibrates_evaluates_and_saves_a_loadable_checkpoint(tiny_r
     card = (best / "README.md").read_text()
     assert "paper Table 3" in card and "parameter-match rule" in card
     assert "## Limits" in card and "bench.param_head_errors" not in card  # no parameter level in this run
+    assert "bench.draw_seed_grid" in card  # one run is one draw and one seed
     # the base is this project's [CLS] checkpoint: --pooling auto keeps its head
     assert result["pooling"] == "cls" and "trust_remote_code" not in card and "classifies [CLS]" in card
     assert "- test: recall n/a (0 of 0 gold dependencies neither name rule finds)" in card
