@@ -29,6 +29,8 @@ from pathlib import Path
 # (key, the table's row title); the key names a cell's figure in ``cell_figures``
 ROWS = (("heldout", "UltraTool+TMDB held-out groups, calibrated (the report's prior)"),
         ("real_prior", "the same at the real prior, stored cut"),
+        ("real_prior_recall", "its recall (every gold link of these sets is beyond the name rules)"),
+        ("real_prior_precision", "its precision"),
         ("crossfit", "the same, cut chosen on other groups (2-fold, 5 splits)"),
         ("apibank", "API-Bank, cross-encoder calibrated"),
         ("tdi", "TDI validation, calibrated"),
@@ -88,12 +90,12 @@ def plan(root: Path, draws: list[int], seeds: list[int], tdis: dict[int, Path], 
 
 
 def cell_figures(run: Path, held_out: dict[str, float]) -> dict[str, float]:
-    """One cell's figures: those its metrics.json reports, and ``held_out``'s real-prior F1s (``real_prior``,
-    ``crossfit``)."""
+    """One cell's figures: those its metrics.json reports, and ``held_out``'s real-prior ones (``real_prior``,
+    ``real_prior_recall``, ``real_prior_precision``, ``crossfit``)."""
     metrics = json.loads((run / "metrics.json").read_text())
     validation = metrics["validation"]
     return {"heldout": validation["finetune"]["calibrated"]["dependency"]["f1"],
-            "real_prior": held_out["real_prior"], "crossfit": held_out["crossfit"],
+            **{key: held_out[key] for key in ("real_prior", "real_prior_recall", "real_prior_precision", "crossfit")},
             "apibank": metrics["test"]["calibrated"]["dependency"]["f1"],
             "tdi": validation["tdi"]["calibrated"]["dependency"]["f1"],
             "cut": metrics["calibration"]["threshold"]}
@@ -162,8 +164,10 @@ def main(argv: list[str] | None = None) -> None:
     results: dict[tuple[int, int], dict[str, float]] = {}
     for cell in grid:
         rows = figures(cell.run / "best", valid, weights)
-        results[(cell.draw, cell.seed)] = cell_figures(cell.run, {"real_prior": f1_of(rows["stored"][1]),
-                                                                  "crossfit": f1_of(rows["crossfit"][1])})
+        tp, fp, gold = rows["stored"][1]
+        results[(cell.draw, cell.seed)] = cell_figures(cell.run, {
+            "real_prior": f1_of(rows["stored"][1]), "real_prior_recall": tp / max(gold, 1),
+            "real_prior_precision": tp / max(tp + fp, 1e-9), "crossfit": f1_of(rows["crossfit"][1])})
     print(grid_table(results))
     if args.out:
         args.out.write_text(json.dumps([{"draw": d, "seed": s, "run": str(c.run), **results[(d, s)]}

@@ -45,14 +45,14 @@ def test_a_given_tdi_without_a_manifest_is_refused(tmp_path):
 
 def test_a_cells_figures_come_from_its_metrics_and_the_real_prior_ones_given(tmp_path):
     _metrics(tmp_path / "run", heldout=0.45, apibank=0.83, tdi=0.53, cut=0.89)
-    assert cell_figures(tmp_path / "run", {"real_prior": 0.37, "crossfit": 0.29}) == {
-        "heldout": 0.45, "real_prior": 0.37, "crossfit": 0.29, "apibank": 0.83, "tdi": 0.53, "cut": 0.89}
+    real = {"real_prior": 0.37, "real_prior_recall": 0.32, "real_prior_precision": 0.5, "crossfit": 0.29}
+    assert cell_figures(tmp_path / "run", real) == {"heldout": 0.45, **real, "apibank": 0.83, "tdi": 0.53, "cut": 0.89}
 
 
 def test_the_table_gives_each_draw_its_mean_and_the_spreads_between_and_within_draws():
     values = {(13, 42): 0.40, (13, 1): 0.50, (14, 42): 0.20, (14, 1): 0.30}
-    figures = {cell: {"heldout": v, "real_prior": v, "crossfit": v, "apibank": v, "tdi": v, "cut": v}
-               for cell, v in values.items()}
+    keys = ("heldout", "real_prior", "real_prior_recall", "real_prior_precision", "crossfit", "apibank", "tdi", "cut")
+    figures = {cell: dict.fromkeys(keys, v) for cell, v in values.items()}
     table = grid_table(figures).splitlines()
     assert table[0] == "| seeds 42 / 1 | draw 13 | draw 14 | all cells | sd of the draws' means | mean sd within a draw |"
     row = table[2].split(" | ")
@@ -61,7 +61,7 @@ def test_the_table_gives_each_draw_its_mean_and_the_spreads_between_and_within_d
     assert row[3] == f"**{statistics.mean(every):.3f} ± {statistics.stdev(every):.3f}**"
     assert row[4] == f"{statistics.stdev([0.45, 0.25]):.3f}"            # 0.141: the draws apart
     assert row[5] == f"{statistics.stdev([0.4, 0.5]):.3f} |"            # 0.071: the seeds apart, the same in both
-    assert len(table) == 2 + 6
+    assert len(table) == 2 + len(keys)
 
 
 def test_summarize_only_names_a_cell_not_trained_yet(tmp_path):
