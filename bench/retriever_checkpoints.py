@@ -2,7 +2,8 @@
 retriever's checkpoint at a tie"). Trains the retriever as train-discriminator's parameter level does (its
 ``RetrieverConfig`` defaults there: 44 steps, validated at 0, 22 and 44), keeps every validated checkpoint, and per
 checkpoint prints the validation score (pooled recall@3 and the recall curve that breaks its ties), the parameter
-head's F1 on the test domains when the head is fitted on that checkpoint, and which step the run keeps. About 6.5
+head's F1 and beyond-rule recall at precision on the test domains when the head is fitted on that checkpoint, and
+which step the run keeps. About 6.5
 minutes per seed on 2 cores.
 
     .venv/bin/python -m bench.retriever_checkpoints --tdi artifacts/tdi/tdi-mined --seeds 42,1,2,3
@@ -39,9 +40,16 @@ def checkpoints(cfg: RetrieverConfig, folder: Path) -> dict:
     for row, validated in zip(rows, result.history, strict=True):
         saved = row.pop("folder")
         head = parameter_head.fn(sets, MemoEncode(SentenceEncoder(EncoderConfig(str(saved))).encode), saved) or {}
-        row |= {"step": validated["step"],
-                "head_f1": {name: m["model"]["f1"] for name, m in (head.get("test") or {}).items()}}
+        test = head.get("test") or {}
+        row |= {"step": validated["step"], "head_f1": {name: m["model"]["f1"] for name, m in test.items()},
+                "head_beyond_rule": {name: m["beyond_rule"] for name, m in test.items()}}
     return {"kept": result.best_step, "rows": rows}
+
+
+def _at(beyond: dict) -> str:
+    """Beyond-rule recall at its precision (``-`` where a set has no such gold, or the head calls none)."""
+    show = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731
+    return f"{show(beyond['recall'])} @ {show(beyond['precision'])}"
 
 
 def main() -> None:
@@ -62,7 +70,8 @@ def main() -> None:
         print(f"seed {seed}: kept step {got['kept']}")
         for row in got["rows"]:
             print(f"  step {row['step']:3d}: recall@{VALIDATION_K} {row['recall_at_k']:.4f}, curve {row['curve']:.4f}, "
-                  f"head F1 {', '.join(f'{n} {f:.3f}' for n, f in row['head_f1'].items())}", flush=True)
+                  f"head F1 {', '.join(f'{n} {f:.3f}' for n, f in row['head_f1'].items())}; beyond-rule R @ P "
+                  f"{', '.join(f'{n} {_at(b)}' for n, b in row['head_beyond_rule'].items())}", flush=True)
     print(json.dumps(out, indent=1))
 
 

@@ -697,6 +697,7 @@ def test_the_checkpoint_bench_fits_the_head_on_every_validated_step_and_names_th
     assert [r["step"] for r in got["rows"]] == [0, 1, 2]
     for r in got["rows"]:
         assert set(r["head_f1"]) == {"shopset"} and 0.0 <= r["head_f1"]["shopset"] <= 1.0
+        assert set(r["head_beyond_rule"]["shopset"]) >= {"recall", "precision", "n_gold"}
         assert 0.0 <= r["recall_at_k"] <= 1.0 and 0.0 <= r["curve"] <= 1.0
     best = max((r["recall_at_k"], r["curve"], -r["step"]) for r in got["rows"])  # a full tie: the earlier
     assert got["kept"] == -best[2]
