@@ -3,8 +3,7 @@ retriever's checkpoint at a tie"). Trains the retriever as train-discriminator's
 ``RetrieverConfig`` defaults there: 44 steps, validated at 0, 22 and 44), keeps every validated checkpoint, and per
 checkpoint prints the validation score (pooled recall@3 and the recall curve that breaks its ties), the parameter
 head's F1 and beyond-rule recall at precision on the test domains when the head is fitted on that checkpoint, and
-which step the run keeps. About 6.5
-minutes per seed on 2 cores.
+which step the run keeps. About 6.5 minutes per seed on 2 cores.
 
     .venv/bin/python -m bench.retriever_checkpoints --tdi artifacts/tdi/tdi-mined --seeds 42,1,2,3
 """
