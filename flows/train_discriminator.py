@@ -112,7 +112,8 @@ class TrainDiscriminatorConfig:
     finetune_extra: Annotated[tuple[str, ...], Help(
         "with --finetune: tool sets (names or folders, comma separated) whose pairs join finetuning's training side "
         "only, never its validation, the calibration or the held-out report; a set the parameter level trains on "
-        "(--retriever-toolsets) gives none of the groups it holds out for its test; empty: none")] = ("nestools",)
+        "(--retriever-toolsets) gives none of the groups it holds out for its test, with or without "
+        "--parameter-scorer; empty: none")] = ("nestools",)
     finetune_extra_view: Annotated[str, Help(
         "how the --finetune-extra docs are shown: description (name and description, no parameters: as the tools "
         "the cross-encoder decides in two levels, those that declare no inputs) or as_published")] = field(
@@ -457,9 +458,11 @@ def build_toolset_pairs(specs: tuple[str, ...], benchmarks_root: Path, max_none:
 @task(cache_policy=NO_CACHE)
 def extra_finetune_pairs(cfg: TrainDiscriminatorConfig) -> tuple[list[PairExample], dict[str, Any]]:
     """The --finetune-extra sets' pairs for finetuning's training side, shown as --finetune-extra-view says, and
-    what was taken from each. A set the parameter level also trains on loses the groups that level holds out for
-    its test (train-retriever's split, as ``bench.nestools_split`` writes it), so no model of the checkpoint has
-    seen the domains its parameter-level figures are measured on."""
+    what was taken from each. A set the parameter level also trains on (``--retriever-toolsets``) loses the groups
+    that level holds out for its test (train-retriever's split, as ``bench.nestools_split`` writes it), so no model
+    of the checkpoint has seen the domains its parameter-level figures are measured on; also in a run without the
+    parameter level (``--no-parameter-scorer``), so that its cross-encoder finetunes as the default run's does and
+    is measured on the same unseen domains."""
     from tasks.training.param_examples import split_groups
     from tasks.training.retriever_config import GROUP_SPLIT, GROUP_SPLIT_SEED
 
@@ -467,8 +470,7 @@ def extra_finetune_pairs(cfg: TrainDiscriminatorConfig) -> tuple[list[PairExampl
     for spec in cfg.finetune_extra:
         toolset = _load_toolset(spec, cfg.benchmarks_root)
         groups = {t.group for t in toolset.tools}
-        tested = (split_groups(groups, GROUP_SPLIT, GROUP_SPLIT_SEED)[2]
-                  if cfg.parameter_scorer and spec in cfg.retriever_toolsets else set())
+        tested = split_groups(groups, GROUP_SPLIT, GROUP_SPLIT_SEED)[2] if spec in cfg.retriever_toolsets else set()
         if tested:
             toolset = toolset.only_groups(groups - tested)
         max_none = (cfg.finetune_max_none if cfg.finetune_extra_none_per_edge is None
