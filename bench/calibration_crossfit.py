@@ -40,9 +40,14 @@ def cut_for_recall(examples, probs, weights, recall: float) -> float:
     return float(cuts[reached[0]])
 
 
-def f1_line(name: str, c: np.ndarray) -> str:
+def prf(c: np.ndarray) -> tuple[float, float, float]:
+    """Precision, recall and F1 of ``counts``' (true positives, weighted false positives, gold dependencies)."""
     p, r = c[0] / max(c[0] + c[1], 1e-9), c[0] / max(c[2], 1)
-    return f"{name:32s} P {p:.3f} R {r:.3f} F1 {f1_of(c):.3f}"
+    return p, r, 2 * p * r / max(p + r, 1e-9)
+
+
+def f1_line(name: str, c: np.ndarray) -> str:
+    return "{:32s} P {:.3f} R {:.3f} F1 {:.3f}".format(name, *prf(c))
 
 
 def held_out_groups() -> tuple[list, np.ndarray]:
@@ -74,11 +79,6 @@ def figures(checkpoint: Path, valid: list, weights: np.ndarray) -> dict[str, tup
     half = cut_for_recall(valid, probs, weights, 0.5)
     return {"stored": (stored, counts(valid, probs, stored, weights)), "best": (best, counts(valid, probs, best, weights)),
             "crossfit": (float("nan"), crossfit / 5), "recall_half": (half, counts(valid, probs, half, weights))}
-
-
-def f1_of(c: np.ndarray) -> float:
-    p, r = c[0] / max(c[0] + c[1], 1e-9), c[0] / max(c[2], 1)
-    return 2 * p * r / max(p + r, 1e-9)
 
 
 def main(argv: list[str]) -> None:

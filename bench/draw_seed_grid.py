@@ -26,6 +26,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.retriever_seeds import spread
+
 # (key, the table's row title); the key names a cell's figure in ``cell_figures``
 ROWS = (("heldout", "UltraTool+TMDB held-out groups, calibrated (the report's prior)"),
         ("real_prior", "the same at the real prior, stored cut"),
@@ -101,10 +103,6 @@ def cell_figures(run: Path, held_out: dict[str, float]) -> dict[str, float]:
             "cut": metrics["calibration"]["threshold"]}
 
 
-def _mean_sd(values: list[float]) -> str:
-    return f"{statistics.mean(values):.3f} ± {statistics.stdev(values):.3f}" if len(values) > 1 else f"{values[0]:.3f}"
-
-
 def grid_table(figures: dict[tuple[int, int], dict[str, float]]) -> str:
     """The markdown table: per row, each draw's seeds and their mean, all cells' mean ± sd, the sd of the draws'
     means and the mean sd within a draw (the last two need two draws, and two seeds per draw)."""
@@ -120,7 +118,7 @@ def grid_table(figures: dict[tuple[int, int], dict[str, float]]) -> str:
         between = f"{statistics.stdev([statistics.mean(vs) for vs in per_draw.values()]):.3f}" if len(draws) > 1 else "-"
         within = (f"{statistics.mean(statistics.stdev(vs) for vs in per_draw.values()):.3f}"
                   if all(len(vs) > 1 for vs in per_draw.values()) else "-")
-        lines.append(f"| {title} | " + " | ".join(cells) + f" | **{_mean_sd(every)}** | {between} | {within} |")
+        lines.append(f"| {title} | " + " | ".join(cells) + f" | **{spread(every)}** | {between} | {within} |")
     return "\n".join(lines)
 
 
@@ -158,16 +156,16 @@ def main(argv: list[str] | None = None) -> None:
             if subprocess.run(command, stdout=out, stderr=subprocess.STDOUT).returncode:
                 raise SystemExit(f"failed: {shlex.join(command)} (log: {log})")
 
-    from bench.calibration_crossfit import f1_of, figures, held_out_groups
+    from bench.calibration_crossfit import figures, held_out_groups, prf
 
     valid, weights = held_out_groups()
     results: dict[tuple[int, int], dict[str, float]] = {}
     for cell in grid:
         rows = figures(cell.run / "best", valid, weights)
-        tp, fp, gold = rows["stored"][1]
+        precision, recall, f1 = prf(rows["stored"][1])
         results[(cell.draw, cell.seed)] = cell_figures(cell.run, {
-            "real_prior": f1_of(rows["stored"][1]), "real_prior_recall": tp / max(gold, 1),
-            "real_prior_precision": tp / max(tp + fp, 1e-9), "crossfit": f1_of(rows["crossfit"][1])})
+            "real_prior": f1, "real_prior_recall": recall, "real_prior_precision": precision,
+            "crossfit": prf(rows["crossfit"][1])[2]})
     print(grid_table(results))
     if args.out:
         args.out.write_text(json.dumps([{"draw": d, "seed": s, "run": str(c.run), **results[(d, s)]}
