@@ -61,8 +61,8 @@ from tasks.graph.pruning import (DEFAULT_PRUNING, PRUNING_STRATEGIES, PruningRes
                                   prune_candidates, pruning_rules)
 from tasks.graph.schema_rule import schema_edges
 from tasks.graph.two_level import cross_encoder_pairs
-from tasks.graph.scoring import (SCORING_PRECISIONS, SCORING_RUNNERS, EdgeDecision, edge_decision, edges_from_probabilities,
-                                 score_pairs)
+from tasks.graph.scoring import (DEFAULT_MAX_PREREQUISITES, SCORING_PRECISIONS, SCORING_RUNNERS, EdgeDecision,
+                                 cap_prerequisites, edge_decision, edges_from_probabilities, score_pairs)
 from tasks.llm.config import split_userinfo
 from tasks.llm.preflight import preflight
 from tasks.retrieval.gcn import Direction, gcn_propagate, gcn_propagate_weighted
@@ -124,6 +124,9 @@ class GraphConfig:
         default="cosine", metadata={"choices": ("cosine", "head")})
     min_prob: Annotated[float, Help(
         "keep a predicted edge only when its prob (p(a->b) + p(b->a)) reaches this, in [0, 1]")] = 0.0
+    max_prerequisites: Annotated[int | None, Help(
+        "keep each tool's K most probable prerequisites among the discriminator's edges (both levels), drop the "
+        "rest (every score stays in scored_pairs); none: every edge over the cut")] = DEFAULT_MAX_PREREQUISITES
     both_orders: Annotated[bool, Help(
         "test-time symmetry: also score <b,a> and average it, label-swapped, with <a,b> (2x cost)")] = field(
         default=True, metadata={"cli": Flag("single-order", "score <a,b> only, not also <b,a> (half the cost)",
@@ -284,6 +287,8 @@ class GraphConfig:
                             ("--order-generic-min-tools", self.order_generic_min_tools)):
             if value is not None and value < 1:
                 raise ValueError(f"{flag} {value}: must be at least 1")
+        if self.max_prerequisites is not None and self.max_prerequisites < 1:
+            raise ValueError(f"--max-prerequisites {self.max_prerequisites}: must be at least 1 (none: no cap)")
         if self.check_partners < 0:
             raise ValueError(f"--check-partners {self.check_partners}: must be at least 0 (0: every tool a check may gate)")
         if not 0.5 < self.order_min_consistency <= 1.0:
@@ -645,7 +650,8 @@ def lineage_rows(toolset: ToolSet, folder: Path | None, sources: set[str], cfg: 
     disc = {"pruning": cfg.pruning, "neighbours": cfg.neighbours, "retrieval_k": cfg.retrieval_k,
             "retrieval_encoder": cfg.retrieval_encoder, "retrieval_share": cfg.retrieval_share,
             "both_orders": cfg.both_orders, "scoring_precision": cfg.scoring_precision,
-            "min_prob": cfg.min_prob, "rule": decision.rule if decision else None,
+            "min_prob": cfg.min_prob, "max_prerequisites": cfg.max_prerequisites,
+            "rule": decision.rule if decision else None,
             "threshold_source": decision.threshold_source if decision else None,
             "kind_threshold": (decision.calibration or {}).get("kind_threshold") if decision else None}
     if cfg.param_discriminator:  # the tool edges came from the parameter-level scorer
@@ -760,8 +766,9 @@ def build_graph(cfg: GraphConfig | None = None) -> dict:
                 probs, p_precondition = score(cfg.discriminator, quote(toolset), quote(pairs), cfg)
             else:
                 probs, p_precondition = score_on_cluster(cfg.discriminator, toolset, pairs, cfg)
-            predicted = edges_from_probabilities(toolset.tools, pairs, probs, cfg.min_prob, decision.threshold,
-                                                 p_precondition, decision.kind_threshold)
+            predicted = cap_prerequisites(edges_from_probabilities(toolset.tools, pairs, probs, cfg.min_prob,
+                                                                   decision.threshold, p_precondition,
+                                                                   decision.kind_threshold), cfg.max_prerequisites)
             embeddings["tgr_discriminator"] = graph(p.edge for p in predicted)
             if cfg.schema_edges:
                 fused = fuse_edges(predicted, schema)
@@ -777,7 +784,7 @@ def build_graph(cfg: GraphConfig | None = None) -> dict:
                                                          cfg.cross_encoder_preconditions)
             log.info(param_scoring.describe(scores, param_edges, cut))
             scored_parameters = param_scoring.parameter_edges(toolset.tools, scores, cut)
-            predicted = [e.predicted for e in param_edges]
+            predicted = cap_prerequisites([e.predicted for e in param_edges], cfg.max_prerequisites)
             embeddings["tgr_discriminator"] = graph(p.edge for p in predicted)
             if cfg.schema_edges:
                 fused = fuse_edges(predicted, schema)

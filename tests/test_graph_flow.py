@@ -16,7 +16,7 @@ from tasks.graph.edges import fuse_edges
 from tasks.graph.pruning import (DEFAULT_PRUNING, ONE_GROUP_WARNING, log_groups, log_pruning, param_compatible,
                                  prune_candidates, pruning_rules, same_group_pairs, text_compatible)
 from tasks.graph.schema_rule import group_common_names, schema_edges
-from tasks.graph.scoring import check_label_order, edge_decision, edges_from_probabilities, score_pairs
+from tasks.graph.scoring import cap_prerequisites, check_label_order, edge_decision, edges_from_probabilities, score_pairs
 from schemas.name_rule import normalise_param_name, schema_rule_label
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -419,6 +419,26 @@ def test_edges_from_probabilities_by_hand():
     assert all(e.prob >= 0.4 for e in low)
 
 
+def test_cap_keeps_each_dependents_most_probable_prerequisites():
+    """``--max-prerequisites K``: per dependent, the K edges of highest prob survive (ties: the prerequisite's id),
+    whatever the order the pairs were scored in; other dependents' edges are untouched."""
+    pairs = [(1, 0), (1, 2), (1, 3), (1, 4), (4, 3)]
+    probs = np.array([[0.85, 0.1, 0.05],   # update_email depends on login, 0.90
+                      [0.9, 0.05, 0.05],   # update_email depends on delete_account, 0.95
+                      [0.45, 0.1, 0.45],   # update_email depends on weather, 0.90 (a tie with login)
+                      [0.6, 0.3, 0.1],     # update_email depends on clothes, 0.70
+                      [0.8, 0.1, 0.1]])    # clothes depends on weather, 0.90
+    edges = edges_from_probabilities(TOOLS, pairs, probs, threshold=0.5)
+    assert len(edges) == 5 and cap_prerequisites(edges, None) == edges
+    kept = [(e.edge.dependent, e.edge.prerequisite) for e in cap_prerequisites(edges, 2)]
+    assert kept == [("update_email", "login"), ("update_email", "delete_account"), ("clothes", "weather")]
+    assert [(e.edge.dependent, e.edge.prerequisite) for e in cap_prerequisites(edges[::-1], 1)] == [
+        ("clothes", "weather"), ("update_email", "delete_account")]
+    assert len(cap_prerequisites(edges, 4)) == 5
+    with pytest.raises(ValueError, match="at least 1"):
+        cap_prerequisites(edges, 0)
+
+
 def test_edge_decision_reads_calibration_or_falls_back_to_argmax(tmp_path, caplog):
     ckpt = tmp_path / "best"
     ckpt.mkdir()
@@ -691,6 +711,33 @@ def test_build_graph_without_calibration_falls_back_to_argmax(tiny_checkpoint, t
     assert con.execute("SELECT count(*) FROM edges WHERE source = 'discriminator'").fetchone()[0] == n_argmax
 
 
+def test_build_graph_caps_each_tools_prerequisites_and_records_the_cap(tiny_checkpoint, tmp_path, prefect_harness):
+    """With a cut of 0 every scored pair of the one group is an edge; ``max_prerequisites=1`` leaves each dependent
+    its most probable prerequisite among them, and the lineage says the cap was on."""
+    import json
+
+    from flows.build_graph import GraphConfig, build_graph
+    from tasks.toolsets.readers import write_toolset_dir
+    from warehouse.build import connect
+
+    one_group = ToolSet("toy", [Tool(t.tool_id, "all", t.doc) for t in TOOLS], [], TOYSET.queries)
+    folder = write_toolset_dir(one_group, tmp_path / "toy")
+    counts = {}
+    for cap in (None, 1):
+        target = tmp_path / f"tgr-{cap}.duckdb"
+        build_graph(GraphConfig(toolsets=[str(folder)], warehouse=str(target), discriminator=str(tiny_checkpoint),
+                                pruning="params+text", threshold=0.0, max_prerequisites=cap, progress=False,
+                                schema_edges=False))
+        con = connect(target)
+        per_dependent = con.execute("SELECT dependent, count(*), max(prob) FROM edges WHERE source = 'discriminator' "
+                                    "GROUP BY dependent ORDER BY dependent").fetchall()
+        counts[cap] = per_dependent
+        params = json.loads(con.execute("SELECT params_json FROM edge_lineage WHERE source = 'discriminator'").fetchone()[0])
+        assert params["max_prerequisites"] == cap
+    assert max(n for _, n, _ in counts[None]) > 1  # the uncapped graph gives some tool several prerequisites
+    assert [(d, 1, p) for d, _, p in counts[None]] == counts[1]  # one each, the most probable, no tool lost
+
+
 def test_build_graph_labels_discriminator_edges_with_the_kind_head_and_keeps_a_data_graph(tiny_checkpoint, tmp_path,
                                                                                          prefect_harness):
     from flows.build_graph import GraphConfig, build_graph
@@ -786,6 +833,7 @@ def test_parse_args_flags(tmp_path):
     ({"evaluator_concurrency": 0}, "--evaluator-concurrency 0"), ({"batch_size": 0}, "--batch-size 0"),
     ({"neighbours": 0}, "--neighbours 0"), ({"retrieval_k": 0}, "--retrieval-k 0"), ({"max_length": 0}, "--max-length 0"), ({"max_producers": 0}, "--max-producers 0"),
     ({"check_partners": -1}, "--check-partners -1: must be at least 0"),
+    ({"max_prerequisites": 0}, "--max-prerequisites 0: must be at least 1"),
     ({"pruning": "magic"}, "unknown pruning strategy 'magic'"), ({"gcn_direction": "up"}, "--gcn-direction 'up'"),
     ({"embed_style": "x"}, "--embed-style 'x'"), ({"rule_score": 4}, "--rule-score 4"), ({"betas": (1.0,)}, "below 1"),
     ({"alphas": ()}, "--alphas"), ({"toolsets": ()}, "--toolset"), ({"evaluator": "gpt"}, "rule, llm"),
