@@ -180,8 +180,8 @@ class PredictedEdge:
         return iter((self.edge, self.prob, self.predicted_class))
 
 
-# build-graph --max-prerequisites: the tail past a tool's third most probable prerequisite was right 3% to 5% of the
-# time where a cut over-connects (bench/RESULTS.md, "TMDB held out of finetuning")
+# build-graph --max-prerequisites: the edges past a tool's third most probable prerequisite were right 3% of the time
+# where the cut over-connected (TMDB held out of finetuning) and 5% on NesTools (bench/RESULTS.md)
 DEFAULT_MAX_PREREQUISITES = 3
 
 
