@@ -766,13 +766,8 @@ def build_graph(cfg: GraphConfig | None = None) -> dict:
                 probs, p_precondition = score(cfg.discriminator, quote(toolset), quote(pairs), cfg)
             else:
                 probs, p_precondition = score_on_cluster(cfg.discriminator, toolset, pairs, cfg)
-            predicted = cap_prerequisites(edges_from_probabilities(toolset.tools, pairs, probs, cfg.min_prob,
-                                                                   decision.threshold, p_precondition,
-                                                                   decision.kind_threshold), cfg.max_prerequisites)
-            embeddings["tgr_discriminator"] = graph(p.edge for p in predicted)
-            if cfg.schema_edges:
-                fused = fuse_edges(predicted, schema)
-                embeddings["tgr_fused"] = graph(f.edge for f in fused)
+            predicted = edges_from_probabilities(toolset.tools, pairs, probs, cfg.min_prob, decision.threshold,
+                                                 p_precondition, decision.kind_threshold)
         scored_parameters = []
         if cfg.param_discriminator:  # tool edges from the best consumer input (tasks/graph/param_scoring.py)
             from tasks.graph import param_scoring
@@ -784,7 +779,9 @@ def build_graph(cfg: GraphConfig | None = None) -> dict:
                                                          cfg.cross_encoder_preconditions)
             log.info(param_scoring.describe(scores, param_edges, cut))
             scored_parameters = param_scoring.parameter_edges(toolset.tools, scores, cut)
-            predicted = cap_prerequisites([e.predicted for e in param_edges], cfg.max_prerequisites)
+            predicted = [e.predicted for e in param_edges]
+        if cfg.discriminator or cfg.param_discriminator:  # one cap and one graph, over both levels' edges
+            predicted = cap_prerequisites(predicted, cfg.max_prerequisites)
             embeddings["tgr_discriminator"] = graph(p.edge for p in predicted)
             if cfg.schema_edges:
                 fused = fuse_edges(predicted, schema)

@@ -714,8 +714,6 @@ def test_build_graph_without_calibration_falls_back_to_argmax(tiny_checkpoint, t
 def test_build_graph_caps_each_tools_prerequisites_and_records_the_cap(tiny_checkpoint, tmp_path, prefect_harness):
     """With a cut of 0 every scored pair of the one group is an edge; ``max_prerequisites=1`` leaves each dependent
     its most probable prerequisite among them, and the lineage says the cap was on."""
-    import json
-
     from flows.build_graph import GraphConfig, build_graph
     from tasks.toolsets.readers import write_toolset_dir
     from warehouse.build import connect
