@@ -30,6 +30,8 @@ from bench.retriever_seeds import spread
 
 # (key, the table's row title); the key names a cell's figure in ``cell_figures``
 ROWS = (("heldout", "UltraTool+TMDB held-out groups, calibrated (the report's prior)"),
+        ("heldout_ultratool", "of them UltraTool's held-out groups"),
+        ("heldout_tmdb", "of them TMDB's held-out tools (runs before the split per data set: none)"),
         ("real_prior", "the same at the real prior, stored cut"),
         ("real_prior_recall", "its recall (every gold link of these sets is beyond the name rules)"),
         ("real_prior_precision", "its precision"),
@@ -96,7 +98,10 @@ def cell_figures(run: Path, held_out: dict[str, float]) -> dict[str, float]:
     ``real_prior_recall``, ``real_prior_precision``, ``crossfit``)."""
     metrics = json.loads((run / "metrics.json").read_text())
     validation = metrics["validation"]
+    by_set = metrics.get("validation_by_set") or {}
     return {"heldout": validation["finetune"]["calibrated"]["dependency"]["f1"],
+            **{f"heldout_{name}": by_set[name]["calibrated"]["dependency"]["f1"] if name in by_set else float("nan")
+               for name in ("ultratool", "tmdb")},
             **{key: held_out[key] for key in ("real_prior", "real_prior_recall", "real_prior_precision", "crossfit")},
             "apibank": metrics["test"]["calibrated"]["dependency"]["f1"],
             "tdi": validation["tdi"]["calibrated"]["dependency"]["f1"],

@@ -628,6 +628,17 @@ def report(examples: list[PairExample], probs, threshold: float | None, p_precon
             "counts": label_counts(examples)}
 
 
+def by_set_reports(examples: list[PairExample], probs, threshold: float | None) -> dict[str, Any]:
+    """``report`` of each data set's pairs in ``examples`` (the part of the group before "/"), when there are
+    several: the held-out part of every finetuning set on its own, at the one calibrated cut."""
+    sets = sorted({e.group.split("/", 1)[0] for e in examples})
+    if len(sets) < 2:
+        return {}
+    return {name: report([examples[i] for i in idx], probs[idx], threshold)
+            for name in sets
+            for idx in [[i for i, e in enumerate(examples) if e.group.split("/", 1)[0] == name]]}
+
+
 TWO_LEVEL_ROW = "discriminator, two levels (inputs by the parameter scorer)"
 # build-graph --cross-encoder-preconditions beside two levels: metrics.json key and row title per scope
 PRECONDITION_ROWS: dict[PreconditionScope, tuple[str, str]] = {
@@ -693,6 +704,9 @@ def model_card(cfg: TrainDiscriminatorConfig, summary: dict[str, Any]) -> str:
     for name, section in (valid or {}).items():
         rows.append((f"validation ({name}): discriminator, calibrated", section.get("calibrated", section["argmax"])["dependency"]))
         rows.append((f"validation ({name}): parameter-match rule", section["schema_rule"]["dependency"]))
+    for name, section in (summary.get("validation_by_set") or {}).items():
+        rows.append((f"validation (finetune, held-out part of {name}): discriminator, calibrated",
+                     section.get("calibrated", section["argmax"])["dependency"]))
     rows.append(("paper Table 3, test", PAPER_TABLE_3))
     table = "\n".join(f"| {name} | {m['precision']:.3f} | {m['recall']:.3f} | {m['f1']:.3f} |" for name, m in rows)
     beyond = "\n".join(f"- {name}: {format_beyond_rule(section.get('calibrated', section['argmax']).get('beyond_rule'))}"
@@ -927,6 +941,9 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
         summary["validation"] = {name: report(valid_sets[name], probs, calibration["threshold"], valid_kinds.get(name),
                                               calibration.get("kind_threshold"))
                                  for name, probs in valid_probs.items()}
+        if "finetune" in valid_probs:  # each finetuning set's held-out part on its own (grouped_split holds out some of each)
+            summary["validation_by_set"] = by_set_reports(valid_sets["finetune"], valid_probs["finetune"],
+                                                          calibration["threshold"])
         logger.info("calibration (%s on %s): cut %.3f, P %.3f R %.3f F1 %.3f", cfg.calibration, "+".join(used),
                     calibration["threshold"], calibration["precision"], calibration["recall"], calibration["f1"])
     elif cfg.checkpoint is None:
@@ -967,6 +984,8 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
         kinds = format_kind_table(comparison_rows(section), f"{title}, P/R/F1 per dependency kind")
         if kinds:
             print(kinds)
+    for name, section in (summary.get("validation_by_set") or {}).items():
+        print(format_comparison(comparison_rows(section), f"validation: the held-out part of {name} ({section['counts']})"))
     test_rows = comparison_rows(summary["test"], summary)
     print(format_comparison({**test_rows, "paper Table 3": {"dependency": PAPER_TABLE_3}},
                             f"test ({', '.join(cfg.test)}; {summary['test']['counts']})"))

@@ -170,6 +170,30 @@ def test_grouped_split_with_one_group_holds_out_tools():
     assert 0.1 < len(valid) / len(examples) < 0.3 and "split by tool" in note
 
 
+
+def test_grouped_split_holds_out_part_of_every_data_set():
+    # a data set of one group beside one of many (TMDB beside UltraTool): before, the one-group set was never held out
+    many = [PairExample("a", "b", i % 3, f"many/{g}", f"m{g}_{i}", f"n{g}_{i}") for g in range(10) for i in range(10)]
+    tools = [f"t{i}" for i in range(20)]
+    one = [PairExample("a", "b", 1, "one/only", a, b) for a in tools for b in tools if a != b]
+    examples = [e for pair in zip(many, one) for e in pair] + one[len(many):]
+    train, valid, note = grouped_split(examples, 0.2, seed=1)
+    assert sorted(map(id, train + valid)) == sorted(map(id, examples))  # every pair on exactly one side
+    assert [e for e in examples if e in train] == train  # the input's order on each side
+    for name in ("many", "one"):
+        part = [e for e in valid if e.group.startswith(name + "/")]
+        share = len(part) / sum(e.group.startswith(name + "/") for e in examples)
+        assert 0.1 < share < 0.3, (name, share)
+    assert {e.group for e in train if e.group.startswith("many/")}.isdisjoint({e.group for e in valid})
+    held = {t for e in valid if e.group == "one/only" for t in (e.tool_a, e.tool_b)} - \
+        {t for e in train for t in (e.tool_a, e.tool_b)}
+    assert held and all(e.tool_a in held or e.tool_b in held for e in valid if e.group == "one/only")
+    assert note.startswith("many: grouped by tool set: 2 of 10 groups") and "one: one group only: split by tool" in note
+    # a data set's own split does not depend on the sets beside it
+    alone = grouped_split(many, 0.2, seed=1)[1]
+    assert [e for e in valid if e.group.startswith("many/")] == alone
+
+
 # ---------------------------------------------------------------------------------------------
 # Tokenization, batching, metrics
 

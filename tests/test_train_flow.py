@@ -157,6 +157,11 @@ def test_flow_trains_calibrates_evaluates_and_saves_a_loadable_checkpoint(tiny_r
     # held-out tool-set groups and the TDI validation split are reported apart; the cut is chosen on both
     assert set(metrics["validation"]) == {"finetune", "tdi"} and metrics["calibration"]["calibrated_on"] == ["finetune", "tdi"]
     assert metrics["calibration"]["n_pairs"] == sum(sum(metrics["validation"][n]["counts"].values()) for n in ("finetune", "tdi"))
+    # each finetuning set's held-out part is also reported on its own, and the parts make up the whole
+    by_set = metrics["validation_by_set"]
+    assert len(by_set) == len(tiny_run.finetune) and "movies" in by_set
+    assert {k: sum(part["counts"][k] for part in by_set.values()) for k in test["counts"]} == metrics["validation"]["finetune"]["counts"]
+    assert "validation (finetune, held-out part of movies): discriminator, calibrated" in (best / "README.md").read_text()
     assert test["direction"]["n"] == 4 and 0.0 <= test["direction"]["accuracy"] <= 1.0
     # the movie tools share movie_id: the parameter-match rule finds both edges with their direction
     assert test["schema_rule"]["dependency"] == {"precision": 1.0, "recall": 1.0, "f1": 1.0}
