@@ -669,6 +669,23 @@ def closure_report(examples: list[PairExample], probs) -> dict[str, Any]:
     return {**report(examples, probs, TWO_LEVEL_CUT), "pairs_added": int(added.sum())}
 
 
+def test_reports(examples: list[PairExample], probs, kinds, threshold: float | None, kind_threshold: float | None,
+                 two_level=None, with_preconditions=()) -> dict[str, Any]:
+    """The test sections of ``metrics.json`` for ``examples``: the cross-encoder (``test``) and, with the parameter
+    level, two levels, each precondition scope (``PRECONDITION_ROWS``, in ``with_preconditions``' order) and the
+    closure of build-graph's default decision; each array holds one row per example."""
+    out = {"test": report(examples, probs, threshold, kinds, kind_threshold)}
+    if two_level is not None:
+        out["test_two_level"] = report(examples, two_level, TWO_LEVEL_CUT)
+        # as build-graph --cross-encoder-preconditions: where no value passes, the cross-encoder may add a precondition.
+        # Its kinds: the edges it adds are preconditions, the rest data, so held-out sets get P/R/F1 per kind
+        for (key, _), scope_probs in zip(PRECONDITION_ROWS.values(), with_preconditions):
+            added = precondition_rows_added(scope_probs, two_level)
+            out[key] = report(examples, scope_probs, TWO_LEVEL_CUT, added.astype(float), 0.5)
+        out[CLOSURE_ROW[0]] = closure_report(examples, dict(zip(PRECONDITION_ROWS, with_preconditions))["checks"])
+    return out
+
+
 def precondition_rows_added(with_preconditions, two_level):
     """Per pair, whether a precondition scope's decision calls it dependent where two levels alone do not: the
     edges it adds, all of them preconditions (both arrays: ``two_level_scores``' class probabilities)."""
@@ -701,6 +718,10 @@ def model_card(cfg: TrainDiscriminatorConfig, summary: dict[str, Any]) -> str:
               if summary.get(key)],
             ("test: parameter-match rule", test["schema_rule"]["dependency"]),
             ("test: parameter-match rule, partial names too", test["schema_rule_partial"]["dependency"])]
+    for name, part in (summary.get("test_by_set") or {}).items():  # build-graph's default decision, or the cross-encoder's
+        key = PRECONDITION_ROWS["checks"][0] if part.get(PRECONDITION_ROWS["checks"][0]) else "test"
+        title = PRECONDITION_ROWS["checks"][1] if key != "test" else "discriminator, calibrated"
+        rows.append((f"test ({name} alone): {title}", part[key].get("calibrated", part[key]["argmax"])["dependency"]))
     for name, section in (valid or {}).items():
         rows.append((f"validation ({name}): discriminator, calibrated", section.get("calibrated", section["argmax"])["dependency"]))
         rows.append((f"validation ({name}): parameter-match rule", section["schema_rule"]["dependency"]))
@@ -961,19 +982,21 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
     test_pairs = [e for _, pairs in test_sets for e in pairs]
     threshold = summary["calibration"]["threshold"] if summary.get("calibration") else None
     test_probs, test_kinds = scores(ckpt, test_pairs, "scoring test pairs")
-    summary["test"] = report(test_pairs, test_probs, threshold, test_kinds,
-                             (summary.get("calibration") or {}).get("kind_threshold"))
-    scorer, two_level = parameter_scorer_of(ckpt), None
+    kind_threshold = (summary.get("calibration") or {}).get("kind_threshold")
+    scorer, two_level, with_preconditions = parameter_scorer_of(ckpt), None, []
     if scorer is not None:  # the checkpoint's two levels: inputs scored one by one, the rest by the cross-encoder
         two_level, *with_preconditions = two_level_scores(scorer, quote(test_sets), quote(test_probs), threshold,
                                                           ("off", *PRECONDITION_ROWS), cfg.check_partners)
-        summary["test_two_level"] = report(test_pairs, two_level, TWO_LEVEL_CUT)
-        # as build-graph --cross-encoder-preconditions: where no value passes, the cross-encoder may add a precondition.
-        # Its kinds: the edges it adds are preconditions, the rest data, so held-out sets get P/R/F1 per kind
-        for (key, _), probs in zip(PRECONDITION_ROWS.values(), with_preconditions):
-            added = precondition_rows_added(probs, two_level)
-            summary[key] = report(test_pairs, probs, TWO_LEVEL_CUT, added.astype(float), 0.5)
-        summary[CLOSURE_ROW[0]] = closure_report(test_pairs, dict(zip(PRECONDITION_ROWS, with_preconditions))["checks"])
+    summary.update(test_reports(test_pairs, test_probs, test_kinds, threshold, kind_threshold, two_level,
+                                with_preconditions))
+    if len(test_sets) > 1:  # several --test sets: each also on its own, so no set's figures are read off the mix
+        summary["test_by_set"], start = {}, 0
+        for toolset, pairs in test_sets:
+            part = slice(start, start + len(pairs))
+            start = part.stop
+            summary["test_by_set"][toolset.name] = test_reports(
+                pairs, test_probs[part], None if test_kinds is None else test_kinds[part], threshold, kind_threshold,
+                None if two_level is None else two_level[part], [probs[part] for probs in with_preconditions])
     summary["stages"] = {name: {"best_step": r.best_step, "best_score": r.best_score, "history": r.history}
                          for name, r in stages.items()}
     summary["pooling"] = checkpoint_pooling(ckpt)  # what --pooling auto chose, or the checkpoint's own
@@ -993,6 +1016,8 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
     if kinds:
         print(kinds)
     print(f"direction accuracy on true test dependency pairs: {summary['test']['direction']}")
+    for name, part in (summary.get("test_by_set") or {}).items():
+        print(format_comparison(comparison_rows(part["test"], part), f"test: {name} alone ({part['test']['counts']})"))
     for said in summary.get("warnings", []):  # again at the end, beside the figures it qualifies
         logger.warning(said)
     if cfg.checkpoint is None:
@@ -1026,6 +1051,7 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
             "param": summary.get("param"), "parameter_scorer": summary.get("parameter_scorer"),
             "test_two_level": summary.get("test_two_level"),
             **{key: summary.get(key) for key, _ in (*PRECONDITION_ROWS.values(), CLOSURE_ROW)},
+            "test_by_set": summary.get("test_by_set"), "validation_by_set": summary.get("validation_by_set"),
             "pooling": summary["pooling"]}
 
 

@@ -252,6 +252,26 @@ def test_flow_trains_both_levels_into_one_checkpoint_that_evaluation_and_build_g
     again = train_discriminator(TrainDiscriminatorConfig(output=tmp_path / "eval", checkpoint=best, test=(test,),
                                                          max_length=64, batch_size=4, progress=False, seed=7))
     assert again["test_two_level"]["calibrated"] == two["calibrated"]
+    # several --test sets: each is also reported alone, every row of the whole split between them
+    movies = str(write_toolset_dir(second_toolset(), tmp_path / "movies_test"))
+    both = train_discriminator(TrainDiscriminatorConfig(output=tmp_path / "eval2", checkpoint=best, test=(test, movies),
+                                                        max_length=64, batch_size=4, progress=False, seed=7))
+    parts = both["test_by_set"]
+    assert list(parts) == ["shoptest", "movies_test"] and again["test_by_set"] is None
+    for key in ("test", "test_two_level", "test_two_level_check_preconditions", "test_two_level_preconditions",
+                "test_two_level_closure"):
+        for view in ("argmax", "calibrated"):
+            if view in both[key]:
+                summed = [[sum(p[key][view]["confusion_matrix"][i][j] for p in parts.values()) for j in range(3)]
+                          for i in range(3)]
+                assert summed == both[key][view]["confusion_matrix"], (key, view)
+    assert parts["shoptest"]["test"]["counts"] == result["test"]["counts"]
+    from flows.train_discriminator import model_card
+    summary = json.loads((tmp_path / "eval2" / "metrics.json").read_text())
+    card = model_card(cfg, {**summary, "data": json.loads((tmp_path / "run" / "metrics.json").read_text())["data"]})
+    checked = parts["movies_test"]["test_two_level_check_preconditions"]["calibrated"]["dependency"]
+    assert (f"| test (movies_test alone): discriminator, two levels + preconditions whose prerequisite checks "
+            f"(build-graph's default) | {checked['precision']:.3f} | {checked['recall']:.3f} | {checked['f1']:.3f} |") in card
     graph = GraphConfig(toolsets=(test,), discriminator=str(best), warehouse=str(tmp_path / "w.duckdb"))
     assert graph.param_discriminator == graph.retrieval_encoder == str(scorer)
     alone = GraphConfig(toolsets=(test,), discriminator=str(best), two_level=False, warehouse=str(tmp_path / "w.duckdb"))
