@@ -18,17 +18,14 @@ import numpy as np
 
 from flows.train_discriminator import TrainDiscriminatorConfig, build_toolset_pairs, score_examples, toolset_none_ratio
 from tasks.training.examples import grouped_split, none_weights
-from tasks.training.metrics import choose_threshold, dependency_curve
+from tasks.training.metrics import choose_threshold, counts_at_cut, dependency_curve, prf_of_counts
 
 BENCHMARKS = Path("../shared/data/benchmarks")
 
 
 def counts(examples, probs, cut, weights) -> np.ndarray:
-    """(true positives, weighted false positives, gold dependencies) at ``cut``, counted as calibration counts them
-    (``dependency_curve``: a wrong direction is a false positive)."""
-    cuts, tp, predicted, _, n_true = dependency_curve([e.label for e in examples], probs, weights)
-    k = int((cuts >= cut).sum())  # the pairs called dependencies at this cut
-    return np.array([tp[k - 1], predicted[k - 1] - tp[k - 1], n_true] if k else [0, 0, n_true], dtype=float)
+    """(true positives, weighted false positives, gold dependencies) at ``cut`` (``metrics.counts_at_cut``)."""
+    return counts_at_cut([e.label for e in examples], probs, cut, weights)
 
 
 def cut_for_recall(examples, probs, weights, recall: float) -> float:
@@ -40,10 +37,7 @@ def cut_for_recall(examples, probs, weights, recall: float) -> float:
     return float(cuts[reached[0]])
 
 
-def prf(c: np.ndarray) -> tuple[float, float, float]:
-    """Precision, recall and F1 of ``counts``' (true positives, weighted false positives, gold dependencies)."""
-    p, r = c[0] / max(c[0] + c[1], 1e-9), c[0] / max(c[2], 1)
-    return p, r, 2 * p * r / max(p + r, 1e-9)
+prf = prf_of_counts  # precision, recall and F1 of ``counts``
 
 
 def f1_line(name: str, c: np.ndarray) -> str:

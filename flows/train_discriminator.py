@@ -51,7 +51,7 @@ from tasks.training.examples import (
     none_weights,
     with_both_orders,
 )
-from tasks.training.metrics import (CALIBRATION_CRITERIA, choose_kind_cut, choose_threshold, evaluate_with_rules,
+from tasks.training.metrics import (CALIBRATION_CRITERIA, at_prior, choose_kind_cut, choose_threshold, evaluate_with_rules,
                                     format_beyond_rule, format_comparison, format_kind_table)
 from tasks.training.strict_json import write_json
 from tasks.common.atomic import replace_dir, restore_dir
@@ -628,15 +628,32 @@ def report(examples: list[PairExample], probs, threshold: float | None, p_precon
             "counts": label_counts(examples)}
 
 
-def by_set_reports(examples: list[PairExample], probs, threshold: float | None) -> dict[str, Any]:
-    """``report`` of each data set's pairs in ``examples`` (the part of the group before "/"), when there are
-    several: the held-out part of every finetuning set on its own, at the one calibrated cut."""
+def with_prior(section: dict[str, Any], examples: list[PairExample], probs, threshold: float, prior: float | None
+               ) -> dict[str, Any]:
+    """``section`` (a ``report``) with ``at_prior``: its dependency P/R/F1 at the calibrated cut with the none pairs
+    weighted to ``prior`` none per dependency, as calibration weighs them (``none_weights``), so the figure a
+    catalog's every pair would show stands beside the subsampled split's."""
+    if prior:
+        section["at_prior"] = at_prior([e.label for e in examples], probs, threshold, none_weights(examples, prior), prior)
+    return section
+
+
+def prior_line(figures: dict[str, Any]) -> str:
+    """One printed line for a section's ``at_prior``."""
+    return (f"at the tool sets' none prior ({figures['none_per_dependency']:.1f} none per dependency), cut "
+            f"{figures['threshold']:.3f}: P {figures['precision']:.3f} R {figures['recall']:.3f} F1 {figures['f1']:.3f}")
+
+
+def by_set_reports(examples: list[PairExample], probs, threshold: float, prior: float | None = None) -> dict[str, Any]:
+    """``report`` (with ``at_prior``) of each data set's pairs in ``examples`` (the part of the group before "/"),
+    when there are several: the held-out part of every finetuning set on its own, at the one calibrated cut."""
     sets = sorted({e.group.split("/", 1)[0] for e in examples})
     if len(sets) < 2:
         return {}
-    return {name: report([examples[i] for i in idx], probs[idx], threshold)
+    return {name: with_prior(report(part, probs[idx], threshold), part, probs[idx], threshold, prior)
             for name in sets
-            for idx in [[i for i, e in enumerate(examples) if e.group.split("/", 1)[0] == name]]}
+            for idx in [[i for i, e in enumerate(examples) if e.group.split("/", 1)[0] == name]]
+            for part in [[examples[i] for i in idx]]}
 
 
 TWO_LEVEL_ROW = "discriminator, two levels (inputs by the parameter scorer)"
@@ -724,10 +741,14 @@ def model_card(cfg: TrainDiscriminatorConfig, summary: dict[str, Any]) -> str:
         rows.append((f"test ({name} alone): {title}", part[key].get("calibrated", part[key]["argmax"])["dependency"]))
     for name, section in (valid or {}).items():
         rows.append((f"validation ({name}): discriminator, calibrated", section.get("calibrated", section["argmax"])["dependency"]))
+        if section.get("at_prior"):
+            rows.append((f"validation ({name}): discriminator, calibrated, at the tool sets' none prior", section["at_prior"]))
         rows.append((f"validation ({name}): parameter-match rule", section["schema_rule"]["dependency"]))
     for name, section in (summary.get("validation_by_set") or {}).items():
         rows.append((f"validation (finetune, held-out part of {name}): discriminator, calibrated",
                      section.get("calibrated", section["argmax"])["dependency"]))
+        if section.get("at_prior"):
+            rows.append((f"validation (finetune, held-out part of {name}): at the tool sets' none prior", section["at_prior"]))
     rows.append(("paper Table 3, test", PAPER_TABLE_3))
     table = "\n".join(f"| {name} | {m['precision']:.3f} | {m['recall']:.3f} | {m['f1']:.3f} |" for name, m in rows)
     beyond = "\n".join(f"- {name}: {format_beyond_rule(section.get('calibrated', section['argmax']).get('beyond_rule'))}"
@@ -963,8 +984,10 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
                                               calibration.get("kind_threshold"))
                                  for name, probs in valid_probs.items()}
         if "finetune" in valid_probs:  # each finetuning set's held-out part on its own (grouped_split holds out some of each)
+            with_prior(summary["validation"]["finetune"], valid_sets["finetune"], valid_probs["finetune"],
+                       calibration["threshold"], prior)
             summary["validation_by_set"] = by_set_reports(valid_sets["finetune"], valid_probs["finetune"],
-                                                          calibration["threshold"])
+                                                          calibration["threshold"], prior)
         logger.info("calibration (%s on %s): cut %.3f, P %.3f R %.3f F1 %.3f", cfg.calibration, "+".join(used),
                     calibration["threshold"], calibration["precision"], calibration["recall"], calibration["f1"])
     elif cfg.checkpoint is None:
@@ -1007,8 +1030,12 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
         kinds = format_kind_table(comparison_rows(section), f"{title}, P/R/F1 per dependency kind")
         if kinds:
             print(kinds)
+        if section.get("at_prior"):
+            print(prior_line(section["at_prior"]))
     for name, section in (summary.get("validation_by_set") or {}).items():
         print(format_comparison(comparison_rows(section), f"validation: the held-out part of {name} ({section['counts']})"))
+        if section.get("at_prior"):
+            print(prior_line(section["at_prior"]))
     test_rows = comparison_rows(summary["test"], summary)
     print(format_comparison({**test_rows, "paper Table 3": {"dependency": PAPER_TABLE_3}},
                             f"test ({', '.join(cfg.test)}; {summary['test']['counts']})"))

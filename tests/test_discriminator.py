@@ -43,10 +43,12 @@ from tasks.training.examples import (  # noqa: E402
     with_both_orders,
 )
 from tasks.training.metrics import (  # noqa: E402
+    at_prior,
     beyond_rule_metrics,
     choose_threshold,
     classification_metrics,
     direction_accuracy,
+    evaluate_probs,
     evaluate_with_rules,
     recall_by_kind,
     format_comparison,
@@ -474,6 +476,18 @@ def test_weighted_calibration_counts_false_positives_at_the_real_class_prior():
     # at 10 none pairs per real one, letting the 0.7 pair through costs 10 false positives
     heavy = choose_threshold(y, probs, weights=np.array([1, 10, 1, 10]))
     assert heavy["threshold"] == pytest.approx(0.9) and heavy["precision"] == 1.0 and heavy["weighted"] is True
+
+
+def test_figures_at_the_prior_count_each_none_pair_as_its_weight_and_agree_with_decide_unweighted():
+    # two right dependencies at 0.9 and 0.6, one none pair at 0.7, one none pair at 0.2; the cut 0.6
+    y = [0, 1, 0, 1]
+    probs = np.array([[0.9, 0.1, 0.0], [0.7, 0.3, 0.0], [0.6, 0.4, 0.0], [0.2, 0.8, 0.0]])
+    plain = at_prior(y, probs, 0.6, np.ones(4), 1.0)
+    decided = evaluate_probs(y, probs, 0.6)["calibrated"]["dependency"]
+    assert [plain[k] for k in ("precision", "recall", "f1")] == pytest.approx([decided[k] for k in ("precision", "recall", "f1")])
+    heavy = at_prior(y, probs, 0.6, np.array([1, 10, 1, 10]), 10.0)  # the none pair let through counts 10 times
+    assert heavy["precision"] == pytest.approx(2 / 12) and heavy["recall"] == 1.0 and heavy["none_per_dependency"] == 10.0
+    assert at_prior(y, probs, 0.95, np.ones(4), 1.0)["recall"] == 0.0  # nothing called: no division by zero
 
 
 def test_natural_none_ratio_and_weights_restore_the_prior_of_a_subsampled_set():

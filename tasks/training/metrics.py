@@ -96,6 +96,30 @@ def dependency_curve(y_true: Sequence[int], probs: np.ndarray, weights: np.ndarr
     return cuts, np.cumsum(right), np.cumsum(np.where(right, 1.0, w[order])), last_of_tie, n_true
 
 
+def counts_at_cut(y_true: Sequence[int], probs: np.ndarray, cut: float, weights: np.ndarray | None = None) -> np.ndarray:
+    """(true positives, weighted false positives, gold dependencies) of the pairs called dependencies at ``cut``,
+    counted as calibration counts them (``dependency_curve``: a wrong direction is a false positive)."""
+    cuts, tp, predicted, _, n_true = dependency_curve(y_true, probs, weights)
+    k = int((cuts >= cut).sum())  # the pairs called dependencies at this cut
+    return np.array([tp[k - 1], predicted[k - 1] - tp[k - 1], n_true] if k else [0, 0, n_true], dtype=float)
+
+
+def prf_of_counts(c: np.ndarray) -> tuple[float, float, float]:
+    """Precision, recall and F1 of ``counts_at_cut``'s (true positives, weighted false positives, gold)."""
+    p, r = c[0] / max(c[0] + c[1], 1e-9), c[0] / max(c[2], 1)
+    return float(p), float(r), float(2 * p * r / max(p + r, 1e-9))
+
+
+def at_prior(y_true: Sequence[int], probs: np.ndarray, cut: float, weights: np.ndarray, none_per_dependency: float
+             ) -> dict[str, Any]:
+    """Dependency P/R/F1 at ``cut`` with every none pair weighted (``examples.none_weights``) so the none class has
+    the tool sets' natural size, ``none_per_dependency`` per dependency: what a catalog's every ordered pair would
+    show, where a validation split whose none pairs were subsampled overstates precision."""
+    precision, recall, f1 = prf_of_counts(counts_at_cut(y_true, probs, cut, weights))
+    return {"precision": precision, "recall": recall, "f1": f1, "threshold": float(cut),
+            "none_per_dependency": float(none_per_dependency)}
+
+
 def choose_threshold(y_true: Sequence[int], probs: np.ndarray, criterion: str = "max_f1",
                      target_precision: float = 0.9, weights: np.ndarray | None = None) -> dict[str, Any]:
     """The cut on p(dependency) = p0 + p2 for ``models.discriminator.decide``, chosen on validation.
