@@ -33,6 +33,8 @@ ROWS = (("heldout", "UltraTool+TMDB held-out groups, calibrated (the report's pr
         ("heldout_ultratool", "of them UltraTool's held-out groups"),
         ("heldout_tmdb", "of them TMDB's held-out tools (runs before the split per data set: none)"),
         ("real_prior", "the same at the real prior, stored cut"),
+        ("real_prior_ultratool", "of it UltraTool's held-out groups (runs before metrics.json's at_prior: none)"),
+        ("real_prior_tmdb", "of it TMDB's held-out tools (likewise)"),
         ("real_prior_recall", "its recall (every gold link of these sets is beyond the name rules)"),
         ("real_prior_precision", "its precision"),
         ("crossfit", "the same, cut chosen on other groups (2-fold, 5 splits)"),
@@ -103,6 +105,8 @@ def cell_figures(run: Path, held_out: dict[str, float]) -> dict[str, float]:
             **{f"heldout_{name}": by_set[name]["calibrated"]["dependency"]["f1"] if name in by_set else float("nan")
                for name in ("ultratool", "tmdb")},
             **{key: held_out[key] for key in ("real_prior", "real_prior_recall", "real_prior_precision", "crossfit")},
+            **{f"real_prior_{name}": by_set[name]["at_prior"]["f1"] if "at_prior" in by_set.get(name, {}) else float("nan")
+               for name in ("ultratool", "tmdb")},
             "apibank": metrics["test"]["calibrated"]["dependency"]["f1"],
             "tdi": validation["tdi"]["calibrated"]["dependency"]["f1"],
             "cut": metrics["calibration"]["threshold"]}

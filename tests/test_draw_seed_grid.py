@@ -13,7 +13,8 @@ def _metrics(run, heldout=0.4, apibank=0.8, tdi=0.5, cut=0.9, by_set=None):
     dep = lambda f1: {"calibrated": {"dependency": {"f1": f1}}}  # noqa: E731
     (run / "metrics.json").write_text(json.dumps({"validation": {"finetune": dep(heldout), "tdi": dep(tdi)},
                                                   "test": dep(apibank), "calibration": {"threshold": cut},
-                                                  **({"validation_by_set": {k: dep(v) for k, v in by_set.items()}}
+                                                  **({"validation_by_set": {k: {**dep(v), "at_prior": {"f1": v / 2}}
+                                                                            for k, v in by_set.items()}}
                                                      if by_set else {})}))
 
 
@@ -50,11 +51,13 @@ def test_a_cells_figures_come_from_its_metrics_and_the_real_prior_ones_given(tmp
     _metrics(tmp_path / "run", heldout=0.45, apibank=0.83, tdi=0.53, cut=0.89, by_set={"ultratool": 0.5, "tmdb": 0.3})
     real = {"real_prior": 0.37, "real_prior_recall": 0.32, "real_prior_precision": 0.5, "crossfit": 0.29}
     assert cell_figures(tmp_path / "run", real) == {"heldout": 0.45, "heldout_ultratool": 0.5, "heldout_tmdb": 0.3,
-                                                    **real, "apibank": 0.83, "tdi": 0.53, "cut": 0.89}
+                                                    **real, "real_prior_ultratool": 0.25, "real_prior_tmdb": 0.15,
+                                                    "apibank": 0.83, "tdi": 0.53, "cut": 0.89}
     # a run from before the split per data set reports no part on its own: its rows read nan, not a number
     _metrics(tmp_path / "old", heldout=0.45)
     old = cell_figures(tmp_path / "old", real)
-    assert math.isnan(old["heldout_ultratool"]) and math.isnan(old["heldout_tmdb"]) and old["heldout"] == 0.45
+    assert all(math.isnan(old[k]) for k in ("heldout_ultratool", "heldout_tmdb", "real_prior_ultratool", "real_prior_tmdb"))
+    assert old["heldout"] == 0.45
 
 
 def test_the_table_gives_each_draw_its_mean_and_the_spreads_between_and_within_draws():
