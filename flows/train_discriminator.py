@@ -640,7 +640,7 @@ def with_prior(section: dict[str, Any], examples: list[PairExample], probs, thre
 
 def prior_line(figures: dict[str, Any]) -> str:
     """One printed line for a section's ``at_prior``."""
-    return (f"at the tool sets' none prior ({figures['none_per_dependency']:.1f} none per dependency), cut "
+    return (f"at calibration's none prior ({figures['none_per_dependency']:.1f} none per dependency), cut "
             f"{figures['threshold']:.3f}: P {figures['precision']:.3f} R {figures['recall']:.3f} F1 {figures['f1']:.3f}")
 
 
@@ -742,13 +742,13 @@ def model_card(cfg: TrainDiscriminatorConfig, summary: dict[str, Any]) -> str:
     for name, section in (valid or {}).items():
         rows.append((f"validation ({name}): discriminator, calibrated", section.get("calibrated", section["argmax"])["dependency"]))
         if section.get("at_prior"):
-            rows.append((f"validation ({name}): discriminator, calibrated, at the tool sets' none prior", section["at_prior"]))
+            rows.append((f"validation ({name}): discriminator, calibrated, at calibration's none prior", section["at_prior"]))
         rows.append((f"validation ({name}): parameter-match rule", section["schema_rule"]["dependency"]))
     for name, section in (summary.get("validation_by_set") or {}).items():
         rows.append((f"validation (finetune, held-out part of {name}): discriminator, calibrated",
                      section.get("calibrated", section["argmax"])["dependency"]))
         if section.get("at_prior"):
-            rows.append((f"validation (finetune, held-out part of {name}): at the tool sets' none prior", section["at_prior"]))
+            rows.append((f"validation (finetune, held-out part of {name}): at calibration's none prior", section["at_prior"]))
     rows.append(("paper Table 3, test", PAPER_TABLE_3))
     table = "\n".join(f"| {name} | {m['precision']:.3f} | {m['recall']:.3f} | {m['f1']:.3f} |" for name, m in rows)
     beyond = "\n".join(f"- {name}: {format_beyond_rule(section.get('calibrated', section['argmax']).get('beyond_rule'))}"

@@ -162,14 +162,14 @@ def test_flow_trains_calibrates_evaluates_and_saves_a_loadable_checkpoint(tiny_r
     assert len(by_set) == len(tiny_run.finetune) and "movies" in by_set
     assert {k: sum(part["counts"][k] for part in by_set.values()) for k in test["counts"]} == metrics["validation"]["finetune"]["counts"]
     assert "validation (finetune, held-out part of movies): discriminator, calibrated" in (best / "README.md").read_text()
-    # beside each, the figures at the tool sets' none prior (as calibration weighs the pairs): the same recall, the
+    # beside each, the figures at calibration's none prior (as calibration weighs the pairs): the same recall, the
     # none pairs counted at their natural share
     for section in (metrics["validation"]["finetune"], *by_set.values()):
         prior = section["at_prior"]
         assert prior["none_per_dependency"] == metrics["calibration"]["none_per_dependency"] > 0
         assert prior["recall"] == pytest.approx(section["calibrated"]["dependency"]["recall"])
         assert prior["threshold"] == metrics["calibration"]["threshold"]
-    assert "validation (finetune): discriminator, calibrated, at the tool sets' none prior" in (best / "README.md").read_text()
+    assert "validation (finetune): discriminator, calibrated, at calibration's none prior" in (best / "README.md").read_text()
     assert test["direction"]["n"] == 4 and 0.0 <= test["direction"]["accuracy"] <= 1.0
     # the movie tools share movie_id: the parameter-match rule finds both edges with their direction
     assert test["schema_rule"]["dependency"] == {"precision": 1.0, "recall": 1.0, "f1": 1.0}
