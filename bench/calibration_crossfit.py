@@ -37,11 +37,8 @@ def cut_for_recall(examples, probs, weights, recall: float) -> float:
     return float(cuts[reached[0]])
 
 
-prf = prf_of_counts  # precision, recall and F1 of ``counts``
-
-
 def f1_line(name: str, c: np.ndarray) -> str:
-    return "{:32s} P {:.3f} R {:.3f} F1 {:.3f}".format(name, *prf(c))
+    return "{:32s} P {:.3f} R {:.3f} F1 {:.3f}".format(name, *prf_of_counts(c))
 
 
 def held_out_groups() -> tuple[list, np.ndarray]:

@@ -165,7 +165,8 @@ def main(argv: list[str] | None = None) -> None:
             if subprocess.run(command, stdout=out, stderr=subprocess.STDOUT).returncode:
                 raise SystemExit(f"failed: {shlex.join(command)} (log: {log})")
 
-    from bench.calibration_crossfit import figures, held_out_groups, prf
+    from bench.calibration_crossfit import figures, held_out_groups
+    from tasks.training.metrics import prf_of_counts as prf
 
     valid, weights = held_out_groups()
     results: dict[tuple[int, int], dict[str, float]] = {}

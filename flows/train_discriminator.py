@@ -647,13 +647,16 @@ def prior_line(figures: dict[str, Any]) -> str:
 def by_set_reports(examples: list[PairExample], probs, threshold: float, prior: float | None = None) -> dict[str, Any]:
     """``report`` (with ``at_prior``) of each data set's pairs in ``examples`` (the part of the group before "/"),
     when there are several: the held-out part of every finetuning set on its own, at the one calibrated cut."""
-    sets = sorted({e.group.split("/", 1)[0] for e in examples})
-    if len(sets) < 2:
+    rows: dict[str, list[int]] = {}
+    for i, e in enumerate(examples):
+        rows.setdefault(e.data_set, []).append(i)
+    if len(rows) < 2:
         return {}
-    return {name: with_prior(report(part, probs[idx], threshold), part, probs[idx], threshold, prior)
-            for name in sets
-            for idx in [[i for i, e in enumerate(examples) if e.group.split("/", 1)[0] == name]]
-            for part in [[examples[i] for i in idx]]}
+    out = {}
+    for name, idx in sorted(rows.items()):
+        part = [examples[i] for i in idx]
+        out[name] = with_prior(report(part, probs[idx], threshold), part, probs[idx], threshold, prior)
+    return out
 
 
 TWO_LEVEL_ROW = "discriminator, two levels (inputs by the parameter scorer)"

@@ -30,6 +30,11 @@ class PairExample:
     # (UltraTool's and TMDB's call-order links). The kind head trains on it (models.discriminator.kind_code).
     kind: str | None = None
 
+    @property
+    def data_set(self) -> str:
+        """The tool set the pair comes from: ``group`` before its first "/"."""
+        return self.group.split("/", 1)[0]
+
 
 # ---------------------------------------------------------------------------------------------
 # Pairs from tool sets
@@ -98,7 +103,7 @@ def grouped_split(
     """
     by_set: dict[str, list[PairExample]] = {}
     for e in examples:
-        by_set.setdefault(e.group.split("/", 1)[0], []).append(e)
+        by_set.setdefault(e.data_set, []).append(e)
     held_ids, notes = set(), []
     for name in sorted(by_set):
         held, note = _held_out(by_set[name], valid_fraction, seed)
@@ -232,7 +237,7 @@ def none_weights(examples: Sequence[PairExample], ratio: float) -> np.ndarray:
     weights = np.ones(len(examples))
     sources: dict[str, list[int]] = {}
     for i, e in enumerate(examples):
-        sources.setdefault(e.group.split("/", 1)[0], []).append(i)
+        sources.setdefault(e.data_set, []).append(i)
     for idx in sources.values():
         n_none = sum(examples[i].label == LABEL_NO_DEPENDENCY for i in idx)
         n_dep = len(idx) - n_none
