@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
-from flows.train_discriminator import TrainDiscriminatorConfig, build_toolset_pairs, score_examples, toolset_none_ratio
-from tasks.training.examples import grouped_split, none_weights
+from flows.train_discriminator import (TrainDiscriminatorConfig, build_toolset_pairs, held_out_report_pairs, score_examples,
+                                       toolset_none_ratio)
+from tasks.training.examples import none_weights
 from tasks.training.metrics import choose_threshold, counts_at_cut, dependency_curve, prf_of_counts
 
 BENCHMARKS = Path("../shared/data/benchmarks")
@@ -42,11 +44,11 @@ def f1_line(name: str, c: np.ndarray) -> str:
 
 
 def held_out_groups() -> tuple[list, np.ndarray]:
-    """The held-out groups train-discriminator reports (its default --finetune sets and split) and each pair's
-    weight at the sets' real prior."""
-    cfg = TrainDiscriminatorConfig()
-    pairs = build_toolset_pairs.fn(cfg.finetune, BENCHMARKS, cfg.finetune_max_none, cfg.split_seed)
-    valid = grouped_split(pairs, cfg.valid_fraction, cfg.split_seed)[1]
+    """The held-out groups train-discriminator reports (its default --finetune sets and split), every pair they
+    hold (``held_out_report_pairs``), and each pair's weight at the sets' real prior."""
+    cfg = replace(TrainDiscriminatorConfig(), benchmarks_root=BENCHMARKS)
+    valid = held_out_report_pairs(cfg, build_toolset_pairs.fn(cfg.finetune, BENCHMARKS, cfg.finetune_max_none,
+                                                              cfg.split_seed))
     return valid, none_weights(valid, toolset_none_ratio.fn(cfg.finetune, BENCHMARKS))
 
 

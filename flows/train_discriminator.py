@@ -45,6 +45,7 @@ from tasks.training.examples import (
     PairExample,
     build_pairs,
     grouped_split,
+    held_out_pairs,
     label_counts,
     load_tdi_examples,
     natural_none_ratio,
@@ -125,6 +126,10 @@ class TrainDiscriminatorConfig:
     finetune_learning_rate: Annotated[float, Help("peak learning rate, finetuning")] = 1e-4
     finetune_max_none: Annotated[int | None, Help(
         "cap on 'no dependency' pairs per tool set (seeded); none: all (imbalanced like real use)")] = 300
+    heldout_max_none: Annotated[int | None, Help(
+        "'no dependency' pairs per --finetune set in the held-out report (metrics.json validation.finetune): every "
+        "pair of its held-out groups up to this many, a seeded sample beyond; none: all. Calibration keeps "
+        "--finetune-max-none's sample")] = 2000
     # off by default: on 2 CPU cores it cost API-Bank F1 0.842 -> 0.737 and learned no kind (bench/RESULTS.md)
     kind_head: Annotated[bool, Help(
         "train a kind head beside the three classes (five outputs: each dependency class split into data and "
@@ -229,7 +234,8 @@ class TrainDiscriminatorConfig:
                                    ("--batch-size", self.batch_size, 1), ("--pretrain-max-pairs", self.pretrain_max_pairs, 1),
                                    ("--pretrain-max-valid", self.pretrain_max_valid, 0), ("--pretrain-evals", self.pretrain_evals, 1),
                                    ("--finetune-max-none", self.finetune_max_none, 0), ("--finetune-replay", self.finetune_replay, 0),
-                                   ("--test-max-none", self.test_max_none, 0), ("--check-partners", self.check_partners, 0)):
+                                   ("--test-max-none", self.test_max_none, 0), ("--check-partners", self.check_partners, 0),
+                                   ("--heldout-max-none", self.heldout_max_none, 0)):
             if value is not None and value < least:
                 raise ValueError(f"{flag} {value}: must be at least {least}")
         for flag, value in (("--pretrain-epochs", self.pretrain_epochs), ("--finetune-epochs", self.finetune_epochs),
@@ -453,6 +459,14 @@ def toolset_pairs(specs: tuple[str, ...], benchmarks_root: Path, max_none: int |
 @task(cache_policy=NO_CACHE)
 def build_toolset_pairs(specs: tuple[str, ...], benchmarks_root: Path, max_none: int | None, seed: int) -> list[PairExample]:
     return [e for _, pairs in toolset_pairs.fn(specs, benchmarks_root, max_none, seed) for e in pairs]
+
+
+def held_out_report_pairs(cfg: TrainDiscriminatorConfig, ft_pairs: list[PairExample]) -> list[PairExample]:
+    """The pairs of the --finetune sets' held-out groups the held-out report reads: every pair they hold, up to
+    --heldout-max-none none pairs per set, where ``ft_pairs`` (training and calibration) hold --finetune-max-none's
+    sample of the none pairs (UltraTool's held-out groups kept 24 of their 618)."""
+    every = build_toolset_pairs(cfg.finetune, cfg.benchmarks_root, None, cfg.split_seed)
+    return held_out_pairs(ft_pairs, every, cfg.valid_fraction, cfg.split_seed, cfg.heldout_max_none)
 
 
 @task(cache_policy=NO_CACHE)
@@ -882,6 +896,7 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
         return np.asarray(got["probs"]).reshape(-1, 3), None if kind is None else np.asarray(kind)
 
     valid_sets: dict[str, list[PairExample]] = {}  # "tdi" and "finetune" validation pairs
+    report_sets: dict[str, list[PairExample]] = {}  # what the held-out report reads where it is not valid_sets'
     method_docs = cfg.method_docs
     if cfg.checkpoint is not None:  # evaluate only
         best = ckpt = Path(cfg.checkpoint)
@@ -928,10 +943,12 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
         if cfg.finetune:
             ft_pairs = build_toolset_pairs(cfg.finetune, cfg.benchmarks_root, cfg.finetune_max_none, cfg.split_seed)
             ft_train, ft_valid, split_note = grouped_split(ft_pairs, cfg.valid_fraction, cfg.split_seed)
+            report_sets["finetune"] = held_out_report_pairs(cfg, ft_pairs)
             replay = random.Random(cfg.seed).sample(pre_train, min(cfg.finetune_replay, len(pre_train)))
             # train side only: the split above, and so the held-out report and the calibration, stay as they are
             extra, extra_note = extra_finetune_pairs(cfg) if cfg.extra_used() else ([], {})
             summary["data"]["finetune"] = {"train": label_counts(ft_train), "validation": label_counts(ft_valid),
+                                           "held_out_report": label_counts(report_sets["finetune"]),
                                            "split": split_note, "replay": len(replay),
                                            **({"extra": extra_note} if extra_note else {})}
             logger.info("finetuning: train %s + %d replayed TDI pairs%s, validation %s; %s", label_counts(ft_train),
@@ -953,8 +970,9 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
     # Stage 3: calibration on validation pairs (symmetrized), stored beside the checkpoint
     if cfg.checkpoint is not None and cfg.recalibrate:  # the validation sets of a training run with this config
         if cfg.finetune:
-            valid_sets["finetune"] = grouped_split(build_toolset_pairs(cfg.finetune, cfg.benchmarks_root, cfg.finetune_max_none,
-                                                                       cfg.split_seed), cfg.valid_fraction, cfg.split_seed)[1]
+            ft_pairs = build_toolset_pairs(cfg.finetune, cfg.benchmarks_root, cfg.finetune_max_none, cfg.split_seed)
+            valid_sets["finetune"] = grouped_split(ft_pairs, cfg.valid_fraction, cfg.split_seed)[1]
+            report_sets["finetune"] = held_out_report_pairs(cfg, ft_pairs)
         tdi = resolve_pretrain_data(cfg.pretrain_data)
         if tdi is not None:
             valid_sets["tdi"] = load_pretraining_pairs(tdi, cfg.pretrain_max_pairs, cfg.pretrain_max_valid, cfg.seed,
@@ -962,6 +980,10 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
     valid_scored = {name: scores(ckpt, pairs, f"scoring {name} validation pairs") for name, pairs in valid_sets.items() if pairs}
     valid_probs = {name: probs for name, (probs, _) in valid_scored.items()}
     valid_kinds = {name: kind for name, (_, kind) in valid_scored.items() if kind is not None}
+    # the held-out report's pairs, (pairs, probabilities, p(precondition) or None) per validation split
+    reported = {name: (pairs, *valid_scored[name]) for name, pairs in valid_sets.items() if name in valid_scored}
+    reported.update({name: (pairs, *scores(ckpt, pairs, f"scoring the held-out report's {name} pairs"))
+                     for name, pairs in report_sets.items() if pairs and name in reported})
     used = [n for n in ("finetune", "tdi") if n in valid_probs and cfg.calibrate_on in (n, "both")] or list(valid_probs)
     if used:
         import numpy as np
@@ -982,15 +1004,14 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
                         calibration["n_kind_pairs"])
         write_json(ckpt / CALIBRATION_FILE, calibration)
         summary["calibration"] = calibration
-        # held-out tool-set groups (UltraTool/TMDB) and the TDI validation split, each on its own
-        summary["validation"] = {name: report(valid_sets[name], probs, calibration["threshold"], valid_kinds.get(name),
+        # held-out tool-set groups (UltraTool/TMDB, every pair they hold) and the TDI validation split, each on its own
+        summary["validation"] = {name: report(pairs, probs, calibration["threshold"], kinds,
                                               calibration.get("kind_threshold"))
-                                 for name, probs in valid_probs.items()}
-        if "finetune" in valid_probs:  # each finetuning set's held-out part on its own (grouped_split holds out some of each)
-            with_prior(summary["validation"]["finetune"], valid_sets["finetune"], valid_probs["finetune"],
-                       calibration["threshold"], prior)
-            summary["validation_by_set"] = by_set_reports(valid_sets["finetune"], valid_probs["finetune"],
-                                                          calibration["threshold"], prior)
+                                 for name, (pairs, probs, kinds) in reported.items()}
+        if "finetune" in reported:  # each finetuning set's held-out part on its own (grouped_split holds out some of each)
+            pairs, probs, _ = reported["finetune"]
+            with_prior(summary["validation"]["finetune"], pairs, probs, calibration["threshold"], prior)
+            summary["validation_by_set"] = by_set_reports(pairs, probs, calibration["threshold"], prior)
         logger.info("calibration (%s on %s): cut %.3f, P %.3f R %.3f F1 %.3f", cfg.calibration, "+".join(used),
                     calibration["threshold"], calibration["precision"], calibration["recall"], calibration["f1"])
     elif cfg.checkpoint is None:
@@ -1060,7 +1081,7 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
     if cfg.param_level:
         summary["param"] = train_param_level(cfg, out, batch_size, logger)
     write_json(out / "metrics.json", summary)
-    pr_sets = {**{f"validation: {name}": ([e.label for e in valid_sets[name]], valid_probs[name], section)
+    pr_sets = {**{f"validation: {name}": ([e.label for e in reported[name][0]], reported[name][1], section)
                   for name, section in (summary.get("validation") or {}).items()},
                f"test: {', '.join(cfg.test)}": ([e.label for e in test_pairs], test_probs, summary["test"])}
     if two_level is not None:

@@ -35,9 +35,11 @@ from tasks.training.examples import (  # noqa: E402
     PairExample,
     build_pairs,
     grouped_split,
+    held_out_pairs,
     label_counts,
     natural_none_ratio,
     none_weights,
+    sample_none,
     swap_partners,
     symmetrize,
     with_both_orders,
@@ -194,6 +196,34 @@ def test_grouped_split_holds_out_part_of_every_data_set():
     # a data set's own split does not depend on the sets beside it
     alone = grouped_split(many, 0.2, seed=1)[1]
     assert [e for e in valid if e.group.startswith("many/")] == alone
+
+
+def test_held_out_pairs_reads_every_pair_of_the_held_out_units():
+    # the held-out report: the units grouped_split holds out of the none-sampled pairs, with every none pair they hold
+    def pairs_of(name: str, group_of) -> list[PairExample]:
+        tools = [f"{name}{i}" for i in range(20)]
+        return [PairExample("a", "b", 0 if (i + 1) % 20 == j else 2 if (j + 1) % 20 == i else 1, f"{name}/{group_of(i)}",
+                            a, b) for i, a in enumerate(tools) for j, b in enumerate(tools) if i != j and
+                group_of(i) == group_of(j)]
+    every = pairs_of("many", lambda i: i // 4) + pairs_of("one", lambda i: "only")
+    sampled = [e for data_set in ("many", "one") for e in sample_none([e for e in every if e.data_set == data_set], 30, 7)]
+    assert len(sampled) < len(every)
+    valid = grouped_split(sampled, 0.2, seed=1)[1]
+    report = held_out_pairs(sampled, every, 0.2, seed=1)
+    assert set(map(id, valid)) < set(map(id, report))  # the sample's held-out pairs, and more none pairs
+    assert [e for e in every if e in report] == report  # the pool's order
+    groups = {e.group for e in valid if e.data_set == "many"}
+    tools = {t for e in valid if e.data_set == "one" for t in (e.tool_a, e.tool_b)} - \
+        {t for e in sampled if e.data_set == "one" and e not in valid for t in (e.tool_a, e.tool_b)}
+    assert groups and tools
+    unit = lambda e: e.group in groups or e.data_set == "one" and (e.tool_a in tools or e.tool_b in tools)  # noqa: E731
+    assert report == [e for e in every if unit(e)]
+    # a cap on each data set's none pairs, the dependency pairs all kept
+    capped = held_out_pairs(sampled, every, 0.2, seed=1, max_none=5)
+    for data_set in ("many", "one"):
+        part = [e for e in capped if e.data_set == data_set]
+        assert sum(e.label == 1 for e in part) == 5
+        assert [e for e in part if e.label != 1] == [e for e in report if e.data_set == data_set and e.label != 1]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -111,10 +111,14 @@ def tiny_run(tmp_path):
 
 @pytest.mark.slow
 def test_flow_trains_calibrates_evaluates_and_saves_a_loadable_checkpoint(tiny_run, prefect_harness):
+    from dataclasses import replace
+
     from transformers import pipeline
 
     from models.discriminator import load_calibration, pair_texts
 
+    # one none pair per finetuning set: the held-out report reads more of them than training and calibration
+    tiny_run = replace(tiny_run, finetune_max_none=1)
     result = train_discriminator(tiny_run)
     out = Path(tiny_run.output)
     best = out / "best"
@@ -132,15 +136,23 @@ def test_flow_trains_calibrates_evaluates_and_saves_a_loadable_checkpoint(tiny_r
     assert metrics["data"]["finetune"]["replay"] == min(tiny_run.finetune_replay, 32)
     # --finetune-extra joins the training side only: the validation split is the --finetune sets' own
     from flows.train_discriminator import build_toolset_pairs
-    from tasks.training.examples import grouped_split, label_counts
+    from tasks.training.examples import grouped_split, held_out_pairs, label_counts
 
-    own = grouped_split(build_toolset_pairs.fn(tiny_run.finetune, tiny_run.benchmarks_root, tiny_run.finetune_max_none,
-                                               tiny_run.split_seed), tiny_run.valid_fraction, tiny_run.split_seed)
+    sampled = build_toolset_pairs.fn(tiny_run.finetune, tiny_run.benchmarks_root, tiny_run.finetune_max_none,
+                                     tiny_run.split_seed)
+    own = grouped_split(sampled, tiny_run.valid_fraction, tiny_run.split_seed)
     assert metrics["data"]["finetune"]["validation"] == label_counts(own[1])
     assert metrics["data"]["finetune"]["train"] == label_counts(own[0])
+    # the held-out report: every pair of the held-out groups, none pairs the sample left out included
+    every = build_toolset_pairs.fn(tiny_run.finetune, tiny_run.benchmarks_root, None, tiny_run.split_seed)
+    report = label_counts(held_out_pairs(sampled, every, tiny_run.valid_fraction, tiny_run.split_seed))
+    assert metrics["data"]["finetune"]["held_out_report"] == metrics["validation"]["finetune"]["counts"] == report
+    assert report["no_dependency"] > metrics["data"]["finetune"]["validation"]["no_dependency"]
+    assert {k: v for k, v in report.items() if k != "no_dependency"} == \
+        {k: v for k, v in label_counts(own[1]).items() if k != "no_dependency"}
     assert metrics["data"]["finetune"]["extra"] == {tiny_run.finetune_extra[0]: {
         "groups": 1, "groups_held_out_by_the_parameter_level": 0, "view": "description",
-        "pairs": {"a_depends_on_b": 2, "no_dependency": 2, "b_depends_on_a": 2}}}
+        "pairs": {"a_depends_on_b": 2, "no_dependency": tiny_run.finetune_max_none, "b_depends_on_a": 2}}}
     # pretraining keeps the checkpoint of its lowest validation loss (--pretrain-select-metric loss), and a kept
     # checkpoint still at the class prior is said in metrics.json
     pre = metrics["stages"]["pretrain"]
@@ -156,7 +168,9 @@ def test_flow_trains_calibrates_evaluates_and_saves_a_loadable_checkpoint(tiny_r
     assert test["calibrated"]["threshold"] == load_calibration(best)["threshold"] == metrics["calibration"]["threshold"]
     # held-out tool-set groups and the TDI validation split are reported apart; the cut is chosen on both
     assert set(metrics["validation"]) == {"finetune", "tdi"} and metrics["calibration"]["calibrated_on"] == ["finetune", "tdi"]
-    assert metrics["calibration"]["n_pairs"] == sum(sum(metrics["validation"][n]["counts"].values()) for n in ("finetune", "tdi"))
+    # the cut is chosen on the sample (the report's extra none pairs are not calibration's)
+    assert metrics["calibration"]["n_pairs"] == sum(metrics["data"]["finetune"]["validation"].values()) + \
+        sum(metrics["validation"]["tdi"]["counts"].values())
     # each finetuning set's held-out part is also reported on its own, and the parts make up the whole
     by_set = metrics["validation_by_set"]
     assert len(by_set) == len(tiny_run.finetune) and "movies" in by_set

@@ -6,7 +6,7 @@ import math
 import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -74,12 +74,17 @@ def build_pairs(toolset: ToolSet, max_none: int | None = None, seed: int = 0) ->
                     kind = kinds.get((a.tool_id, b.tool_id) if label == LABEL_A_DEPENDS_ON_B else (b.tool_id, a.tool_id))
                     pairs.append(PairExample(text[a.tool_id], text[b.tool_id], label, f"{toolset.name}/{group}",
                                              a.tool_id, b.tool_id, kind if label != LABEL_NO_DEPENDENCY else None))
-    if max_none is not None:
-        none = [i for i, p in enumerate(pairs) if p.label == LABEL_NO_DEPENDENCY]
-        if len(none) > max_none:
-            keep = set(random.Random(seed).sample(none, max_none))
-            pairs = [p for i, p in enumerate(pairs) if p.label != LABEL_NO_DEPENDENCY or i in keep]
-    return pairs
+    return sample_none(pairs, max_none, seed)
+
+
+def sample_none(pairs: Sequence[PairExample], max_none: int | None, seed: int) -> list[PairExample]:
+    """``pairs`` with their none pairs subsampled (seeded) to at most ``max_none`` (None: all); every dependency
+    pair kept, the order kept."""
+    none = [i for i, p in enumerate(pairs) if p.label == LABEL_NO_DEPENDENCY]
+    if max_none is None or len(none) <= max_none:
+        return list(pairs)
+    keep = set(random.Random(seed).sample(none, max_none))
+    return [p for i, p in enumerate(pairs) if p.label != LABEL_NO_DEPENDENCY or i in keep]
 
 
 def label_counts(examples: Sequence[PairExample]) -> dict[str, int]:
@@ -101,23 +106,55 @@ def grouped_split(
     touching one of them goes to validation (1 - 0.894^2 = 20% of pairs), so validation always contains a tool
     never seen in training. Both sides keep the order of ``examples``.
     """
+    held, note = _held_out_units(examples, valid_fraction, seed)
+    train = [e for e in examples if not held(e)]
+    valid = [e for e in examples if held(e)]
+    if len({e.data_set for e in examples}) > 1:
+        note += f"; {len(valid) / len(examples):.1%} of pairs in all"
+    return train, valid, note
+
+
+def held_out_pairs(examples: Sequence[PairExample], pool: Sequence[PairExample], valid_fraction: float = 0.2,
+                   seed: int = 0, max_none: int | None = None) -> list[PairExample]:
+    """The pairs of ``pool`` inside the units (groups; tools in a one-group set) that ``grouped_split`` holds out of
+    ``examples``, in ``pool``'s order, at most ``max_none`` none pairs per data set (a seeded sample). ``pool``: the
+    same tool sets' pairs with every none pair, where ``examples`` holds a sample of them (``build_pairs(max_none=)``):
+    the held-out groups then report on the pairs they hold, where the sample left UltraTool's held-out groups 24
+    none pairs for 178 dependencies."""
+    held = _held_out_units(examples, valid_fraction, seed)[0]
+    by_set: dict[str, list[PairExample]] = {}
+    for e in pool:
+        if held(e):
+            by_set.setdefault(e.data_set, []).append(e)
+    kept = {id(e) for pairs in by_set.values() for e in sample_none(pairs, max_none, seed)}
+    return [e for e in pool if id(e) in kept]
+
+
+def _held_out_units(examples: Sequence[PairExample], valid_fraction: float, seed: int
+                    ) -> tuple[Callable[[PairExample], bool], str]:
+    """Whether a pair falls in a held-out unit of its data set (``grouped_split``), and a note saying what was held
+    out."""
     by_set: dict[str, list[PairExample]] = {}
     for e in examples:
         by_set.setdefault(e.data_set, []).append(e)
-    held_ids, notes = set(), []
+    held_groups, held_tools, notes = set(), {}, []
     for name in sorted(by_set):
-        held, note = _held_out(by_set[name], valid_fraction, seed)
-        held_ids |= {id(e) for e in held}
+        groups, tools, note = _held_out(by_set[name], valid_fraction, seed)
+        held_groups |= groups
+        if tools:
+            held_tools[name] = tools
         notes.append(note if len(by_set) == 1 else f"{name}: {note}")
-    train = [e for e in examples if id(e) not in held_ids]
-    valid = [e for e in examples if id(e) in held_ids]
-    if len(by_set) > 1:
-        notes.append(f"{len(valid) / len(examples):.1%} of pairs in all")
-    return train, valid, "; ".join(notes)
+
+    def held(e: PairExample) -> bool:
+        tools = held_tools.get(e.data_set)
+        return e.group in held_groups or bool(tools) and (e.tool_a in tools or e.tool_b in tools)
+
+    return held, "; ".join(notes)
 
 
-def _held_out(examples: Sequence[PairExample], valid_fraction: float, seed: int) -> tuple[list[PairExample], str]:
-    """The validation side of one data set's pairs (``grouped_split``) and a note saying what was held out."""
+def _held_out(examples: Sequence[PairExample], valid_fraction: float, seed: int) -> tuple[set[str], set[str], str]:
+    """The held-out groups, or in a one-group data set the held-out tools, of one data set's pairs
+    (``grouped_split``), and a note saying what was held out."""
     groups = sorted({e.group for e in examples})
     if len(groups) > 1:
         rng = random.Random(seed)
@@ -135,15 +172,14 @@ def _held_out(examples: Sequence[PairExample], valid_fraction: float, seed: int)
         if not held:  # every group is larger than the margin: hold out the smallest one
             smallest = min(groups, key=lambda g: (sizes[g], g))
             held, total = {smallest}, sizes[smallest]
-        valid = [e for e in examples if e.group in held]
-        return valid, (f"grouped by tool set: {len(held)} of {len(groups)} groups held out "
-                       f"({sorted(held)}), {len(valid) / len(examples):.1%} of pairs")
+        return held, set(), (f"grouped by tool set: {len(held)} of {len(groups)} groups held out "
+                             f"({sorted(held)}), {total / len(examples):.1%} of pairs")
     tools = sorted({e.tool_a for e in examples} | {e.tool_b for e in examples})
     n_held = max(1, round(len(tools) * (1 - math.sqrt(1 - valid_fraction))))
     held_tools = set(random.Random(seed).sample(tools, n_held))
-    valid = [e for e in examples if e.tool_a in held_tools or e.tool_b in held_tools]
-    return valid, (f"one group only: split by tool, {n_held} of {len(tools)} tools held out "
-                   f"({len(valid) / len(examples):.1%} of pairs)")
+    n_valid = sum(e.tool_a in held_tools or e.tool_b in held_tools for e in examples)
+    return set(), held_tools, (f"one group only: split by tool, {n_held} of {len(tools)} tools held out "
+                               f"({n_valid / len(examples):.1%} of pairs)")
 
 
 # ---------------------------------------------------------------------------------------------
