@@ -29,7 +29,8 @@ from pathlib import Path
 from bench.retriever_seeds import spread
 
 # (key, the table's row title); the key names a cell's figure in ``cell_figures``
-ROWS = (("heldout", "UltraTool+TMDB held-out groups, calibrated (the report's prior)"),
+ROWS = (("heldout", "UltraTool+TMDB held-out groups, calibrated, every pair (runs before 2026-12-01's last: "
+                    "finetuning's sample of their none pairs)"),
         ("heldout_ultratool", "of them UltraTool's held-out groups"),
         ("heldout_tmdb", "of them TMDB's held-out tools (runs before the split per data set: none)"),
         ("real_prior", "the same at the real prior, stored cut"),
