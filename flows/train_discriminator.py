@@ -50,6 +50,7 @@ from tasks.training.examples import (
     load_tdi_examples,
     natural_none_ratio,
     none_weights,
+    training_pairs,
     with_both_orders,
 )
 from tasks.training.metrics import (CALIBRATION_CRITERIA, at_prior, choose_kind_cut, choose_threshold, evaluate_with_rules,
@@ -126,6 +127,9 @@ class TrainDiscriminatorConfig:
     finetune_learning_rate: Annotated[float, Help("peak learning rate, finetuning")] = 1e-4
     finetune_max_none: Annotated[int | None, Help(
         "cap on 'no dependency' pairs per tool set (seeded); none: all (imbalanced like real use)")] = 300
+    finetune_train_none: Annotated[int | None, Help(
+        "'no dependency' pairs per --finetune set on finetuning's training side, drawn (seeded) from every pair of its "
+        "training groups; none: the --finetune-max-none sample the split is made on")] = None
     heldout_max_none: Annotated[int | None, Help(
         "'no dependency' pairs per --finetune set in the held-out report (metrics.json validation.finetune): every "
         "pair of its held-out groups up to this many, a seeded sample beyond; none: all. Calibration keeps "
@@ -235,7 +239,8 @@ class TrainDiscriminatorConfig:
                                    ("--pretrain-max-valid", self.pretrain_max_valid, 0), ("--pretrain-evals", self.pretrain_evals, 1),
                                    ("--finetune-max-none", self.finetune_max_none, 0), ("--finetune-replay", self.finetune_replay, 0),
                                    ("--test-max-none", self.test_max_none, 0), ("--check-partners", self.check_partners, 0),
-                                   ("--heldout-max-none", self.heldout_max_none, 0)):
+                                   ("--heldout-max-none", self.heldout_max_none, 0),
+                                   ("--finetune-train-none", self.finetune_train_none, 0)):
             if value is not None and value < least:
                 raise ValueError(f"{flag} {value}: must be at least {least}")
         for flag, value in (("--pretrain-epochs", self.pretrain_epochs), ("--finetune-epochs", self.finetune_epochs),
@@ -461,11 +466,13 @@ def build_toolset_pairs(specs: tuple[str, ...], benchmarks_root: Path, max_none:
     return [e for _, pairs in toolset_pairs.fn(specs, benchmarks_root, max_none, seed) for e in pairs]
 
 
-def held_out_report_pairs(cfg: TrainDiscriminatorConfig, ft_pairs: list[PairExample]) -> list[PairExample]:
+def held_out_report_pairs(cfg: TrainDiscriminatorConfig, ft_pairs: list[PairExample],
+                          every: list[PairExample] | None = None) -> list[PairExample]:
     """The pairs of the --finetune sets' held-out groups the held-out report reads: every pair they hold, up to
     --heldout-max-none none pairs per set, where ``ft_pairs`` (training and calibration) hold --finetune-max-none's
-    sample of the none pairs (UltraTool's held-out groups kept 24 of their 618)."""
-    every = build_toolset_pairs(cfg.finetune, cfg.benchmarks_root, None, cfg.split_seed)
+    sample of the none pairs (UltraTool's held-out groups kept 24 of their 618). ``every``: the sets' every pair,
+    when already built."""
+    every = every if every is not None else build_toolset_pairs(cfg.finetune, cfg.benchmarks_root, None, cfg.split_seed)
     return held_out_pairs(ft_pairs, every, cfg.valid_fraction, cfg.split_seed, cfg.heldout_max_none)
 
 
@@ -943,7 +950,10 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
         if cfg.finetune:
             ft_pairs = build_toolset_pairs(cfg.finetune, cfg.benchmarks_root, cfg.finetune_max_none, cfg.split_seed)
             ft_train, ft_valid, split_note = grouped_split(ft_pairs, cfg.valid_fraction, cfg.split_seed)
-            report_sets["finetune"] = held_out_report_pairs(cfg, ft_pairs)
+            every = build_toolset_pairs(cfg.finetune, cfg.benchmarks_root, None, cfg.split_seed)
+            report_sets["finetune"] = held_out_report_pairs(cfg, ft_pairs, every)
+            if cfg.finetune_train_none is not None:  # the training units' none pairs beyond the split's sample
+                ft_train = training_pairs(ft_pairs, every, cfg.valid_fraction, cfg.split_seed, cfg.finetune_train_none)
             replay = random.Random(cfg.seed).sample(pre_train, min(cfg.finetune_replay, len(pre_train)))
             # train side only: the split above, and so the held-out report and the calibration, stay as they are
             extra, extra_note = extra_finetune_pairs(cfg) if cfg.extra_used() else ([], {})

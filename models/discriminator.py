@@ -447,6 +447,23 @@ def predict_proba(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, do
                   precision: str = ..., with_kind: Literal[True] = ...) -> PairScores: ...
 
 
+def unordered_pairs(docs_a: Sequence[str], docs_b: Sequence[str]) -> tuple[list[int], torch.Tensor, torch.Tensor]:
+    """The distinct unordered pairs among ``(docs_a[i], docs_b[i])``: the index of each one's first pair, and per
+    pair the position of its unordered pair among those and whether it is that first pair swapped. Validation and
+    test sets hold both orders of their pairs, which symmetric scoring scores alike."""
+    first: dict[tuple[str, str], int] = {}
+    reps, where, flipped = [], [], []
+    for i, pair in enumerate(zip(docs_a, docs_b)):
+        swapped = pair not in first and pair[::-1] in first
+        key = pair[::-1] if swapped else pair
+        if key not in first:
+            first[key] = len(reps)
+            reps.append(i)
+        where.append(first[key])
+        flipped.append(swapped)
+    return reps, torch.tensor(where, dtype=torch.long), torch.tensor(flipped, dtype=torch.bool)
+
+
 @torch.inference_mode()
 def predict_proba(
     model: PreTrainedModel,
@@ -471,6 +488,15 @@ def predict_proba(
     ``precision``: "fp32" (the reference), "bf16" or "int8" (``scoring_model``; pass a model it prepared, or
     each call prepares a copy). On CUDA the forward always runs under bf16 autocast.
     """
+    if symmetric and ignore is None and ignore_inputs is None:
+        reps, where, flipped = unordered_pairs(docs_a, docs_b)
+        if len(reps) < len(docs_a):  # both orders of a pair score alike (swapped): each unordered pair once
+            once = predict_proba(model, tokenizer, [docs_a[i] for i in reps], [docs_b[i] for i in reps], max_length,
+                                 batch_size, True, progress, precision=precision, with_kind=True)
+            probs = once.probs[where]
+            probs[flipped] = probs[flipped][:, [LABEL_B_DEPENDS_ON_A, LABEL_NO_DEPENDENCY, LABEL_A_DEPENDS_ON_B]]
+            kind = None if once.p_precondition is None else once.p_precondition[where]
+            return PairScores(probs, kind) if with_kind else probs
     if symmetric:
         forward = predict_proba(model, tokenizer, docs_a, docs_b, max_length, batch_size, progress=progress,
                                 ignore=ignore, ignore_inputs=ignore_inputs, precision=precision, with_kind=True)

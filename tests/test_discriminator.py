@@ -42,6 +42,7 @@ from tasks.training.examples import (  # noqa: E402
     sample_none,
     swap_partners,
     symmetrize,
+    training_pairs,
     with_both_orders,
 )
 from tasks.training.metrics import (  # noqa: E402
@@ -224,6 +225,13 @@ def test_held_out_pairs_reads_every_pair_of_the_held_out_units():
         part = [e for e in capped if e.data_set == data_set]
         assert sum(e.label == 1 for e in part) == 5
         assert [e for e in part if e.label != 1] == [e for e in report if e.data_set == data_set and e.label != 1]
+    # the other side: every pair outside the held-out units, none pairs capped per set, the units never shared
+    train = training_pairs(sampled, every, 0.2, seed=1, max_none=10)
+    assert not set(map(id, train)) & set(map(id, report))
+    assert [e for e in train if e.label != 1] == [e for e in every if not unit(e) and e.label != 1]
+    for data_set in ("many", "one"):
+        assert sum(e.label == 1 and e.data_set == data_set for e in train) == 10
+    assert set(map(id, training_pairs(sampled, every, 0.2, seed=1))) | set(map(id, report)) == set(map(id, every))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -474,6 +482,26 @@ def test_symmetric_prediction_gives_mirrored_probabilities(tiny_model_dir):
     forward = predict_proba(model, tokenizer, [a], [b], 64, symmetric=True).numpy()[0]
     backward = predict_proba(model, tokenizer, [b], [a], 64, symmetric=True).numpy()[0]
     assert forward == pytest.approx(backward[[2, 1, 0]], abs=1e-6)
+
+
+def test_symmetric_scoring_scores_each_unordered_pair_once(tiny_model_dir, monkeypatch):
+    import models.discriminator as disc
+
+    tokenizer, model = load_tokenizer(str(tiny_model_dir)), load_model(str(tiny_model_dir), kind_head=True)
+    login, mail, clock = (canonical_doc_json(_doc(n, i, o)) for n, i, o in
+                          (("Login", ["user"], ["token"]), ("Mail", ["token"], []), ("Clock", [], ["time"])))
+    docs_a, docs_b = [login, mail, clock, login, mail], [mail, login, login, mail, clock]  # both orders, a repeat
+    alone = [predict_proba(model, tokenizer, [a], [b], 64, symmetric=True, with_kind=True) for a, b in zip(docs_a, docs_b)]
+    encoded = []
+    encode = disc.encode_pairs
+    monkeypatch.setattr(disc, "encode_pairs", lambda tok, a, b, *args, **kw: encoded.append(len(a)) or
+                        encode(tok, a, b, *args, **kw))
+    scored = predict_proba(model, tokenizer, docs_a, docs_b, 64, symmetric=True, with_kind=True)
+    assert encoded == [3, 3]  # Login/Mail, Clock/Login, Mail/Clock: each order once
+    assert torch.allclose(scored.probs, torch.cat([s.probs for s in alone]), atol=1e-6)
+    assert torch.allclose(scored.p_precondition, torch.cat([s.p_precondition for s in alone]), atol=1e-6)
+    assert torch.equal(scored.probs[1], scored.probs[0][[2, 1, 0]]) and torch.equal(scored.probs[3], scored.probs[0])
+    assert disc.unordered_pairs(docs_a, docs_b)[0] == [0, 2, 4]
 
 
 def test_decide_uses_the_dependency_mass_and_the_larger_direction():

@@ -121,10 +121,22 @@ def held_out_pairs(examples: Sequence[PairExample], pool: Sequence[PairExample],
     same tool sets' pairs with every none pair, where ``examples`` holds a sample of them (``build_pairs(max_none=)``):
     the held-out groups then report on the pairs they hold, where the sample left UltraTool's held-out groups 24
     none pairs for 178 dependencies."""
+    return _pool_side(examples, pool, valid_fraction, seed, max_none, held_out=True)
+
+
+def training_pairs(examples: Sequence[PairExample], pool: Sequence[PairExample], valid_fraction: float = 0.2,
+                   seed: int = 0, max_none: int | None = None) -> list[PairExample]:
+    """``held_out_pairs``' other side: the pairs of ``pool`` outside the held-out units, at most ``max_none`` none
+    pairs per data set, so training can see more of a set's none pairs than the sample the split was made on."""
+    return _pool_side(examples, pool, valid_fraction, seed, max_none, held_out=False)
+
+
+def _pool_side(examples: Sequence[PairExample], pool: Sequence[PairExample], valid_fraction: float, seed: int,
+               max_none: int | None, held_out: bool) -> list[PairExample]:
     held = _held_out_units(examples, valid_fraction, seed)[0]
     by_set: dict[str, list[PairExample]] = {}
     for e in pool:
-        if held(e):
+        if held(e) == held_out:
             by_set.setdefault(e.data_set, []).append(e)
     kept = {id(e) for pairs in by_set.values() for e in sample_none(pairs, max_none, seed)}
     return [e for e in pool if id(e) in kept]
