@@ -23,12 +23,11 @@ BENCHMARKS = Path("../shared/data/benchmarks")
 
 
 def pair_sets(tdi: Path) -> dict[str, list]:
-    from flows.train_discriminator import (TrainDiscriminatorConfig, build_toolset_pairs, held_out_report_pairs,
-                                           load_pretraining_pairs)
+    from flows.train_discriminator import (TrainDiscriminatorConfig, build_toolset_pairs, finetune_pairs,
+                                           held_out_report_pairs, load_pretraining_pairs)
 
     cfg = replace(TrainDiscriminatorConfig(), benchmarks_root=BENCHMARKS)
-    sample = build_toolset_pairs.fn(cfg.finetune, BENCHMARKS, cfg.finetune_max_none, cfg.split_seed)
-    return {"held-out report (UltraTool+TMDB)": held_out_report_pairs(cfg, sample),
+    return {"held-out report (UltraTool+TMDB)": held_out_report_pairs(cfg, *finetune_pairs.fn(cfg)),
             "TDI validation sample": load_pretraining_pairs.fn(tdi, cfg.pretrain_max_pairs, cfg.pretrain_max_valid,
                                                                cfg.seed, valid_seed=cfg.split_seed)[1],
             "API-Bank test": build_toolset_pairs.fn(("apibank",), BENCHMARKS, cfg.test_max_none, cfg.split_seed)}

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from flows.train_discriminator import (TrainDiscriminatorConfig, build_toolset_pairs, held_out_report_pairs, score_examples,
+from flows.train_discriminator import (TrainDiscriminatorConfig, finetune_pairs, held_out_report_pairs, score_examples,
                                        toolset_none_ratio)
 from tasks.training.examples import none_weights
 from tasks.training.metrics import choose_threshold, counts_at_cut, dependency_curve, prf_of_counts
@@ -47,8 +47,7 @@ def held_out_groups() -> tuple[list, np.ndarray]:
     """The held-out groups train-discriminator reports (its default --finetune sets and split), every pair they
     hold (``held_out_report_pairs``), and each pair's weight at the sets' real prior."""
     cfg = replace(TrainDiscriminatorConfig(), benchmarks_root=BENCHMARKS)
-    valid = held_out_report_pairs(cfg, build_toolset_pairs.fn(cfg.finetune, BENCHMARKS, cfg.finetune_max_none,
-                                                              cfg.split_seed))
+    valid = held_out_report_pairs(cfg, *finetune_pairs.fn(cfg))
     return valid, none_weights(valid, toolset_none_ratio.fn(cfg.finetune, BENCHMARKS))
 
 

@@ -50,6 +50,7 @@ from tasks.training.examples import (
     load_tdi_examples,
     natural_none_ratio,
     none_weights,
+    sample_none,
     training_pairs,
     with_both_orders,
 )
@@ -466,13 +467,20 @@ def build_toolset_pairs(specs: tuple[str, ...], benchmarks_root: Path, max_none:
     return [e for _, pairs in toolset_pairs.fn(specs, benchmarks_root, max_none, seed) for e in pairs]
 
 
+@task(cache_policy=NO_CACHE)
+def finetune_pairs(cfg: TrainDiscriminatorConfig) -> tuple[list[PairExample], list[PairExample]]:
+    """The --finetune sets' pairs from one read of each set: --finetune-max-none's sample (the split, training,
+    calibration; as ``build_toolset_pairs`` samples it) and every pair (the held-out report, --finetune-train-none)."""
+    per_set = [pairs for _, pairs in toolset_pairs.fn(cfg.finetune, cfg.benchmarks_root, None, cfg.split_seed)]
+    return ([e for pairs in per_set for e in sample_none(pairs, cfg.finetune_max_none, cfg.split_seed)],
+            [e for pairs in per_set for e in pairs])
+
+
 def held_out_report_pairs(cfg: TrainDiscriminatorConfig, ft_pairs: list[PairExample],
-                          every: list[PairExample] | None = None) -> list[PairExample]:
-    """The pairs of the --finetune sets' held-out groups the held-out report reads: every pair they hold, up to
+                          every: list[PairExample]) -> list[PairExample]:
+    """The pairs of the --finetune sets' held-out groups the held-out report reads: ``every`` pair they hold, up to
     --heldout-max-none none pairs per set, where ``ft_pairs`` (training and calibration) hold --finetune-max-none's
-    sample of the none pairs (UltraTool's held-out groups kept 24 of their 618). ``every``: the sets' every pair,
-    when already built."""
-    every = every if every is not None else build_toolset_pairs(cfg.finetune, cfg.benchmarks_root, None, cfg.split_seed)
+    sample of the none pairs (UltraTool's held-out groups kept 24 of their 618)."""
     return held_out_pairs(ft_pairs, every, cfg.valid_fraction, cfg.split_seed, cfg.heldout_max_none)
 
 
@@ -948,9 +956,8 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
         restore_dir(best)
         shutil.rmtree(ckpt, ignore_errors=True)  # what a killed run left
         if cfg.finetune:
-            ft_pairs = build_toolset_pairs(cfg.finetune, cfg.benchmarks_root, cfg.finetune_max_none, cfg.split_seed)
+            ft_pairs, every = finetune_pairs(cfg)
             ft_train, ft_valid, split_note = grouped_split(ft_pairs, cfg.valid_fraction, cfg.split_seed)
-            every = build_toolset_pairs(cfg.finetune, cfg.benchmarks_root, None, cfg.split_seed)
             report_sets["finetune"] = held_out_report_pairs(cfg, ft_pairs, every)
             if cfg.finetune_train_none is not None:  # the training units' none pairs beyond the split's sample
                 ft_train = training_pairs(ft_pairs, every, cfg.valid_fraction, cfg.split_seed, cfg.finetune_train_none)
@@ -980,9 +987,9 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
     # Stage 3: calibration on validation pairs (symmetrized), stored beside the checkpoint
     if cfg.checkpoint is not None and cfg.recalibrate:  # the validation sets of a training run with this config
         if cfg.finetune:
-            ft_pairs = build_toolset_pairs(cfg.finetune, cfg.benchmarks_root, cfg.finetune_max_none, cfg.split_seed)
+            ft_pairs, every = finetune_pairs(cfg)
             valid_sets["finetune"] = grouped_split(ft_pairs, cfg.valid_fraction, cfg.split_seed)[1]
-            report_sets["finetune"] = held_out_report_pairs(cfg, ft_pairs)
+            report_sets["finetune"] = held_out_report_pairs(cfg, ft_pairs, every)
         tdi = resolve_pretrain_data(cfg.pretrain_data)
         if tdi is not None:
             valid_sets["tdi"] = load_pretraining_pairs(tdi, cfg.pretrain_max_pairs, cfg.pretrain_max_valid, cfg.seed,
