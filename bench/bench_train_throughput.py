@@ -32,7 +32,7 @@ from bench.results import write_section  # noqa: E402
 from models.discriminator import encode_pairs, load_model, load_tokenizer  # noqa: E402
 from tasks.toolsets.readers import load_benchmark  # noqa: E402
 from tasks.training.examples import build_pairs  # noqa: E402
-from tasks.training.precision import cpu_has_amx  # noqa: E402
+from tasks.training.precision import cpu_bf16_unit  # noqa: E402
 from tasks.training.trainer import StageArguments, train_classifier  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -114,8 +114,8 @@ def main() -> None:
               f"ours / stock, both bf16: {ours_b / stock_b:.2f}x")
         bf16_lines = (f"- **bf16 mixed precision / fp32, both at random: ours {ours_b / ours:.2f}x, the stock Trainer "
                       f"{stock_b / med['stock random']:.2f}x** (ours / stock, both bf16: {ours_b / stock_b:.2f}x); "
-                      f"this CPU {'has' if cpu_has_amx() else 'lacks'} AMX tiles (`--train-precision auto` trains in "
-                      f"bf16 only where it has them)\n")
+                      f"this CPU's bf16 unit: {cpu_bf16_unit() or 'none'} (`--train-precision auto` trains in bf16 only "
+                      f"where the CPU has AMX tiles or AVX512-BF16)\n")
     if args.write_results:
         cmd = (f"python -m bench.bench_train_throughput --pairs {args.pairs} --max-length {args.max_length} "
                f"--batch-size {args.batch_size} --repeats {args.repeats}"

@@ -154,8 +154,8 @@ class TrainDiscriminatorConfig:
         "(bench/RESULTS.md); the parameter level groups its units by length either way")] = False
     train_precision: Annotated[str, Help(
         "the training loops' arithmetic: auto (bf16 mixed precision where it gains: the pair stages on CUDA and on "
-        "CPUs with AMX tiles, where a step takes about 0.7x the time, and the retriever, which trains on the CPU, "
-        "on such CPUs; fp32 elsewhere), fp32 or bf16; scoring, calibration and the parameter head stay fp32")] = "auto"
+        "CPUs with bf16 matrix units (AMX tiles or AVX512-BF16), where a step takes 0.65x to 0.7x the time, and the "
+        "retriever, which trains on the CPU, on such CPUs; fp32 elsewhere), fp32 or bf16; scoring, calibration and the parameter head stay fp32")] = "auto"
     finetune_replay: Annotated[int, Help(
         "TDI training pairs mixed into finetuning so the parameter-level skill is not forgotten")] = 600
     test_max_none: Annotated[int | None, Help("paper's API-Bank test: all dependency pairs + 500 none")] = 500
@@ -413,7 +413,7 @@ from tasks.training.plots import PR_POINTS, plot_confusion, plot_precision_recal
 from tasks.common.plots import show_plot  # noqa: E402
 from tasks.graph.pruning import log_groups  # noqa: E402
 from tasks.graph.two_level import PARAMETER_SCORER_DIR, TWO_LEVEL_CUT, parameter_scorer_of  # noqa: E402
-from tasks.training.precision import train_in_bf16  # noqa: E402
+from tasks.training.precision import cpu_bf16_unit, train_in_bf16  # noqa: E402
 from tasks.training.trainer import (StageArguments, TrainResult, pick_device, predict_examples, seed_everything,  # noqa: E402
                                     train_classifier)
 
@@ -888,9 +888,11 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
     batch_size = cfg.batch_size or (128 if device.type == "cuda" else 32)
     out = Path(cfg.output)
     out.mkdir(parents=True, exist_ok=True)
-    bf16 = train_in_bf16(cfg.train_precision)
-    logger.info("device %s (training in bf16: %s), batch size %d", device, bf16, batch_size)
+    bf16, cpu_unit = train_in_bf16(cfg.train_precision), cpu_bf16_unit()
+    logger.info("device %s (training in bf16: %s; the CPU's bf16 unit: %s), batch size %d", device, bf16,
+                cpu_unit or "none", batch_size)
     summary: dict[str, Any] = {"run": out.name, "config": asdict(cfg), "device": str(device), "trained_in_bf16": bf16,
+                               "cpu_bf16_unit": cpu_unit,
                                "data": {"pretrain": {}, "finetune": {}}}
     stages: dict[str, TrainResult] = {}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 DEFAULT_MAX_LENGTH = 96  # evidence + signature lines of both docs and the start of their descriptions
 # training loops' precision (tasks/training/precision.py ``train_in_bf16``): auto is bf16 mixed precision where it
-# gains (CUDA, CPUs with AMX tiles), fp32 elsewhere
+# gains (CUDA, CPUs with AMX tiles or AVX512-BF16), fp32 elsewhere
 TRAIN_PRECISIONS = ("auto", "fp32", "bf16")
 # how a new discriminator (models/discriminator.py ``load_model``) or parameter reranker pools its tokens: auto
 # pools as the encoder was trained (the mean for all-MiniLM-L6-v2), mean or cls ([CLS] through its own head) say so

@@ -787,24 +787,26 @@ def test_training_batches_are_drawn_at_random_unless_length_grouped_is_asked_for
     assert plain.train_sampling_strategy == "random" and grouped.train_sampling_strategy == "group_by_length"
 
 
-def test_training_precision_auto_is_bf16_on_cuda_and_on_cpus_with_amx_tiles(tmp_path, monkeypatch):
+def test_training_precision_auto_is_bf16_on_cuda_and_on_cpus_with_bf16_units(tmp_path, monkeypatch):
     from tasks.training import precision, trainer
 
     info = tmp_path / "cpuinfo"
     info.write_text("processor\t: 0\nflags\t\t: fpu sse avx512f avx512_bf16 amx_bf16 amx_tile\n")
-    assert precision.cpu_has_amx(str(info))
+    assert precision.cpu_bf16_unit(str(info)) == "amx_bf16"
     info.write_text("processor\t: 0\nflags\t\t: fpu sse avx512f avx512_bf16\n")  # bf16 instructions, no tiles
-    assert not precision.cpu_has_amx(str(info))
-    assert not precision.cpu_has_amx(str(tmp_path / "absent"))  # not Linux: fp32
+    assert precision.cpu_bf16_unit(str(info)) == "avx512_bf16"
+    info.write_text("processor\t: 0\nflags\t\t: fpu sse avx2 avx512f avx512_bf16x\n")  # a flag is a whole word
+    assert precision.cpu_bf16_unit(str(info)) is None
+    assert precision.cpu_bf16_unit(str(tmp_path / "absent")) is None  # not Linux: fp32
     monkeypatch.setattr(precision.torch.cuda, "is_available", lambda: False)
-    for amx, auto in ((True, True), (False, False)):
-        monkeypatch.setattr(precision, "cpu_has_amx", lambda amx=amx: amx)
+    for unit, auto in (("amx_bf16", True), ("avx512_bf16", True), (None, False)):
+        monkeypatch.setattr(precision, "cpu_bf16_unit", lambda unit=unit: unit)
         assert precision.train_in_bf16("auto") is auto
         assert precision.train_in_bf16("auto", cuda=False) is auto  # a CPU loop (the retriever's) on any machine
         assert precision.train_in_bf16("fp32") is False and precision.train_in_bf16("bf16") is True
     monkeypatch.setattr(precision.torch.cuda, "is_available", lambda: True)
     assert precision.train_in_bf16("auto") is True
-    assert precision.train_in_bf16("auto", cuda=False) is False  # CUDA there, the loop on a CPU without tiles
+    assert precision.train_in_bf16("auto", cuda=False) is False  # CUDA there, the loop on a CPU without bf16 units
     with pytest.raises(ValueError, match="fp16"):
         precision.train_in_bf16("fp16")
     monkeypatch.setattr(trainer.torch.cuda, "is_available", lambda: False)

@@ -227,11 +227,11 @@ def test_bf16_training_autocasts_the_encoding_and_saves_fp32_weights_the_config_
         assert {v.dtype for v in trained[bf16].values() if v.is_floating_point()} == {torch.float32}
     assert any(not torch.equal(trained[True][k], trained[False][k]) for k in trained[True])
 
-    monkeypatch.setattr(precision, "cpu_has_amx", lambda: False)
+    monkeypatch.setattr(precision, "cpu_bf16_unit", lambda: None)
     monkeypatch.setattr(precision.torch.cuda, "is_available", lambda: True)  # CUDA there: the retriever stays on CPU
     assert RetrieverConfig(tdi=None).arguments().bf16 is False
     assert RetrieverConfig(tdi=None, train_precision="bf16").reranker_arguments().bf16 is True
-    monkeypatch.setattr(precision, "cpu_has_amx", lambda: True)
+    monkeypatch.setattr(precision, "cpu_bf16_unit", lambda: "avx512_bf16")
     assert RetrieverConfig(tdi=None).arguments().bf16 is True
     assert RetrieverConfig(tdi=None, train_precision="fp32").arguments().bf16 is False
     with pytest.raises(ValueError, match="--train-precision 'fp16'"):

@@ -131,6 +131,8 @@ def test_flow_trains_calibrates_evaluates_and_saves_a_loadable_checkpoint(tiny_r
     text = (out / "metrics.json").read_text()
     metrics = json.loads(text, parse_constant=lambda c: pytest.fail(f"metrics.json holds {c}: not strict JSON"))
     assert metrics["data"]["pretrain"]["source"].endswith("tiny")
+    from tasks.training.precision import cpu_bf16_unit, train_in_bf16  # which arithmetic, and why, on this machine
+    assert metrics["cpu_bf16_unit"] == cpu_bf16_unit() and metrics["trained_in_bf16"] is train_in_bf16("auto")
     # both orders: the shards hold each dependency pair and its swap; the 8 none pairs gain their swaps
     assert metrics["data"]["pretrain"]["train"] == {"a_depends_on_b": 8, "no_dependency": 16, "b_depends_on_a": 8}
     assert metrics["data"]["finetune"]["replay"] == min(tiny_run.finetune_replay, 32)

@@ -7,24 +7,29 @@ import torch
 from models.discriminator_defaults import check_train_precision
 
 
-def cpu_has_amx(cpuinfo: str = "/proc/cpuinfo") -> bool:
-    """The CPU multiplies bf16 matrices in AMX tiles (Sapphire Rapids and later): there bf16 autocast makes a
-    training step about 1.4x as fast (bench/RESULTS.md); elsewhere it is not known to gain. Read from the kernel's
-    flags (Linux; elsewhere False)."""
+# kernel flags of the CPU units that multiply bf16 matrices natively: AMX tiles (Intel Sapphire Rapids and later),
+# AVX512-BF16 (Intel Cooper Lake, AMD Zen 4 and later). Without either, oneDNN emulates bf16 and gains nothing known.
+BF16_CPU_FLAGS = ("amx_bf16", "avx512_bf16")
+
+
+def cpu_bf16_unit(cpuinfo: str = "/proc/cpuinfo") -> str | None:
+    """The first of ``BF16_CPU_FLAGS`` the CPU has, read from the kernel's flags (Linux; elsewhere None). There bf16
+    autocast makes a pair-stage training step 1.4x (AMX) to 1.55x (AVX512-BF16) as fast (bench/RESULTS.md)."""
     try:
         with open(cpuinfo) as f:
-            return any(line.startswith("flags") and " amx_bf16" in line for line in f)
+            flags = next((set(line.split(":", 1)[1].split()) for line in f if line.startswith("flags")), set())
     except OSError:
-        return False
+        return None
+    return next((flag for flag in BF16_CPU_FLAGS if flag in flags), None)
 
 
 def train_in_bf16(precision: str, cuda: bool | None = None) -> bool:
-    """Whether a training loop runs bf16 mixed precision: ``auto`` where it gains, on CUDA and on CPUs with AMX
-    tiles. ``cuda``: whether the loop runs on CUDA (None: whenever CUDA is there, as the ``Trainer`` places it;
-    the retriever's and the reranker's loops run on the CPU, so they pass False)."""
+    """Whether a training loop runs bf16 mixed precision: ``auto`` where it gains, on CUDA and on CPUs with bf16
+    matrix units (``cpu_bf16_unit``). ``cuda``: whether the loop runs on CUDA (None: whenever CUDA is there, as the
+    ``Trainer`` places it; the retriever's and the reranker's loops run on the CPU, so they pass False)."""
     check_train_precision(precision, "training precision")
     if precision == "auto":
-        return (torch.cuda.is_available() if cuda is None else cuda) or cpu_has_amx()
+        return (torch.cuda.is_available() if cuda is None else cuda) or cpu_bf16_unit() is not None
     return precision == "bf16"
 
 

@@ -60,9 +60,9 @@ class RetrieverConfig:
     seed: Annotated[int, Help("seed of sampling, shuffling and negatives")] = 42
     threads: Annotated[int | None, Help("torch CPU threads (none: torch's default)")] = None
     train_precision: Annotated[str, Help(
-        "the training loops' arithmetic (both run on the CPU): auto (bf16 mixed precision on CPUs with AMX tiles, "
-        "where a retriever step takes about 0.6x the time and a reranker step 0.75x; fp32 elsewhere), fp32 or bf16; validation, the "
-        "parameter head and every score stay fp32")] = "auto"
+        "the training loops' arithmetic (both run on the CPU): auto (bf16 mixed precision on CPUs with bf16 matrix "
+        "units, AMX tiles or AVX512-BF16, where a retriever step takes 0.6x to 0.7x the time and a reranker step "
+        "0.75x; fp32 elsewhere), fp32 or bf16; validation, the parameter head and every score stay fp32")] = "auto"
     reranker: Annotated[bool, Help(
         "also train the parameter reranker: a cross-encoder over the retriever's candidate units (top-k producers "
         "of each input, or a name-rule match), stacked with the parameter head; build-graph --param-discriminator "
