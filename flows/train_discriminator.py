@@ -155,7 +155,8 @@ class TrainDiscriminatorConfig:
     train_precision: Annotated[str, Help(
         "the training loops' arithmetic: auto (bf16 mixed precision where it gains: the pair stages on CUDA and on "
         "CPUs with bf16 matrix units (AMX tiles or AVX512-BF16), where a step takes 0.65x to 0.7x the time, and the "
-        "retriever, which trains on the CPU, on such CPUs; fp32 elsewhere), fp32 or bf16; scoring, calibration and the parameter head stay fp32")] = "auto"
+        "retriever, which trains on the CPU, on such CPUs; fp32 elsewhere), fp32 or bf16; scoring, calibration and "
+        "the parameter head stay fp32")] = "auto"
     finetune_replay: Annotated[int, Help(
         "TDI training pairs mixed into finetuning so the parameter-level skill is not forgotten")] = 600
     test_max_none: Annotated[int | None, Help("paper's API-Bank test: all dependency pairs + 500 none")] = 500
