@@ -30,7 +30,7 @@ import json
 import random
 import shutil
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -94,7 +94,9 @@ class TrainDiscriminatorConfig:
         "all-MiniLM-L6-v2, [CLS] for others), mean (BERT-family bases) or cls (the base's own head); a checkpoint "
         "keeps its own. On MiniLM, [CLS] sat at the class prior for most of the CPU pretraining (bench/RESULTS.md)")] = \
         field(default="auto", metadata={"choices": POOLINGS})
-    max_length: Annotated[int, Help("word pieces per pair")] = DEFAULT_MAX_LENGTH
+    max_length: Annotated[int, Help(
+        "word pieces per pair (evaluating a --checkpoint: the length it was trained and calibrated with, from its "
+        "calibration.json)")] = DEFAULT_MAX_LENGTH
     batch_size: Annotated[int | None, Help("pairs per step; none: 32 on CPU, 128 on CUDA (bf16)")] = None
     pretrain_epochs: Annotated[float, Help("passes over the TDI training pairs")] = 1.0
     pretrain_learning_rate: Annotated[float, Help("peak learning rate, pretraining (few steps on CPU)")] = 2e-4
@@ -880,10 +882,21 @@ def finish_checkpoint(staged: Path, best: Path, summary: dict[str, Any], card: s
 # Flow
 
 
+def scored_as_trained(cfg: TrainDiscriminatorConfig) -> TrainDiscriminatorConfig:
+    """Evaluating a --checkpoint scores its pairs at the length it was trained and calibrated with (its
+    calibration.json, as build-graph reads it): its cut holds at that length only."""
+    trained = (load_calibration(Path(cfg.checkpoint)) or {}).get("max_length") if cfg.checkpoint is not None else None
+    return replace(cfg, max_length=int(trained)) if trained else cfg
+
+
 @flow(name="train-discriminator", log_prints=True)
 def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig()) -> dict[str, Any]:
     cfg.check_inputs()  # before any work: a missing benchmark is found now, not after pretraining
     logger = get_run_logger()
+    given, cfg = cfg.max_length, scored_as_trained(cfg)
+    if cfg.max_length != given:
+        logger.info("scoring at %d word pieces per pair, as %s was trained (not --max-length %d)", cfg.max_length,
+                    cfg.checkpoint, given)
     seed_everything(cfg.seed)
     device = pick_device()
     batch_size = cfg.batch_size or (128 if device.type == "cuda" else 32)

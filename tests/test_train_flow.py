@@ -219,9 +219,12 @@ def test_flow_trains_calibrates_evaluates_and_saves_a_loadable_checkpoint(tiny_r
     assert {p["label"] for p in pred} == set(KIND_HEAD_ID2LABEL.values())  # the joint of class and kind
     assert sum(p["score"] for p in pred) == pytest.approx(1.0, abs=1e-4)
 
-    # evaluate-only: the checkpoint scores a tool set without training, with its stored calibration
+    # evaluate-only: the checkpoint scores a tool set without training, with its stored calibration, at the length
+    # it was trained with (64), whatever --max-length says
     only = train_discriminator(TrainDiscriminatorConfig(output=out / "eval", checkpoint=best, test=tiny_run.test,
-                                                        max_length=64, batch_size=4, progress=False))
+                                                        max_length=16, batch_size=4, progress=False))
+    assert json.loads((out / "eval" / "metrics.json").read_text())["config"]["max_length"] == 64
+    assert load_calibration(best)["max_length"] == 64
     assert only["test"]["argmax"] == test["argmax"] and only["test"]["calibrated"] == test["calibrated"]
     assert not (out / "eval" / "pretrain").exists() and (out / "eval" / "metrics.json").exists()
 
