@@ -152,14 +152,15 @@ def nograd_predict(model, tokenizer, docs_a, docs_b, max_length, batch_size, ign
 def bench(checkpoint: str, root: Path, n_pairs: int, rounds: int, batch_size: int, max_producers: int) -> dict:
     import torch
 
-    from models.discriminator import decide, load_calibration, load_discriminator, predict_proba, scoring_model
+    from models.discriminator import (decide, load_calibration, load_discriminator, predict_proba, scoring_model,
+                                      trained_max_length)
     from tasks.graph.scoring import check_label_order
 
     model, tokenizer = load_discriminator(checkpoint)
     check_label_order(model.config.id2label, checkpoint)
     model.eval()
     calibration = load_calibration(checkpoint) or {}
-    max_length = int(calibration.get("max_length", 256))
+    max_length = trained_max_length(calibration) or 256
     threshold = calibration.get("threshold")
     tools, pairs = candidate_pairs("toolbench_stable", root, n_pairs)
     a, b, ignore, ignore_inputs = pair_inputs(tools, pairs, max_producers)

@@ -34,16 +34,19 @@ def pair_sets(tdi: Path) -> dict[str, list]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from models.discriminator import decide, load_calibration, load_discriminator, predict_proba, unordered_pairs
+    from models.discriminator import (DEFAULT_MAX_LENGTH, decide, load_calibration, load_discriminator, predict_proba,
+                                      trained_max_length, unordered_pairs)
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--checkpoint", default="artifacts/discriminator/minilm/best")
     ap.add_argument("--tdi", default="artifacts/tdi/tdi-mined")
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--max-length", type=int, default=96)
+    ap.add_argument("--max-length", type=int, default=None, help="default: the checkpoint's own (its calibration.json)")
     args = ap.parse_args(argv)
     model, tokenizer = load_discriminator(args.checkpoint)
-    cut = (load_calibration(args.checkpoint) or {}).get("threshold")
+    calibration = load_calibration(args.checkpoint) or {}
+    cut = calibration.get("threshold")
+    max_length = args.max_length or trained_max_length(calibration) or DEFAULT_MAX_LENGTH
     print(f"checkpoint {args.checkpoint}, cut {cut}, torch threads {torch.get_num_threads()}")
     print("| pairs | ordered pairs | unordered | both orders apart (s) | each unordered pair once (s) | speedup | "
           "max abs diff | decisions changed |")
@@ -56,7 +59,7 @@ def main(argv: list[str] | None = None) -> None:
         for _ in range(args.rounds):
             for path in ("apart", "once"):
                 start = time.perf_counter()
-                scores[path] = predict_proba(model, tokenizer, docs_a, docs_b, args.max_length, 128, symmetric=True,
+                scores[path] = predict_proba(model, tokenizer, docs_a, docs_b, max_length, 128, symmetric=True,
                                              ignore=apart if path == "apart" else None).numpy()
                 times[path].append(time.perf_counter() - start)
         apart_s, once_s = statistics.median(times["apart"]), statistics.median(times["once"])

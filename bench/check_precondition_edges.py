@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 import flows.train_discriminator as td
-from models.discriminator import decide, load_calibration
+from models.discriminator import decide, load_calibration, trained_max_length
 from schemas.tdi import LABEL_A_DEPENDS_ON_B
 from tasks.graph.checks import check_pairs
 from tasks.graph.two_level import TWO_LEVEL_CUT, parameter_scorer_of
@@ -27,7 +27,7 @@ from tasks.graph.two_level import TWO_LEVEL_CUT, parameter_scorer_of
 def added_edges(checkpoint: Path, toolset, pairs) -> dict[tuple[str, str], float]:
     """(prerequisite, dependent) -> p(dependency) of the edges "checks" adds on ``pairs`` (both orders of each)."""
     calibration = load_calibration(checkpoint) or {}
-    max_length = calibration.get("max_length", td.TrainDiscriminatorConfig().max_length)
+    max_length = trained_max_length(calibration) or td.TrainDiscriminatorConfig().max_length
     probs = np.asarray(td.score_examples.fn(checkpoint, pairs, max_length, 64, True, False)["probs"]).reshape(-1, 3)
     two, checks = td.two_level_scores.fn(parameter_scorer_of(checkpoint), [(toolset, pairs)], probs,
                                          calibration.get("threshold"), ("off", "checks"))

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 import flows.train_discriminator as td
-from models.discriminator import load_calibration
+from models.discriminator import load_calibration, trained_max_length
 from tasks.graph.two_level import TWO_LEVEL_CUT, parameter_scorer_of
 from tasks.toolsets.readers import load_benchmark, write_toolset_dir
 
@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> None:
     cfg, best = td.TrainDiscriminatorConfig(), Path(a.checkpoint)
     calibration = load_calibration(best)
     threshold = calibration["threshold"] if calibration else None
-    max_length = calibration.get("max_length", cfg.max_length) if calibration else cfg.max_length
+    max_length = trained_max_length(calibration) or cfg.max_length
     print(f"| {a.benchmark} test pairs | method | P | R | F1 | beyond-rule R | beyond-rule P |\n|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         for label, spec in ((f"{a.benchmark} as published", a.benchmark),

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 
-from models.discriminator import decide, load_calibration, load_discriminator
+from models.discriminator import decide, load_calibration, load_discriminator, trained_max_length
 from schemas.tdi import LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A
 from tasks.training.doc_views import METHOD_DOCS, shown_as, trained_method_docs
 from tasks.training.examples import PairExample
@@ -68,7 +68,7 @@ def main() -> None:
     threshold = calibration.get("threshold")
     method_docs = a.method_docs or trained_method_docs(calibration)
     examples = shown_as([PairExample(r["doc_a"], r["doc_b"], r["label"], "tdi") for r in rows], method_docs)
-    probs = predict_examples(model, tokenizer, examples, calibration.get("max_length", 256), 64,
+    probs = predict_examples(model, tokenizer, examples, trained_max_length(calibration) or 256, 64,
                              calibration.get("symmetric", True))
     predictions = {"discriminator, calibrated": decide(probs, threshold), "discriminator, argmax": decide(probs),
                    "name rule, exact": np.asarray(rule_labels(examples)),

@@ -505,9 +505,9 @@ def draw_candidate_recall(curves: dict[str, list[dict]], points: dict[str, dict]
 
 def scoring_max_length(checkpoint: str, cfg: GraphConfig) -> int:
     """The input length pairs are scored at: --max-length, else the one the model was trained and calibrated at."""
-    from models.discriminator import load_calibration
+    from models.discriminator import load_calibration, trained_max_length
 
-    return cfg.max_length or (load_calibration(checkpoint) or {}).get("max_length", 256)
+    return cfg.max_length or trained_max_length(load_calibration(checkpoint)) or 256
 
 
 @task(cache_policy=NO_CACHE)

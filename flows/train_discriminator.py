@@ -411,7 +411,7 @@ from prefect.cache_policies import NO_CACHE  # noqa: E402
 # quote(x): Prefect passes x to the task without walking it for futures (a walk costs about 0.4 ms a pair)
 from prefect.utilities.annotations import quote  # noqa: E402
 from models.discriminator import (CALIBRATION_FILE, checkpoint_pooling, decide, load_calibration,  # noqa: E402
-                                  load_discriminator, load_model, load_tokenizer)
+                                  load_discriminator, load_model, load_tokenizer, trained_max_length)
 from tasks.training.plots import PR_POINTS, plot_confusion, plot_precision_recall, plot_training_curves  # noqa: E402
 from tasks.common.plots import show_plot  # noqa: E402
 from tasks.graph.pruning import log_groups  # noqa: E402
@@ -885,8 +885,8 @@ def finish_checkpoint(staged: Path, best: Path, summary: dict[str, Any], card: s
 def scored_as_trained(cfg: TrainDiscriminatorConfig) -> TrainDiscriminatorConfig:
     """Evaluating a --checkpoint scores its pairs at the length it was trained and calibrated with (its
     calibration.json, as build-graph reads it): its cut holds at that length only."""
-    trained = (load_calibration(Path(cfg.checkpoint)) or {}).get("max_length") if cfg.checkpoint is not None else None
-    return replace(cfg, max_length=int(trained)) if trained else cfg
+    trained = trained_max_length(load_calibration(cfg.checkpoint)) if cfg.checkpoint is not None else None
+    return replace(cfg, max_length=trained) if trained else cfg
 
 
 @flow(name="train-discriminator", log_prints=True)

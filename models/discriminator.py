@@ -395,6 +395,13 @@ def load_calibration(checkpoint: str | Path) -> dict | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
+def trained_max_length(calibration: dict | None) -> int | None:
+    """The word pieces per pair a checkpoint was trained and calibrated with (its ``load_calibration``), or None
+    where it does not say: scored at another length, its cut no longer holds."""
+    length = (calibration or {}).get("max_length")
+    return int(length) if length else None
+
+
 SCORING_PRECISIONS = ("fp32", "bf16", "int8")  # fp32: the reference; the others change the numbers (opt-in)
 
 

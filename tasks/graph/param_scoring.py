@@ -42,7 +42,7 @@ def score_parameters(checkpoint: str | Path, tools: Sequence[Tool], pairs: Seque
     input encoded once); where the retriever also holds a parameter reranker (``param_reranker/``,
     train-retriever --reranker), by the reranker over the candidate units only (each input's top-k producers,
     or a name-rule match: the others are not scored, so they make no edge)."""
-    from models.discriminator import load_calibration, load_discriminator
+    from models.discriminator import load_calibration, load_discriminator, trained_max_length
     from tasks.training.param_scorer import PARAM_MAX_LENGTH, score_param_examples
 
     units = parameter_units(tools, pairs)
@@ -65,7 +65,7 @@ def score_parameters(checkpoint: str | Path, tools: Sequence[Tool], pairs: Seque
     model, tokenizer = load_discriminator(checkpoint)
     if device:
         model.to(device)
-    length = max_length or (load_calibration(checkpoint) or {}).get("max_length") or PARAM_MAX_LENGTH
+    length = max_length or trained_max_length(load_calibration(checkpoint)) or PARAM_MAX_LENGTH
     examples = [ParamExample(tools[p].doc, tools[c].doc, q, 0, tools[c].group) for p, c, q in units]
     probs = score_param_examples(model, tokenizer, examples, int(length), batch_size)
     return [ParamScore(p, c, q, float(x)) for (p, c, q), x in zip(units, probs)]
