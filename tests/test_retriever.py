@@ -317,8 +317,8 @@ def test_share_is_one_budget_for_the_set_spent_on_the_best_pairs_whatever_their_
     assert len(retrieve_producers(tools, producers, queries, list(range(6)), k=2, share=1 / 12)) == 1
 
 
-def test_head_ranking_scores_a_pair_by_its_best_input_and_build_graph_ranks_so_when_asked(tmp_path):
-    from flows.build_graph import GraphConfig, retrieval_head
+def test_head_ranking_scores_a_pair_by_its_best_input_and_build_graph_ranks_so_where_it_can(tmp_path):
+    from flows.build_graph import GraphConfig, retrieval_head, retrieval_ranking
     from tasks.graph.candidates import head_ranking, retrieval_candidates
     from tasks.training.param_head import FEATURES, ParamHead
 
@@ -336,14 +336,23 @@ def test_head_ranking_scores_a_pair_by_its_best_input_and_build_graph_ranks_so_w
     folder.mkdir()
     head.save(folder)
     capped = dict(toolsets=("apibank",), retrieval_encoder=str(folder), retrieval_share=0.05)
-    assert retrieval_head(GraphConfig(**capped)) is None  # the default ranks by cosine
-    got = retrieval_head(GraphConfig(**capped, retrieval_rank="head"))
-    assert got is not None and got.coef == coef
+    for rank in ("auto", "head"):  # auto, the default: the head, since the encoder's folder has one
+        cfg = GraphConfig(**capped, retrieval_rank=rank)
+        got = retrieval_head(cfg)
+        assert got is not None and got.coef == coef and retrieval_ranking(cfg) == "head"
+    assert GraphConfig(**capped).retrieval_rank == "auto"
+    assert retrieval_head(GraphConfig(**capped, retrieval_rank="cosine")) is None  # asked for the cosine
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "plain" / "config.json").write_text("{}")
+    for cosine in ({"retrieval_encoder": str(tmp_path / "plain")},  # no head there: auto ranks by cosine
+                   {"retrieval_share": None}, {"retrieval_encoder": None}):  # no budget, or no trained encoder
+        assert retrieval_head(GraphConfig(**(capped | cosine))) is None
+        assert retrieval_ranking(GraphConfig(**(capped | cosine))) == "cosine"
+    with pytest.raises(ValueError, match="--retrieval-rank 'best': one of auto, cosine, head"):
+        GraphConfig(**capped, retrieval_rank="best")
     for bad in ({"retrieval_share": None}, {"retrieval_encoder": None}):
         with pytest.raises(ValueError, match="--retrieval-rank head: only with"):
             GraphConfig(**(capped | bad), retrieval_rank="head")
-    (tmp_path / "plain").mkdir()
-    (tmp_path / "plain" / "config.json").write_text("{}")
     with pytest.raises(ValueError, match="no param_head.json"):
         GraphConfig(**(capped | {"retrieval_encoder": str(tmp_path / "plain")}), retrieval_rank="head",
                     warehouse=str(tmp_path / "w.duckdb")).check_inputs()

@@ -19,6 +19,9 @@ if TYPE_CHECKING:
     from tasks.training.param_head import ParamHead
 
 DEFAULT_RETRIEVAL_K = 3
+# what ranks the pairs under a share cap (build-graph --retrieval-rank): auto, the parameter head where the
+# trained retriever's folder has one, else the cosine
+RETRIEVAL_RANKS = ("auto", "cosine", "head")
 
 
 @dataclass(frozen=True)
