@@ -481,8 +481,10 @@ def prune(toolset: ToolSet, embeddings: np.ndarray, cfg: GraphConfig,
           encode: RetrievalRuleEncoder | None = None) -> PruningResult:
     retrieved = None
     if "retrieval" in pruning_rules(cfg.pruning):  # per-parameter queries against producer docs
+        budget = (f"; the best {cfg.retrieval_share:g} of the ordered pairs kept, ranked by {retrieval_ranking(cfg)}"
+                  if cfg.retrieval_share is not None else "")
         get_run_logger().info(f"{toolset.name}: retrieval rule: texts of {len(toolset.tools)} tools' producers and "
-                              "parameters")
+                              f"parameters{budget}")
         retrieved = retrieval_candidates(toolset.tools, encode or RetrievalRuleEncoder(cfg), cfg.retrieval_k,
                                          cfg.retrieval_share, retrieval_head(cfg))
     result = prune_candidates(toolset.tools, embeddings, cfg.pruning, cfg.neighbours, toolset.edges, retrieved,
