@@ -469,6 +469,15 @@ def retrieval_ranking(cfg: GraphConfig) -> str:
     return "head"
 
 
+def partial_budget(cfg: GraphConfig) -> str | None:
+    """What to warn of when ``--retrieval-share`` bounds only part of the candidates: the other rules of a
+    ``--pruning`` union add their pairs whatever the budget; None when the budget bounds them all (or is unset)."""
+    if cfg.retrieval_share is None or len(pruning_rules(cfg.pruning)) < 2:
+        return None
+    return (f"--retrieval-share caps the retrieval rule's pairs only; --pruning {cfg.pruning} adds the other rules' "
+            "pairs to them (--pruning retrieval for a budget on the pairs pruning keeps)")
+
+
 def retrieval_head(cfg: GraphConfig):
     """The parameter head that ranks the pairs under ``--retrieval-share`` (``retrieval_ranking``), or None."""
     from tasks.training.param_head import ParamHead
@@ -485,6 +494,8 @@ def prune(toolset: ToolSet, embeddings: np.ndarray, cfg: GraphConfig,
                   if cfg.retrieval_share is not None else "")
         get_run_logger().info(f"{toolset.name}: retrieval rule: texts of {len(toolset.tools)} tools' producers and "
                               f"parameters{budget}")
+        if (partial := partial_budget(cfg)) is not None:
+            get_run_logger().warning(f"{toolset.name}: {partial}")
         retrieved = retrieval_candidates(toolset.tools, encode or RetrievalRuleEncoder(cfg), cfg.retrieval_k,
                                          cfg.retrieval_share, retrieval_head(cfg))
     result = prune_candidates(toolset.tools, embeddings, cfg.pruning, cfg.neighbours, toolset.edges, retrieved,

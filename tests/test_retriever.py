@@ -318,7 +318,7 @@ def test_share_is_one_budget_for_the_set_spent_on_the_best_pairs_whatever_their_
 
 
 def test_head_ranking_scores_a_pair_by_its_best_input_and_build_graph_ranks_so_where_it_can(tmp_path):
-    from flows.build_graph import GraphConfig, retrieval_head, retrieval_ranking
+    from flows.build_graph import GraphConfig, partial_budget, retrieval_head, retrieval_ranking
     from tasks.graph.candidates import head_ranking, retrieval_candidates
     from tasks.training.param_head import FEATURES, ParamHead
 
@@ -341,6 +341,10 @@ def test_head_ranking_scores_a_pair_by_its_best_input_and_build_graph_ranks_so_w
         got = retrieval_head(cfg)
         assert got is not None and got.coef == coef and retrieval_ranking(cfg) == "head"
     assert GraphConfig(**capped).retrieval_rank == "auto"
+    # the budget bounds the retrieval rule's pairs only: a union of rules says so, the rule alone does not
+    assert "caps the retrieval rule's pairs only" in partial_budget(GraphConfig(**capped))  # the default union
+    assert partial_budget(GraphConfig(**capped, pruning="retrieval")) is None
+    assert partial_budget(GraphConfig(**(capped | {"retrieval_share": None}))) is None
     assert retrieval_head(GraphConfig(**capped, retrieval_rank="cosine")) is None  # asked for the cosine
     (tmp_path / "plain").mkdir()
     (tmp_path / "plain" / "config.json").write_text("{}")
