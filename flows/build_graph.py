@@ -457,9 +457,8 @@ class RetrievalRuleEncoder:
 def retrieval_ranking(cfg: GraphConfig) -> str:
     """What ranks the pairs kept under ``--retrieval-share``: ``head``, the parameter head of the trained
     ``--retrieval-encoder`` (train-retriever's param_head.json), with ``--retrieval-rank head`` and with ``auto``
-    (the default) where the folder has one; else ``cosine``. The head keeps more gold edges in the same budget on
-    NesTools (0.952 against 0.810 at 5%) and as many or one fewer of API-Bank's 26 (bench/RESULTS.md, "One budget
-    for the set")."""
+    (the default) where the folder has one; else ``cosine``. The head keeps more gold edges in the same budget
+    (bench/RESULTS.md, "The share cap ranked by the parameter head by default")."""
     from tasks.training.param_head import HEAD_FILE
 
     if cfg.retrieval_rank == "cosine" or cfg.retrieval_share is None or not cfg.retrieval_encoder:
@@ -490,14 +489,15 @@ def prune(toolset: ToolSet, embeddings: np.ndarray, cfg: GraphConfig,
           encode: RetrievalRuleEncoder | None = None) -> PruningResult:
     retrieved = None
     if "retrieval" in pruning_rules(cfg.pruning):  # per-parameter queries against producer docs
-        budget = (f"; the best {cfg.retrieval_share:g} of the ordered pairs kept, ranked by {retrieval_ranking(cfg)}"
-                  if cfg.retrieval_share is not None else "")
+        head = retrieval_head(cfg)
+        budget = (f"; the best {cfg.retrieval_share:g} of the ordered pairs kept, ranked by "
+                  f"{'head' if head is not None else 'cosine'}" if cfg.retrieval_share is not None else "")
         get_run_logger().info(f"{toolset.name}: retrieval rule: texts of {len(toolset.tools)} tools' producers and "
                               f"parameters{budget}")
         if (partial := partial_budget(cfg)) is not None:
             get_run_logger().warning(f"{toolset.name}: {partial}")
         retrieved = retrieval_candidates(toolset.tools, encode or RetrievalRuleEncoder(cfg), cfg.retrieval_k,
-                                         cfg.retrieval_share, retrieval_head(cfg))
+                                         cfg.retrieval_share, head)
     result = prune_candidates(toolset.tools, embeddings, cfg.pruning, cfg.neighbours, toolset.edges, retrieved,
                               progress=get_run_logger().info)
     del retrieved
