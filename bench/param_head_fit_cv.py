@@ -9,7 +9,11 @@ consumer's inputs, each fold's head at its own cut). Then each mix fitted on all
 the test domains (as given, every output removed) and on API-Bank (as published, outputs removed): read those
 after choosing, not to choose.
 
+With ``--second-encoder``, today's fit mix only, two heads: today's columns, and those plus a second encoder's view of
+the same units (its cosine, maker rank and margin, for the input as asked and as a bare value: ``SECOND_VIEW``).
+
     .venv/bin/python -m bench.param_head_fit_cv --retriever artifacts/discriminator/minilm/best/parameter_scorer
+    .venv/bin/python -m bench.param_head_fit_cv --retriever <...>/parameter_scorer --second-encoder offline-minilm
 """
 from __future__ import annotations
 
@@ -49,14 +53,21 @@ def tool_pairs(units, probs, cuts, gold) -> tuple[np.ndarray, np.ndarray]:
 
 # the head's columns before the bare-value ones (bench/RESULTS.md, "The input as a bare value")
 COLUMNS = {"current": HEAD_FEATURES, "before-value": tuple(f for f in HEAD_FEATURES if not f.startswith("value_"))}
+# a second encoder's columns beside the head's (--second-encoder): what it says of the unit's value and its makers
+SECOND_VIEW = ("cosine", "maker_inverse_rank", "maker_margin", "value_cosine", "value_maker_inverse_rank",
+               "value_maker_margin")
 
 
 class Rows:
     """Units, head columns, gold and domain of one tool set's copy."""
 
-    def __init__(self, toolset, encode, columns: tuple[str, ...] = HEAD_FEATURES):
+    def __init__(self, toolset, encode, columns: tuple[str, ...] = HEAD_FEATURES, second=None):
         self.units, x = unit_features(toolset.tools, encode)
         self.x = x[:, [FEATURES.index(f) for f in columns]]
+        if second is not None:  # ``second``: another encoder; its SECOND_VIEW columns of the same units beside
+            units, y = unit_features(toolset.tools, second)
+            assert units == self.units, "the same tools give the same units in the same order"
+            self.x = np.hstack([self.x, y[:, [FEATURES.index(f) for f in SECOND_VIEW]]])
         self.gold = unit_gold(toolset, toolset.tools, self.units)
         self.group = np.array([toolset.tools[c].group for _, c, _ in self.units])
         self.toolset = toolset
@@ -84,11 +95,16 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--head-columns", choices=tuple(COLUMNS), default="current",
                     help="the head's columns: today's, or those before the bare-value columns")
     ap.add_argument("--today-only", action="store_true", help="only today's fit mix (as given and 30%%)")
+    ap.add_argument("--second-encoder", help="today's fit mix, with and without this encoder's cosines and maker "
+                                             "ranks beside the head's columns (e.g. offline-minilm, untrained)")
     a = ap.parse_args(argv)
     encode = SentenceEncoder(EncoderConfig(a.retriever, batch_size=128)).encode
+    if a.second_encoder:
+        second = SentenceEncoder(EncoderConfig(a.second_encoder, batch_size=128)).encode
+        compare_views(encode, second, a.second_encoder, COLUMNS[a.head_columns], a.folds, a.repeats)
+        return
     nes = load_toolset_spec("nestools", BENCHMARKS)
-    _, held, tested = split_groups({t.group for t in nes.tools}, (0.6, 0.2, 0.2), 0)  # the retriever's split
-    val = nes.only_groups(held)
+    val, test = _split(nes)
     mixes = dict(list(MIXES.items())[:1]) if a.today_only else MIXES
     shares = sorted({s for mix in mixes.values() for s in mix})
     columns = COLUMNS[a.head_columns]
@@ -96,21 +112,39 @@ def main(argv: list[str] | None = None) -> None:
               **{s: Rows(without_outputs(val, s, seed=i), encode, columns) for i, s in enumerate(shares)}}
     if 1.0 not in copies:
         copies[1.0] = Rows(without_outputs(val, 1.0), encode, columns)
-    domains = np.array(sorted(set(copies[0.0].group)))
-    assignments = [dict(zip(np.random.default_rng(r).permutation(domains), np.arange(len(domains)) % a.folds))
-                   for r in range(a.repeats)]
-
-    print(f"## Grouped {a.folds}-fold CV inside the {len(domains)} NesTools validation domains, mean of {a.repeats} "
+    print(f"## Grouped {a.folds}-fold CV inside the NesTools validation domains, mean of {a.repeats} "
           f"fold assignments ({a.retriever})\n")
-    print("| fit mix | units, as given | units, every output removed | tool pairs, as given | tool pairs, every output removed |")
+    heads = {name: ({s: copies[s] for s in (0.0, 1.0, *extra)}, [0.0, *extra]) for name, extra in mixes.items()}
+    cross_validate(heads, "fit mix", a.folds, a.repeats)
+    api = load_toolset_spec("apibank", BENCHMARKS)
+    shown = {"NesTools test": Rows(test, encode, columns),
+             "NesTools test, every output removed": Rows(without_outputs(test, 1.0), encode, columns),
+             "API-Bank": Rows(api, encode, columns),
+             "API-Bank, outputs removed": Rows(without_outputs(api, 1.0), encode, columns)}
+    read_after({name: (held_copies, mix, shown) for name, (held_copies, mix) in heads.items()}, "fit mix")
+
+
+def _split(nes):
+    """The NesTools validation domains and test domains of the retriever's split."""
+    _, held, tested = split_groups({t.group for t in nes.tools}, (0.6, 0.2, 0.2), 0)
+    return nes.only_groups(held), nes.only_groups(tested)
+
+
+def cross_validate(heads: dict, label: str, folds: int, repeats: int) -> None:
+    """Per head (``name: (copies by share of outputs removed, the shares it is fitted on)``): grouped CV inside the
+    validation domains, each fold's head predicting its held-out domains as given and with every output removed."""
+    domains = np.array(sorted({g for copies, _ in heads.values() for g in copies[0.0].group}))
+    assignments = [dict(zip(np.random.default_rng(r).permutation(domains), np.arange(len(domains)) % folds))
+                   for r in range(repeats)]
+    print(f"| {label} | units, as given | units, every output removed | tool pairs, as given "
+          "| tool pairs, every output removed |")
     print("|---|---|---|---|---|")
-    for name, extra in mixes.items():
-        mix = [0.0, *extra]
+    for name, (copies, mix) in heads.items():
         cells = []
         for shown, fold_of in ((s, f) for s in (0.0, 1.0) for f in assignments):
             target = copies[shown]
             probs, cuts = np.zeros(len(target.gold)), np.zeros(len(target.gold))
-            for fold in range(a.folds):
+            for fold in range(folds):
                 train = [np.array([fold_of[g] != fold for g in copies[s].group]) for s in mix]
                 head = fit_param_head(np.vstack([copies[s].x[m] for s, m in zip(mix, train)]),
                                       np.concatenate([copies[s].gold[m] for s, m in zip(mix, train)]),
@@ -118,23 +152,39 @@ def main(argv: list[str] | None = None) -> None:
                 out = np.array([fold_of[g] == fold for g in target.group])
                 probs[out], cuts[out] = head.predict(target.x[out]), head.threshold
             cells.append((f1(target.gold, probs >= cuts), f1(*tool_pairs(target.units, probs, cuts, target.gold))))
-        given, removed = np.mean(cells[: a.repeats], axis=0), np.mean(cells[a.repeats:], axis=0)
+        given, removed = np.mean(cells[:repeats], axis=0), np.mean(cells[repeats:], axis=0)
         print(f"| {name} | {given[0]:.3f} | {removed[0]:.3f} | {given[1]:.3f} | {removed[1]:.3f} |", flush=True)
 
-    api = load_toolset_spec("apibank", BENCHMARKS)
-    test = nes.only_groups(tested)
-    shown = {"NesTools test": Rows(test, encode, columns),
-             "NesTools test, every output removed": Rows(without_outputs(test, 1.0), encode, columns),
-             "API-Bank": Rows(api, encode, columns), "API-Bank, outputs removed": Rows(without_outputs(api, 1.0), encode, columns)}
-    print("\n## Each mix fitted on all validation domains: tool-edge F1 (read after choosing)\n")
-    print("| fit mix | " + " | ".join(shown) + " |")
-    print("|---|" + "---|" * len(shown))
-    for name, extra in mixes.items():
-        mix = [0.0, *extra]
+
+def read_after(heads: dict, label: str) -> None:
+    """Per head (``name: (copies, shares, the sets it is read on)``): fitted on all validation domains, the tool-edge
+    F1 of each set (read after choosing)."""
+    print("\n## Each head fitted on all validation domains: tool-edge F1 (read after choosing)\n")
+    names = list(next(iter(heads.values()))[2])
+    print(f"| {label} | " + " | ".join(names) + " |")
+    print("|---|" + "---|" * len(names))
+    for name, (copies, mix, shown) in heads.items():
         head = fit_param_head(np.vstack([copies[s].x for s in mix]), np.concatenate([copies[s].gold for s in mix]),
                               [g for s in mix for g in copies[s].group])
         print(f"| {name} | " + " | ".join(f"{r.tool_f1(head.predict(r.x), head.threshold):.3f}" for r in shown.values())
               + " |", flush=True)
+
+
+def compare_views(encode, second, second_name: str, columns: tuple[str, ...], folds: int, repeats: int) -> None:
+    """Today's fit mix with the head's columns, and with ``second``'s ``SECOND_VIEW`` columns beside them."""
+    nes = load_toolset_spec("nestools", BENCHMARKS)
+    val, test = _split(nes)
+    api = load_toolset_spec("apibank", BENCHMARKS)
+    sets = {"NesTools test": test, "NesTools test, every output removed": without_outputs(test, 1.0),
+            "API-Bank": api, "API-Bank, outputs removed": without_outputs(api, 1.0)}
+    heads = {}
+    for name, view in (("today's columns", None), (f"+ {second_name}'s cosines and maker ranks", second)):
+        copies = {share: Rows(without_outputs(val, share, seed=0) if share else val, encode, columns, view)
+                  for share in (0.0, OUTPUT_DROPOUT, 1.0)}
+        heads[name] = (copies, [0.0, OUTPUT_DROPOUT], {k: Rows(t, encode, columns, view) for k, t in sets.items()})
+    print(f"## Grouped {folds}-fold CV inside the NesTools validation domains, mean of {repeats} fold assignments\n")
+    cross_validate({name: (copies, mix) for name, (copies, mix, _) in heads.items()}, "head's columns", folds, repeats)
+    read_after(heads, "head's columns")
 
 
 if __name__ == "__main__":
