@@ -116,11 +116,7 @@ def main(argv: list[str] | None = None) -> None:
           f"fold assignments ({a.retriever})\n")
     heads = {name: ({s: copies[s] for s in (0.0, 1.0, *extra)}, [0.0, *extra]) for name, extra in mixes.items()}
     cross_validate(heads, "fit mix", a.folds, a.repeats)
-    api = load_toolset_spec("apibank", BENCHMARKS)
-    shown = {"NesTools test": Rows(test, encode, columns),
-             "NesTools test, every output removed": Rows(without_outputs(test, 1.0), encode, columns),
-             "API-Bank": Rows(api, encode, columns),
-             "API-Bank, outputs removed": Rows(without_outputs(api, 1.0), encode, columns)}
+    shown = {name: Rows(toolset, encode, columns) for name, toolset in read_sets(test).items()}
     read_after({name: (held_copies, mix, shown) for name, (held_copies, mix) in heads.items()}, "fit mix")
 
 
@@ -128,6 +124,14 @@ def _split(nes):
     """The NesTools validation domains and test domains of the retriever's split."""
     _, held, tested = split_groups({t.group for t in nes.tools}, (0.6, 0.2, 0.2), 0)
     return nes.only_groups(held), nes.only_groups(tested)
+
+
+def read_sets(test) -> dict:
+    """The sets a fitted head is read on, after choosing: NesTools' test domains and API-Bank, each as given and with
+    every output removed."""
+    api = load_toolset_spec("apibank", BENCHMARKS)
+    return {"NesTools test": test, "NesTools test, every output removed": without_outputs(test, 1.0),
+            "API-Bank": api, "API-Bank, outputs removed": without_outputs(api, 1.0)}
 
 
 def cross_validate(heads: dict, label: str, folds: int, repeats: int) -> None:
@@ -174,9 +178,7 @@ def compare_views(encode, second, second_name: str, columns: tuple[str, ...], fo
     """Today's fit mix with the head's columns, and with ``second``'s ``SECOND_VIEW`` columns beside them."""
     nes = load_toolset_spec("nestools", BENCHMARKS)
     val, test = _split(nes)
-    api = load_toolset_spec("apibank", BENCHMARKS)
-    sets = {"NesTools test": test, "NesTools test, every output removed": without_outputs(test, 1.0),
-            "API-Bank": api, "API-Bank, outputs removed": without_outputs(api, 1.0)}
+    sets = read_sets(test)
     heads = {}
     for name, view in (("today's columns", None), (f"+ {second_name}'s cosines and maker ranks", second)):
         copies = {share: Rows(without_outputs(val, share, seed=0) if share else val, encode, columns, view)
