@@ -471,7 +471,8 @@ def retrieval_ranking(cfg: GraphConfig) -> str:
 def partial_budget(cfg: GraphConfig) -> str | None:
     """What to warn of when ``--retrieval-share`` bounds only part of the candidates: the other rules of a
     ``--pruning`` union add their pairs whatever the budget; None when the budget bounds them all (or is unset)."""
-    if cfg.retrieval_share is None or len(pruning_rules(cfg.pruning)) < 2:
+    rules = pruning_rules(cfg.pruning)
+    if cfg.retrieval_share is None or "retrieval" not in rules or len(rules) < 2:
         return None
     return (f"--retrieval-share caps the retrieval rule's pairs only; --pruning {cfg.pruning} adds the other rules' "
             "pairs to them (--pruning retrieval for a budget on the pairs pruning keeps)")
@@ -494,8 +495,6 @@ def prune(toolset: ToolSet, embeddings: np.ndarray, cfg: GraphConfig,
                   f"{'head' if head is not None else 'cosine'}" if cfg.retrieval_share is not None else "")
         get_run_logger().info(f"{toolset.name}: retrieval rule: texts of {len(toolset.tools)} tools' producers and "
                               f"parameters{budget}")
-        if (partial := partial_budget(cfg)) is not None:
-            get_run_logger().warning(f"{toolset.name}: {partial}")
         retrieved = retrieval_candidates(toolset.tools, encode or RetrievalRuleEncoder(cfg), cfg.retrieval_k,
                                          cfg.retrieval_share, head)
     result = prune_candidates(toolset.tools, embeddings, cfg.pruning, cfg.neighbours, toolset.edges, retrieved,
@@ -730,6 +729,8 @@ def build_graph(cfg: GraphConfig | None = None) -> dict:
         preflight(evaluator_llm_config(cfg.evaluator_model, cfg.evaluator_base_url, cfg.evaluator_concurrency,
                                        cfg.evaluator_cache_dir, cfg.evaluator_base_url_credentials))
     log = get_run_logger()
+    if (partial := partial_budget(cfg)) is not None:  # a property of the config: said once, not per tool set
+        log.warning(partial)
     decision: EdgeDecision | None = None
     if cfg.discriminator:
         decision = edge_decision(cfg.discriminator, cfg.threshold, cfg.both_orders, cfg.min_prob, log)
