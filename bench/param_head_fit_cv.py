@@ -9,15 +9,20 @@ consumer's inputs, each fold's head at its own cut). Then each mix fitted on all
 the test domains (as given, every output removed) and on API-Bank (as published, outputs removed): read those
 after choosing, not to choose.
 
+With ``--compare-columns``, today's fit mix only, one head per set of columns named (``COLUMNS``: today's, those
+before the lexical columns, those before the bare-value columns).
+
 With ``--second-encoder``, today's fit mix only, two heads: today's columns, and those plus a second encoder's view of
 the same units (its cosine, maker rank and margin, for the input as asked and as a bare value: ``SECOND_VIEW``).
 
     .venv/bin/python -m bench.param_head_fit_cv --retriever artifacts/discriminator/minilm/best/parameter_scorer
     .venv/bin/python -m bench.param_head_fit_cv --retriever <...>/parameter_scorer --second-encoder offline-minilm
+    .venv/bin/python -m bench.param_head_fit_cv --retriever <...> --compare-columns current before-lexical
 """
 from __future__ import annotations
 
 import argparse
+import copy
 from collections import defaultdict
 from pathlib import Path
 
@@ -52,7 +57,10 @@ def tool_pairs(units, probs, cuts, gold) -> tuple[np.ndarray, np.ndarray]:
 
 
 # the head's columns before the bare-value ones (bench/RESULTS.md, "The input as a bare value")
-COLUMNS = {"current": HEAD_FEATURES, "before-value": tuple(f for f in HEAD_FEATURES if not f.startswith("value_"))}
+# and before the lexical ones ("A lexical column in the parameter head")
+LEXICAL = ("lexical_overlap", "lexical_maker_inverse_rank", "lexical_maker_margin")
+COLUMNS = {"current": HEAD_FEATURES, "before-lexical": tuple(f for f in HEAD_FEATURES if f not in LEXICAL),
+           "before-value": tuple(f for f in HEAD_FEATURES if not f.startswith("value_") and f not in LEXICAL)}
 # a second encoder's columns beside the head's (--second-encoder): what it says of the unit's value and its makers
 SECOND_VIEW = ("cosine", "maker_inverse_rank", "maker_margin", "value_cosine", "value_maker_inverse_rank",
                "value_maker_margin")
@@ -71,6 +79,12 @@ class Rows:
         self.gold = unit_gold(toolset, toolset.tools, self.units)
         self.group = np.array([toolset.tools[c].group for _, c, _ in self.units])
         self.toolset = toolset
+
+    def view(self, columns: tuple[str, ...]) -> "Rows":
+        """The same rows with only ``columns`` (of rows built with every column, ``FEATURES``)."""
+        other = copy.copy(self)
+        other.x = self.x[:, [FEATURES.index(f) for f in columns]]
+        return other
 
     def tool_f1(self, probs: np.ndarray, cut: float) -> float:
         """F1 of the set's tool edges over every same-group pair, kept as build-graph keeps them
@@ -93,7 +107,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--folds", type=int, default=5)
     ap.add_argument("--repeats", type=int, default=3, help="fold assignments (seeded); the CV figures are their mean")
     ap.add_argument("--head-columns", choices=tuple(COLUMNS), default="current",
-                    help="the head's columns: today's, or those before the bare-value columns")
+                    help="the head's columns: today's, or those before the lexical or the bare-value columns")
+    ap.add_argument("--compare-columns", nargs="+", choices=tuple(COLUMNS),
+                    help="today's fit mix, one head per set of columns named (e.g. current before-lexical)")
     ap.add_argument("--today-only", action="store_true", help="only today's fit mix (as given and 30%%)")
     ap.add_argument("--second-encoder", help="today's fit mix, with and without this encoder's cosines and maker "
                                              "ranks beside the head's columns (e.g. offline-minilm, untrained)")
@@ -102,6 +118,9 @@ def main(argv: list[str] | None = None) -> None:
     if a.second_encoder:
         second = SentenceEncoder(EncoderConfig(a.second_encoder, batch_size=128)).encode
         compare_views(encode, second, a.second_encoder, COLUMNS[a.head_columns], a.folds, a.repeats)
+        return
+    if a.compare_columns:
+        compare_columns(encode, a.compare_columns, a.folds, a.repeats)
         return
     nes = load_toolset_spec("nestools", BENCHMARKS)
     val, test = _split(nes)
@@ -186,6 +205,20 @@ def compare_views(encode, second, second_name: str, columns: tuple[str, ...], fo
         heads[name] = (copies, [0.0, OUTPUT_DROPOUT], {k: Rows(t, encode, columns, view) for k, t in sets.items()})
     print(f"## Grouped {folds}-fold CV inside the NesTools validation domains, mean of {repeats} fold assignments\n")
     cross_validate({name: (copies, mix) for name, (copies, mix, _) in heads.items()}, "head's columns", folds, repeats)
+    read_after(heads, "head's columns")
+
+
+def compare_columns(encode, names: list[str], folds: int, repeats: int) -> None:
+    """Today's fit mix, one head per set of ``COLUMNS`` named; the units computed once."""
+    nes = load_toolset_spec("nestools", BENCHMARKS)
+    val, test = _split(nes)
+    copies = {share: Rows(without_outputs(val, share, seed=0) if share else val, encode, FEATURES)
+              for share in (0.0, OUTPUT_DROPOUT, 1.0)}
+    shown = {k: Rows(t, encode, FEATURES) for k, t in read_sets(test).items()}
+    heads = {name: ({s: r.view(COLUMNS[name]) for s, r in copies.items()}, [0.0, OUTPUT_DROPOUT],
+                    {k: r.view(COLUMNS[name]) for k, r in shown.items()}) for name in names}
+    print(f"## Grouped {folds}-fold CV inside the NesTools validation domains, mean of {repeats} fold assignments\n")
+    cross_validate({name: (c, mix) for name, (c, mix, _) in heads.items()}, "head's columns", folds, repeats)
     read_after(heads, "head's columns")
 
 

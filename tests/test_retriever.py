@@ -613,6 +613,38 @@ def test_maker_rank_and_margin_leave_out_the_producers_that_take_the_value_thems
     assert {"maker_inverse_rank", "maker_margin"} <= set(HEAD_FEATURES) and not {"inverse_rank", "margin"} & set(HEAD_FEATURES)
 
 
+def test_lexical_columns_weigh_the_input_words_a_producer_offers_by_their_idf():
+    from tasks.training.param_head import FEATURES, HEAD_FEATURES, lexical_words, unit_features
+
+    assert lexical_words("The URL of the blogPost") == {"url", "blog", "post"}
+    vectors = {"get user token": [0.9, 0.3, 0.0], "register user": [0.6, 0.8, 0.0], "check token": [0.8, 0.1, 0.0]}
+
+    def encode(texts):  # the token input: get_user_token closest, then check_token, then register_user
+        return np.array([next((v for k, v in vectors.items() if t.startswith(k)), [1.0, 0.0, 0.0]) for t in texts],
+                        dtype=np.float32)
+
+    auth = [Tool("add_agenda", "auth", doc("add_agenda", [("token", "the user's token"), ("topic", "what about")])),
+            Tool("get_user_token", "auth", doc("get_user_token", [("password", "")], [("token", "the user's token")])),
+            Tool("register_user", "auth", doc("register_user", [("email", "")], [("token", "the user's token")])),
+            Tool("check_token", "auth", doc("check_token", [("token", "the token")], [("username", "")]))]
+    units, x = unit_features(auth, encode)
+    f = {u: dict(zip(FEATURES, row)) for u, row in zip(units, x)}
+    # producer words (names, outputs): token in 3 of the 4 tools, user in 2 -> IDF ln(5/4), ln(5/3)
+    token, user = math.log(5 / 4), math.log(5 / 3)
+    get, register, check = f[(1, 0, "token")], f[(2, 0, "token")], f[(3, 0, "token")]
+    assert get["lexical_overlap"] == register["lexical_overlap"] == pytest.approx(1.0)  # "token", "user" both
+    assert check["lexical_overlap"] == pytest.approx(token / (token + user), abs=1e-6)  # "token" only
+    # a tie among the makers is broken by the cosine; check_token takes the token itself: no rival, ranked third
+    assert (get["lexical_maker_inverse_rank"], register["lexical_maker_inverse_rank"]) == (1.0, 0.5)
+    assert check["producer_takes_it"] == 1 and check["lexical_maker_inverse_rank"] == pytest.approx(1 / 3)
+    assert get["lexical_maker_margin"] == register["lexical_maker_margin"] == pytest.approx(0.0)
+    assert check["lexical_maker_margin"] == pytest.approx(check["lexical_overlap"] - 1.0, abs=1e-6)
+    # words no producer offers still count in the input's weight: "topic", "what" -> nothing found
+    assert all(f[(p, 0, "topic")]["lexical_overlap"] == 0.0 for p in (1, 2, 3))
+    lexical = {"lexical_overlap", "lexical_maker_inverse_rank", "lexical_maker_margin"}
+    assert set(FEATURES[-3:]) == lexical <= set(HEAD_FEATURES)
+
+
 def test_value_columns_read_the_input_without_the_tool_that_asks():
     from schemas.dependency_text import value_query
     from tasks.training.param_head import FEATURES, HEAD_FEATURES, unit_features

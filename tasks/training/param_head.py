@@ -1,8 +1,9 @@
 """The fast parameter-level scorer: a logistic head over what the dependency retriever and the name rule say
 about one (producer, consumer input) unit of a group: the cosine, its rank and margin among the group's
-producers, whether it is the consumer's best-matching input for that producer, and the exact / partial name
-match. A bi-encoder encodes each tool and each input once, so a group costs tools + inputs encodings, not a
-transformer pass per pair; the head is fitted on groups the retriever did not train on."""
+producers, whether it is the consumer's best-matching input for that producer, the exact / partial name
+match, and the input's words found in the producer's name and outputs (IDF-weighted). A bi-encoder encodes each
+tool and each input once, so a group costs tools + inputs encodings, not a transformer pass per pair; the head is
+fitted on groups the retriever did not train on."""
 from __future__ import annotations
 
 import dataclasses
@@ -26,7 +27,8 @@ from tasks.training.param_examples import rule_over_outputs
 
 FEATURES = ("cosine", "inverse_rank", "margin", "best_input", "inverse_column_rank", "tool_cosine", "exact", "partial",
             "token_overlap", "type_match", "declares_outputs", "producer_takes_it", "producer_takes_it_partly",
-            "maker_inverse_rank", "maker_margin", "value_cosine", "value_maker_inverse_rank", "value_maker_margin")
+            "maker_inverse_rank", "maker_margin", "value_cosine", "value_maker_inverse_rank", "value_maker_margin",
+            "lexical_overlap", "lexical_maker_inverse_rank", "lexical_maker_margin")
 # What a new head is fitted on: rank and margin among the possible makers replace rank and margin among all the
 # group's producers (bench/RESULTS.md, "Rank among makers"); heads saved before still read their own columns.
 HEAD_FEATURES = tuple(f for f in FEATURES if f not in ("inverse_rank", "margin"))
@@ -34,6 +36,11 @@ OUTPUT_DROPOUT = 0.3  # share of producers shown without their declared outputs 
 HEAD_FILE = "param_head.json"  # beside the retriever's weights: build-graph --param-discriminator takes the folder
 
 Unit = tuple[int, int, str]  # (producer, consumer, consumer input) as tool indices
+# Words any description uses by grammar, not for what it names; the rest are weighted by their IDF, so
+# common ones ("user", "id") weigh little without a list of their own.
+LEXICAL_STOP_WORDS = frozenset(
+    "a an the of to for and or in on by with from at as is are be this that its it any specific given based which "
+    "whose what who when where how optional default unit".split())
 
 
 def _tokens(text: str) -> set[str]:
@@ -42,6 +49,57 @@ def _tokens(text: str) -> set[str]:
 
 def _type(value) -> str:
     return str(value or "").strip().lower()
+
+
+def lexical_words(text: str) -> set[str]:
+    """The words of a name or a sentence (identifiers split: ``userToken`` is "user", "token"), without stop
+    words and single letters."""
+    return {w for w in identifier_tokens(text) if len(w) > 1 and w not in LEXICAL_STOP_WORDS}
+
+
+def _lexical_weights(tools: Sequence[Tool], values: Sequence[str]) -> tuple[list[set[str]], list[dict[str, float]]]:
+    """Per producer the words of its name and outputs (names and descriptions), and per input the IDF of each of
+    its words (``values``: the inputs as bare values), the IDF over those producer texts of ``tools``."""
+    offered = [lexical_words(t.doc.get("name", "")).union(*(
+        lexical_words(f"{o.get('name', '')} {o.get('description') or ''}") for o in t.doc.get("output_params") or []))
+        for t in tools]
+    seen: dict[str, int] = defaultdict(int)
+    for words in offered:
+        for w in words:
+            seen[w] += 1
+    n = len(tools)
+    return offered, [{w: float(np.log((n + 1) / (seen.get(w, 0) + 1))) for w in lexical_words(v)} for v in values]
+
+
+def _lexical_overlap(asked: Sequence[dict[str, float]], offered: Sequence[set[str]]) -> np.ndarray:
+    """(inputs, producers): the IDF-weighted share of each input's words found in each producer's words."""
+    from scipy.sparse import csr_matrix
+
+    vocab: dict[str, int] = {}
+    for words in offered:
+        for w in words:
+            vocab.setdefault(w, len(vocab))
+    if not vocab:
+        return np.zeros((len(asked), len(offered)))
+
+    def matrix(rows):  # rows of {word column: weight}
+        cells = [(i, j, v) for i, row in enumerate(rows) for j, v in row.items()]
+        i, j, v = zip(*cells) if cells else ((), (), ())
+        return csr_matrix((v, (i, j)), shape=(len(rows), len(vocab)))
+
+    q = matrix([{vocab[w]: v for w, v in a.items() if w in vocab} for a in asked])
+    p = matrix([{vocab[w]: 1.0 for w in words} for words in offered])
+    mass = np.array([sum(a.values()) for a in asked])
+    return np.asarray((q @ p.T).todense()) / np.maximum(mass, 1e-12)[:, None]
+
+
+def _tie_broken(first: np.ndarray, then: np.ndarray) -> np.ndarray:
+    """One key that orders as ``first``, ties broken by ``then`` (one row of each; -inf where ``first`` is):
+    dense ranks combined."""
+    a = np.unique(first, return_inverse=True)[1].reshape(first.shape)
+    b = np.unique(then, return_inverse=True)[1].reshape(then.shape)
+    key = (a * (b.max(initial=0) + 1) + b).astype(np.float64)
+    return np.where(np.isfinite(first), key, -np.inf)
 
 
 def unit_features(tools: Sequence[Tool], encode: Callable[[list[str]], np.ndarray],
@@ -65,7 +123,11 @@ def unit_features(tools: Sequence[Tool], encode: Callable[[list[str]], np.ndarra
       other maker is left);
     - the same cosine, maker rank and margin for the input as a bare value (its name and description without the
       tool that asks, ``value_query``): the consumer's own topic no longer pulls it toward tools like the consumer
-      (bench/RESULTS.md, "The input as a bare value")."""
+      (bench/RESULTS.md, "The input as a bare value");
+    - the lexical overlap: the share of the bare value's words (IDF-weighted over ``tools``' producer texts) found
+      in the producer's name and outputs, and its rank (ties broken by the cosine) and margin among the makers:
+      words a cosine blurs ("The URL of the post" / "Create a blog post"), the hybrid retrieval's second view
+      (bench/RESULTS.md, "A lexical view in the parameter head")."""
     queries, values, owner, names = [], [], [], []
     for c, t in enumerate(tools):
         for p in dict((q["name"], q) for q in t.doc.get("input_params") or []).values():
@@ -92,6 +154,7 @@ def unit_features(tools: Sequence[Tool], encode: Callable[[list[str]], np.ndarra
     own_input_keys = [{normalise_param_name(n) for n in inputs} for inputs in own_inputs]
     words = functools.lru_cache(maxsize=1 << 16)(name_words)
     query_keys = [normalise_param_name(name) for name in names]  # per input, once: a unit pairs it with each producer
+    lexical_offered, lexical_asked = _lexical_weights(tools, values)
 
     def producer_takes(p: int, r: int, exactly: bool) -> tuple[float, float]:  # p takes r's value: exactly, partly
         if exactly:
@@ -117,7 +180,8 @@ def unit_features(tools: Sequence[Tool], encode: Callable[[list[str]], np.ndarra
         # (inputs of the group, producers of the group): the input as asked, and as a bare value
         sims, value_sims = qry[qrows] @ prod[idx].T, val[qrows] @ prod[idx].T
         own = np.array([col[owner[r]] for r in qrows])
-        for m in (sims, value_sims):
+        lexical = _lexical_overlap([lexical_asked[r] for r in qrows], [lexical_offered[p] for p in idx])
+        for m in (sims, value_sims, lexical):
             m[np.arange(len(qrows)), own] = -np.inf  # a tool is not its own producer
         tool_sims = whole[idx] @ prod[idx].T
         # column rank: per producer, inputs ranked by cosine (inputs of the producer itself excluded: -inf)
@@ -135,6 +199,8 @@ def unit_features(tools: Sequence[Tool], encode: Callable[[list[str]], np.ndarra
             maker_ranks, makers, top = _among_makers(row, taken)
             value_row = value_sims[i]
             value_ranks, value_makers, value_top = _among_makers(value_row, taken)
+            lexical_ranks = _among_makers(_tie_broken(lexical[i], row), taken)[0]  # ties by the cosine
+            _, lexical_makers, lexical_top = _among_makers(lexical[i], taken)
             taken = taken.tolist()
             for p in idx:
                 if p == c or (wanted is not None and (p, c) not in wanted):
@@ -156,7 +222,9 @@ def unit_features(tools: Sequence[Tool], encode: Callable[[list[str]], np.ndarra
                              float(tool_sims[col[c], col[p]]), float(rule == "exact"), float(rule == "partial"),
                              overlap, type_match, float(bool(tools[p].doc.get("output_params"))),
                              *producer_takes(p, r, taken[col[p]]), 1.0 / maker_ranks[col[p]], maker_margin,
-                             value_cos, 1.0 / value_ranks[col[p]], _maker_margin(value_cos, value_makers, value_top, col[p])))
+                             value_cos, 1.0 / value_ranks[col[p]], _maker_margin(value_cos, value_makers, value_top, col[p]),
+                             float(lexical[i, col[p]]), 1.0 / lexical_ranks[col[p]],
+                             _maker_margin(float(lexical[i, col[p]]), lexical_makers, lexical_top, col[p])))
     return units, np.asarray(rows, dtype=np.float32).reshape(-1, len(FEATURES))
 
 
