@@ -57,7 +57,7 @@ def tool_pairs(units, probs, cuts, gold) -> tuple[np.ndarray, np.ndarray]:
 
 
 # the head's columns before the bare-value ones (bench/RESULTS.md, "The input as a bare value")
-# and before the lexical ones ("A lexical column in the parameter head")
+# and before the lexical ones ("A lexical view in the parameter head")
 LEXICAL = ("lexical_overlap", "lexical_maker_inverse_rank", "lexical_maker_margin")
 COLUMNS = {"current": HEAD_FEATURES, "before-lexical": tuple(f for f in HEAD_FEATURES if f not in LEXICAL),
            "before-value": tuple(f for f in HEAD_FEATURES if not f.startswith("value_") and f not in LEXICAL)}
