@@ -58,7 +58,7 @@ def tool_pairs(units, probs, cuts, gold) -> tuple[np.ndarray, np.ndarray]:
 
 # the head's columns before the bare-value ones (bench/RESULTS.md, "The input as a bare value")
 # and before the lexical ones ("A lexical view in the parameter head")
-LEXICAL = ("lexical_overlap", "lexical_maker_inverse_rank", "lexical_maker_margin")
+LEXICAL = tuple(f for f in HEAD_FEATURES if f.startswith("lexical_"))
 COLUMNS = {"current": HEAD_FEATURES, "before-lexical": tuple(f for f in HEAD_FEATURES if f not in LEXICAL),
            "before-value": tuple(f for f in HEAD_FEATURES if not f.startswith("value_") and f not in LEXICAL)}
 # a second encoder's columns beside the head's (--second-encoder): what it says of the unit's value and its makers

@@ -10,7 +10,7 @@ import dataclasses
 import functools
 import json
 import random
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -63,34 +63,19 @@ def _lexical_weights(tools: Sequence[Tool], values: Sequence[str]) -> tuple[list
     offered = [lexical_words(t.doc.get("name", "")).union(*(
         lexical_words(f"{o.get('name', '')} {o.get('description') or ''}") for o in t.doc.get("output_params") or []))
         for t in tools]
-    seen: dict[str, int] = defaultdict(int)
-    for words in offered:
-        for w in words:
-            seen[w] += 1
+    seen = Counter(w for words in offered for w in words)
     n = len(tools)
     return offered, [{w: float(np.log((n + 1) / (seen.get(w, 0) + 1))) for w in lexical_words(v)} for v in values]
 
 
 def _lexical_overlap(asked: Sequence[dict[str, float]], offered: Sequence[set[str]]) -> np.ndarray:
     """(inputs, producers): the IDF-weighted share of each input's words found in each producer's words."""
-    from scipy.sparse import csr_matrix
+    from sklearn.feature_extraction import DictVectorizer
 
-    vocab: dict[str, int] = {}
-    for words in offered:
-        for w in words:
-            vocab.setdefault(w, len(vocab))
-    if not vocab:
-        return np.zeros((len(asked), len(offered)))
-
-    def matrix(rows):  # rows of {word column: weight}
-        cells = [(i, j, v) for i, row in enumerate(rows) for j, v in row.items()]
-        i, j, v = zip(*cells) if cells else ((), (), ())
-        return csr_matrix((v, (i, j)), shape=(len(rows), len(vocab)))
-
-    q = matrix([{vocab[w]: v for w, v in a.items() if w in vocab} for a in asked])
-    p = matrix([{vocab[w]: 1.0 for w in words} for words in offered])
+    words = DictVectorizer()  # the producers' words are the columns; an input's other words find nothing
+    p = words.fit_transform([dict.fromkeys(offer, 1.0) for offer in offered])
     mass = np.array([sum(a.values()) for a in asked])
-    return np.asarray((q @ p.T).todense()) / np.maximum(mass, 1e-12)[:, None]
+    return (words.transform(asked) @ p.T).toarray() / np.maximum(mass, 1e-12)[:, None]
 
 
 def _tie_broken(first: np.ndarray, then: np.ndarray) -> np.ndarray:
