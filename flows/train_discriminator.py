@@ -209,6 +209,12 @@ class TrainDiscriminatorConfig:
     retriever_max_steps: Annotated[int | None, Help(
         "with --parameter-scorer: cap on the retriever's training steps, validated at half and at the end (none: "
         "one epoch)")] = 44
+    parameter_reranker: Annotated[bool, Help(
+        "with --parameter-scorer: also train the parameter reranker (train-retriever --reranker: a cross-encoder "
+        "that rereads each input's few best producers, stacked with the head) into best/parameter_scorer, which the "
+        "two-level rows and build-graph then score with; about 27 min more on 2 cores (bench/RESULTS.md)")] = False
+    parameter_reranker_max_steps: Annotated[int | None, Help(
+        "with --parameter-reranker: cap on the reranker's training steps (none: all its epochs)")] = None
     param_level: Annotated[bool, Help(
         "also train the parameter-level scorer (one consumer input against one producer; tasks/training/param_scorer.py) "
         "on the TDI v2 consumer_param rows and the --param-toolsets' parameter edges, calibrated on their validation "
@@ -293,6 +299,12 @@ class TrainDiscriminatorConfig:
                                      "nor a tool set folder")
             if self.retriever_max_steps is not None and self.retriever_max_steps < 1:
                 raise ValueError(f"--retriever-max-steps {self.retriever_max_steps}: must be at least 1")
+        if self.parameter_reranker and not (trains and self.parameter_scorer):
+            raise ValueError("--parameter-reranker trains on the parameter scorer this run trains: not with "
+                             "--checkpoint or --no-parameter-scorer (a given retriever: train-retriever --checkpoint "
+                             "<retriever> --reranker)")
+        if self.parameter_reranker_max_steps is not None and self.parameter_reranker_max_steps < 1:
+            raise ValueError(f"--parameter-reranker-max-steps {self.parameter_reranker_max_steps}: must be at least 1")
         if self.param_toolsets and not self.param_level:
             raise ValueError("--param-toolsets: only with --param-level")
         if self.param_level:
@@ -584,13 +596,15 @@ def train_parameter_scorer(cfg: TrainDiscriminatorConfig, tdi: Path | None, ckpt
     metrics = run_retriever(RetrieverConfig(
         tdi=str(tdi) if tdi is not None else None, toolsets=tuple(cfg.retriever_toolsets), heldout=(),
         benchmarks_root=str(cfg.benchmarks_root), output=str(run), base_model=cfg.retriever_base_model,
-        max_steps=cfg.retriever_max_steps, evals=2, seed=cfg.seed, train_precision=cfg.train_precision))
+        max_steps=cfg.retriever_max_steps, evals=2, seed=cfg.seed, train_precision=cfg.train_precision,
+        reranker=cfg.parameter_reranker, reranker_max_steps=cfg.parameter_reranker_max_steps))
     shutil.rmtree(ckpt / PARAMETER_SCORER_DIR, ignore_errors=True)
     shutil.copytree(run / "best", ckpt / PARAMETER_SCORER_DIR)
     head = metrics.get("parameter_head") or {}
     return {"run": str(run), "examples": metrics.get("examples"), "steps": metrics.get("steps"),
             "best_step": metrics.get("best_step"), "seconds": metrics.get("seconds"),
-            "head_threshold": (head.get("head") or {}).get("threshold"), "test": head.get("test")}
+            "head_threshold": (head.get("head") or {}).get("threshold"), "test": head.get("test"),
+            "reranker": (metrics.get("parameter_reranker") or {}).get("test")}
 
 
 @task(cache_policy=NO_CACHE)
@@ -791,10 +805,12 @@ def model_card(cfg: TrainDiscriminatorConfig, summary: dict[str, Any]) -> str:
     data = summary["data"]
     kind_cut = (summary.get("calibration") or {}).get("kind_threshold")
     warnings = "".join(f"**Warning:** {said}\n\n" for said in summary.get("warnings", []))
+    reranked = (", and its parameter reranker (`param_reranker/`: a cross-encoder that rereads each input's few best "
+                "producers, stacked with the head)" if (summary.get("parameter_scorer") or {}).get("reranker") else "")
     two_level_note = "" if not summary.get("parameter_scorer") else f"""
 `{PARAMETER_SCORER_DIR}/` holds the parameter level: a dependency retriever with its parameter head, which scores
-each input of a consumer against a producer. build-graph scores a pair whose consumer declares inputs with it and
-the rest with this cross-encoder (two levels: docs/discriminator.md).
+each input of a consumer against a producer{reranked}. build-graph scores a pair whose consumer declares inputs with
+it and the rest with this cross-encoder (two levels: docs/discriminator.md).
 """
     kind_note = ("" if kind_cut is None else f"""
 A kind head (a fourth logit) gives p(precondition | dependency): the prerequisite must run first and no value

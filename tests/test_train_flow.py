@@ -306,6 +306,34 @@ def test_flow_trains_both_levels_into_one_checkpoint_that_evaluation_and_build_g
 
 
 @pytest.mark.slow
+def test_parameter_reranker_is_trained_into_the_checkpoint_and_scores_its_two_level_rows(tmp_path, prefect_harness):
+    """--parameter-reranker: the parameter scorer inside the checkpoint carries the reranker, its held-out figures
+    reach metrics.json and the card names it, and the two-level rows (and build-graph) score with it."""
+    from tasks.graph.two_level import PARAMETER_SCORER_DIR
+    from tasks.training.param_reranker import ParamReranker
+    from tests.test_retriever import _toolset_folder, make_tiny_encoder
+
+    shop = _toolset_folder(tmp_path, "shopset")
+    test = str(_toolset_folder(tmp_path, "shoptest", groups=1))
+    cfg = TrainDiscriminatorConfig(output=tmp_path / "run", pretrain_data=str(write_tiny_tdi(tmp_path / "tdi" / "tiny")),
+                                   finetune=(), test=(test,), max_length=64, batch_size=4, progress=False, seed=7,
+                                   retriever_toolsets=(str(shop),), finetune_extra=(),
+                                   retriever_base_model=str(make_tiny_encoder(tmp_path / "tiny-encoder")),
+                                   retriever_max_steps=2, parameter_reranker=True, parameter_reranker_max_steps=1)
+    result = train_discriminator(cfg)
+    best = tmp_path / "run" / "best"
+    assert ParamReranker.present(best / PARAMETER_SCORER_DIR)
+    reranker = json.loads((tmp_path / "run" / PARAMETER_SCORER_DIR / "metrics.json").read_text())["parameter_reranker"]
+    assert reranker["trained"]["steps"] == 1
+    assert result["parameter_scorer"]["reranker"] == reranker["test"] and "shopset" in reranker["test"]
+    assert "its parameter reranker (`param_reranker/`" in (best / "README.md").read_text()
+    # the evaluate-only run scores the same test pairs with the same scorer: the reranker's two-level row again
+    again = train_discriminator(TrainDiscriminatorConfig(output=tmp_path / "eval", checkpoint=best, test=(test,),
+                                                         max_length=64, batch_size=4, progress=False, seed=7))
+    assert again["test_two_level"]["calibrated"] == result["test_two_level"]["calibrated"]
+
+
+@pytest.mark.slow
 def test_resume_continues_from_the_last_checkpoint(tiny_run, prefect_harness):
     train_discriminator(tiny_run)
     finetune = Path(tiny_run.output) / "finetune"
@@ -476,6 +504,8 @@ def test_finetune_extra_is_read_only_by_a_run_that_finetunes(tmp_path):
     ({"param_level": True, "param_max_examples": 0}, "--param-max-examples 0: must be at least 1"),
     ({"param_level": True, "pretrain_data": "none"}, "--param-level: nothing to train on"),
     ({"param_level": True, "param_toolsets": ("no/such/set",)}, "--param-toolsets 'no/such/set' is neither"),
+    ({"parameter_reranker": True, "parameter_scorer": False}, "--parameter-reranker trains on the parameter scorer"),
+    ({"parameter_reranker_max_steps": 0}, "--parameter-reranker-max-steps 0: must be at least 1"),
 ])
 def test_config_refuses_a_bad_value_without_the_command_line(bad, message):
     """The checks live in TrainDiscriminatorConfig: a Python call and a Prefect deployment run are refused as the CLI is."""
