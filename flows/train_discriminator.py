@@ -212,7 +212,7 @@ class TrainDiscriminatorConfig:
     parameter_reranker: Annotated[bool, Help(
         "with --parameter-scorer: also train the parameter reranker (train-retriever --reranker: a cross-encoder "
         "that rereads each input's few best producers, stacked with the head) into best/parameter_scorer, which the "
-        "two-level rows and build-graph then score with; about 27 min more on 2 cores (bench/RESULTS.md)")] = False
+        "two-level rows and build-graph then score with; 20 to 27 min more on 2 cores (bench/RESULTS.md)")] = False
     parameter_reranker_max_steps: Annotated[int | None, Help(
         "with --parameter-reranker: cap on the reranker's training steps (none: all its epochs)")] = None
     param_level: Annotated[bool, Help(
