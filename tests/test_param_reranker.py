@@ -122,12 +122,13 @@ def test_training_from_the_encoder_saves_a_changed_cross_encoder_whole(tiny_enco
 
 @pytest.mark.parametrize("pooling", ["auto", "cls"])
 def test_the_reranker_pools_as_its_retriever_was_trained_and_keeps_its_pooling_when_loaded(tiny_encoder, tmp_path,
-                                                                                            pooling):
+                                                                                            pooling, caplog):
     """auto: a BERT-family retriever is a bi-encoder trained on the mean of its tokens, so the cross-encoder
     classifies the mean of the pair's tokens; cls keeps BERT's pooler over [CLS] (rerankers saved before load
     as they were). Loaded back, a reranker scores as it was trained, and a unit scores the same alone and
-    batched with longer ones (the mean leaves padding out)."""
+    batched with longer ones (the mean leaves padding out). A long pass says its progress (here: always)."""
     import json
+    import logging
 
     from tasks.training.param_reranker import _load, reranker_logits
 
@@ -143,7 +144,11 @@ def test_the_reranker_pools_as_its_retriever_was_trained_and_keeps_its_pooling_w
     texts = unit_texts(examples.tools, examples.units)
     short = min(range(len(examples.units)), key=lambda i: len(texts[0][i]) + len(texts[1][i]))
     alone = reranker_logits(model, tokenizer, ([texts[0][short]], [texts[1][short]]), max_length=32)
-    batched = reranker_logits(model, tokenizer, texts, max_length=32, batch_size=len(examples.units))
+    with caplog.at_level(logging.INFO, logger="tasks.common.progress"):
+        batched = reranker_logits(model, tokenizer, texts, max_length=32, batch_size=len(examples.units),
+                                  progress_every_s=1e-6)
+    n = len(examples.units)
+    assert f"parameter reranker: {n}/{n} pairs (100%)" in caplog.text
     assert len(set(np.round(batched, 6))) > 1  # the units score apart
     if want == "mean":
         assert np.isclose(alone[0], batched[short], atol=1e-5)

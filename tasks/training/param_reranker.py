@@ -23,6 +23,7 @@ import torch
 from models.discriminator_defaults import check_pooling
 from schemas.toolset import Tool, ToolSet
 from tasks.common.atomic import hidden_sibling, replace_dir
+from tasks.common.progress import EVERY_S, stage_progress
 from tasks.training.param_examples import param_text, producer_text
 from tasks.training.param_head import FEATURES, OUTPUT_DROPOUT, ParamHead, Unit, fit_on_toolsets, unit_features, unit_gold
 from tasks.training.precision import cpu_autocast
@@ -129,17 +130,20 @@ def _from_retriever(base: str | Path, layers: int | None, pooling: str):
 
 @torch.no_grad()
 def reranker_logits(model, tokenizer, texts: tuple[list[str], list[str]], max_length: int = 128,
-                    batch_size: int = 64) -> np.ndarray:
-    """One logit per (input, producer) text pair, batched by length (little padding)."""
+                    batch_size: int = 64, progress_every_s: float = EVERY_S) -> np.ndarray:
+    """One logit per (input, producer) text pair, batched by length (little padding). A pass that runs
+    ``progress_every_s`` or longer (a 10^3-tool catalog: minutes) says its count, rate and time left."""
     a, b = texts
     model.eval()
     out = np.zeros(len(a), dtype=np.float32)
     order = sorted(range(len(a)), key=lambda i: len(a[i]) + len(b[i]))
-    for s in range(0, len(order), batch_size):
-        idx = order[s:s + batch_size]
-        enc = tokenizer([a[i] for i in idx], [b[i] for i in idx], truncation=True, max_length=max_length,
-                        padding=True, return_tensors="pt")
-        out[idx] = model(**enc).logits[:, 0].float().numpy()
+    with stage_progress("parameter reranker", len(order), "pairs", every_s=progress_every_s) as progress:
+        for s in range(0, len(order), batch_size):
+            idx = order[s:s + batch_size]
+            enc = tokenizer([a[i] for i in idx], [b[i] for i in idx], truncation=True, max_length=max_length,
+                            padding=True, return_tensors="pt")
+            out[idx] = model(**enc).logits[:, 0].float().numpy()
+            progress.advance(len(idx))
     return out
 
 
