@@ -613,7 +613,9 @@ def test_maker_rank_and_margin_leave_out_the_producers_that_take_the_value_thems
     assert {"maker_inverse_rank", "maker_margin"} <= set(HEAD_FEATURES) and not {"inverse_rank", "margin"} & set(HEAD_FEATURES)
 
 
-def test_lexical_columns_weigh_the_input_words_a_producer_offers_by_their_idf():
+def test_lexical_columns_weigh_the_input_words_a_producer_offers_by_their_idf(caplog):
+    import logging
+
     from tasks.training.param_head import FEATURES, HEAD_FEATURES, lexical_words, unit_features
 
     assert lexical_words("The URL of the blogPost") == {"url", "blog", "post"}
@@ -627,7 +629,10 @@ def test_lexical_columns_weigh_the_input_words_a_producer_offers_by_their_idf():
             Tool("get_user_token", "auth", doc("get_user_token", [("password", "")], [("token", "the user's token")])),
             Tool("register_user", "auth", doc("register_user", [("email", "")], [("token", "the user's token")])),
             Tool("check_token", "auth", doc("check_token", [("token", "the token")], [("username", "")]))]
-    units, x = unit_features(auth, encode)
+    with caplog.at_level(logging.INFO, logger="tasks.common.progress"):
+        units, x = unit_features(auth, encode, progress_every_s=1e-6)
+    # a long pass says its progress (here: always): 5 inputs against the group's 4 tools
+    assert "parameter head: 20/20 input-producer pairs (100%)" in caplog.text
     f = {u: dict(zip(FEATURES, row)) for u, row in zip(units, x)}
     # producer words (names, outputs): token in 3 of the 4 tools, user in 2 -> IDF ln(5/4), ln(5/3)
     token, user = math.log(5 / 4), math.log(5 / 3)

@@ -11,7 +11,7 @@ import functools
 import json
 import random
 from collections import Counter, defaultdict
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -22,6 +22,7 @@ from schemas.name_rule import (identifier_tokens, name_words, normalise_param_na
                                raw_output_names)
 from schemas.parameters import doc_without_outputs, output_param_names
 from schemas.toolset import Tool, ToolSet
+from tasks.common.progress import EVERY_S, stage_progress
 from tasks.training.metrics import choose_probability_cut
 from tasks.training.param_examples import rule_over_outputs
 
@@ -87,8 +88,19 @@ def _tie_broken(first: np.ndarray, then: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(first), key, -np.inf)
 
 
+def _said_groups(groups: list[list[int]], inputs_of: Counter, every_s: float) -> Iterator[list[int]]:
+    """``groups`` (tool indices) one by one, the (input, producer) pairs they hold said as progress: a group's
+    inputs against its tools, where the time of ``unit_features`` goes."""
+    size = [sum(inputs_of[i] for i in idx) * len(idx) for idx in groups]
+    with stage_progress("parameter head", sum(size), "input-producer pairs", every_s=every_s) as progress:
+        for idx, n in zip(groups, size):
+            yield idx
+            progress.advance(n)
+
+
 def unit_features(tools: Sequence[Tool], encode: Callable[[list[str]], np.ndarray],
-                  pairs: Collection[tuple[int, int]] | None = None) -> tuple[list[Unit], np.ndarray]:
+                  pairs: Collection[tuple[int, int]] | None = None,
+                  progress_every_s: float = EVERY_S) -> tuple[list[Unit], np.ndarray]:
     """Every (producer, consumer input) unit of each group (or only of the ordered (producer, consumer)
     ``pairs``) and its features (``FEATURES`` order):
 
@@ -112,7 +124,10 @@ def unit_features(tools: Sequence[Tool], encode: Callable[[list[str]], np.ndarra
     - the lexical overlap: the share of the bare value's words (IDF-weighted over ``tools``' producer texts) found
       in the producer's name and outputs, and its rank (ties broken by the cosine) and margin among the makers:
       words a cosine blurs ("The URL of the post" / "Create a blog post"), the hybrid retrieval's second view
-      (bench/RESULTS.md, "A lexical view in the parameter head")."""
+      (bench/RESULTS.md, "A lexical view in the parameter head").
+
+    A pass that runs ``progress_every_s`` or longer (a 10^3-tool catalog: a minute and more) says its count of
+    (input, producer) pairs, rate and time left."""
     queries, values, owner, names = [], [], [], []
     for c, t in enumerate(tools):
         for p in dict((q["name"], q) for q in t.doc.get("input_params") or []).values():
@@ -153,7 +168,7 @@ def unit_features(tools: Sequence[Tool], encode: Callable[[list[str]], np.ndarra
         members[t.group].append(i)
     wanted = None if pairs is None else set(pairs)
     units, rows = [], []
-    for idx in members.values():
+    for idx in _said_groups(list(members.values()), Counter(owner), progress_every_s):
         if len(idx) < 2:
             continue
         col = {tool: k for k, tool in enumerate(idx)}
