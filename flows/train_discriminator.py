@@ -806,7 +806,7 @@ def model_card(cfg: TrainDiscriminatorConfig, summary: dict[str, Any]) -> str:
     kind_cut = (summary.get("calibration") or {}).get("kind_threshold")
     warnings = "".join(f"**Warning:** {said}\n\n" for said in summary.get("warnings", []))
     reranked = (", and its parameter reranker (`param_reranker/`: a cross-encoder that rereads each input's few best "
-                "producers, stacked with the head)" if (summary.get("parameter_scorer") or {}).get("reranker") else "")
+                "producers, stacked with the head)" if cfg.parameter_reranker else "")
     two_level_note = "" if not summary.get("parameter_scorer") else f"""
 `{PARAMETER_SCORER_DIR}/` holds the parameter level: a dependency retriever with its parameter head, which scores
 each input of a consumer against a producer{reranked}. build-graph scores a pair whose consumer declares inputs with
