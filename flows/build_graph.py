@@ -33,7 +33,7 @@ from __future__ import annotations
 import functools
 import json
 import typing
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -431,6 +431,11 @@ def encode_texts(texts: list[str], encoder: str, batch_size: int, device: str | 
                          progress=get_run_logger().info)
 
 
+def cached_encoder(cfg: GraphConfig, encoder: str, what: str) -> Callable[[list[str]], np.ndarray]:
+    """``encoder``'s vectors of texts through the build's embedding cache, with ``encode_texts``' progress lines."""
+    return lambda texts: encode_texts.fn(texts, encoder, cfg.batch_size, cfg.device, cfg.embedding_cache, what)
+
+
 class RetrievalRuleEncoder:
     """The retrieval rule's encoder (``--retrieval-encoder``, else ``--encoder``, through the embedding cache) for
     one tool set. With ``remember`` it keeps its last answer: the pruning step and the candidate-recall curve ask
@@ -803,8 +808,11 @@ def build_graph(cfg: GraphConfig | None = None) -> dict:
             from tasks.graph import param_scoring
 
             cut = param_scoring.param_threshold(cfg.param_discriminator, cfg.param_threshold)
+            # through the embedding cache: pruning has encoded most of these texts with the same retriever
+            encode = cached_encoder(cfg, cfg.param_discriminator, "parameter-level texts")
             scores = param_scoring.score_parameters(cfg.param_discriminator, toolset.tools, candidates,
-                                                    cfg.batch_size, None, cfg.device)
+                                                    cfg.batch_size, None, cfg.device, encode)
+            drop_sentence_encoders()
             param_edges = param_scoring.param_tool_edges(toolset.tools, candidates, scores, cut, predicted,
                                                          cfg.cross_encoder_preconditions)
             log.info(param_scoring.describe(scores, param_edges, cut))

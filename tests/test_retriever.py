@@ -736,6 +736,58 @@ def test_build_graph_scores_parameters_with_a_retriever_head(tiny_encoder, tmp_p
     assert kept == {(0, 1, "user_id")}
 
 
+def test_build_graph_scores_parameters_through_the_embedding_cache(tiny_encoder, tmp_path, prefect_harness,
+                                                                    monkeypatch):
+    """The parameter level reads the retriever's vectors through the build's embedding cache, as pruning does: the
+    texts pruning encoded are not encoded again (at 10^4 tools that was minutes in silence), a rebuild encodes no
+    text at all, and the parameter edges are the ones the retriever's own encoder gives."""
+    import shutil
+
+    from flows.build_graph import GraphConfig, build_graph
+    from models.sentence_encoder import SentenceEncoder
+    from tasks.graph.param_scoring import param_threshold, score_parameters
+    from tasks.toolsets.readers import load_benchmark
+    from tasks.training.param_head import FEATURES, ParamHead
+    from warehouse.build import connect, rows_of
+
+    folder = tmp_path / "retriever"
+    shutil.copytree(tiny_encoder, folder)
+    coef = [0.0] * len(FEATURES)
+    coef[FEATURES.index("exact")] = 10.0  # a head that follows the exact name rule
+    ParamHead(coef, -5.0, [0.0] * len(FEATURES), [1.0] * len(FEATURES), 0.5).save(folder)
+    tool_set = _toolset_folder(tmp_path, "shopset", groups=2)
+    asked: list[int] = []
+    real_encode = SentenceEncoder.encode
+
+    def counting(self, texts, *args, **kwargs):
+        asked.append(len(texts))
+        return real_encode(self, texts, *args, **kwargs)
+
+    monkeypatch.setattr(SentenceEncoder, "encode", counting)
+    stored = []
+    for run in range(2):
+        asked.clear()
+        target = tmp_path / f"tgr{run}.duckdb"
+        build_graph(GraphConfig(toolsets=(str(tool_set),), warehouse=str(target), discriminator=None,
+                                param_discriminator=str(folder), retrieval_encoder=str(folder), pruning="retrieval",
+                                retrieval_k=3, embedding_cache=str(tmp_path / "cache"), transitions=False,
+                                progress=False, schema_edges=False))
+        con = connect(target)
+        stored.append(rows_of(con, "SELECT dependent, prerequisite, consumer_param, probability FROM parameter_edges "
+                                   "WHERE source = 'discriminator' ORDER BY ALL"))
+        con.close()
+        if run == 0:
+            assert sum(asked) > 0
+    assert asked == []  # the rebuild: every text of both levels from the cache
+    assert stored[0] == stored[1] and stored[0]
+    tools = load_benchmark(str(tool_set), None).tools
+    from tasks.graph.pruning import same_group_pairs
+
+    direct = {(tools[s.consumer].tool_id, tools[s.producer].tool_id, s.param)
+              for s in score_parameters(folder, tools, same_group_pairs(tools)) if s.prob >= param_threshold(folder)}
+    assert {(r["dependent"], r["prerequisite"], r["consumer_param"]) for r in stored[0]} <= direct
+
+
 def test_the_checkpoint_bench_fits_the_head_on_every_validated_step_and_names_the_one_kept(tiny_encoder, tmp_path):
     from bench.retriever_checkpoints import checkpoints
     from tasks.training.retriever_config import RetrieverConfig

@@ -2,7 +2,7 @@
 parameter edges, and the tool edge as the max over the consumer's inputs (tool-level fallback without inputs)."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -35,13 +35,18 @@ class ParamToolEdge:
 
 
 def score_parameters(checkpoint: str | Path, tools: Sequence[Tool], pairs: Sequence[tuple[int, int]],
-                     batch_size: int = 128, max_length: int | None = None, device: str | None = None) -> list[ParamScore]:
+                     batch_size: int = 128, max_length: int | None = None, device: str | None = None,
+                     encode: Callable[[list[str]], np.ndarray] | None = None) -> list[ParamScore]:
     """p(takes) of every (producer, consumer input) over both orders of the candidate ``pairs``: by the
     cross-encoder of ``checkpoint``, or, where the folder is a dependency retriever with a parameter head
     (``param_head.json``, train-retriever), by that head over the retriever's encodings (each tool and
     input encoded once); where the retriever also holds a parameter reranker (``param_reranker/``,
     train-retriever --reranker), by the reranker over the candidate units only (each input's top-k producers,
-    or a name-rule match: the others are not scored, so they make no edge)."""
+    or a name-rule match: the others are not scored, so they make no edge).
+
+    ``encode``: the retriever's own encodings of texts, from elsewhere (build-graph's embedding cache, where its
+    pruning has already encoded most of these texts with the same retriever); None: the retriever is loaded
+    here and encodes them all."""
     from models.discriminator import load_calibration, load_discriminator, trained_max_length
     from tasks.training.param_scorer import PARAM_MAX_LENGTH, score_param_examples
 
@@ -52,14 +57,15 @@ def score_parameters(checkpoint: str | Path, tools: Sequence[Tool], pairs: Seque
         raise ValueError(f"{checkpoint}: a dependency retriever without {HEAD_FILE} (train-retriever fits it on "
                          "tool sets with parameter edges); it cannot score parameters")
     if (Path(checkpoint) / HEAD_FILE).is_file():
-        from models.sentence_encoder import EncoderConfig, SentenceEncoder
+        if encode is None:
+            from models.sentence_encoder import EncoderConfig, SentenceEncoder
 
-        encoder = SentenceEncoder(EncoderConfig(str(checkpoint), batch_size=batch_size, device=device))
+            encode = SentenceEncoder(EncoderConfig(str(checkpoint), batch_size=batch_size, device=device)).encode
         ordered = {(p, c) for i, j in pairs for p, c in ((i, j), (j, i))}
         if ParamReranker.present(checkpoint):
-            scored, probs = ParamReranker(Path(checkpoint) / RERANKER_DIR).score(tools, encoder.encode, ordered)
+            scored, probs = ParamReranker(Path(checkpoint) / RERANKER_DIR).score(tools, encode, ordered)
         else:
-            scored, x = unit_features(tools, encoder.encode, ordered)
+            scored, x = unit_features(tools, encode, ordered)
             probs = ParamHead.load(Path(checkpoint)).predict(x)
         return [ParamScore(p, c, q, float(v)) for (p, c, q), v in zip(scored, probs)]
     model, tokenizer = load_discriminator(checkpoint)
