@@ -58,7 +58,7 @@ def onnx_session(model, tokenizer, folder: Path, int8: bool):
     """An ONNX Runtime session of ``model`` (torch.onnx export; int8: ORT's dynamic quantizer), or None
     when the ``onnx`` package the exporter needs is missing."""
     try:
-        import onnx  # noqa: F401  (torch.onnx.export and ORT's quantizer need it; not a project dependency)
+        import onnx  # noqa: F401  (torch.onnx.export and ORT's quantizer need it)
     except ModuleNotFoundError:
         return None
     import warnings
@@ -288,19 +288,25 @@ def markdown(r: dict, command: str, note: str | None = None) -> str:
                  f"; the fastest with identical decisions, {best_exact['variant']}, "
                  f"{best_exact['pairs_per_s_both_orders']} pairs/s.")]
     if not r["onnx_variants"]:
-        lines.append("ONNX Runtime rows need the `onnx` package for torch.onnx.export (not a project dependency).")
+        lines.append("ONNX Runtime rows need the `onnx` package for torch.onnx.export (a project dependency: "
+                     "`make setup` installs it).")
     return "\n".join(lines) + "\n"
 
 
+HAND_NOTES = "What this says"  # where the lines written by hand begin: a rerun keeps them
+
+
 def write_section(text: str, path: Path = Path(__file__).with_name("RESULTS.md")) -> None:
-    """Replace this benchmark's section of bench/RESULTS.md (or append it)."""
+    """Replace this benchmark's lines of bench/RESULTS.md (or append them): from its heading to the notes written by
+    hand (``HAND_NOTES``), a subsection or the next section, whichever comes first; those are kept."""
     old = path.read_text() if path.exists() else ""
     start = old.find(SECTION + "\n")
     if start < 0:
         path.write_text(old.rstrip("\n") + "\n\n" + text)
         return
-    end = old.find("\n## ", start + len(SECTION))
-    path.write_text(old[:start] + text + (old[end + 1:] if end >= 0 else ""))
+    ends = [at for at in (old.find(mark, start + len(SECTION)) for mark in ("\n## ", "\n### ", "\n" + HAND_NOTES))
+            if at >= 0]
+    path.write_text(old[:start] + text + ("\n" + old[min(ends) + 1:] if ends else ""))
 
 
 def main(argv: list[str] | None = None) -> dict:

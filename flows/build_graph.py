@@ -62,7 +62,8 @@ from tasks.graph.pruning import (DEFAULT_PRUNING, PRUNING_STRATEGIES, PruningRes
 from tasks.graph.schema_rule import schema_edges
 from tasks.graph.two_level import cross_encoder_pairs
 from tasks.graph.scoring import (DEFAULT_MAX_PREREQUISITES, SCORING_PRECISIONS, SCORING_RUNNERS, EdgeDecision,
-                                 cap_prerequisites, edge_decision, edges_from_probabilities, score_pairs)
+                                 cap_prerequisites, edge_decision, edges_from_probabilities, resolved_precision,
+                                 score_pairs)
 from tasks.llm.config import split_userinfo
 from tasks.llm.preflight import preflight
 from tasks.retrieval.gcn import Direction, gcn_propagate, gcn_propagate_weighted
@@ -140,9 +141,10 @@ class GraphConfig:
     max_length: Annotated[int | None, Help(
         "word pieces per scored pair; none: the checkpoint's training max_length (calibration.json), else 256")] = None
     scoring_precision: Annotated[str, Help(
-        "discriminator arithmetic: fp32 (reference); bf16 or int8 are faster on CPU, probabilities within about 1e-2, "
-        "so a pair near the threshold may flip (bench/RESULTS.md, 'Pair scoring speed')")] = field(
-        default="fp32", metadata={"choices": SCORING_PRECISIONS})
+        "discriminator arithmetic: auto (onnx on a CPU, fp32 on a GPU); fp32 (torch, the reference); onnx (the "
+        "same fp32 in ONNX Runtime, CPU only: 1.4-1.65x on 2 cores, probabilities within about 1e-6); bf16 or int8 "
+        "are faster on CPU, probabilities within about 1e-2, so a pair near the threshold may flip (bench/RESULTS.md, "
+        "'Pair scoring speed')")] = field(default="auto", metadata={"choices": SCORING_PRECISIONS})
     scoring_runner: Annotated[str, Help(
         "where the discriminator scores candidate pairs: local (this process, torch's threads); dask or ray: in "
         "shards, as Prefect tasks on a Dask or Ray cluster (a local one of --scoring-workers processes, or the one at "
@@ -682,7 +684,7 @@ def lineage_rows(toolset: ToolSet, folder: Path | None, sources: set[str], cfg: 
     disc = {"pruning": cfg.pruning, "neighbours": cfg.neighbours, "retrieval_k": cfg.retrieval_k,
             "retrieval_encoder": cfg.retrieval_encoder, "retrieval_share": cfg.retrieval_share,
             "retrieval_rank": retrieval_ranking(cfg), "both_orders": cfg.both_orders,
-            "scoring_precision": cfg.scoring_precision,
+            "scoring_precision": resolved_precision(cfg.scoring_precision, cfg.device),
             "min_prob": cfg.min_prob, "max_prerequisites": cfg.max_prerequisites,
             "rule": decision.rule if decision else None,
             "threshold_source": decision.threshold_source if decision else None,

@@ -568,13 +568,84 @@ def test_faster_precisions_keep_the_edge_decisions_of_fp32(confident_checkpoint,
                [(e, c) for e, _, c in edges_from_probabilities(TOOLS, pairs, fp32, threshold=threshold)]
 
 
+def test_onnx_scoring_gives_fp32_probabilities_from_a_file_exported_once_per_set_of_weights(confident_checkpoint,
+                                                                                             tmp_path):
+    """--scoring-precision onnx (auto's choice on a CPU): the same fp32 arithmetic in ONNX Runtime, so every
+    probability within 1e-5 of torch's and every decision the same; the export is kept per set of weights."""
+    import torch
+
+    from models.discriminator import decide, load_discriminator, predict_proba, scoring_model
+    from models.onnx_scoring import OnnxPairClassifier
+    from schemas.docs import canonical_doc_json
+    from tasks.graph.scoring import resolved_precision
+
+    pairs = [(i, j) for i in range(len(TOOLS)) for j in range(len(TOOLS)) if i != j]
+    fp32 = score_pairs(confident_checkpoint, TOOLS, pairs, progress=False, max_producers=None, precision="fp32")
+    onnx = score_pairs(confident_checkpoint, TOOLS, pairs, progress=False, max_producers=None, precision="onnx")
+    auto = score_pairs(confident_checkpoint, TOOLS, pairs, progress=False, max_producers=None, precision="auto")
+    np.testing.assert_allclose(onnx, fp32, atol=1e-5)
+    assert (decide(onnx) == decide(fp32)).all() and len(set(decide(fp32).tolist())) > 1
+    np.testing.assert_array_equal(auto, onnx)  # auto on this CPU is onnx
+    assert resolved_precision("auto", "cpu") == "onnx" and resolved_precision("int8", None) == "int8"
+
+    model, tokenizer = load_discriminator(confident_checkpoint)
+    runner = OnnxPairClassifier(model, tmp_path / "onnx")
+    assert isinstance(scoring_model(model, "onnx"), OnnxPairClassifier)
+    assert isinstance(model.classifier, torch.nn.Linear)  # the torch model is left as it was
+    assert len(list((tmp_path / "onnx").glob("*.onnx"))) == 1
+    OnnxPairClassifier(model, tmp_path / "onnx")  # the same weights: the same file, not exported again
+    assert len(list((tmp_path / "onnx").glob("*.onnx"))) == 1
+    with torch.no_grad():
+        model.classifier.bias[0] += 2.0  # changed weights (a retrained model): a file of their own
+    changed = OnnxPairClassifier(model, tmp_path / "onnx")
+    assert len(list((tmp_path / "onnx").glob("*.onnx"))) == 2
+    docs = [canonical_doc_json(t.doc) for t in TOOLS]
+    a, b = [docs[i] for i, _ in pairs], [docs[j] for _, j in pairs]  # padded batches of several lengths
+    now = predict_proba(model, tokenizer, a, b, 256, 4)
+    torch.testing.assert_close(predict_proba(changed, tokenizer, a, b, 256, 4), now, atol=1e-5, rtol=0)
+    assert not torch.allclose(predict_proba(runner, tokenizer, a, b, 256, 4), now, atol=1e-5, rtol=0)  # the old file
+    assert not list((tmp_path / "onnx").glob(".build-*"))  # no half-written export left
+
+
+def test_auto_scores_in_torch_where_onnx_cannot_take_the_model_and_onnx_takes_models_without_token_types(
+        confident_checkpoint, tmp_path, monkeypatch):
+    import torch
+    from transformers import DistilBertConfig, DistilBertForSequenceClassification
+
+    import models.onnx_scoring as onnx_scoring
+    from models.onnx_scoring import OnnxPairClassifier
+
+    # a model without token_type_ids in its forward(): each input goes to it by name
+    torch.manual_seed(0)
+    distil = DistilBertForSequenceClassification(DistilBertConfig(vocab_size=50, dim=16, n_layers=1, n_heads=2,
+                                                                  hidden_dim=32, num_labels=3)).eval()
+    ids, mask = torch.tensor([[1, 7, 9, 2, 0], [1, 4, 4, 8, 2]]), torch.tensor([[1, 1, 1, 1, 0], [1, 1, 1, 1, 1]])
+    with torch.no_grad():
+        expected = distil(input_ids=ids, attention_mask=mask).logits
+    got = OnnxPairClassifier(distil, tmp_path / "onnx")(input_ids=ids, attention_mask=mask,
+                                                       token_type_ids=torch.zeros_like(ids)).logits
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)
+
+    pairs = [(i, j) for i in range(len(TOOLS)) for j in range(i + 1, len(TOOLS))]
+    fp32 = score_pairs(confident_checkpoint, TOOLS, pairs, progress=False, precision="fp32")
+
+    def refuse(*_args, **_kwargs):
+        raise RuntimeError("no exporter for this model")
+
+    monkeypatch.setattr(onnx_scoring.OnnxPairClassifier, "__init__", refuse)
+    np.testing.assert_array_equal(score_pairs(confident_checkpoint, TOOLS, pairs, progress=False, precision="auto"),
+                                  fp32)  # torch's fp32, the same arithmetic
+    with pytest.raises(RuntimeError, match="no exporter"):  # asked for by name: the error, not another engine
+        score_pairs(confident_checkpoint, TOOLS, pairs, progress=False, precision="onnx")
+
+
 def test_scoring_model_quantizes_a_copy_and_refuses_unknown_precisions(confident_checkpoint):
     import torch
 
     from models.discriminator import SCORING_PRECISIONS, load_discriminator, scoring_model
     from tasks.graph.scoring import SCORING_PRECISIONS as CONFIG_PRECISIONS
 
-    assert CONFIG_PRECISIONS == SCORING_PRECISIONS  # build-graph's choices name the model's precisions
+    assert CONFIG_PRECISIONS == ("auto", *SCORING_PRECISIONS)  # build-graph's choices: the model's, and auto
     model, _ = load_discriminator(confident_checkpoint)
     assert scoring_model(model, "fp32") is model
     bf16 = scoring_model(model, "bf16")
@@ -634,7 +705,7 @@ def test_build_and_eval_flows_end_to_end(tiny_checkpoint, tmp_path, prefect_harn
     n_fused = con.execute("SELECT count(*) FROM edges WHERE source = 'fused'").fetchone()[0]
     assert n_fused == summary["fused_edges"] >= 3
     params = json.loads(con.execute("SELECT params_json FROM edge_lineage WHERE source = 'discriminator'").fetchone()[0])
-    assert params["scoring_precision"] == "fp32"  # which arithmetic made the edges is on record
+    assert params["scoring_precision"] == "onnx"  # which arithmetic made the edges is on record (auto, on a CPU)
     # kinds: schema edges data, the discriminator's pair scores none; each source measured against the 3 gold
     # edges (TOYSET's say no kind: all 'unlabelled'), its true positives recounted in SQL
     assert {k for (k,) in con.execute("SELECT DISTINCT kind FROM edges WHERE source = 'schema'").fetchall()} == {"data"}
@@ -811,7 +882,7 @@ def test_parse_args_flags(tmp_path):
     assert (cfg.progress, cfg.transitions, cfg.max_producers, cfg.trajectories, cfg.split_fractions) == (
         False, False, None, ("tmdb=runs,1.jsonl", "more.jsonl"), (0.5, 0.25, 0.25))  # a file name keeps its comma
     assert parse_args(["--toolset", "x", "--no-discriminator"]).pruning == DEFAULT_PRUNING
-    assert parse_args(["--toolset", "x", "--no-discriminator"]).scoring_precision == "fp32"  # the reference by default
+    assert parse_args(["--toolset", "x", "--no-discriminator"]).scoring_precision == "auto"  # onnx on a CPU
     assert parse_args(["--toolset", "x", "--no-discriminator", "--scoring-precision", "int8"]).scoring_precision == "int8"
     for bad in (["--pruning", "magic"], ["--threshold", "2"], ["--beta", "1.5"], ["--split", "0.5,0.5"],
                 ["--scoring-precision", "fp16"]):
@@ -835,7 +906,7 @@ def test_parse_args_flags(tmp_path):
     ({"pruning": "magic"}, "unknown pruning strategy 'magic'"), ({"gcn_direction": "up"}, "--gcn-direction 'up'"),
     ({"embed_style": "x"}, "--embed-style 'x'"), ({"rule_score": 4}, "--rule-score 4"), ({"betas": (1.0,)}, "below 1"),
     ({"alphas": ()}, "--alphas"), ({"toolsets": ()}, "--toolset"), ({"evaluator": "gpt"}, "rule, llm"),
-    ({"scoring_precision": "fp16"}, "--scoring-precision 'fp16': one of fp32, bf16, int8"),
+    ({"scoring_precision": "fp16"}, "--scoring-precision 'fp16': one of auto, fp32, bf16, int8, onnx"),
     ({"param_threshold": 0.5}, "--param-threshold: only with --param-discriminator"),
     ({"param_discriminator": "no/such/param/best"}, "--param-discriminator no/such/param/best: no config.json there"),
 ])

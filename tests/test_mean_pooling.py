@@ -142,7 +142,7 @@ def test_a_mean_pooled_classifier_scores_pairs_at_every_scoring_precision(encode
     docs_b = ["delete_account(token: str) -> status: str. Deletes.", "send_email(to: str) -> status: str. Sends."]
     fp32 = predict_proba(model, tokenizer, docs_a, docs_b, max_length=64, symmetric=True)
     assert fp32.shape == (2, 3) and torch.allclose(fp32.sum(-1), torch.ones(2), atol=1e-5)
-    for precision, tolerance in (("bf16", 0.05), ("int8", 0.05)):  # quantized copies of the same weights
+    for precision, tolerance in (("bf16", 0.05), ("int8", 0.05), ("onnx", 1e-5)):  # the same weights, other arithmetic
         other = predict_proba(model, tokenizer, docs_a, docs_b, max_length=64, symmetric=True, precision=precision)
         assert torch.allclose(other, fp32, atol=tolerance), precision
 

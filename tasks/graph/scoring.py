@@ -26,10 +26,21 @@ from tasks.graph.schema_rule import group_common_names, group_common_partial_inp
 log = logging.getLogger(__name__)
 
 
-# models.discriminator.SCORING_PRECISIONS, named here so that the build-graph config needs no torch import
-SCORING_PRECISIONS = ("fp32", "bf16", "int8")
+# models.discriminator.SCORING_PRECISIONS and build-graph's default "auto" (``resolved_precision``), named here so
+# that the build-graph config needs no torch import
+SCORING_PRECISIONS = ("auto", "fp32", "bf16", "int8", "onnx")
 # where build-graph scores candidate pairs: this process, or shards on a Dask / Ray cluster (tasks/common/clusters.py)
 SCORING_RUNNERS = ("local", "dask", "ray")
+
+
+def resolved_precision(precision: str, device: str | None) -> str:
+    """``auto``: onnx (the fp32 arithmetic in ONNX Runtime) where the pairs are scored on the CPU, fp32 (torch) on a
+    GPU; any other value as it is."""
+    if precision != "auto":
+        return precision
+    from models.sentence_encoder import pick_device
+
+    return "onnx" if pick_device(device).type == "cpu" else "fp32"
 
 
 def score_pairs(
@@ -58,9 +69,10 @@ def score_pairs(
     ``max_producers``: output names more common than this in a group give the model no
     parameter-match hint (``models.discriminator.pair_texts``), as for the schema edges, and input
     names that more tools of the group partly match give no partial hint (``common_partial_inputs``).
-    ``precision``: "fp32" (the reference), or the opt-in "bf16" / "int8" (``models.discriminator.scoring_model``:
-    faster on CPU, probabilities within about 1e-2 of fp32, so a pair near the threshold may flip;
-    bench/bench_scoring.py measures speed and agreement).
+    ``precision``: "fp32" (the reference), "onnx" (the same arithmetic in ONNX Runtime on the CPU, probabilities
+    within about 1e-6), "auto" (onnx on the CPU, fp32 on a GPU), or the opt-in "bf16" / "int8"
+    (``models.discriminator.scoring_model``: faster on CPU, probabilities within about 1e-2 of fp32, so a pair near
+    the threshold may flip; bench/bench_scoring.py measures speed and agreement).
     """
     from tqdm.auto import tqdm
 
@@ -73,7 +85,14 @@ def score_pairs(
     kind = np.empty(len(pairs), dtype=np.float64) if has_kind_head(model) else None
     if not pairs:
         return (np.zeros((0, 3), dtype=np.float64), kind) if with_kind else np.zeros((0, 3), dtype=np.float64)
-    model = scoring_model(model, precision)  # int8: quantized once here, not per chunk
+    asked, precision = precision, resolved_precision(precision, device)
+    try:
+        model = scoring_model(model, precision)  # int8: quantized once here, not per chunk; onnx: exported once
+    except Exception as err:  # noqa: BLE001  (auto's engine could not take this model: torch's fp32 is the same)
+        if asked != "auto":
+            raise
+        log.warning(f"scoring in torch fp32: this checkpoint could not be run by ONNX Runtime ({err})")
+        precision = "fp32"
     docs = [canonical_doc_json(t.doc) for t in tools]
     docs_a, docs_b = [docs[i] for i, _ in pairs], [docs[j] for _, j in pairs]
     common = group_common_names(tools, max_producers)

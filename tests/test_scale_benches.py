@@ -1,4 +1,5 @@
-"""bench.bench_graph_scale's synthetic catalog: replicas of ToolBench that prune like ToolBench itself."""
+"""The benches' own machinery: the scale bench's synthetic catalog (replicas of ToolBench that prune like ToolBench
+itself) and the scoring bench's section of bench/RESULTS.md."""
 import json
 from itertools import combinations
 
@@ -56,3 +57,21 @@ def test_a_tag_is_one_lowercase_word_fixed_by_the_id():
     assert tag("Parcel::Latest~r0") == tag("Parcel::Latest~r0")
     assert tag("Parcel::Latest~r0") != tag("Parcel::Latest~r1")
     assert tag("x").isalpha() and tag("x").islower() and len(tag("x")) == 8
+
+
+def test_the_scoring_bench_rewrites_its_own_lines_and_keeps_the_notes_and_subsections_after_them(tmp_path):
+    from bench.bench_scoring import HAND_NOTES, SECTION, write_section
+
+    results = tmp_path / "RESULTS.md"
+    results.write_text(f"# Results\n\n{SECTION}\n\nold table\n\n{HAND_NOTES} (by hand):\n- a note\n\n"
+                       "### A subsection\n\nkept\n\n## Next section\n\nkept too\n")
+    write_section(f"{SECTION}\n\nnew table\n", results)
+    assert results.read_text() == (f"# Results\n\n{SECTION}\n\nnew table\n\n{HAND_NOTES} (by hand):\n- a note\n\n"
+                                   "### A subsection\n\nkept\n\n## Next section\n\nkept too\n")
+    results.write_text(f"# Results\n\n{SECTION}\n\nold table\n\n### A subsection\n\nkept\n")
+    write_section(f"{SECTION}\n\nnew table\n", results)
+    assert results.read_text() == f"# Results\n\n{SECTION}\n\nnew table\n\n### A subsection\n\nkept\n"
+    empty = tmp_path / "EMPTY.md"
+    empty.write_text("# Results\n")
+    write_section(f"{SECTION}\n\ntable\n", empty)
+    assert empty.read_text() == f"# Results\n\n{SECTION}\n\ntable\n"
