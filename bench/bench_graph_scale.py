@@ -1,8 +1,11 @@
 """Scale of build-graph (issue 21 item 6, issue 20 item 6): time and peak RSS per step on a synthetic catalog.
 
-    python -m bench.bench_graph_scale --tools 10000 [--encoder offline-minilm] [--keep-cache]
+    python -m bench.bench_graph_scale --tools 10000 [--encoder offline-minilm] [--workdir W] [--rerun]
     python -m bench.bench_graph_scale --tools 10000 --discriminator artifacts/discriminator/minilm/best \
-        --scoring-runner dask --pruning retrieval --retrieval-k 10 --retrieval-share 0.05 --single-order
+        --pruning retrieval --retrieval-share 0.05 [--scoring-runner dask]
+
+Steps timed: each Prefect task or helper of flows.build_graph named in ``STEPS``, and the parameter level
+(``PARAM_STEPS``, tasks.graph.param_scoring). The result names the edges per source and the parameter edges.
 
 The catalog (``synthetic_catalog``): ToolBench stable's 2,479 tools replicated with renamed ids, names and
 groups (replica r: tool id ``<id>~r<r>``, group ``<category> r<r>``), cut to ``--tools``; so each group has a
