@@ -54,57 +54,21 @@ def pair_inputs(tools, pairs, max_producers):
             [common[tools[i].group] for i, _ in pairs], [common_inputs[tools[i].group] for i, _ in pairs])
 
 
-def onnx_session(model, tokenizer, folder: Path, int8: bool):
-    """An ONNX Runtime session of ``model`` (torch.onnx export; int8: ORT's dynamic quantizer), or None
-    when the ``onnx`` package the exporter needs is missing."""
+def onnx_runners(model, folder: Path):
+    """(fp32, int8) ONNX Runtime runners of ``model`` as build-graph's ``--scoring-precision onnx`` runs it
+    (``models.onnx_scoring``; int8: ORT's dynamic quantizer over the same export), or (None, None) when the ``onnx``
+    package the exporter needs is missing."""
     try:
         import onnx  # noqa: F401  (torch.onnx.export and ORT's quantizer need it)
     except ModuleNotFoundError:
-        return None
-    import warnings
+        return None, None
+    from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    import onnxruntime as ort
-    import torch
+    from models.onnx_scoring import OnnxPairClassifier, onnx_model_path
 
-    path = folder / "model.onnx"
-    if not path.exists():
-        # a padded example: traced on an all-ones mask, the exported graph may drop the attention mask
-        enc = tokenizer(["a b", "a b c d e f g"], ["c d", "e"], padding=True, return_tensors="pt")
-        names = [n for n in ("input_ids", "attention_mask", "token_type_ids") if n in enc]  # forward()'s order
-        axes = {n: {0: "batch", 1: "length"} for n in names} | {"logits": {0: "batch"}}
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            torch.onnx.export(model, tuple(enc[n] for n in names), str(path), input_names=names,
-                              output_names=["logits"], dynamic_axes=axes, opset_version=17, dynamo=False)
-    if int8:
-        from onnxruntime.quantization import QuantType, quantize_dynamic
-
-        quantized = folder / "model-int8.onnx"
-        if not quantized.exists():
-            quantize_dynamic(str(path), str(quantized), weight_type=QuantType.QInt8)
-        path = quantized
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = torch.get_num_threads()
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")  # shared cores: no busy waiting
-    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-
-
-def onnx_predict(session, tokenizer, docs_a, docs_b, max_length, batch_size, ignore, ignore_inputs):
-    """predict_proba's path (same encoding, length-sorted batches, dynamic padding) through ORT."""
-    import torch
-
-    from models.discriminator import encode_pairs
-
-    enc = encode_pairs(tokenizer, docs_a, docs_b, max_length, ignore, ignore_inputs=ignore_inputs)
-    order = sorted(range(len(docs_a)), key=lambda i: len(enc["input_ids"][i]))
-    wanted = {i.name for i in session.get_inputs()}
-    out = np.empty((len(docs_a), 3), dtype=np.float32)
-    for start in range(0, len(order), batch_size):
-        idx = order[start:start + batch_size]
-        batch = tokenizer.pad({k: [enc[k][i] for i in idx] for k in enc}, return_tensors="np")
-        logits = session.run(["logits"], {k: v.astype(np.int64) for k, v in batch.items() if k in wanted})[0]
-        out[idx] = torch.from_numpy(logits).float().softmax(-1).numpy()
-    return torch.from_numpy(out)
+    quantized = folder / "model-int8.onnx"
+    quantize_dynamic(str(onnx_model_path(model, folder)), str(quantized), weight_type=QuantType.QInt8)
+    return OnnxPairClassifier(model, folder), OnnxPairClassifier(model, folder, path=quantized)
 
 
 def padded_predict(model, tokenizer, docs_a, docs_b, max_length, batch_size, ignore, ignore_inputs):
@@ -166,7 +130,7 @@ def bench(checkpoint: str, root: Path, n_pairs: int, rounds: int, batch_size: in
     a, b, ignore, ignore_inputs = pair_inputs(tools, pairs, max_producers)
     int8, bf16 = scoring_model(model, "int8"), scoring_model(model, "bf16")
     tmp = Path(tempfile.mkdtemp(prefix="bench-scoring-"))
-    ort_fp32, ort_int8 = onnx_session(model, tokenizer, tmp, False), onnx_session(model, tokenizer, tmp, True)
+    ort_fp32, ort_int8 = onnx_runners(model, tmp)
 
     def torch_variant(m, precision="fp32", bs=batch_size):
         return lambda x, y, ig, igi: predict_proba(m, tokenizer, x, y, max_length, bs, ignore=ig, ignore_inputs=igi,
@@ -185,10 +149,8 @@ def bench(checkpoint: str, root: Path, n_pairs: int, rounds: int, batch_size: in
         "torch int8 dynamic quantization (--scoring-precision int8)": torch_variant(int8, "int8"),
     }
     if ort_fp32 is not None:
-        variants["onnxruntime fp32"] = lambda x, y, ig, igi: onnx_predict(ort_fp32, tokenizer, x, y, max_length,
-                                                                          batch_size, ig, igi)
-        variants["onnxruntime int8 (ORT dynamic quantizer)"] = lambda x, y, ig, igi: onnx_predict(
-            ort_int8, tokenizer, x, y, max_length, batch_size, ig, igi)
+        variants["onnxruntime fp32"] = torch_variant(ort_fp32, "onnx")  # predict_proba's path, another engine
+        variants["onnxruntime int8 (ORT dynamic quantizer)"] = torch_variant(ort_int8, "onnx")
     reference = next(iter(variants))
     same_arithmetic = {k for k in variants if k.startswith("torch fp32") and "(predict_proba now)" not in k}
 

@@ -451,9 +451,7 @@ class RetrievalRuleEncoder:
     def __call__(self, texts: list[str]) -> np.ndarray:
         if self.last is not None and self.last[0] == tuple(texts):
             return self.last[1]
-        cfg = self.cfg
-        emb = encode_texts.fn(texts, cfg.retrieval_encoder or cfg.encoder, cfg.batch_size, cfg.device,
-                              cfg.embedding_cache, "retrieval-rule texts")
+        emb = cached_encoder(self.cfg, self.cfg.retrieval_encoder or self.cfg.encoder, "retrieval-rule texts")(texts)
         # the tool set's last encoding: the model goes before the rule's own peak (issue 21 item 6)
         drop_sentence_encoders()
         if self.remember:

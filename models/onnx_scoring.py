@@ -86,17 +86,19 @@ class OnnxPairClassifier:
 
     scoring_precision = "onnx"
 
-    def __init__(self, model: torch.nn.Module, folder: Path | None = None) -> None:
+    def __init__(self, model: torch.nn.Module, folder: Path | None = None, path: Path | None = None) -> None:
+        """``path``: another ONNX file of this model to run (bench/bench_scoring.py's int8 copy of the export);
+        None: the export in ``folder`` (``onnx_model_path``)."""
         import onnxruntime as ort
 
         if next(model.parameters()).device.type != "cpu":
             raise ValueError("onnx scoring (ONNX Runtime's CPU engine) runs on CPU only; use fp32 or bf16 on a GPU")
         self.config = model.config
-        path = onnx_model_path(model, folder)
         options = ort.SessionOptions()
         options.intra_op_num_threads = torch.get_num_threads()
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")  # shared cores: no busy waiting
-        self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        self.session = ort.InferenceSession(str(path or onnx_model_path(model, folder)), options,
+                                            providers=["CPUExecutionProvider"])
         self._inputs = {i.name for i in self.session.get_inputs()}
 
     def eval(self) -> "OnnxPairClassifier":
