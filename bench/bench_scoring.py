@@ -54,21 +54,66 @@ def pair_inputs(tools, pairs, max_producers):
             [common[tools[i].group] for i, _ in pairs], [common_inputs[tools[i].group] for i, _ in pairs])
 
 
-def onnx_runners(model, folder: Path):
-    """(fp32, int8) ONNX Runtime runners of ``model`` as build-graph's ``--scoring-precision onnx`` runs it
-    (``models.onnx_scoring``; int8: ORT's dynamic quantizer over the same export), or (None, None) when the ``onnx``
+def onnx_runners(model, folder: Path, calibration: dict | None = None) -> dict:
+    """ONNX Runtime runners of ``model`` by variant name, each over the export build-graph's ``--scoring-precision
+    onnx`` runs (``models.onnx_scoring``): that export as it is; with onnxruntime's transformer fusions
+    (``onnxruntime.transformers.optimizer``); and three int8 copies: ORT's dynamic quantizer per tensor and per
+    channel, and its static quantizer (MatMul weights per channel, activation ranges by MinMax over
+    ``calibration``, a tokenized batch list: pairs of another set than the agreement pairs). Empty when the ``onnx``
     package the exporter needs is missing."""
     try:
-        import onnx  # noqa: F401  (torch.onnx.export and ORT's quantizer need it)
+        import onnx  # noqa: F401  (torch.onnx.export and ORT's quantizers need it)
     except ModuleNotFoundError:
-        return None, None
-    from onnxruntime.quantization import QuantType, quantize_dynamic
+        return {}
+    from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType,
+                                          quantize_dynamic, quantize_static)
+    from onnxruntime.transformers import optimizer
 
     from models.onnx_scoring import OnnxPairClassifier, onnx_model_path
 
-    quantized = folder / "model-int8.onnx"
-    quantize_dynamic(str(onnx_model_path(model, folder)), str(quantized), weight_type=QuantType.QInt8)
-    return OnnxPairClassifier(model, folder), OnnxPairClassifier(model, folder, path=quantized)
+    export = onnx_model_path(model, folder)
+    fused = folder / "model-fused.onnx"
+    optimizer.optimize_model(str(export), model_type="bert", num_heads=model.config.num_attention_heads,
+                             hidden_size=model.config.hidden_size, opt_level=1, use_gpu=False).save_model_to_file(
+        str(fused))
+    int8, per_channel, static = (folder / f"model-{n}.onnx" for n in ("int8", "int8-per-channel", "int8-static"))
+    quantize_dynamic(str(export), str(int8), weight_type=QuantType.QInt8)
+    quantize_dynamic(str(export), str(per_channel), weight_type=QuantType.QInt8, per_channel=True)
+    runners = {"onnxruntime fp32": OnnxPairClassifier(model, folder),
+               "onnxruntime fp32, transformer fusions (ORT's optimizer)": OnnxPairClassifier(model, path=fused),
+               "onnxruntime int8 (ORT dynamic quantizer)": OnnxPairClassifier(model, path=int8),
+               "onnxruntime int8, per channel (ORT dynamic quantizer)": OnnxPairClassifier(model, path=per_channel)}
+    if calibration:
+        class Batches(CalibrationDataReader):
+            def __init__(self) -> None:
+                self.batches = iter(calibration)
+
+            def get_next(self) -> dict | None:
+                return next(self.batches, None)
+
+        quantize_static(str(export), str(static), Batches(), quant_format=QuantFormat.QDQ, per_channel=True,
+                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+                        calibrate_method=CalibrationMethod.MinMax, op_types_to_quantize=["MatMul"])
+        runners["onnxruntime int8 static, MatMul per channel (MinMax on UltraTool pairs)"] = OnnxPairClassifier(
+            model, path=static)
+    return runners
+
+
+def calibration_batches(tokenizer, max_length: int, root: Path, max_producers: int, n_pairs: int = 256,
+                        batch_size: int = 32) -> list[dict]:
+    """Tokenized batches of UltraTool candidate pairs in both orders (not the agreement pairs): the activation
+    ranges the static int8 variant is calibrated on."""
+    from models.discriminator import encode_pairs
+
+    tools, pairs = candidate_pairs("ultratool", root, n_pairs, seed=1)
+    a, b, ignore, ignore_inputs = pair_inputs(tools, pairs, max_producers)
+    enc = encode_pairs(tokenizer, a + b, b + a, max_length, ignore + ignore, ignore_inputs=ignore_inputs + ignore_inputs)
+    out = []
+    for start in range(0, len(enc["input_ids"]), batch_size):
+        rows = range(start, min(start + batch_size, len(enc["input_ids"])))
+        batch = tokenizer.pad({k: [enc[k][i] for i in rows] for k in enc}, return_tensors="np")
+        out.append({k: v.astype(np.int64) for k, v in batch.items()})
+    return out
 
 
 def padded_predict(model, tokenizer, docs_a, docs_b, max_length, batch_size, ignore, ignore_inputs):
@@ -130,7 +175,7 @@ def bench(checkpoint: str, root: Path, n_pairs: int, rounds: int, batch_size: in
     a, b, ignore, ignore_inputs = pair_inputs(tools, pairs, max_producers)
     int8, bf16 = scoring_model(model, "int8"), scoring_model(model, "bf16")
     tmp = Path(tempfile.mkdtemp(prefix="bench-scoring-"))
-    ort_fp32, ort_int8 = onnx_runners(model, tmp)
+    onnx_variants = onnx_runners(model, tmp, calibration_batches(tokenizer, max_length, root, max_producers))
 
     def torch_variant(m, precision="fp32", bs=batch_size):
         return lambda x, y, ig, igi: predict_proba(m, tokenizer, x, y, max_length, bs, ignore=ig, ignore_inputs=igi,
@@ -148,9 +193,8 @@ def bench(checkpoint: str, root: Path, n_pairs: int, rounds: int, batch_size: in
         "torch bf16 weights (--scoring-precision bf16)": torch_variant(bf16, "bf16"),
         "torch int8 dynamic quantization (--scoring-precision int8)": torch_variant(int8, "int8"),
     }
-    if ort_fp32 is not None:
-        variants["onnxruntime fp32"] = torch_variant(ort_fp32, "onnx")  # predict_proba's path, another engine
-        variants["onnxruntime int8 (ORT dynamic quantizer)"] = torch_variant(ort_int8, "onnx")
+    for name, runner in onnx_variants.items():  # predict_proba's path, another engine
+        variants[name] = torch_variant(runner, "onnx")
     reference = next(iter(variants))
     same_arithmetic = {k for k in variants if k.startswith("torch fp32") and "(predict_proba now)" not in k}
 
@@ -209,7 +253,7 @@ def bench(checkpoint: str, root: Path, n_pairs: int, rounds: int, batch_size: in
     return {"checkpoint": checkpoint, "layers": model.config.num_hidden_layers, "max_length": max_length,
             "threshold": threshold, "timed_pairs": len(pairs), "rounds": rounds, "agreement_pairs": len(ref_probs),
             "apibank_pairs": len(ab_pairs), "threads": torch.get_num_threads(), "cpu_count": os.cpu_count(),
-            "cpu": platform.processor() or platform.machine(), "onnx_variants": ort_fp32 is not None,
+            "cpu": platform.processor() or platform.machine(), "onnx_variants": bool(onnx_variants),
             "mean_tokens": round(float(np.mean(lengths)), 1),
             "share_at_max_length": round(float(np.mean(np.array(lengths) == max_length)), 3),
             "encode_share_of_reference": round(encode_s / ref_s, 3), "rows": rows}

@@ -27,6 +27,20 @@ BENCHMARK_SOURCES: dict[str, BenchmarkSource] = {
                                 "https://github.com/hhan1018/NesTools @fb617f3 (data/test_data.jsonl)", "Apache-2.0"),
 }
 TOOLS_FILE = "tools.jsonl"  # both folder layouts (docs/toolsets.md) have it
+TOOL_SPEC_SUFFIXES = (".json", ".jsonl")  # an agent's tool definitions (tasks/toolsets/tool_specs.py)
+
+
+def tool_spec_problem(path: Path, flag: str) -> str | None:
+    """Why the file of tool definitions ``path`` cannot be read, or None: the whole file is read (it is small, and
+    a bad entry found after hours of work would waste them)."""
+    from tasks.toolsets.readers import ToolSetFormatError
+    from tasks.toolsets.tool_specs import read_tool_specs
+
+    try:
+        read_tool_specs(path)
+    except (ToolSetFormatError, UnicodeDecodeError, ValueError) as err:
+        return f"{flag} {path}: {err}"
+    return None
 
 
 def missing_benchmark(name: str, folder: Path, flag: str = "", root_flag: str = "") -> str:
@@ -50,8 +64,11 @@ def toolset_problem(spec: str, data_root: str | Path, flag: str, fall_back_to_fo
         folder = Path(spec)
     elif benchmark:
         return missing_benchmark(spec, Path(data_root) / spec, flag, root_flag)
+    elif Path(spec).is_file() and Path(spec).suffix.lower() in TOOL_SPEC_SUFFIXES:
+        return tool_spec_problem(Path(spec), flag)
     elif Path(spec).exists():
-        return f"{flag} {spec}: a file, not a tool set folder (docs/toolsets.md)"
+        return (f"{flag} {spec}: a file, but neither a tool set folder nor a file of tool definitions "
+                f"({', '.join(TOOL_SPEC_SUFFIXES)}; docs/toolsets.md)")
     else:
         return (f"{flag} {spec!r}: neither a benchmark ({', '.join(BENCHMARK_SOURCES)}) nor an existing tool set "
                 "folder")

@@ -502,15 +502,24 @@ def is_toolset_dir(folder: Path) -> bool:
 
 
 def load_toolset_spec(spec: str | Path, data_root: Path | None = None) -> ToolSet:
-    """A benchmark name, a folder in the project format (``read_toolset_dir``) or a folder in the
-    shared benchmark layout (``load_benchmark``)."""
+    """A benchmark name, a folder in the project format (``read_toolset_dir``), a folder in the
+    shared benchmark layout (``load_benchmark``), or a file of an agent's tool definitions (OpenAI,
+    Anthropic or MCP: ``tasks.toolsets.tool_specs``)."""
+    from tasks.toolsets.availability import TOOL_SPEC_SUFFIXES
+    from tasks.toolsets.tool_specs import is_tool_spec_file, read_tool_specs
+
     if str(spec) in BENCHMARKS and (Path(data_root or DEFAULT_DATA_ROOT) / str(spec)).is_dir():
         return load_benchmark(str(spec), Path(data_root or DEFAULT_DATA_ROOT))
     folder = Path(spec)
     if folder.is_dir():
         return read_toolset_dir(folder) if is_toolset_dir(folder) else load_benchmark(folder)
+    if is_tool_spec_file(folder):
+        toolset, report = read_tool_specs(folder)
+        log.info(f"{report.summary()}" + (f"; first fixes: {'; '.join(report.fixes[:3])}" if report.fixes else ""))
+        return toolset
     raise ValueError(f"{spec!r} is neither a benchmark ({', '.join(BENCHMARKS)}) under "
-                     f"{data_root or DEFAULT_DATA_ROOT} nor a tool set folder")
+                     f"{data_root or DEFAULT_DATA_ROOT}, a tool set folder nor a file of tool definitions "
+                     f"({', '.join(TOOL_SPEC_SUFFIXES)})")
 
 
 # ---------------------------------------------------------------------------------------------
