@@ -6,8 +6,10 @@ r"""Prefect flow ``build-graph``: tool sets -> embeddings, dependency edges, TGR
 
 A ``--toolset`` is a benchmark name (apibank, toolbench_stable, ultratool, tmdb: read from
 ``--data-root``), a folder in the documented tool set format (tools.jsonl with tool_id/group/doc,
-edges.jsonl, ...) or a folder in the shared benchmark layout (tools.jsonl with name/description,
-``*edges*.jsonl`` with producer/consumer rows, queries.jsonl).
+edges.jsonl, ...), a folder in the shared benchmark layout (tools.jsonl with name/description,
+``*edges*.jsonl`` with producer/consumer rows, queries.jsonl), or a file of an agent's tool definitions
+(``my_agent.json``: OpenAI, Anthropic or MCP tools, ``tasks/toolsets/tool_specs.py``; the set is named after
+the file).
 
 Edge sources per tool set: ``manual`` (gold), ``schema`` (the parameter-match rule on every
 same-group pair), and with ``--discriminator`` ``discriminator`` (calibrated threshold from the
@@ -89,7 +91,8 @@ class GraphConfig:
     from it, the command line (tasks/common/cli.py). Every default and every check is here."""
 
     toolsets: Annotated[tuple[str, ...], Help(
-        "benchmark names (read from data_root) or tool set folders; repeat or comma-separate (apibank,toolbench_stable)")] = \
+        "benchmark names (read from data_root), tool set folders or files of an agent's tool definitions (OpenAI, "
+        "Anthropic or MCP .json/.jsonl); repeat or comma-separate (apibank,toolbench_stable)")] = \
         field(default=("apibank",), metadata={"cli": Flag("toolset", repeat=True, required=True)})
     warehouse: Annotated[str, Help("the DuckDB file written (rebuilt for these tool sets)")] = str(DEFAULT_WAREHOUSE)
     discriminator: Annotated[str | None, Help(

@@ -343,7 +343,8 @@ class TrainDiscriminatorConfig:
         problems = []
         for flag, specs in used:
             try:  # benchmark names are read from --benchmarks-root only (_load_toolset)
-                check_toolsets(specs, self.benchmarks_root, flag, fall_back_to_folder=False, root_flag="--benchmarks-root")
+                check_toolsets(specs, self.benchmarks_root, flag, fall_back_to_folder=False,
+                               root_flag="--benchmarks-root", tool_specs=False)  # gold edges needed
             except ValueError as exc:
                 problems.append(str(exc))
         if not problems:  # these folders are read after minutes of training (_load_toolset): read them whole now

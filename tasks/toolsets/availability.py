@@ -52,11 +52,18 @@ def missing_benchmark(name: str, folder: Path, flag: str = "", root_flag: str = 
             f"folder in the layout of docs/toolsets.md, or {instead}")
 
 
+def is_tool_spec_file(path: str | Path) -> bool:
+    """Whether ``path`` is a file of an agent's tool definitions by its name: a .json or .jsonl file, except a
+    folder layout's own ``tools.jsonl``."""
+    path = Path(path)
+    return path.is_file() and path.suffix.lower() in TOOL_SPEC_SUFFIXES and path.name != TOOLS_FILE
+
+
 def toolset_problem(spec: str, data_root: str | Path, flag: str, fall_back_to_folder: bool = True,
-                    root_flag: str = "") -> str | None:
-    """Why the tool set ``spec`` (a benchmark name under ``data_root``, or a folder) cannot be read, or None.
-    ``fall_back_to_folder``: a benchmark name missing under ``data_root`` may still be a folder of that name
-    (as ``tasks.toolsets.readers.load_toolset_spec`` reads it)."""
+                    root_flag: str = "", tool_specs: bool = True) -> str | None:
+    """Why the tool set ``spec`` (a benchmark name under ``data_root``, a folder, or with ``tool_specs`` a file of
+    tool definitions) cannot be read, or None. ``fall_back_to_folder``: a benchmark name missing under
+    ``data_root`` may still be a folder of that name (as ``tasks.toolsets.readers.load_toolset_spec`` reads it)."""
     benchmark = spec in BENCHMARK_SOURCES
     if benchmark and (Path(data_root) / spec).is_dir():
         folder = Path(data_root) / spec
@@ -64,25 +71,27 @@ def toolset_problem(spec: str, data_root: str | Path, flag: str, fall_back_to_fo
         folder = Path(spec)
     elif benchmark:
         return missing_benchmark(spec, Path(data_root) / spec, flag, root_flag)
-    elif Path(spec).is_file() and Path(spec).suffix.lower() in TOOL_SPEC_SUFFIXES:
+    elif Path(spec).is_file() and Path(spec).name == TOOLS_FILE:
+        return f"{flag} {spec}: a file, not a tool set folder; pass the folder that holds it ({Path(spec).parent})"
+    elif tool_specs and is_tool_spec_file(spec):
         return tool_spec_problem(Path(spec), flag)
     elif Path(spec).exists():
-        return (f"{flag} {spec}: a file, but neither a tool set folder nor a file of tool definitions "
-                f"({', '.join(TOOL_SPEC_SUFFIXES)}; docs/toolsets.md)")
+        kinds = f"nor a file of tool definitions ({', '.join(TOOL_SPEC_SUFFIXES)}; " if tool_specs else "("
+        return f"{flag} {spec}: a file, but neither a tool set folder {kinds}docs/toolsets.md)"
     else:
         return (f"{flag} {spec!r}: neither a benchmark ({', '.join(BENCHMARK_SOURCES)}) nor an existing tool set "
-                "folder")
+                "folder" + (" or file of tool definitions" if tool_specs else ""))
     if not (folder / TOOLS_FILE).is_file():
         return f"{flag} {spec}: {folder} has no {TOOLS_FILE} (not a tool set folder, docs/toolsets.md)"
     return None
 
 
 def check_toolsets(specs: Iterable[str], data_root: str | Path, flag: str, fall_back_to_folder: bool = True,
-                   root_flag: str = "") -> None:
+                   root_flag: str = "", tool_specs: bool = True) -> None:
     """A ``ValueError`` naming every tool set of ``specs`` that cannot be read (one line each, ';'-joined);
-    ``root_flag`` is the flag that moves ``data_root`` (said in a missing benchmark's line)."""
+    ``root_flag`` is the flag that moves ``data_root`` (said in a missing benchmark's line); ``tool_specs``: a file
+    of tool definitions is a tool set (build-graph), or not (a set with gold edges is asked for)."""
     problems = [p for s in dict.fromkeys(specs)
-                if (p := toolset_problem(s, data_root, flag, fall_back_to_folder, root_flag))]
+                if (p := toolset_problem(s, data_root, flag, fall_back_to_folder, root_flag, tool_specs))]
     if problems:
         raise ValueError("; ".join(problems))
-

@@ -505,8 +505,8 @@ def load_toolset_spec(spec: str | Path, data_root: Path | None = None) -> ToolSe
     """A benchmark name, a folder in the project format (``read_toolset_dir``), a folder in the
     shared benchmark layout (``load_benchmark``), or a file of an agent's tool definitions (OpenAI,
     Anthropic or MCP: ``tasks.toolsets.tool_specs``)."""
-    from tasks.toolsets.availability import TOOL_SPEC_SUFFIXES
-    from tasks.toolsets.tool_specs import is_tool_spec_file, read_tool_specs
+    from tasks.toolsets.availability import TOOL_SPEC_SUFFIXES, is_tool_spec_file
+    from tasks.toolsets.tool_specs import read_tool_specs
 
     if str(spec) in BENCHMARKS and (Path(data_root or DEFAULT_DATA_ROOT) / str(spec)).is_dir():
         return load_benchmark(str(spec), Path(data_root or DEFAULT_DATA_ROOT))

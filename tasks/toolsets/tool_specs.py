@@ -25,17 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from schemas.toolset import Tool, ToolSet
-from tasks.toolsets.availability import TOOL_SPEC_SUFFIXES
 from tasks.toolsets.readers import ImportReport, ToolSetFormatError, make_doc
 
 SCHEMA_KEYS = ("parameters", "input_schema", "inputSchema")  # OpenAI, Anthropic, MCP
 OUTPUT_SCHEMA_KEYS = ("outputSchema", "output_schema")  # MCP (2025-06-18 and later)
 LIST_KEYS = ("tools", "functions")
 MAX_LISTED = 8  # enum values or object fields named in a description
-
-
-def is_tool_spec_file(path: str | Path) -> bool:
-    return Path(path).is_file() and Path(path).suffix.lower() in TOOL_SPEC_SUFFIXES
 
 
 def _entries(path: Path) -> list[tuple[str, Any]]:
