@@ -8,8 +8,8 @@ A ``--toolset`` is a benchmark name (apibank, toolbench_stable, ultratool, tmdb:
 ``--data-root``), a folder in the documented tool set format (tools.jsonl with tool_id/group/doc,
 edges.jsonl, ...), a folder in the shared benchmark layout (tools.jsonl with name/description,
 ``*edges*.jsonl`` with producer/consumer rows, queries.jsonl), or a file of an agent's tool definitions
-(``my_agent.json``: OpenAI, Anthropic or MCP tools, ``tasks/toolsets/tool_specs.py``; the set is named after
-the file).
+(``my_agent.json``: OpenAI, Anthropic, Gemini or MCP tools, ``tasks/toolsets/tool_specs.py``; the set is named
+after the file).
 
 Edge sources per tool set: ``manual`` (gold), ``schema`` (the parameter-match rule on every
 same-group pair), and with ``--discriminator`` ``discriminator`` (calibrated threshold from the
@@ -92,7 +92,7 @@ class GraphConfig:
 
     toolsets: Annotated[tuple[str, ...], Help(
         "benchmark names (read from data_root), tool set folders or files of an agent's tool definitions (OpenAI, "
-        "Anthropic or MCP .json/.jsonl); repeat or comma-separate (apibank,toolbench_stable)")] = \
+        "Anthropic, Gemini or MCP .json/.jsonl); repeat or comma-separate (apibank,toolbench_stable)")] = \
         field(default=("apibank",), metadata={"cli": Flag("toolset", repeat=True, required=True)})
     warehouse: Annotated[str, Help("the DuckDB file written (rebuilt for these tool sets)")] = str(DEFAULT_WAREHOUSE)
     discriminator: Annotated[str | None, Help(

@@ -71,6 +71,33 @@ def test_mcp_tools_list_reply_keeps_declared_outputs_and_anthropic_tools_read_al
     assert tool.doc["input_params"] == [{"name": "email", "type": "string", "description": "the email"}]
 
 
+def test_the_shipped_example_reads_whole():
+    from pathlib import Path
+
+    toolset, report = read_tool_specs(Path(__file__).parents[1] / "docs" / "examples" / "github.json")
+    assert toolset.name == "github" and len(toolset.tools) == 12 and report.fixes == []
+    assert all(t.doc["output_params"] for t in toolset.tools)  # MCP: every tool says what it returns
+    assert "(optional)" in {p["name"]: p["description"] for p in toolset.tools[2].doc["input_params"]}["from_branch"]
+
+
+def test_gemini_function_declarations_with_openapi_types(tmp_path):
+    declaration = {"name": "get_weather", "description": "Weather at a place.", "parameters": {
+        "type": "OBJECT", "properties": {"city": {"type": "STRING"}, "days": {"type": "INTEGER"},
+                                         "units": {"type": "ARRAY", "items": {"type": "STRING"}}},
+        "required": ["city"]}}
+    body = {"tools": [{"functionDeclarations": [declaration]}, {"function_declarations": [LOOKUP]}]}
+    toolset, report = read_tool_specs(write(tmp_path / "gemini.json", body))
+    assert [t.tool_id for t in toolset.tools] == ["get_weather", "get_user_id"] and report.fixes == []
+    assert toolset.tools[0].doc["input_params"] == [
+        {"name": "city", "type": "string", "description": ""},
+        {"name": "days", "type": "integer", "description": "(optional)"},
+        {"name": "units", "type": "array of string", "description": "(optional)"}]
+    alone = read_tool_specs(write(tmp_path / "declarations.json", {"functionDeclarations": [declaration]}))[0]
+    assert [t.doc for t in alone.tools] == [toolset.tools[0].doc]
+    with pytest.raises(ToolSetFormatError, match=r"tools\[0\]\.functionDeclarations\[1\]: duplicate tool name"):
+        read_tool_specs(write(tmp_path / "twice.json", {"tools": [{"functionDeclarations": [declaration] * 2}]}))
+
+
 def test_jsonl_entries_and_groups_of_their_own(tmp_path):
     file = tmp_path / "catalog.jsonl"
     # a blank line between entries is allowed
@@ -102,7 +129,7 @@ def test_every_parameter_is_kept_or_its_drop_reported(tmp_path):
     ([{"name": "x", "inputSchema": {"properties": {"a": 3}}}], r"parameters.properties.a must be a schema"),
     ([{"type": "web_search"}], r"a 'web_search' tool declares no function"),
     ([{"name": "x", "group": ""}], r"'group' must be a non-empty string"),
-    ({"servers": []}, r"expected a list of tool definitions, or an object with them under 'tools' or 'functions'"),
+    ({"servers": []}, r"expected a list of tool definitions, or an object with them under 'tools', 'functions', "),
     ([], r"no tool definitions"),
     ("not json", r"invalid JSON"),
 ])

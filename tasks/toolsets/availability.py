@@ -33,7 +33,7 @@ TOOL_SPEC_SUFFIXES = (".json", ".jsonl")  # an agent's tool definitions (tasks/t
 def tool_spec_problem(path: Path, flag: str) -> str | None:
     """Why the file of tool definitions ``path`` cannot be read, or None: the whole file is read (it is small, and
     a bad entry found after hours of work would waste them)."""
-    from tasks.toolsets.readers import ToolSetFormatError
+    from tasks.toolsets.doc_import import ToolSetFormatError
     from tasks.toolsets.tool_specs import read_tool_specs
 
     try:

@@ -11,12 +11,13 @@ import json
 import logging
 import re
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from schemas.docs import load_schema, schema_errors
+from schemas.docs import schema_errors
 from schemas.toolset import DependencyEdge, ParameterEdge, Query, Tool, ToolSet, dependency_kind_problem
+from tasks.toolsets.doc_import import ImportReport, ToolSetFormatError, make_doc  # importers read them from here too
 
 log = logging.getLogger(__name__)
 
@@ -24,90 +25,6 @@ BENCHMARKS = ("apibank", "toolbench_stable", "ultratool", "tmdb", "nestools")
 PARAM_EDGES_FILE = "param_edges.jsonl"  # parameter-level gold edges, in either folder format
 DEFAULT_DATA_ROOT = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "benchmarks"
 GROUPINGS = ("native", "dataset")
-
-_SCHEMA = load_schema("api_doc")
-MAX_NAME = _SCHEMA["properties"]["name"]["maxLength"]
-MAX_DESCRIPTION = _SCHEMA["properties"]["description"]["maxLength"]
-MAX_PARAMS = _SCHEMA["properties"]["input_params"]["maxItems"]
-MAX_PARAM_NAME = _SCHEMA["$defs"]["param"]["properties"]["name"]["maxLength"]
-MAX_PARAM_TYPE = _SCHEMA["$defs"]["param"]["properties"]["type"]["maxLength"]
-MAX_PARAM_DESCRIPTION = _SCHEMA["$defs"]["param"]["properties"]["description"]["maxLength"]
-
-
-class ToolSetFormatError(ValueError):
-    """A tool set file breaks the documented format; the message names file and line."""
-
-
-@dataclass
-class ImportReport:
-    """What an importer changed or left out, one readable line per event."""
-
-    dataset: str
-    fixes: list[str] = field(default_factory=list)  # truncations and fallbacks, the tool is kept
-    rejected: list[str] = field(default_factory=list)  # edges / gold tools that could not be used
-
-    def summary(self) -> str:
-        return f"{self.dataset}: {len(self.fixes)} doc fixes, {len(self.rejected)} rejected records"
-
-
-# ---------------------------------------------------------------------------------------------
-# Doc building helpers (deterministic truncation, every change recorded)
-
-
-def _clip(text: str, limit: int, what: str, report: ImportReport) -> str:
-    if len(text) <= limit:
-        return text
-    report.fixes.append(f"{what}: truncated from {len(text)} to {limit} characters")
-    return text[: limit - 3].rstrip() + "..."
-
-
-def _param(name: Any, ptype: Any, description: Any, what: str, report: ImportReport) -> dict | None:
-    name = str(name or "").strip()
-    if not name:
-        report.fixes.append(f"{what}: parameter without a name dropped")
-        return None
-    ptype = str(ptype or "").strip()
-    if not ptype:
-        report.fixes.append(f"{what}.{name}: empty type replaced by 'string'")
-        ptype = "string"
-    return {
-        "name": _clip(name, MAX_PARAM_NAME, f"{what}.{name} name", report),
-        "type": _clip(ptype, MAX_PARAM_TYPE, f"{what}.{name} type", report),
-        "description": _clip(str(description or "").strip(), MAX_PARAM_DESCRIPTION, f"{what}.{name} description", report),
-    }
-
-
-def _params(items: Iterable[tuple[Any, Any, Any]], what: str, report: ImportReport) -> list[dict]:
-    params = [p for p in (_param(n, t, d, what, report) for n, t, d in items) if p is not None]
-    if len(params) > MAX_PARAMS:
-        dropped = [p["name"] for p in params[MAX_PARAMS:]]
-        report.fixes.append(f"{what}: kept the first {MAX_PARAMS} of {len(params)} parameters, dropped {dropped}")
-        params = params[:MAX_PARAMS]
-    return params
-
-
-def make_doc(
-    name: str,
-    description: str | None,
-    input_params: Iterable[tuple[Any, Any, Any]],
-    output_params: Iterable[tuple[Any, Any, Any]],
-    report: ImportReport,
-) -> dict[str, Any]:
-    """A schema-valid API doc; overlong fields are cut, an empty description falls back to the name."""
-    description = (description or "").strip()
-    if not description:
-        report.fixes.append(f"{name}: empty description replaced by the tool name")
-        description = name
-    doc = {
-        "name": _clip(name, MAX_NAME, f"{name} name", report),
-        "description": _clip(description, MAX_DESCRIPTION, f"{name} description", report),
-        "input_params": _params(input_params, f"{name} input", report),
-        "output_params": _params(output_params, f"{name} output", report),
-    }
-    errors = schema_errors(doc)
-    if errors:  # the clipping above should make this unreachable; fail loudly if it is not
-        raise ValueError(f"{name}: converted doc is still invalid: {errors}")
-    return doc
 
 
 def _type_of_example(value: Any) -> str:
@@ -504,7 +421,7 @@ def is_toolset_dir(folder: Path) -> bool:
 def load_toolset_spec(spec: str | Path, data_root: Path | None = None) -> ToolSet:
     """A benchmark name, a folder in the project format (``read_toolset_dir``), a folder in the
     shared benchmark layout (``load_benchmark``), or a file of an agent's tool definitions (OpenAI,
-    Anthropic or MCP: ``tasks.toolsets.tool_specs``)."""
+    Anthropic, Gemini or MCP: ``tasks.toolsets.tool_specs``)."""
     from tasks.toolsets.availability import TOOL_SPEC_SUFFIXES, is_tool_spec_file
     from tasks.toolsets.tool_specs import read_tool_specs
 

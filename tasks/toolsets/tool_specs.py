@@ -4,13 +4,15 @@ One file is one tool set, named after the file (``my_agent.json`` -> ``my_agent`
 - OpenAI Chat Completions tools ``{"type": "function", "function": {"name", "description", "parameters"}}``;
 - OpenAI Responses tools and legacy ``functions`` ``{"name", "description", "parameters"}``;
 - Anthropic tools ``{"name", "description", "input_schema"}``;
+- Gemini function declarations ``{"functionDeclarations": [{"name", "description", "parameters"}]}`` (its
+  upper-case OpenAPI types, ``OBJECT``, read as JSON schema's);
 - MCP tools (``tools/list``) ``{"name", "description", "inputSchema", "outputSchema"?}``: the one format that
   declares outputs, so its producers feed by their output fields; the others' outputs are read from the tool's
   name by the parameter rule (``GetUserToken`` -> ``user_token``), as for any doc without outputs.
 A ``.json`` file holds a list of entries, or an object with them under ``tools`` (an MCP ``tools/list`` result, an
-OpenAI or Anthropic request body), ``functions``, or ``result.tools`` (the JSON-RPC reply); a ``.jsonl`` file one
-entry a line. An entry's optional ``group`` (a string; not part of those formats) puts it in a group of its own;
-otherwise every tool is in one group named after the set.
+OpenAI, Anthropic or Gemini request body), ``functions``, ``functionDeclarations``, or ``result.tools`` (the
+JSON-RPC reply); a ``.jsonl`` file one entry a line. An entry's optional ``group`` (a string; not part of those
+formats) puts it in a group of its own; otherwise every tool is in one group named after the set.
 
 The parameters are the schema's top-level ``properties`` in their order: type from ``type`` (a list is joined:
 ``string | null``), ``anyOf``/``oneOf``, ``enum``/``const`` or a local ``$ref``; an array says its items' type
@@ -25,16 +27,25 @@ from pathlib import Path
 from typing import Any
 
 from schemas.toolset import Tool, ToolSet
-from tasks.toolsets.readers import ImportReport, ToolSetFormatError, make_doc
+from tasks.toolsets.doc_import import ImportReport, ToolSetFormatError, make_doc
 
 SCHEMA_KEYS = ("parameters", "input_schema", "inputSchema")  # OpenAI, Anthropic, MCP
 OUTPUT_SCHEMA_KEYS = ("outputSchema", "output_schema")  # MCP (2025-06-18 and later)
 LIST_KEYS = ("tools", "functions")
+DECLARATION_KEYS = ("functionDeclarations", "function_declarations")  # Gemini: a tool entry holding functions
 MAX_LISTED = 8  # enum values or object fields named in a description
 
 
 def _entries(path: Path) -> list[tuple[str, Any]]:
-    """(where, entry) for each tool definition of the file."""
+    """(where, entry) for each tool definition of the file; a Gemini tool's declarations each an entry."""
+    out = []
+    for where, entry in _file_entries(path):
+        key = next((k for k in DECLARATION_KEYS if isinstance(entry, dict) and isinstance(entry.get(k), list)), None)
+        out += [(f"{where}.{key}[{n}]", e) for n, e in enumerate(entry[key])] if key else [(where, entry)]
+    return out
+
+
+def _file_entries(path: Path) -> list[tuple[str, Any]]:
     text = path.read_text(encoding="utf-8")
     if path.suffix.lower() == ".jsonl":
         out = []
@@ -52,10 +63,11 @@ def _entries(path: Path) -> list[tuple[str, Any]]:
     if isinstance(data, dict) and isinstance(data.get("result"), dict):
         data = data["result"]  # a JSON-RPC reply to tools/list
     if isinstance(data, dict):
-        key = next((k for k in LIST_KEYS if isinstance(data.get(k), list)), None)
+        key = next((k for k in LIST_KEYS + DECLARATION_KEYS if isinstance(data.get(k), list)), None)
         if key is None:
             raise ToolSetFormatError(f"{path}: expected a list of tool definitions, or an object with them under "
-                                     f"{' or '.join(repr(k) for k in LIST_KEYS)} (docs/toolsets.md)")
+                                     f"{', '.join(repr(k) for k in LIST_KEYS + DECLARATION_KEYS)} "
+                                     "(docs/toolsets.md)")
         return [(f"{path}: {key}[{n}]", e) for n, e in enumerate(data[key])]
     if isinstance(data, list):
         return [(f"{path}: [{n}]", e) for n, e in enumerate(data)]
@@ -73,6 +85,12 @@ def _resolve(schema: Any, root: dict) -> Any:
     return target if isinstance(target, dict) else schema
 
 
+def _kind(schema: dict) -> Any:
+    """The schema's ``type``, lower case (Gemini writes OpenAPI's ``STRING``, ``OBJECT``)."""
+    kind = schema.get("type")
+    return kind.lower() if isinstance(kind, str) else kind
+
+
 def _type_name(schema: Any, root: dict) -> str:
     """A JSON schema's type as the API doc writes one (free text the parameter rule reads by its head word)."""
     if schema is True or schema == {}:
@@ -84,9 +102,9 @@ def _type_name(schema: Any, root: dict) -> str:
     if resolved is not schema:
         kind = _type_name(resolved, root)
         return str(ref).rsplit("/", 1)[-1] if kind in ("object", "any") else kind
-    kind = schema.get("type")
+    kind = _kind(schema)
     if isinstance(kind, list):
-        return " | ".join(str(k) for k in kind) or "any"
+        return " | ".join(str(k).lower() for k in kind) or "any"
     if kind == "array":
         items = schema.get("items")
         return f"array of {_type_name(items, root)}" if isinstance(items, dict) and items else "array"
@@ -120,7 +138,7 @@ def _description(schema: Any, root: dict) -> str:
     if isinstance(enum, list) and enum:
         extras.append(f"one of: {_listed(enum)}")
     fields = resolved.get("properties")
-    if not isinstance(fields, dict) and resolved.get("type") == "array":
+    if not isinstance(fields, dict) and _kind(resolved) == "array":
         items = _resolve(resolved.get("items"), root)
         fields = items.get("properties") if isinstance(items, dict) else None
     if isinstance(fields, dict) and fields:
@@ -136,7 +154,7 @@ def _params(schema: Any, where: str, what: str, optional_marked: bool) -> list[t
         raise ToolSetFormatError(f"{where}: {what} must be a JSON schema object, got {type(schema).__name__}")
     root = schema
     schema = _resolve(schema, root)
-    if schema.get("type", "object") != "object":
+    if _kind(schema) not in (None, "object"):
         raise ToolSetFormatError(f"{where}: {what} must describe an object (type 'object'), got "
                                  f"{schema.get('type')!r}")
     properties = schema.get("properties", {})

@@ -1,0 +1,95 @@
+"""What every importer of tool docs shares: the API doc built from a source's fields (overlong fields cut to the
+schema's limits, an empty description or type replaced), every change written to an ``ImportReport``, and the
+error a file that breaks its format raises. The benchmark readers (``tasks.toolsets.readers``) and the reader of an
+agent's tool definitions (``tasks.toolsets.tool_specs``) both build their docs here.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from schemas.docs import load_schema, schema_errors
+
+_SCHEMA = load_schema("api_doc")
+MAX_NAME = _SCHEMA["properties"]["name"]["maxLength"]
+MAX_DESCRIPTION = _SCHEMA["properties"]["description"]["maxLength"]
+MAX_PARAMS = _SCHEMA["properties"]["input_params"]["maxItems"]
+MAX_PARAM_NAME = _SCHEMA["$defs"]["param"]["properties"]["name"]["maxLength"]
+MAX_PARAM_TYPE = _SCHEMA["$defs"]["param"]["properties"]["type"]["maxLength"]
+MAX_PARAM_DESCRIPTION = _SCHEMA["$defs"]["param"]["properties"]["description"]["maxLength"]
+
+
+class ToolSetFormatError(ValueError):
+    """A tool set file breaks the documented format; the message names file and line."""
+
+
+@dataclass
+class ImportReport:
+    """What an importer changed or left out, one readable line per event."""
+
+    dataset: str
+    fixes: list[str] = field(default_factory=list)  # truncations and fallbacks, the tool is kept
+    rejected: list[str] = field(default_factory=list)  # edges / gold tools that could not be used
+
+    def summary(self) -> str:
+        return f"{self.dataset}: {len(self.fixes)} doc fixes, {len(self.rejected)} rejected records"
+
+
+# ---------------------------------------------------------------------------------------------
+# Doc building helpers (deterministic truncation, every change recorded)
+
+
+def _clip(text: str, limit: int, what: str, report: ImportReport) -> str:
+    if len(text) <= limit:
+        return text
+    report.fixes.append(f"{what}: truncated from {len(text)} to {limit} characters")
+    return text[: limit - 3].rstrip() + "..."
+
+
+def _param(name: Any, ptype: Any, description: Any, what: str, report: ImportReport) -> dict | None:
+    name = str(name or "").strip()
+    if not name:
+        report.fixes.append(f"{what}: parameter without a name dropped")
+        return None
+    ptype = str(ptype or "").strip()
+    if not ptype:
+        report.fixes.append(f"{what}.{name}: empty type replaced by 'string'")
+        ptype = "string"
+    return {
+        "name": _clip(name, MAX_PARAM_NAME, f"{what}.{name} name", report),
+        "type": _clip(ptype, MAX_PARAM_TYPE, f"{what}.{name} type", report),
+        "description": _clip(str(description or "").strip(), MAX_PARAM_DESCRIPTION, f"{what}.{name} description", report),
+    }
+
+
+def _params(items: Iterable[tuple[Any, Any, Any]], what: str, report: ImportReport) -> list[dict]:
+    params = [p for p in (_param(n, t, d, what, report) for n, t, d in items) if p is not None]
+    if len(params) > MAX_PARAMS:
+        dropped = [p["name"] for p in params[MAX_PARAMS:]]
+        report.fixes.append(f"{what}: kept the first {MAX_PARAMS} of {len(params)} parameters, dropped {dropped}")
+        params = params[:MAX_PARAMS]
+    return params
+
+
+def make_doc(
+    name: str,
+    description: str | None,
+    input_params: Iterable[tuple[Any, Any, Any]],
+    output_params: Iterable[tuple[Any, Any, Any]],
+    report: ImportReport,
+) -> dict[str, Any]:
+    """A schema-valid API doc; overlong fields are cut, an empty description falls back to the name."""
+    description = (description or "").strip()
+    if not description:
+        report.fixes.append(f"{name}: empty description replaced by the tool name")
+        description = name
+    doc = {
+        "name": _clip(name, MAX_NAME, f"{name} name", report),
+        "description": _clip(description, MAX_DESCRIPTION, f"{name} description", report),
+        "input_params": _params(input_params, f"{name} input", report),
+        "output_params": _params(output_params, f"{name} output", report),
+    }
+    errors = schema_errors(doc)
+    if errors:  # the clipping above should make this unreachable; fail loudly if it is not
+        raise ValueError(f"{name}: converted doc is still invalid: {errors}")
+    return doc
