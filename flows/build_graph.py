@@ -335,9 +335,10 @@ class GraphConfig:
         ``ValueError`` naming each problem (a missing benchmark says how to get it). The command line calls this
         before Prefect starts, the flow first thing, so a Python call and a deployment are refused alike."""
         from tasks.common.paths import check_writable, writable_file_problem, writable_folder_problem
-        from tasks.toolsets.availability import check_toolsets
+        from tasks.toolsets.availability import check_dataset_names, check_toolsets
 
         check_toolsets(self.toolsets, self.data_root, "--toolset", root_flag="--data-root")
+        check_dataset_names(self.toolsets, self.data_root, "--toolset")
         if self.retrieval_encoder and Path(self.retrieval_encoder).exists() and \
                 not Path(self.retrieval_encoder, "config.json").exists():
             raise ValueError(f"--retrieval-encoder {self.retrieval_encoder}: no config.json there "

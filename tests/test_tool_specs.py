@@ -7,7 +7,7 @@ import pytest
 
 from schemas.docs import schema_errors
 from schemas.parameters import output_param_names
-from tasks.toolsets.availability import check_toolsets
+from tasks.toolsets.availability import check_dataset_names, check_toolsets
 from tasks.toolsets.readers import ToolSetFormatError, load_toolset_spec
 from tasks.toolsets.tool_specs import read_tool_specs
 
@@ -98,6 +98,17 @@ def test_gemini_function_declarations_with_openapi_types(tmp_path):
         read_tool_specs(write(tmp_path / "twice.json", {"tools": [{"functionDeclarations": [declaration] * 2}]}))
 
 
+def test_recursive_schemas_are_read_to_a_fixed_depth(tmp_path):
+    tree = {"name": "walk", "description": "Walk a tree.", "parameters": {
+        "type": "object", "properties": {"root": {"$ref": "#/$defs/Node"}, "loop": {"$ref": "#/$defs/A"}},
+        "$defs": {"Node": {"type": "array", "items": {"$ref": "#/$defs/Node"}},
+                  "A": {"$ref": "#/$defs/B"}, "B": {"$ref": "#/$defs/A"}}}}
+    (tool,) = read_tool_specs(write(tmp_path / "tree.json", [tree]))[0].tools
+    types = {p["name"]: p["type"] for p in tool.doc["input_params"]}
+    assert types["root"] == "array of array of Node"  # followed MAX_NESTING levels, then named
+    assert types["loop"] == "A"  # a reference that never reaches a type is named, not followed for ever
+
+
 def test_jsonl_entries_and_groups_of_their_own(tmp_path):
     file = tmp_path / "catalog.jsonl"
     # a blank line between entries is allowed
@@ -160,6 +171,21 @@ def test_a_file_of_another_kind_is_named_as_such(tmp_path):
     layout = write(tmp_path / "set" / "tools.jsonl", {"tool_id": "a", "group": "g", "doc": {}})
     with pytest.raises(ValueError, match=r"a file, not a tool set folder; pass the folder that holds it \(.*set\)"):
         check_toolsets([str(layout)], tmp_path, "--toolset")
+
+
+def test_two_tool_sets_of_one_name_are_refused_before_any_work(tmp_path):
+    from flows.build_graph import parse_args
+
+    for side in ("a", "b"):
+        (tmp_path / side).mkdir()
+        write(tmp_path / side / "my_agent.json", chat_tools(LOOKUP))
+    specs = [str(tmp_path / "a" / "my_agent.json"), str(tmp_path / "b" / "my_agent.json")]
+    cfg = parse_args(["--toolset", ",".join(specs), "--no-discriminator", "--warehouse", str(tmp_path / "w.duckdb")])
+    # the command line and the flow call this first (before Prefect starts; before any tool set is read)
+    with pytest.raises(ValueError, match=r"^--toolset .*a/my_agent\.json, .*b/my_agent\.json: all would be dataset "
+                                         r"'my_agent' .*; rename all but one$"):
+        cfg.check_inputs()
+    check_dataset_names([specs[0], str(tmp_path / "a")], tmp_path, "--toolset")  # 'my_agent' and 'a': no clash
 
 
 @pytest.mark.slow

@@ -95,3 +95,24 @@ def check_toolsets(specs: Iterable[str], data_root: str | Path, flag: str, fall_
                 if (p := toolset_problem(s, data_root, flag, fall_back_to_folder, root_flag, tool_specs))]
     if problems:
         raise ValueError("; ".join(problems))
+
+
+def dataset_name(spec: str, data_root: str | Path) -> str:
+    """The dataset name the tool set ``spec`` gets (as ``tasks.toolsets.readers.load_toolset_spec`` names it): a
+    benchmark's name, a folder's, or a file's stem."""
+    if spec in BENCHMARK_SOURCES and (Path(data_root) / spec).is_dir():
+        return spec
+    path = Path(spec)
+    return path.stem if path.is_file() else (path.name or path.resolve().name)
+
+
+def check_dataset_names(specs: Iterable[str], data_root: str | Path, flag: str) -> None:
+    """A ``ValueError`` when two of ``specs`` would be one dataset of the warehouse (two folders or files of one
+    name): said before any work, not when the warehouse is written."""
+    by_name: dict[str, list[str]] = {}
+    for spec in dict.fromkeys(specs):
+        by_name.setdefault(dataset_name(spec, data_root), []).append(spec)
+    clashes = [f"{flag} {', '.join(specs)}: all would be dataset {name!r} (a tool set is named after its "
+               "benchmark, folder or file); rename all but one" for name, specs in by_name.items() if len(specs) > 1]
+    if clashes:
+        raise ValueError("; ".join(clashes))

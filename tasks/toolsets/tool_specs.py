@@ -34,6 +34,7 @@ OUTPUT_SCHEMA_KEYS = ("outputSchema", "output_schema")  # MCP (2025-06-18 and la
 LIST_KEYS = ("tools", "functions")
 DECLARATION_KEYS = ("functionDeclarations", "function_declarations")  # Gemini: a tool entry holding functions
 MAX_LISTED = 8  # enum values or object fields named in a description
+MAX_NESTING = 4  # a type read this many references or item levels down is "any" (a recursive schema ends here)
 
 
 def _entries(path: Path) -> list[tuple[str, Any]]:
@@ -91,28 +92,26 @@ def _kind(schema: dict) -> Any:
     return kind.lower() if isinstance(kind, str) else kind
 
 
-def _type_name(schema: Any, root: dict) -> str:
+def _type_name(schema: Any, root: dict, depth: int = 0) -> str:
     """A JSON schema's type as the API doc writes one (free text the parameter rule reads by its head word)."""
-    if schema is True or schema == {}:
-        return "any"
-    if not isinstance(schema, dict):
-        return "any"
+    if not isinstance(schema, dict) or not schema or depth > MAX_NESTING:
+        return "any"  # true, {}, or a recursive schema's deep end
     ref = schema.get("$ref")
     resolved = _resolve(schema, root)
     if resolved is not schema:
-        kind = _type_name(resolved, root)
+        kind = _type_name(resolved, root, depth + 1)
         return str(ref).rsplit("/", 1)[-1] if kind in ("object", "any") else kind
     kind = _kind(schema)
     if isinstance(kind, list):
         return " | ".join(str(k).lower() for k in kind) or "any"
     if kind == "array":
         items = schema.get("items")
-        return f"array of {_type_name(items, root)}" if isinstance(items, dict) and items else "array"
+        return f"array of {_type_name(items, root, depth + 1)}" if isinstance(items, dict) and items else "array"
     if isinstance(kind, str) and kind:
         return kind
     for key in ("anyOf", "oneOf"):
         if isinstance(schema.get(key), list):
-            names = list(dict.fromkeys(_type_name(s, root) for s in schema[key]))
+            names = list(dict.fromkeys(_type_name(s, root, depth + 1) for s in schema[key]))
             return " | ".join(names) or "any"
     values = schema.get("enum") if isinstance(schema.get("enum"), list) else (
         [schema["const"]] if "const" in schema else None)
