@@ -631,6 +631,42 @@ def test_benchmark_importer_hostile_records_are_reported_or_errors(tmp_path, fil
     assert report.rejected == expected.rejected
 
 
+GOOD_SPEC = json.dumps({"type": "function", "function": {"name": "login", "parameters": {"type": "object"}}})
+TOOL_SPEC_CASES = [  # (file name, bytes, fragments): an agent's tool definitions (tasks/toolsets/tool_specs.py)
+    pytest.param("t.json", b'[' + GOOD_SPEC.encode().replace(b"login", b"caf\xe9") + b']',
+                 ("<dir>/t.json: not UTF-8 (byte b'\\xe9' at offset",), id="non-UTF-8 json"),
+    pytest.param("t.jsonl", GOOD_SPEC.encode() + b"\n" + GOOD_SPEC.encode().replace(b"login", b"caf\xe9"),
+                 ("<dir>/t.jsonl:2: not UTF-8 (byte b'\\xe9'",), id="non-UTF-8 jsonl line"),
+    pytest.param("t.json", b'[' + GOOD_SPEC.encode().replace(b'"login"', b'"a\\ud800"') + b']',
+                 ("<dir>/t.json: a \\u escape decodes to a lone surrogate ('\\ud800')",), id="lone surrogate name"),
+    pytest.param("t.json", b'{"tools": [' + BIG_INT + b']}', ("<dir>/t.json: not valid JSON (ValueError: Exceeds",),
+                 id="5000-digit entry"),
+    pytest.param("t.json", DEEP, ("<dir>/t.json: not valid JSON (RecursionError",), id="arrays nested 100000 deep"),
+    pytest.param("t.jsonl", DEEP, ("<dir>/t.jsonl:1: not valid JSON (RecursionError",), id="deep jsonl line"),
+    pytest.param("t.json", b'[\n' + GOOD_SPEC.encode() + b',\n{"name": ]', ("<dir>/t.json: not valid JSON "
+                 "(Expecting value at line 3, column 10)",), id="truncated file, its line said"),
+    pytest.param("t.json", b"", ("<dir>/t.json: not valid JSON (Expecting value)",), id="empty file"),
+    pytest.param("t.json", b'"login"', ("<dir>/t.json: expected a list of tool definitions, got str",),
+                 id="a JSON string"),
+    pytest.param("t.json", b'[' + GOOD_SPEC.encode() + b', ["login"]]', ("<dir>/t.json: [1]: expected a JSON object",),
+                 id="an entry that is a list"),
+    pytest.param("t.json", json.dumps([{"name": ["login"]}]).encode(),
+                 ("<dir>/t.json: [0]: a tool needs a non-empty string 'name'",), id="name is a list"),
+]
+
+
+@pytest.mark.parametrize("name, content, fragments", TOOL_SPEC_CASES)
+def test_tool_definition_files_hostile_content_is_an_error_naming_file_and_entry(tmp_path, name, content,
+                                                                                  fragments):
+    from tasks.toolsets.availability import check_toolsets
+
+    (tmp_path / name).write_bytes(content)
+    exc = raised_by(lambda: load_toolset_spec(tmp_path / name))
+    Raises(ToolSetFormatError, fragments).check(exc, tmp_path)
+    checked = raised_by(lambda: check_toolsets([str(tmp_path / name)], tmp_path, "--toolset"))  # before any work
+    Raises(ValueError, (f"--toolset {tmp_path / name}: {exc}",)).check(checked, tmp_path)
+
+
 KNOWN = {"a", "b"}
 OK_RUN = {"run_id": "ok", "tools": ["a", "b"]}
 TRAJECTORY_CASES = [

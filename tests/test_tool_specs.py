@@ -142,7 +142,7 @@ def test_every_parameter_is_kept_or_its_drop_reported(tmp_path):
     ([{"name": "x", "group": ""}], r"'group' must be a non-empty string"),
     ({"servers": []}, r"expected a list of tool definitions, or an object with them under 'tools', 'functions', "),
     ([], r"no tool definitions"),
-    ("not json", r"invalid JSON"),
+    ("not json", r"bad\.json: not valid JSON \(Expecting value\)"),
 ])
 def test_bad_definitions_stop_the_read_naming_file_and_entry(tmp_path, content, message):
     file = tmp_path / "bad.json"

@@ -38,7 +38,9 @@ def tool_spec_problem(path: Path, flag: str) -> str | None:
 
     try:
         read_tool_specs(path)
-    except (ToolSetFormatError, UnicodeDecodeError, ValueError) as err:
+    except OSError as err:  # unreadable: permissions, a folder where a file was
+        return f"{flag} {path}: cannot be read ({err.strerror or err})"
+    except ToolSetFormatError as err:
         return f"{flag} {path}: {err}"
     return None
 

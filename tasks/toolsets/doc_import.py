@@ -5,7 +5,10 @@ agent's tool definitions (``tasks.toolsets.tool_specs``) both build their docs h
 """
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Iterable
 
 from schemas.docs import load_schema, schema_errors
@@ -93,3 +96,55 @@ def make_doc(
     if errors:  # the clipping above should make this unreachable; fail loudly if it is not
         raise ValueError(f"{name}: converted doc is still invalid: {errors}")
     return doc
+
+
+# ---------------------------------------------------------------------------------------------
+# JSON as hostile files write it: every failure a ToolSetFormatError naming the file (and line)
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # JSON escapes of UTF-16 surrogates
+
+
+def json_value(text: str, where: str) -> Any:
+    """The JSON value of ``text``, or a ``ToolSetFormatError`` naming ``where``: invalid JSON (with its line and
+    column when ``text`` spans lines), an integer over 4300 digits, nesting too deep to parse, or a ``\\u`` escape
+    that decodes to a lone surrogate (no warehouse could store it)."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        at = f" at line {exc.lineno}, column {exc.colno}" if "\n" in text.strip() else ""
+        raise ToolSetFormatError(f"{where}: not valid JSON ({exc.msg}{at})") from exc
+    except (ValueError, RecursionError) as exc:  # an integer over 4300 digits; nesting too deep
+        raise ToolSetFormatError(f"{where}: not valid JSON ({type(exc).__name__}: {exc})") from None
+    if _SURROGATE_ESCAPE.search(text):  # \ud800-style escapes decode to lone surrogates
+        try:
+            json.dumps(value, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ToolSetFormatError(
+                f"{where}: a \\u escape decodes to a lone surrogate "
+                f"({exc.object[exc.start:exc.end]!r}), not a character; text must be valid Unicode") from None
+    return value
+
+
+def numbered_rows(file: Path) -> Iterable[tuple[int, Any]]:
+    """(line number, value) of each non-blank line of the JSON Lines file ``file`` (``json_value``'s errors, and
+    a line that is not UTF-8, name the file and line)."""
+    with Path(file).open("rb") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise ToolSetFormatError(f"{file}:{lineno}: not UTF-8 (byte {raw[exc.start:exc.start + 1]!r} at "
+                                         f"column {exc.start + 1}); JSON Lines files must be UTF-8") from None
+            if line.strip():
+                yield lineno, json_value(line, f"{file}:{lineno}")
+
+
+def json_file(file: Path) -> Any:
+    """The one JSON value of ``file``, with ``json_value``'s errors; bytes that are not UTF-8 name their offset."""
+    raw = Path(file).read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ToolSetFormatError(f"{file}: not UTF-8 (byte {raw[exc.start:exc.start + 1]!r} at offset {exc.start}); "
+                                 "JSON files must be UTF-8") from None
+    return json_value(text, str(file))

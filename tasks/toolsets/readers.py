@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any, Callable, Iterable, Sequence
 from schemas.docs import schema_errors
 from schemas.toolset import DependencyEdge, ParameterEdge, Query, Tool, ToolSet, dependency_kind_problem
 from tasks.toolsets.doc_import import ImportReport, ToolSetFormatError, make_doc  # importers read them from here too
+from tasks.toolsets.doc_import import numbered_rows as _numbered_rows
 
 log = logging.getLogger(__name__)
 
@@ -607,35 +607,6 @@ def read_parameter_edges(file: Path, tools: Sequence[Tool], report: ImportReport
             continue
         report.rejected.append(f"{what}: {reason}")
     return tuple(edges)
-
-
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # JSON escapes of UTF-16 surrogates
-
-
-def _numbered_rows(file: Path) -> Iterable[tuple[int, Any]]:
-    with file.open("rb") as fh:
-        for lineno, raw in enumerate(fh, 1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise ToolSetFormatError(f"{file}:{lineno}: not UTF-8 (byte {raw[exc.start:exc.start + 1]!r} at "
-                                         f"column {exc.start + 1}); JSON Lines files must be UTF-8") from None
-            if not line.strip():
-                continue
-            try:
-                value = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ToolSetFormatError(f"{file}:{lineno}: not valid JSON ({exc.msg})") from exc
-            except (ValueError, RecursionError) as exc:  # an integer over 4300 digits; nesting too deep
-                raise ToolSetFormatError(f"{file}:{lineno}: not valid JSON ({type(exc).__name__}: {exc})") from None
-            if _SURROGATE_ESCAPE.search(line):  # \ud800-style escapes decode to lone surrogates
-                try:
-                    json.dumps(value, ensure_ascii=False).encode("utf-8")
-                except UnicodeEncodeError as exc:
-                    raise ToolSetFormatError(
-                        f"{file}:{lineno}: a \\u escape decodes to a lone surrogate "
-                        f"({exc.object[exc.start:exc.end]!r}), not a character; text must be valid Unicode") from None
-            yield lineno, value
 
 
 def write_toolset_dir(toolset: ToolSet, path: Path) -> Path:

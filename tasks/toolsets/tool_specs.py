@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from schemas.toolset import Tool, ToolSet
-from tasks.toolsets.doc_import import ImportReport, ToolSetFormatError, make_doc
+from tasks.toolsets.doc_import import ImportReport, ToolSetFormatError, json_file, make_doc, numbered_rows
 
 SCHEMA_KEYS = ("parameters", "input_schema", "inputSchema")  # OpenAI, Anthropic, MCP
 OUTPUT_SCHEMA_KEYS = ("outputSchema", "output_schema")  # MCP (2025-06-18 and later)
@@ -47,20 +47,9 @@ def _entries(path: Path) -> list[tuple[str, Any]]:
 
 
 def _file_entries(path: Path) -> list[tuple[str, Any]]:
-    text = path.read_text(encoding="utf-8")
     if path.suffix.lower() == ".jsonl":
-        out = []
-        for lineno, line in enumerate(text.splitlines(), 1):
-            if line.strip():
-                try:
-                    out.append((f"{path}:{lineno}", json.loads(line)))
-                except json.JSONDecodeError as err:
-                    raise ToolSetFormatError(f"{path}:{lineno}: invalid JSON ({err.msg})") from None
-        return out
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise ToolSetFormatError(f"{path}: invalid JSON at line {err.lineno} ({err.msg})") from None
+        return [(f"{path}:{lineno}", entry) for lineno, entry in numbered_rows(path)]
+    data = json_file(path)
     if isinstance(data, dict) and isinstance(data.get("result"), dict):
         data = data["result"]  # a JSON-RPC reply to tools/list
     if isinstance(data, dict):
