@@ -45,7 +45,7 @@ import numpy as np
 from pydantic import SecretStr
 
 from tasks.common.flow_cli import FlowCLI  # first: Prefect analytics off before Prefect loads
-from models.encoder_path import OFFLINE_DEFAULT
+from models.encoder_path import ENCODER_ENGINES, OFFLINE_DEFAULT
 from schemas.toolset import ToolSet
 from tasks.toolnet.evaluator import EMBEDDED, EVALUATORS, endpoint_problem, evaluator_llm_config, toolnet_evaluator
 from tasks.common.cli import Flag, Help, checking_inputs, parse_config
@@ -103,6 +103,11 @@ class GraphConfig:
         "sentence encoder: offline-minilm, paraphrase-minilm-l3 (the paper's, ONNX), a hub id or folder; a ':int8' "
         "suffix runs its int8 ONNX graph, built once (2-3x the texts per second on a CPU: 10^5-tool catalogs)")] = \
         OFFLINE_DEFAULT
+    encoder_engine: Annotated[str, Help(
+        "what runs a transformers encoder (tool texts, queries, the retrieval rule): auto (onnx on a CPU, torch on a "
+        "GPU); torch; onnx (its fp32 export in ONNX Runtime, CPU only: vectors within about 1e-6, 1.5-1.9x the texts "
+        "per second on 2 cores; bench/RESULTS.md, 'The sentence encoders in ONNX Runtime')")] = field(
+        default="auto", metadata={"choices": ENCODER_ENGINES})
     embed_style: Annotated[str | None, Help(
         "tool text that is embedded; none: per dataset (API-Bank description, others structured)")] = field(
         default=None, metadata={"choices": EMBED_STYLES})
@@ -283,6 +288,8 @@ class GraphConfig:
         for name in ("dask_address", "ray_address"):
             if not getattr(self, name):  # an empty address means a local cluster, as none does
                 setattr(self, name, None)
+        if self.encoder_engine not in ENCODER_ENGINES:
+            raise ValueError(f"--encoder-engine {self.encoder_engine!r}: one of {', '.join(ENCODER_ENGINES)}")
         if self.scoring_precision not in SCORING_PRECISIONS:
             raise ValueError(f"--scoring-precision {self.scoring_precision!r}: one of {', '.join(SCORING_PRECISIONS)}")
         if self.gcn_direction not in typing.get_args(Direction):
@@ -403,17 +410,17 @@ def load_toolset(spec: str, data_root: str) -> ToolSet:
     return toolset
 
 
-def sentence_encoder(encoder: str, batch_size: int, device: str | None) -> Any:
+def sentence_encoder(encoder: str, batch_size: int, device: str | None, engine: str = "torch") -> Any:
     """One loaded encoder per setting while a tool set is encoded: tools, queries and the retrieval rule share it
     (``drop_sentence_encoders`` unloads them once the set's texts are all encoded)."""
-    return _loaded_sentence_encoder(encoder, batch_size, device)
+    return _loaded_sentence_encoder(encoder, batch_size, device, engine)
 
 
 @functools.lru_cache(maxsize=2)
-def _loaded_sentence_encoder(encoder: str, batch_size: int, device: str | None) -> Any:
+def _loaded_sentence_encoder(encoder: str, batch_size: int, device: str | None, engine: str) -> Any:
     from models.sentence_encoder import EncoderConfig, SentenceEncoder
 
-    return SentenceEncoder(EncoderConfig(encoder, batch_size=batch_size, device=device))
+    return SentenceEncoder(EncoderConfig(encoder, batch_size=batch_size, device=device, engine=engine))
 
 
 def drop_sentence_encoders() -> None:
@@ -425,7 +432,7 @@ def drop_sentence_encoders() -> None:
 
 @task(cache_policy=NO_CACHE)
 def encode_texts(texts: list[str], encoder: str, batch_size: int, device: str | None, cache_dir: str | None = None,
-                 what: str = "texts") -> np.ndarray:
+                 what: str = "texts", engine: str = "torch") -> np.ndarray:
     """Embeddings of ``texts``: the cache's where it has them, the rest encoded in chunks (a progress line
     each) and added to it; the encoder is loaded only when a text is missing."""
     from tasks.common.embedding_cache import EmbeddingCache, encode_cached
@@ -433,13 +440,14 @@ def encode_texts(texts: list[str], encoder: str, batch_size: int, device: str | 
     if not texts:
         return np.zeros((0, 0), dtype=np.float32)
     cache = EmbeddingCache.for_encoder(cache_dir, encoder) if cache_dir else None
-    return encode_cached(texts, lambda part: sentence_encoder(encoder, batch_size, device).encode(part), cache, what,
-                         progress=get_run_logger().info)
+    return encode_cached(texts, lambda part: sentence_encoder(encoder, batch_size, device, engine).encode(part),
+                         cache, what, progress=get_run_logger().info)
 
 
 def cached_encoder(cfg: GraphConfig, encoder: str, what: str) -> Callable[[list[str]], np.ndarray]:
     """``encoder``'s vectors of texts through the build's embedding cache, with ``encode_texts``' progress lines."""
-    return lambda texts: encode_texts.fn(texts, encoder, cfg.batch_size, cfg.device, cfg.embedding_cache, what)
+    return lambda texts: encode_texts.fn(texts, encoder, cfg.batch_size, cfg.device, cfg.embedding_cache, what,
+                                         cfg.encoder_engine)
 
 
 class RetrievalRuleEncoder:
@@ -754,9 +762,10 @@ def build_graph(cfg: GraphConfig | None = None) -> dict:
         folder = toolset_folder(spec, cfg.data_root)
         style = cfg.embed_style or embed_style_for(toolset.name)
         texts = [embed_text(t.doc, style) for t in toolset.tools]
-        base = encode_texts(quote(texts), cfg.encoder, cfg.batch_size, cfg.device, cfg.embedding_cache, "tool texts")
+        base = encode_texts(quote(texts), cfg.encoder, cfg.batch_size, cfg.device, cfg.embedding_cache, "tool texts",
+                            cfg.encoder_engine)
         queries = encode_texts(quote([q.text for q in toolset.queries]), cfg.encoder, cfg.batch_size, cfg.device,
-                               cfg.embedding_cache, "queries")
+                               cfg.embedding_cache, "queries", cfg.encoder_engine)
         queries = queries if len(toolset.queries) else np.zeros((0, base.shape[1]), dtype=np.float32)
         dim = base.shape[1]
         index = {t.tool_id: i for i, t in enumerate(toolset.tools)}

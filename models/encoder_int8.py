@@ -86,14 +86,23 @@ def quantize_int8(source: Path, target: Path) -> None:
 def export_pooled_onnx(model_name_or_path: str, target: Path) -> Path:
     """A transformers encoder as ONNX with inputs input_ids, attention_mask, token_type_ids (batch and length
     dynamic) and one output ``sentence_embedding`` (batch, hidden): the masked mean of the token states."""
+    from transformers import AutoModel
+
+    export_pooled(AutoModel.from_pretrained(model_name_or_path).eval(), target)
+    return target
+
+
+# what ``export_pooled`` tells the exporter (part of ``models.onnx_export``'s cache key)
+POOLED_EXPORT_SETTINGS = "masked mean of the token states, fp32, opset 17, dynamic batch and tokens"
+
+
+def export_pooled(model, target: Path) -> None:
+    """``export_pooled_onnx`` for a model already loaded (``model.eval()`` is called)."""
     import warnings
 
     import torch
-    from transformers import AutoModel
 
     from models.mean_pooled_bert import masked_mean
-
-    model = AutoModel.from_pretrained(model_name_or_path).eval()
 
     class MeanPooled(torch.nn.Module):
         def __init__(self, encoder: torch.nn.Module) -> None:
@@ -105,14 +114,15 @@ def export_pooled_onnx(model_name_or_path: str, target: Path) -> Path:
                                   token_type_ids=token_type_ids).last_hidden_state
             return masked_mean(hidden, attention_mask)
 
-    ids = torch.ones(2, 8, dtype=torch.long)
+    # a padded example (ids any vocabulary holds): traced on an all-ones mask, the graph may drop the attention mask
+    mask = torch.tensor([[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1]])
+    ids = torch.tensor([[1, 5, 2, 6, 0, 0], [1, 5, 6, 2, 7, 2]]) * mask
     axes = {0: "batch", 1: "tokens"}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # tracer warnings about Python control flow on shapes: fixed per call
-        torch.onnx.export(MeanPooled(model), (ids, ids, torch.zeros_like(ids)), str(target),
+        torch.onnx.export(MeanPooled(model.eval()), (ids, mask, torch.zeros_like(ids)), str(target),
                           input_names=["input_ids", "attention_mask", "token_type_ids"],
                           output_names=["sentence_embedding"],
                           dynamic_axes={"input_ids": axes, "attention_mask": axes, "token_type_ids": axes,
                                         "sentence_embedding": {0: "batch"}},
                           opset_version=17, dynamo=False)
-    return target

@@ -30,6 +30,8 @@ ONNX_ENCODERS = (PARAPHRASE_L3,)
 INT8 = "int8"
 PRECISION_SEP = ":"
 PRECISIONS = (INT8,)
+# what runs a transformers encoder (models.sentence_encoder.EncoderConfig.engine): auto (onnx on a CPU), torch, onnx
+ENCODER_ENGINES = ("auto", "torch", "onnx")
 
 
 def split_precision(name: str | None) -> tuple[str | None, str | None]:

@@ -3,21 +3,18 @@ arithmetic as torch's fp32 in another engine, faster on CPUs (1.4-1.65x torch fp
 same, probabilities within 1e-6: bench/RESULTS.md, "Pair scoring speed"), so build-graph scores with it on a CPU.
 
 The model is exported once per set of weights (``torch.onnx.export``; a padded example, so the graph keeps the
-attention mask) into ``$TGR_CACHE_DIR/onnx``, keyed by a hash of its config and weights as they are in memory and by
-the exporter's versions (a retrained or changed model gets a new file); the file is written to a temporary name and
-renamed, so a kill leaves no half-written model.
+attention mask) into ``$TGR_CACHE_DIR/onnx`` (``models.onnx_export``: keyed by its weights as they are in memory).
 """
 from __future__ import annotations
 
-import hashlib
-import os
-import tempfile
 import warnings
 from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import torch
+
+from models.onnx_export import cached_export
 
 # what the exporter is told; part of the cache key, so a change here exports a new file
 EXPORT_SETTINGS = "sequence classifier logits by named inputs, fp32, opset 17, dynamic batch and length"
@@ -51,33 +48,9 @@ def _export(model: torch.nn.Module, target: Path) -> None:
                           dynamo=False)
 
 
-def weights_key(model: torch.nn.Module) -> str:
-    """sha256 of the model's config and every weight and buffer as they are in memory (a model changed after it was
-    loaded, or a head initialised at random, is never taken for the checkpoint it came from)."""
-    digest = hashlib.sha256(model.config.to_json_string().encode())
-    for name, tensor in sorted(model.state_dict().items()):
-        digest.update(name.encode())
-        digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
-    return digest.hexdigest()
-
-
 def onnx_model_path(model: torch.nn.Module, folder: Path | None = None) -> Path:
     """The ONNX file of ``model`` in ``folder`` (default ``$TGR_CACHE_DIR/onnx``), exported on first use."""
-    import onnxruntime
-
-    from models.encoder_int8 import onnx_cache_dir
-
-    key = hashlib.sha256("\0".join([weights_key(model), EXPORT_SETTINGS, f"torch {torch.__version__}",
-                                    f"onnxruntime {onnxruntime.__version__}"]).encode()).hexdigest()
-    out = (folder or onnx_cache_dir()) / f"{key[:16]}-classifier.onnx"
-    if out.is_file():
-        return out
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=out.parent, prefix=".build-") as tmp:
-        built = Path(tmp) / "model.onnx"
-        _export(model, built)
-        os.replace(built, out)  # the only write a reader can see: whole or absent
-    return out
+    return cached_export(model, "classifier", EXPORT_SETTINGS, _export, folder)
 
 
 class OnnxPairClassifier:

@@ -20,14 +20,16 @@ sentence-transformers is no direct dependency of this project (only of gt-all-mi
 """
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
 from transformers import AutoModel, AutoTokenizer
 
 from models.encoder_path import (
+    ENCODER_ENGINES,
     OFFLINE_DEFAULT,
     ONNX_ENCODERS,
     INT8,
@@ -51,6 +53,10 @@ class EncoderConfig:
     max_length: int | None = None  # None: the model's own max_seq_length (256 L6, 128 L3; else 256)
     device: str | None = None  # None: cuda when available, else cpu
     threads: int | None = None  # onnxruntime intra-op threads; None: its default (all cores)
+    # what runs a transformers model (the ONNX and :int8 encoders always run in onnxruntime): torch; onnx, its fp32
+    # export in ONNX Runtime (the same vectors within 1e-6, 1.5-1.9x faster on 2 CPU cores: bench/RESULTS.md, "The
+    # sentence encoders in ONNX Runtime"); auto: onnx on a CPU, torch on a GPU (torch if the export fails)
+    engine: str = "torch"
 
 
 def pick_device(device: str | None = None) -> torch.device:
@@ -78,8 +84,29 @@ class SentenceEncoder:
         elif base in ONNX_ENCODERS:
             self.backend = _OnnxBackend(paraphrase_l3_onnx_path(), self.config)
         else:
-            self.backend = _TorchBackend(AutoModel.from_pretrained(path).to(self.device).eval(), self.device)
+            self.backend = self._transformers_backend(AutoModel.from_pretrained(path).eval())
         self.dim = self.backend.dim
+
+    def _transformers_backend(self, model) -> "_Backend":
+        engine = self.config.engine
+        if engine not in ENCODER_ENGINES:
+            raise ValueError(f"encoder engine {engine!r}: one of {', '.join(ENCODER_ENGINES)}")
+        if engine == "onnx" or (engine == "auto" and self.device.type == "cpu"):
+            if self.device.type != "cpu":
+                raise ValueError("encoder engine onnx (ONNX Runtime's CPU engine) runs on CPU only; use torch on a GPU")
+            from models.encoder_int8 import POOLED_EXPORT_SETTINGS, export_pooled
+            from models.onnx_export import cached_export
+
+            try:
+                path = cached_export(model, "encoder", POOLED_EXPORT_SETTINGS, export_pooled)
+            except Exception as exc:  # noqa: BLE001 - auto falls back to torch; a model ONNX cannot take says so
+                if engine == "onnx":
+                    raise
+                warnings.warn(f"{self.config.model_name_or_path}: ONNX export failed ({type(exc).__name__}: {exc}); "
+                              "encoding with torch", stacklevel=3)
+            else:
+                return _OnnxBackend(path, replace(self.config, threads=self.config.threads or torch.get_num_threads()))
+        return _TorchBackend(model.to(self.device), self.device)
 
     @classmethod
     def from_loaded(cls, model, tokenizer, max_length: int, batch_size: int = 64) -> "SentenceEncoder":

@@ -86,3 +86,43 @@ def test_int8_of_a_local_folder_is_rebuilt_when_its_weights_change(tmp_path, pri
     os.utime(weights, ns=(weights.stat().st_atime_ns, weights.stat().st_mtime_ns + 10**9))  # "retrained"
     SentenceEncoder(EncoderConfig(f"{folder}:int8"))
     assert len(list(private_cache.glob("*-int8.onnx"))) == 2
+
+
+def test_onnx_engine_gives_the_torch_vectors_from_a_file_exported_once_per_set_of_weights(tmp_path, private_cache):
+    """EncoderConfig.engine onnx (auto's choice on a CPU, build-graph's default): a transformers encoder's fp32
+    export in ONNX Runtime, the same vectors on padded batches; one export per set of weights."""
+    from models.sentence_encoder import EncoderConfig, SentenceEncoder, _OnnxBackend, _TorchBackend
+
+    folder = make_tiny_encoder(tmp_path / "enc")
+    expected = SentenceEncoder(EncoderConfig(str(folder), batch_size=3)).encode(TEXTS)  # torch, the default
+    onnx = SentenceEncoder(EncoderConfig(str(folder), batch_size=3, engine="onnx"))
+    auto = SentenceEncoder(EncoderConfig(str(folder), batch_size=3, engine="auto"))
+    assert isinstance(onnx.backend, _OnnxBackend) and isinstance(auto.backend, _OnnxBackend)  # auto on a CPU: onnx
+    np.testing.assert_allclose(onnx.encode(TEXTS), expected, atol=1e-5)
+    np.testing.assert_allclose(auto.encode(TEXTS), expected, atol=1e-5)
+    built = sorted(private_cache.glob("*-encoder.onnx"))
+    assert len(built) == 1 and not list(private_cache.glob(".build-*"))  # exported once, nothing half-written
+    assert isinstance(SentenceEncoder(EncoderConfig(str(folder), engine="torch")).backend, _TorchBackend)
+    with pytest.raises(ValueError, match="encoder engine 'gpu': one of auto, torch, onnx"):
+        SentenceEncoder(EncoderConfig(str(folder), engine="gpu"))
+    with pytest.raises(ValueError, match="runs on CPU only"):
+        SentenceEncoder(EncoderConfig(str(folder), engine="onnx", device="meta"))
+
+
+def test_auto_engine_encodes_with_torch_where_the_export_fails(tmp_path, private_cache, monkeypatch):
+    import models.encoder_int8 as encoder_int8
+    from models.sentence_encoder import EncoderConfig, SentenceEncoder, _TorchBackend
+
+    folder = make_tiny_encoder(tmp_path / "enc")
+    expected = SentenceEncoder(EncoderConfig(str(folder))).encode(TEXTS)
+
+    def refuse(*_args, **_kwargs):
+        raise RuntimeError("no exporter for this model")
+
+    monkeypatch.setattr(encoder_int8, "export_pooled", refuse)
+    with pytest.warns(UserWarning, match="ONNX export failed .*no exporter for this model.*encoding with torch"):
+        auto = SentenceEncoder(EncoderConfig(str(folder), engine="auto"))
+    assert isinstance(auto.backend, _TorchBackend)
+    np.testing.assert_array_equal(auto.encode(TEXTS), expected)
+    with pytest.raises(RuntimeError, match="no exporter"):  # asked for by name: the error, not another engine
+        SentenceEncoder(EncoderConfig(str(folder), engine="onnx"))

@@ -79,7 +79,7 @@ def retrieve(con: duckdb.DuckDBPyConnection, dataset: str, query: str, k: int = 
     if encode is None:
         from models.sentence_encoder import EncoderConfig, SentenceEncoder
 
-        encode = SentenceEncoder(EncoderConfig(model_name_or_path=encoder)).encode
+        encode = SentenceEncoder(EncoderConfig(model_name_or_path=encoder, engine="auto")).encode  # as build-graph
     vector = [float(x) for x in encode([query])[0]]
     ranked = con.execute("SELECT tool_id, score, rank FROM tool_top_k(?, ?, ?, ?)",
                          [dataset, embedding, vector, k]).fetchall()

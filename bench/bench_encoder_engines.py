@@ -1,0 +1,109 @@
+"""The sentence encoders in ONNX Runtime: texts/s of each encoder build-graph runs, in torch and in its fp32 ONNX
+export (``EncoderConfig.engine``), on the same texts, and how far the vectors move (bench/RESULTS.md, "The
+sentence encoders in ONNX Runtime").
+
+    python -m bench.bench_encoder_engines [--discriminator artifacts/discriminator/minilm/best] [--texts 1000]
+
+Texts: ToolBench's tool texts as build-graph embeds them (``embed_text``, its default style) for the tool encoder
+(``offline-minilm``); and, with ``--discriminator``, the retrieval rule's texts (consumer inputs and producer docs)
+for its parameter scorer's retriever (``parameter_scorer/``: the retrieval rule's and the parameter level's encoder). Engines run round-robin,
+``--rounds`` times, median each: quote the ratios. Agreement: the largest |difference| of a vector coordinate,
+the lowest cosine between a text's two vectors, and the share of texts whose 10 nearest texts are the same.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+
+DATA_ROOT = Path("../shared/data/benchmarks")
+
+
+def tool_texts(root: Path, n: int) -> list[str]:
+    from tasks.retrieval.tool_text import embed_style_for, embed_text
+    from tasks.toolsets.readers import load_benchmark
+
+    tools = load_benchmark("toolbench_stable", root).tools[:n]
+    return [embed_text(t.doc, embed_style_for("toolbench_stable")) for t in tools]
+
+
+def retrieval_rule_texts(root: Path, n: int) -> list[str]:
+    """The retrieval rule's texts of ToolBench (``retrieval_texts``): its consumer-input queries and producer docs,
+    half and half."""
+    from tasks.graph.candidates import retrieval_texts
+    from tasks.toolsets.readers import load_benchmark
+
+    texts = retrieval_texts(load_benchmark("toolbench_stable", root).tools)
+    return texts.queries[:n // 2] + texts.producers[:n - min(n // 2, len(texts.queries))]
+
+
+def neighbours_same(a: np.ndarray, b: np.ndarray, k: int = 10) -> float:
+    sa, sb = a @ a.T, b @ b.T
+    return float(np.mean([set(np.argsort(-sa[i])[:k + 1]) == set(np.argsort(-sb[i])[:k + 1]) for i in range(len(a))]))
+
+
+def bench(encoders: dict[str, tuple[str, list[str]]], rounds: int) -> list[dict]:
+    from models.sentence_encoder import EncoderConfig, SentenceEncoder
+
+    rows = []
+    for label, (name, texts) in encoders.items():
+        engines = {e: SentenceEncoder(EncoderConfig(name, engine=e)) for e in ("torch", "onnx")}
+        for enc in engines.values():
+            enc.encode(texts[:32])  # warm-up
+        times: dict[str, list[float]] = {e: [] for e in engines}
+        vectors = {}
+        for _ in range(rounds):
+            for e, enc in engines.items():
+                start = time.perf_counter()
+                vectors[e] = enc.encode(texts)
+                times[e].append(time.perf_counter() - start)
+        t, o = statistics.median(times["torch"]), statistics.median(times["onnx"])
+        cos = np.sum(vectors["torch"] * vectors["onnx"], axis=1)
+        rows.append({"encoder": label, "model": name, "texts": len(texts), "max_length": engines["torch"].max_length,
+                     "torch_texts_per_s": round(len(texts) / t, 1), "onnx_texts_per_s": round(len(texts) / o, 1),
+                     "speedup": round(t / o, 2),
+                     "max_abs_diff": float(np.abs(vectors["torch"] - vectors["onnx"]).max()),
+                     "min_cosine": float(cos.min()),
+                     "same_10_nearest": neighbours_same(vectors["torch"], vectors["onnx"])})
+    return rows
+
+
+def markdown(rows: list[dict], command: str) -> str:
+    lines = [f"`{command}`", "",
+             "| encoder | texts | max length | torch texts/s | ONNX Runtime texts/s | speedup | max abs diff | "
+             "lowest cosine | same 10 nearest |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['encoder']} (`{r['model']}`) | {r['texts']} | {r['max_length']} | {r['torch_texts_per_s']} "
+                     f"| {r['onnx_texts_per_s']} | {r['speedup']:.2f}x | {r['max_abs_diff']:.1e} | "
+                     f"{r['min_cosine']:.7f} | {r['same_10_nearest']:.1%} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    p = argparse.ArgumentParser(prog="python -m bench.bench_encoder_engines", description=__doc__.splitlines()[0])
+    p.add_argument("--discriminator", default=None, help="a checkpoint whose parameter_scorer/ is timed too")
+    p.add_argument("--data-root", default=str(DATA_ROOT))
+    p.add_argument("--texts", type=int, default=1000, help="texts per encoder")
+    p.add_argument("--rounds", type=int, default=2, help="round-robin timing rounds (median)")
+    p.add_argument("--out", default=None, help="also write the JSON here")
+    args = p.parse_args(argv)
+    root = Path(args.data_root)
+    encoders = {"tool texts": ("offline-minilm", tool_texts(root, args.texts))}
+    if args.discriminator:
+        encoders["retrieval-rule texts (the parameter scorer's retriever)"] = (
+            str(Path(args.discriminator) / "parameter_scorer"), retrieval_rule_texts(root, args.texts))
+    rows = bench(encoders, args.rounds)
+    print(json.dumps(rows, indent=2))
+    print(markdown(rows, "python -m bench.bench_encoder_engines " + " ".join(argv if argv is not None else
+                                                                              __import__("sys").argv[1:])))
+    if args.out:
+        Path(args.out).write_text(json.dumps(rows, indent=2))
+    return rows
+
+
+if __name__ == "__main__":
+    main()
