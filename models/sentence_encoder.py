@@ -46,6 +46,12 @@ ENCODER_CHOICES = (OFFLINE_DEFAULT, *ONNX_ENCODERS,
                    *(f"{e}{PRECISION_SEP}{INT8}" for e in (OFFLINE_DEFAULT, *ONNX_ENCODERS)))
 
 
+# texts per ONNX Runtime run of an exported encoder: its memory grows with the batch's attention maps (peak RSS 2.2 GB
+# at 64 texts of 256 tokens, 0.96 GB at 16) and 16 runs faster on 2 cores (bench/RESULTS.md, "The sentence encoders in
+# ONNX Runtime")
+ONNX_MAX_BATCH = 16
+
+
 @dataclass(frozen=True)
 class EncoderConfig:
     model_name_or_path: str = OFFLINE_DEFAULT
@@ -105,7 +111,9 @@ class SentenceEncoder:
                 warnings.warn(f"{self.config.model_name_or_path}: ONNX export failed ({type(exc).__name__}: {exc}); "
                               "encoding with torch", stacklevel=3)
             else:
-                return _OnnxBackend(path, replace(self.config, threads=self.config.threads or torch.get_num_threads()))
+                backend = _OnnxBackend(path, replace(self.config, threads=self.config.threads or torch.get_num_threads()))
+                backend.max_batch = ONNX_MAX_BATCH
+                return backend
         return _TorchBackend(model.to(self.device), self.device)
 
     @classmethod
@@ -125,8 +133,9 @@ class SentenceEncoder:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         # Sort by length so each batch pads little; results go back to input order.
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        for start in range(0, len(order), self.config.batch_size):
-            idx = order[start : start + self.config.batch_size]
+        step = min(self.config.batch_size, self.backend.max_batch or self.config.batch_size)
+        for start in range(0, len(order), step):
+            idx = order[start : start + step]
             batch = self.tokenizer([texts[i] for i in idx], padding=True, truncation=True,
                                    max_length=self.max_length, return_tensors="np")
             out[idx] = self.backend.pooled(batch["input_ids"], batch["attention_mask"], batch.get("token_type_ids"))
@@ -157,6 +166,7 @@ class MemoEncode:
 
 class _Backend:
     dim: int
+    max_batch: int | None = None  # texts per forward pass at most (None: the config's batch size)
 
     def pooled(self, input_ids: np.ndarray, attention_mask: np.ndarray,
                token_type_ids: np.ndarray | None) -> np.ndarray:

@@ -103,6 +103,15 @@ def test_onnx_engine_gives_the_torch_vectors_from_a_file_exported_once_per_set_o
     built = sorted(private_cache.glob("*-encoder.onnx"))
     assert len(built) == 1 and not list(private_cache.glob(".build-*"))  # exported once, nothing half-written
     assert isinstance(SentenceEncoder(EncoderConfig(str(folder), engine="torch")).backend, _TorchBackend)
+    # whatever the batch size, ONNX Runtime runs ONNX_MAX_BATCH texts at most (its memory grows with the batch)
+    from models.sentence_encoder import ONNX_MAX_BATCH
+
+    many = [f"{t} {n}" for n in range(3) for t in TEXTS * 4]
+    wide = SentenceEncoder(EncoderConfig(str(folder), batch_size=64, engine="onnx"))
+    sizes, run = [], wide.backend.run
+    wide.backend.run = lambda ids, *rest, **kw: sizes.append(len(ids)) or run(ids, *rest, **kw)
+    np.testing.assert_allclose(wide.encode(many), SentenceEncoder(EncoderConfig(str(folder))).encode(many), atol=1e-5)
+    assert sizes == [ONNX_MAX_BATCH, ONNX_MAX_BATCH, len(many) - 2 * ONNX_MAX_BATCH] and len(many) > 2 * ONNX_MAX_BATCH
     with pytest.raises(ValueError, match="encoder engine 'gpu': one of auto, torch, onnx"):
         SentenceEncoder(EncoderConfig(str(folder), engine="gpu"))
     with pytest.raises(ValueError, match="runs on CPU only"):
