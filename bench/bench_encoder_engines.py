@@ -8,9 +8,10 @@ Variants: torch at the build's batch of 64 texts (the reference), torch at 16 (i
 export in ONNX Runtime, which runs 16 texts at a time whatever the batch (``ONNX_MAX_BATCH``). Texts: ToolBench's tool
 texts as build-graph embeds them (``embed_text``, its default style) for the tool encoder
 (``offline-minilm``); and, with ``--discriminator``, the retrieval rule's texts (consumer inputs and producer docs)
-for its parameter scorer's retriever (``parameter_scorer/``: the retrieval rule's and the parameter level's encoder). Engines run round-robin,
-``--rounds`` times, median each: quote the ratios. Agreement: the largest |difference| of a vector coordinate,
+for its parameter scorer's retriever (``parameter_scorer/``: the retrieval rule's and the parameter level's
+encoder). Engines run round-robin, ``--rounds`` times, median each: quote the ratios. Agreement: the largest |difference| of a vector coordinate,
 the lowest cosine between a text's two vectors, and the share of texts whose 10 nearest texts are the same.
+``--peak-rss N`` also encodes N tool texts in a fresh process per variant (``MEMORY_VARIANTS``), for the peak RSS.
 """
 from __future__ import annotations
 
@@ -94,6 +95,45 @@ def markdown(rows: list[dict], command: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+MEMORY_VARIANTS = {  # name: (engine, batch size, texts per ONNX Runtime run)
+    "torch, batch 64": ("torch", 64, None),
+    "torch, batch 16": ("torch", 16, None),
+    "ONNX Runtime, 64 texts a run": ("onnx", 64, 64),
+    "ONNX Runtime, 16 texts a run (the default)": ("onnx", 64, 16),
+}
+
+
+def encode_alone(root: Path, n: int, engine: str, batch: int, per_run: int | None) -> dict:
+    """Run in a process of its own (``--alone``): encode ``n`` tool texts; seconds and the process's peak RSS."""
+    import resource
+
+    import models.sentence_encoder as sentence_encoder
+
+    if per_run is not None:
+        sentence_encoder.ONNX_MAX_BATCH = per_run
+    texts = tool_texts(root, n)
+    encoder = sentence_encoder.SentenceEncoder(sentence_encoder.EncoderConfig("offline-minilm", engine=engine,
+                                                                              batch_size=batch))
+    start = time.perf_counter()
+    encoder.encode(texts)
+    return {"seconds": round(time.perf_counter() - start, 1),
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024}
+
+
+def peak_rss(root: Path, n: int) -> list[dict]:
+    """Each MEMORY_VARIANTS row in a fresh process (a peak RSS is per process)."""
+    import subprocess
+    import sys
+
+    rows = []
+    for name, (engine, batch, per_run) in MEMORY_VARIANTS.items():
+        out = subprocess.run([sys.executable, "-m", "bench.bench_encoder_engines", "--data-root", str(root), "--alone",
+                              engine, str(batch), str(per_run or 0), str(n)], capture_output=True, text=True,
+                             check=True).stdout
+        rows.append({"variant": name, "texts": n, **json.loads(out.strip().splitlines()[-1])})
+    return rows
+
+
 def main(argv: list[str] | None = None) -> list[dict]:
     p = argparse.ArgumentParser(prog="python -m bench.bench_encoder_engines", description=__doc__.splitlines()[0])
     p.add_argument("--discriminator", default=None, help="a checkpoint whose parameter_scorer/ is timed too")
@@ -101,13 +141,26 @@ def main(argv: list[str] | None = None) -> list[dict]:
     p.add_argument("--texts", type=int, default=1000, help="texts per encoder")
     p.add_argument("--rounds", type=int, default=2, help="round-robin timing rounds (median)")
     p.add_argument("--out", default=None, help="also write the JSON here")
+    p.add_argument("--peak-rss", type=int, default=0, metavar="N",
+                   help="also encode N tool texts once per MEMORY_VARIANTS row, each in a process of its own: seconds "
+                        "and peak RSS")
+    p.add_argument("--alone", nargs=4, default=None, help=argparse.SUPPRESS)  # one --peak-rss row (its own process)
     args = p.parse_args(argv)
     root = Path(args.data_root)
+    if args.alone:
+        engine, batch, per_run, n = args.alone
+        print(json.dumps(encode_alone(root, int(n), engine, int(batch), int(per_run) or None)))
+        return []
     encoders = {"tool texts": ("offline-minilm", tool_texts(root, args.texts))}
     if args.discriminator:
         encoders["retrieval-rule texts (the parameter scorer's retriever)"] = (
             str(Path(args.discriminator) / "parameter_scorer"), retrieval_rule_texts(root, args.texts))
     rows = bench(encoders, args.rounds)
+    if args.peak_rss:
+        memory = peak_rss(root, args.peak_rss)
+        print("| variant | tool texts | seconds | peak RSS |\n|---|---|---|---|\n" + "\n".join(
+            f"| {m['variant']} | {m['texts']} | {m['seconds']} | {m['peak_rss_mb']} MB |" for m in memory))
+        rows = rows + [{"memory": memory}]
     print(json.dumps(rows, indent=2))
     print(markdown(rows, "python -m bench.bench_encoder_engines " + " ".join(argv if argv is not None else
                                                                               __import__("sys").argv[1:])))

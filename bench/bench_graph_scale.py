@@ -143,6 +143,7 @@ def main() -> None:
     ap.add_argument("--retrieval-k", type=int, default=None)
     ap.add_argument("--retrieval-share", type=float, default=None)
     ap.add_argument("--single-order", action="store_true", help="score <a,b> only (build-graph --single-order)")
+    ap.add_argument("--encoder-engine", default=None, help="build-graph --encoder-engine (default: its default)")
     args = ap.parse_args()
 
     import flows.build_graph as bg
@@ -188,7 +189,8 @@ def main() -> None:
         scoring = {"scoring_runner": args.scoring_runner, "scoring_workers": args.scoring_workers,
                    "both_orders": not args.single_order,
                    **{k: v for k, v in (("pruning", args.pruning), ("retrieval_k", args.retrieval_k),
-                                        ("retrieval_share", args.retrieval_share)) if v is not None}}
+                                        ("retrieval_share", args.retrieval_share),
+                                        ("encoder_engine", args.encoder_engine)) if v is not None}}
         cfg = bg.GraphConfig(toolsets=(str(catalog),), warehouse=str(work / "tgr.duckdb"),
                              discriminator=args.discriminator, encoder=args.encoder, **scoring, **extra)
         start = time.perf_counter()

@@ -107,7 +107,8 @@ def calibration_batches(tokenizer, max_length: int, root: Path, max_producers: i
 
     tools, pairs = candidate_pairs("ultratool", root, n_pairs, seed=1)
     a, b, ignore, ignore_inputs = pair_inputs(tools, pairs, max_producers)
-    enc = encode_pairs(tokenizer, a + b, b + a, max_length, ignore + ignore, ignore_inputs=ignore_inputs + ignore_inputs)
+    enc = encode_pairs(tokenizer, a + b, b + a, max_length, ignore + ignore,
+                       ignore_inputs=ignore_inputs + ignore_inputs)
     out = []
     for start in range(0, len(enc["input_ids"]), batch_size):
         rows = range(start, min(start + batch_size, len(enc["input_ids"])))

@@ -105,8 +105,8 @@ class GraphConfig:
         OFFLINE_DEFAULT
     encoder_engine: Annotated[str, Help(
         "what runs a transformers encoder (tool texts, queries, the retrieval rule): auto (onnx on a CPU, torch on a "
-        "GPU); torch; onnx (its fp32 export in ONNX Runtime, CPU only: vectors within about 1e-6, 1.5-1.9x the texts "
-        "per second on 2 cores; bench/RESULTS.md, 'The sentence encoders in ONNX Runtime')")] = field(
+        "GPU); torch; onnx (its fp32 export in ONNX Runtime, CPU only: vectors within about 2e-7, about twice the "
+        "texts per second on 2 cores; bench/RESULTS.md, 'The sentence encoders in ONNX Runtime')")] = field(
         default="auto", metadata={"choices": ENCODER_ENGINES})
     embed_style: Annotated[str | None, Help(
         "tool text that is embedded; none: per dataset (API-Bank description, others structured)")] = field(

@@ -12,6 +12,9 @@ Encoders (``EncoderConfig.model_name_or_path``):
 - any of these with ``:int8`` (``paraphrase-minilm-l3:int8``): its int8 ONNX graph (models/encoder_int8.py),
   built once and cached, run with onnxruntime: for catalogs of 10^5 tools on a CPU.
 
+A transformers model runs in torch, or with ``EncoderConfig.engine`` ``onnx`` (``auto`` on a CPU: build-graph's
+default) as its fp32 export in onnxruntime, exported once per set of weights (models/onnx_export.py), 16 texts a run.
+
 Why the torch path pools by hand instead of calling sentence-transformers: ``mean_pool`` is six
 lines that give the same vectors as ``SentenceTransformer`` on the packaged model (a test checks
 it), it is the reference the ONNX graph's pooling is tested against, and it treats a plain hub
@@ -46,9 +49,9 @@ ENCODER_CHOICES = (OFFLINE_DEFAULT, *ONNX_ENCODERS,
                    *(f"{e}{PRECISION_SEP}{INT8}" for e in (OFFLINE_DEFAULT, *ONNX_ENCODERS)))
 
 
-# texts per ONNX Runtime run of an exported encoder: its memory grows with the batch's attention maps (peak RSS 2.2 GB
-# at 64 texts of 256 tokens, 0.96 GB at 16) and 16 runs faster on 2 cores (bench/RESULTS.md, "The sentence encoders in
-# ONNX Runtime")
+# texts per ONNX Runtime run of an exported encoder: its memory grows with the batch's attention maps (peak RSS 2.24 GB
+# at 64 texts of up to 256 tokens, no more than torch's at 16) and 16 runs faster on 2 cores (bench/RESULTS.md, "The
+# sentence encoders in ONNX Runtime")
 ONNX_MAX_BATCH = 16
 
 
@@ -60,8 +63,9 @@ class EncoderConfig:
     device: str | None = None  # None: cuda when available, else cpu
     threads: int | None = None  # onnxruntime intra-op threads; None: its default (all cores)
     # what runs a transformers model (the ONNX and :int8 encoders always run in onnxruntime): torch; onnx, its fp32
-    # export in ONNX Runtime (the same vectors within 1e-6, 1.5-1.9x faster on 2 CPU cores: bench/RESULTS.md, "The
-    # sentence encoders in ONNX Runtime"); auto: onnx on a CPU, torch on a GPU (torch if the export fails)
+    # export in ONNX Runtime (the same vectors within 2e-7, about twice torch's texts/s on 2 CPU cores:
+    # bench/RESULTS.md, "The sentence encoders in ONNX Runtime"); auto: onnx on a CPU, torch on a GPU (torch if the
+    # export fails)
     engine: str = "torch"
 
 
@@ -111,7 +115,8 @@ class SentenceEncoder:
                 warnings.warn(f"{self.config.model_name_or_path}: ONNX export failed ({type(exc).__name__}: {exc}); "
                               "encoding with torch", stacklevel=3)
             else:
-                backend = _OnnxBackend(path, replace(self.config, threads=self.config.threads or torch.get_num_threads()))
+                threads = self.config.threads or torch.get_num_threads()
+                backend = _OnnxBackend(path, replace(self.config, threads=threads))
                 backend.max_batch = ONNX_MAX_BATCH
                 return backend
         return _TorchBackend(model.to(self.device), self.device)
