@@ -69,6 +69,7 @@ def onnx_runners(model, folder: Path, calibration: dict | None = None) -> dict:
                                           quantize_dynamic, quantize_static)
     from onnxruntime.transformers import optimizer
 
+    from models.encoder_int8 import quantize_int8
     from models.onnx_scoring import OnnxPairClassifier, onnx_model_path
 
     export = onnx_model_path(model, folder)
@@ -78,7 +79,7 @@ def onnx_runners(model, folder: Path, calibration: dict | None = None) -> dict:
         str(fused))
     int8, per_channel, static = (folder / f"model-{n}.onnx" for n in ("int8", "int8-per-channel", "int8-static"))
     quantize_dynamic(str(export), str(int8), weight_type=QuantType.QInt8)
-    quantize_dynamic(str(export), str(per_channel), weight_type=QuantType.QInt8, per_channel=True)
+    quantize_int8(export, per_channel)  # the int8 encoders' quantizer: per channel
     runners = {"onnxruntime fp32": OnnxPairClassifier(model, folder),
                "onnxruntime fp32, transformer fusions (ORT's optimizer)": OnnxPairClassifier(model, path=fused),
                "onnxruntime int8 (ORT dynamic quantizer)": OnnxPairClassifier(model, path=int8),

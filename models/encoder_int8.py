@@ -20,16 +20,12 @@ import os
 import tempfile
 from pathlib import Path
 
+from models.onnx_export import onnx_cache_dir, padded_example
+
 # Files whose size and mtime identify a local model's weights (a retrained folder gets a new int8 file).
 _WEIGHT_FILES = ("config.json", "model.safetensors", "pytorch_model.bin", "model.onnx")
 # What the quantizer is told; part of the cache key, so a change here builds a new file.
 QUANT_SETTINGS = "QInt8 weights, per channel, dynamic activations"
-
-
-def onnx_cache_dir() -> Path:
-    from models.embedded_llm.fetch import cache_dir
-
-    return cache_dir() / "onnx"
 
 
 def _stamp(path: Path) -> str:
@@ -114,9 +110,7 @@ def export_pooled(model, target: Path) -> None:
                                   token_type_ids=token_type_ids).last_hidden_state
             return masked_mean(hidden, attention_mask)
 
-    # a padded example (ids any vocabulary holds): traced on an all-ones mask, the graph may drop the attention mask
-    mask = torch.tensor([[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1]])
-    ids = torch.tensor([[1, 5, 2, 6, 0, 0], [1, 5, 6, 2, 7, 2]]) * mask
+    ids, mask = padded_example()
     axes = {0: "batch", 1: "tokens"}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # tracer warnings about Python control flow on shapes: fixed per call

@@ -17,6 +17,20 @@ from pathlib import Path
 import torch
 
 
+def onnx_cache_dir() -> Path:
+    """``$TGR_CACHE_DIR/onnx``: every exported or quantized ONNX file (the int8 encoders' too)."""
+    from models.embedded_llm.fetch import cache_dir
+
+    return cache_dir() / "onnx"
+
+
+def padded_example() -> tuple[torch.Tensor, torch.Tensor]:
+    """(input_ids, attention_mask) of two rows, one padded, with ids any vocabulary holds: an export traced on an
+    all-ones mask may drop the attention mask from its graph."""
+    mask = torch.tensor([[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1]])
+    return torch.tensor([[1, 5, 2, 6, 0, 0], [1, 5, 6, 2, 7, 2]]) * mask, mask
+
+
 def weights_key(model: torch.nn.Module) -> str:
     """sha256 of the model's config and every weight and buffer as they are in memory (a model changed after it was
     loaded, or a head initialised at random, is never taken for the checkpoint it came from)."""
@@ -32,8 +46,6 @@ def cached_export(model: torch.nn.Module, kind: str, settings: str, export: Call
     """The ONNX file of ``model`` written by ``export(model, target)``, exported on first use; ``kind`` names the
     file (``<key>-<kind>.onnx``), ``settings`` says what the exporter is told (part of the key)."""
     import onnxruntime
-
-    from models.encoder_int8 import onnx_cache_dir
 
     key = hashlib.sha256("\0".join([weights_key(model), settings, f"torch {torch.__version__}",
                                     f"onnxruntime {onnxruntime.__version__}"]).encode()).hexdigest()

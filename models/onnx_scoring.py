@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from models.onnx_export import cached_export
+from models.onnx_export import cached_export, padded_example
 
 # what the exporter is told; part of the cache key, so a change here exports a new file
 EXPORT_SETTINGS = "sequence classifier logits by named inputs, fp32, opset 17, dynamic batch and length"
@@ -34,9 +34,8 @@ class _Logits(torch.nn.Module):
 def _export(model: torch.nn.Module, target: Path) -> None:
     import inspect
 
-    # a padded example (ids any vocabulary holds): traced on an all-ones mask, the graph may drop the attention mask
-    mask = torch.tensor([[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1]])
-    example = {"input_ids": torch.tensor([[1, 5, 2, 6, 0, 0], [1, 5, 6, 2, 7, 2]]) * mask, "attention_mask": mask,
+    ids, mask = padded_example()
+    example = {"input_ids": ids, "attention_mask": mask,
                "token_type_ids": torch.tensor([[0, 0, 0, 1, 0, 0], [0, 0, 0, 0, 1, 1]])}
     takes = inspect.signature(model.forward).parameters
     names = [n for n in example if n in takes]  # DistilBERT, RoBERTa-style models: no token types

@@ -51,10 +51,6 @@ class Retrieved:
     also_needed: dict[str, list[str]]  # a prerequisite outside the top k -> the hits that need it, best hit first
 
 
-def _one(con: duckdb.DuckDBPyConnection, sql: str, params: list) -> tuple | None:
-    return con.execute(sql, params).fetchone()
-
-
 def chosen_graph(con: duckdb.DuckDBPyConnection, dataset: str, graph: str) -> str | None:
     """``graph`` itself, or for ``auto`` the first of GRAPH_PREFERENCE the dataset has edges of (None: no edges)."""
     if graph != "auto":
@@ -71,7 +67,7 @@ def retrieve(con: duckdb.DuckDBPyConnection, dataset: str, query: str, k: int = 
         raise ValueError("the request is empty")
     if depth < 1:
         raise ValueError(f"--depth {depth}: at least 1 (the hits' own prerequisites)")
-    row = _one(con, "SELECT encoder FROM datasets WHERE dataset = ?", [dataset])
+    row = con.execute("SELECT encoder FROM datasets WHERE dataset = ?", [dataset]).fetchone()
     if row is None:
         have = [d for (d,) in con.execute("SELECT dataset FROM datasets ORDER BY dataset").fetchall()]
         raise ValueError(f"--dataset {dataset!r}: not in this warehouse (it has: {', '.join(have) or 'none'})")

@@ -36,7 +36,8 @@ from tasks.toolsets.call_order import (
     order_statistics,
     precondition_candidates,
 )
-from tasks.toolsets.readers import ToolSetFormatError, _numbered_rows, load_benchmark_with_report
+from tasks.toolsets.doc_import import numbered_rows
+from tasks.toolsets.readers import ToolSetFormatError, load_benchmark_with_report
 from tasks.toolsets.trajectories import Trajectory, gold_trajectories
 
 DATA, PRECONDITION, NONE = "data", "precondition", "none"
@@ -86,7 +87,7 @@ def read_value_edges(file: Path, known: set[str]) -> tuple[dict[tuple[str, str],
     tools, self loops and repeats are left out with a reason. A line that is not such an edge is an error."""
     edges: dict[tuple[str, str], tuple[str, ...]] = {}
     rejected = []
-    for lineno, rec in _numbered_rows(file):
+    for lineno, rec in numbered_rows(file):
         where = f"{file}:{lineno}"
         if not isinstance(rec, dict):
             raise ToolSetFormatError(f"{where}: expected a JSON object, got {type(rec).__name__}")

@@ -16,8 +16,8 @@ from typing import Any, Callable, Iterable, Sequence
 
 from schemas.docs import schema_errors
 from schemas.toolset import DependencyEdge, ParameterEdge, Query, Tool, ToolSet, dependency_kind_problem
-from tasks.toolsets.doc_import import ImportReport, ToolSetFormatError, make_doc  # importers read them from here too
-from tasks.toolsets.doc_import import numbered_rows as _numbered_rows
+from tasks.toolsets.doc_import import (ImportReport, ToolSetFormatError, make_doc,  # importers read them here too
+                                       numbered_rows)
 
 log = logging.getLogger(__name__)
 
@@ -264,7 +264,7 @@ def _raw_edges(file: Path, default_kind: str | None = None) -> tuple[list[tuple[
     """(producer, consumer, count) per line, and (producer, consumer) -> dependency kind: the line's
     ``kind``, else ``default_kind`` (the layout's); lines of one pair that name different kinds stop the read."""
     raw, kinds, kind_line = [], {}, {}
-    for lineno, rec in _numbered_rows(file):
+    for lineno, rec in numbered_rows(file):
         where = _where(file, lineno)
         if not isinstance(rec, dict):
             raise ToolSetFormatError(f"{where}: expected a JSON object, got {type(rec).__name__}")
@@ -288,7 +288,7 @@ def _raw_edges(file: Path, default_kind: str | None = None) -> tuple[list[tuple[
 
 def _queries(file: Path, known: set[str], report: ImportReport) -> list[Query]:
     queries, seen = [], {}
-    for lineno, rec in _numbered_rows(file):
+    for lineno, rec in numbered_rows(file):
         where = _where(file, lineno)
         if not isinstance(rec, dict):
             raise ToolSetFormatError(f"{where}: expected a JSON object, got {type(rec).__name__}")
@@ -372,7 +372,7 @@ def load_benchmark_with_report(
 
     docs: dict[str, dict] = {}
     candidates: dict[str, list[str]] = {}
-    for lineno, rec in _numbered_rows(tools_file):
+    for lineno, rec in numbered_rows(tools_file):
         tool_id, groups, doc = layout.tool_reader(rec, _where(tools_file, lineno), report)
         if tool_id in docs:
             report.rejected.append(f"tool {tool_id}: duplicate name, later record dropped")
@@ -413,7 +413,7 @@ def is_toolset_dir(folder: Path) -> bool:
     tools_file = Path(folder) / "tools.jsonl"
     if not tools_file.exists():
         return False
-    for _, row in _numbered_rows(tools_file):
+    for _, row in numbered_rows(tools_file):
         return isinstance(row, dict) and "tool_id" in row and "doc" in row
     return False
 
@@ -490,7 +490,7 @@ def read_toolset_dir_with_report(path: Path, name: str | None = None) -> tuple[T
         raise ToolSetFormatError(f"{tools_file}: missing (a tool set folder needs tools.jsonl)")
     tools: list[Tool] = []
     group_of: dict[str, str] = {}
-    for lineno, row in _numbered_rows(tools_file):
+    for lineno, row in numbered_rows(tools_file):
         where = f"{tools_file}:{lineno}"
         row = _require(row, {"tool_id": _Id, "group": str, "doc": dict}, where)
         errors = schema_errors(row["doc"])
@@ -507,7 +507,7 @@ def read_toolset_dir_with_report(path: Path, name: str | None = None) -> tuple[T
     edge_line: dict[tuple[str, str], int] = {}
     edges_file = path / "edges.jsonl"
     if edges_file.exists():
-        for lineno, row in _numbered_rows(edges_file):
+        for lineno, row in numbered_rows(edges_file):
             where = f"{edges_file}:{lineno}"
             row = _require(row, {"group": str, "dependent": _Id, "prerequisite": _Id}, where)
             for key in ("dependent", "prerequisite"):
@@ -535,7 +535,7 @@ def read_toolset_dir_with_report(path: Path, name: str | None = None) -> tuple[T
     query_line: dict[str, int] = {}
     queries_file = path / "queries.jsonl"
     if queries_file.exists():
-        for lineno, row in _numbered_rows(queries_file):
+        for lineno, row in numbered_rows(queries_file):
             where = f"{queries_file}:{lineno}"
             row = _require(row, {"query_id": _Id, "text": str, "gold_tools": list}, where)
             if row["query_id"] in query_line:
@@ -574,7 +574,7 @@ def read_parameter_edges(file: Path, tools: Sequence[Tool], report: ImportReport
     by_id = {t.tool_id: t for t in tools}
     edges: list[ParameterEdge] = []
     first: dict[tuple[str, str, str, str], int] = {}
-    for lineno, row in _numbered_rows(file):
+    for lineno, row in numbered_rows(file):
         where = f"{file}:{lineno}"
         row = _require(row, {"producer": _Id, "consumer": _Id, "consumer_param": str}, where)
         for key in ("producer_field", "group", "source"):

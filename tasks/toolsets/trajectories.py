@@ -31,7 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tasks.toolsets.readers import ToolSetFormatError, _as_id, _numbered_rows
+from tasks.toolsets.doc_import import numbered_rows
+from tasks.toolsets.readers import ToolSetFormatError, _as_id
 
 START, END = "<start>", "<end>"  # ToolNet's extra nodes; no tool may use these ids
 RESERVED = (START, END)
@@ -83,7 +84,7 @@ class Trajectories:
 def _rows(path: Path) -> Iterator[tuple[int, Any]]:
     """(line number, JSON value) of each non-blank line; not UTF-8 or not JSON: an error naming the line."""
     try:
-        yield from _numbered_rows(path)
+        yield from numbered_rows(path)
     except ToolSetFormatError as exc:
         raise TrajectoryFormatError(str(exc)) from None
 
