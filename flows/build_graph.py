@@ -62,6 +62,8 @@ from tasks.graph.plots import (CANDIDATE_RECALL_PLOT, curve_settings, curve_stra
 from tasks.graph.pruning import (DEFAULT_PRUNING, PRUNING_STRATEGIES, PruningResult, log_groups, log_pruning,
                                   prune_candidates, pruning_rules)
 from tasks.graph.schema_rule import schema_edges
+from tasks.graph.stated import MAX_NAMED, stated_dependencies, stated_edges, with_stated
+from tasks.graph.stated import describe as describe_stated
 from tasks.graph.two_level import cross_encoder_pairs
 from tasks.graph.scoring import (DEFAULT_MAX_PREREQUISITES, SCORING_PRECISIONS, SCORING_RUNNERS, EdgeDecision,
                                  cap_prerequisites, edge_decision, edges_from_probabilities, resolved_precision,
@@ -170,6 +172,10 @@ class GraphConfig:
         "keep a discriminator edge when p(a->b)+p(b->a) >= this, in [0, 1]; overrides the checkpoint's calibration.json "
         "threshold (none: that one, else argmax)")] = None
     schema_edges: Annotated[bool, Help("the parameter-match rule as edge source 'schema' (and 'fused' with a discriminator)")] = True
+    stated_edges: Annotated[bool, Help(
+        "the dependencies the tools' own docs state (an input's description names another tool of the same provider "
+        "as its source: 'the id returned by .../products/search'; tasks/graph/stated.py) as edge source 'stated', "
+        "and in the discriminator's decision above any model's edge between the two tools")] = True
     param_discriminator: Annotated[str | None, Help(
         "parameter-level scorer: a cross-encoder checkpoint (train-discriminator --param-level: <run>/param/best) or a "
         "dependency retriever with its parameter head (train-retriever: <run>/best, fast): each candidate pair's "
@@ -696,7 +702,7 @@ def lineage_rows(toolset: ToolSet, folder: Path | None, sources: set[str], cfg: 
             "retrieval_rank": retrieval_ranking(cfg), "both_orders": cfg.both_orders,
             "scoring_precision": resolved_precision(cfg.scoring_precision, cfg.device),
             "min_prob": cfg.min_prob, "max_prerequisites": cfg.max_prerequisites,
-            "rule": decision.rule if decision else None,
+            "rule": decision.rule if decision else None, "stated_edges": cfg.stated_edges,
             "threshold_source": decision.threshold_source if decision else None,
             "kind_threshold": (decision.calibration or {}).get("kind_threshold") if decision else None}
     if cfg.param_discriminator:  # the tool edges came from the parameter-level scorer
@@ -710,6 +716,8 @@ def lineage_rows(toolset: ToolSet, folder: Path | None, sources: set[str], cfg: 
                                       edge_files),
         "schema": lambda: lineage_row(toolset.name, "schema", "parameter-match rule (schemas.name_rule)", built_at,
                                       run_id, params={"max_producers": cfg.max_producers}),
+        "stated": lambda: lineage_row(toolset.name, "stated", "dependencies the tools' docs state (tasks/graph/stated.py)",
+                                      built_at, run_id, params={"max_named": MAX_NAMED}),
         "discriminator": lambda: lineage_row(toolset.name, "discriminator", "dependency discriminator", built_at,
                                              run_id, params=disc, checkpoint=checkpoint, threshold=threshold),
         "fused": lambda: lineage_row(toolset.name, "fused", "union of discriminator and schema edges", built_at,
@@ -831,8 +839,15 @@ def build_graph(cfg: GraphConfig | None = None) -> dict:
             log.info(param_scoring.describe(scores, param_edges, cut))
             scored_parameters = param_scoring.parameter_edges(toolset.tools, scores, cut)
             predicted = [e.predicted for e in param_edges]
+        stated = stated_dependencies(toolset.tools) if cfg.stated_edges else []
         if cfg.discriminator or cfg.param_discriminator:  # one cap and one graph, over both levels' edges
             predicted = cap_prerequisites(predicted, cfg.max_prerequisites)
+            if stated:  # the docs' word over the models', and past the cap (it bounds what the models add)
+                joined = {frozenset((p.edge.dependent, p.edge.prerequisite)) for p in predicted}
+                log.info(describe_stated(toolset.name, stated, sum(
+                    frozenset((toolset.tools[s.dependent].tool_id, toolset.tools[s.prerequisite].tool_id)) in joined
+                    for s in stated)))
+                predicted = with_stated(toolset.tools, predicted, stated)
             embeddings["tgr_discriminator"] = graph(p.edge for p in predicted)
             if cfg.schema_edges:
                 fused = fuse_edges(predicted, schema)
@@ -872,6 +887,7 @@ def build_graph(cfg: GraphConfig | None = None) -> dict:
         # predicted edges against the gold ones, with recall per gold dependency kind (tasks/graph/metrics.py)
         scored = bool(cfg.discriminator or cfg.param_discriminator)
         predicted_sources = {"schema": ([s.edge for s in schema], cfg.schema_edges),  # (edges, made in this run)
+                             "stated": ([e for e, _ in stated_edges(toolset.tools, stated)], bool(stated)),
                              "discriminator": ([p.edge for p in predicted], scored),
                              "fused": ([f.edge for f in fused], scored and cfg.schema_edges),
                              "call_order": ([e.edge for e in order.edges] if order else [], order is not None)}
@@ -883,7 +899,7 @@ def build_graph(cfg: GraphConfig | None = None) -> dict:
         log.info(f"{toolset.name}: warehouse rows ({len(embeddings)} embedding kinds x {len(toolset.tools)} tools)")
         table = dataset_tables(toolset, style, texts, cfg.encoder, cfg.discriminator, embeddings, queries,
                                pruning, pairs, probs, predicted, built_at, schema, fused, decision,
-                               scored_parameters, order.edges if order else ())
+                               scored_parameters, order.edges if order else (), stated)
         if built is not None:
             extra = toolnet_rows(toolset, runs, built, cfg)
             table.rows["edges"] += extra.pop("edges")
@@ -897,7 +913,8 @@ def build_graph(cfg: GraphConfig | None = None) -> dict:
         release_free_memory()
         summary[toolset.name] = {
             "tools": len(toolset.tools), "queries": len(toolset.queries), "manual_edges": len(toolset.edges),
-            "schema_edges": len(schema), "scored_pairs": len(pairs), "discriminator_edges": len(predicted),
+            "schema_edges": len(schema), "stated_edges": len(stated), "scored_pairs": len(pairs),
+            "discriminator_edges": len(predicted),
             "check_pairs_added": len(candidates) - len(pruning.candidates),
             "precondition_edges": sum(p.edge.kind == "precondition" for p in predicted),
             "fused_edges": len(fused), "pruning": pruning.as_row(toolset.name), "edge_metrics": metrics,

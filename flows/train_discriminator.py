@@ -36,7 +36,7 @@ from typing import Annotated, Any
 
 from tasks.common.flow_cli import FlowCLI  # first: Prefect analytics off before Prefect loads
 from models.discriminator_defaults import DEFAULT_MAX_LENGTH, POOLED, POOLINGS, check_pooling, check_train_precision
-from schemas.tdi import LABEL_NO_DEPENDENCY
+from schemas.tdi import LABEL_A_DEPENDS_ON_B, LABEL_NO_DEPENDENCY
 from schemas.toolset import ToolSet
 from tasks.graph.checks import DEFAULT_CHECK_PARTNERS, PreconditionScope
 from tasks.toolsets.readers import BENCHMARKS, load_benchmark, read_toolset_dir
@@ -166,6 +166,11 @@ class TrainDiscriminatorConfig:
         "the test's two levels + preconditions whose prerequisite checks, as build-graph decides them: each tool that "
         "checks may gate only the N tools of its group most like it (build-graph's --check-partners, by its default "
         "--encoder); 0: every one")] = DEFAULT_CHECK_PARTNERS
+    stated_edges: Annotated[bool, Help(
+        "the test's two-level rows as build-graph decides them: a dependency the tools' docs state (an input's "
+        "description names another tool of its provider as the value's source; tasks/graph/stated.py) is decided "
+        "so, whatever the models say (build-graph's --stated-edges); the cross-encoder's own row is the model "
+        "alone")] = True
     valid_fraction: Annotated[float, Help("finetuning validation share (grouped by tool set)")] = 0.2
     calibration: Annotated[str, Help("threshold criterion: max_f1 or precision")] = field(
         default="max_f1", metadata={"choices": CALIBRATION_CRITERIA})
@@ -611,16 +616,18 @@ def train_parameter_scorer(cfg: TrainDiscriminatorConfig, tdi: Path | None, ckpt
 @task(cache_policy=NO_CACHE)
 def two_level_scores(scorer: Path, test_sets: list[tuple[ToolSet, list[PairExample]]], cross_probs,
                      cross_cut: float | None, preconditions: tuple[PreconditionScope, ...] = ("off",),
-                     check_partners: int = DEFAULT_CHECK_PARTNERS):
+                     check_partners: int = DEFAULT_CHECK_PARTNERS, stated: bool = True):
     """Class probabilities of the test pairs (``test_sets``' pairs in order, as ``cross_probs`` holds them) with
     two levels (``tasks.graph.two_level.two_level_probs``, decided at 0.5): each consumer that declares inputs
     scored input by input by the checkpoint's parameter scorer, the rest by the cross-encoder at ``cross_cut``
     (build-graph's default): a list, one array per value of ``preconditions`` (as build-graph's
     ``--cross-encoder-preconditions``; "checks" with its ``--check-partners``, by build-graph's default encoder and
-    tool texts), the parameters scored once for all."""
+    tool texts), the parameters scored once for all. ``stated``: the dependencies the docs state decided so
+    (``tasks.graph.stated``), as build-graph's ``--stated-edges``."""
     import numpy as np
 
     from tasks.graph.param_scoring import param_threshold, score_parameters
+    from tasks.graph.stated import stated_dependencies, stated_probs
     from tasks.graph.two_level import two_level_probs
 
     out, start, cut = {p: [] for p in preconditions}, 0, param_threshold(scorer)
@@ -629,11 +636,27 @@ def two_level_scores(scorer: Path, test_sets: list[tuple[ToolSet, list[PairExamp
         ordered = [(index[e.tool_a], index[e.tool_b]) for e in pairs]
         scores = score_parameters(scorer, toolset.tools, sorted({(min(p), max(p)) for p in ordered}))
         gated = nearest_check_pairs(toolset, check_partners) if "checks" in preconditions and check_partners else None
+        said = stated_dependencies(toolset.tools) if stated else []
         for p in preconditions:
-            out[p].append(two_level_probs(toolset.tools, ordered, cross_probs[start:start + len(pairs)], cross_cut,
-                                          scores, cut, p, gated))
+            out[p].append(stated_probs(ordered, two_level_probs(toolset.tools, ordered, cross_probs[start:start + len(pairs)],
+                                                                cross_cut, scores, cut, p, gated), said))
         start += len(pairs)
     return [np.concatenate(parts) if parts else np.zeros((0, 3)) for parts in out.values()]
+
+
+def stated_summary(test_sets: list[tuple[ToolSet, list[PairExample]]]) -> dict[str, dict[str, int]]:
+    """Per test set, the dependencies its tools' docs state (``tasks.graph.stated``), how many of them are test
+    pairs, and on how many of those the gold agrees (the two-level rows decide them as stated)."""
+    from tasks.graph.stated import stated_dependencies
+
+    out = {}
+    for toolset, pairs in test_sets:
+        tools = toolset.tools
+        said = {(tools[s.dependent].tool_id, tools[s.prerequisite].tool_id) for s in stated_dependencies(tools)}
+        tested = [e for e in pairs if (e.tool_a, e.tool_b) in said]
+        out[toolset.name] = {"stated": len(said), "in_test_pairs": len(tested),
+                             "gold_agrees": sum(e.label == LABEL_A_DEPENDS_ON_B for e in tested)}
+    return out
 
 
 def nearest_check_pairs(toolset: ToolSet, per_check: int) -> set[tuple[int, int]]:
@@ -1083,7 +1106,10 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
     scorer, two_level, with_preconditions = parameter_scorer_of(ckpt), None, []
     if scorer is not None:  # the checkpoint's two levels: inputs scored one by one, the rest by the cross-encoder
         two_level, *with_preconditions = two_level_scores(scorer, quote(test_sets), quote(test_probs), threshold,
-                                                          ("off", *PRECONDITION_ROWS), cfg.check_partners)
+                                                          ("off", *PRECONDITION_ROWS), cfg.check_partners,
+                                                          cfg.stated_edges)
+        if cfg.stated_edges:
+            summary["test_stated"] = stated_summary(test_sets)
     summary.update(test_reports(test_pairs, test_probs, test_kinds, threshold, kind_threshold, two_level,
                                 with_preconditions))
     if len(test_sets) > 1:  # several --test sets: each also on its own, so no set's figures are read off the mix
@@ -1117,6 +1143,9 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
     if kinds:
         print(kinds)
     print(f"direction accuracy on true test dependency pairs: {summary['test']['direction']}")
+    for name, said in (summary.get("test_stated") or {}).items():
+        print(f"{name}: {said['stated']} dependencies stated in the tools' docs, {said['in_test_pairs']} of them test "
+              f"pairs (the two-level rows decide them so), the gold agrees on {said['gold_agrees']}")
     for name, part in (summary.get("test_by_set") or {}).items():
         print(format_comparison(comparison_rows(part["test"], part), f"test: {name} alone ({part['test']['counts']})"))
     for said in summary.get("warnings", []):  # again at the end, beside the figures it qualifies

@@ -286,9 +286,9 @@ def test_schema_and_fused_edges_calibration_and_pruning_recall_round_trip(tmp_pa
 
 
 def test_an_old_schema_version_is_not_carried_over(warehouse):
-    assert SCHEMA_VERSION == 4  # 4: edges.kind
-    update_warehouse(warehouse, lambda con: con.execute("UPDATE schema_version SET version = 3"))
-    with pytest.raises(WarehouseError, match="schema version 3, this code writes 4"):
+    assert SCHEMA_VERSION == 5  # 4: edges.kind; 5: stated edges
+    update_warehouse(warehouse, lambda con: con.execute("UPDATE schema_version SET version = 4"))
+    with pytest.raises(WarehouseError, match="schema version 4, this code writes 5"):
         build_warehouse(warehouse, [tiny_dataset("new")], DIM)
 
 
@@ -372,38 +372,38 @@ def test_one_declaration_adds_a_column_with_its_type_constraint_and_comment(tmp_
     build_warehouse(path, [tiny_dataset("other")], DIM)  # a warehouse of the layout before the edit
     ds, other = tiny_dataset(), tiny_dataset("other")
     monkeypatch.setattr(tables, "CORE_TABLES", with_column(
-        "edges", Column("evidence", "INTEGER", check="evidence >= 1", comment="how many sources found the edge"),
+        "edges", Column("n_sources", "INTEGER", check="n_sources >= 1", comment="how many sources found the edge"),
         Column("note", "VARCHAR", null=True)))
     # the Arrow schema of the staged Parquet and the DDL come from that one declaration
-    assert core_table("edges").arrow_schema().field("evidence").type == "int32"
-    assert "evidence INTEGER NOT NULL CHECK (evidence >= 1)" in " ".join(core_sql().split())
+    assert core_table("edges").arrow_schema().field("n_sources").type == "int32"
+    assert "n_sources INTEGER NOT NULL CHECK (n_sources >= 1)" in " ".join(core_sql().split())
 
     # rows made before the edit lack the NOT NULL column: an error naming table and column, no NULL
-    with pytest.raises(WarehouseError, match=r"edges: row 0 has no value for the NOT NULL column evidence"):
+    with pytest.raises(WarehouseError, match=r"edges: row 0 has no value for the NOT NULL column n_sources"):
         build_warehouse(tmp_path / "x.duckdb", [ds], DIM)
     for n, edge in enumerate(ds.rows["edges"] + other.rows["edges"]):
-        edge["evidence"] = n % 5 + 1  # `note` may be left out: it is declared nullable
+        edge["n_sources"] = n % 5 + 1  # `note` may be left out: it is declared nullable
     # the old file has the old layout: its datasets are not carried over silently
-    with pytest.raises(WarehouseError, match=r"another table layout .*edges\.evidence \(INTEGER NOT NULL\) is not "
+    with pytest.raises(WarehouseError, match=r"another table layout .*edges\.n_sources \(INTEGER NOT NULL\) is not "
                                              r"in the file.*rebuild \['other'\] too"):
         build_warehouse(path, [ds], DIM)
     build_warehouse(path, [ds, other], DIM)  # rebuilding every dataset is fine
     con = connect(path)
     assert rows_of(con, "SELECT column_name, data_type, is_nullable, comment FROM duckdb_columns() "
-                        "WHERE table_name = 'edges' AND column_name IN ('evidence', 'note') ORDER BY column_index") == [
-        {"column_name": "evidence", "data_type": "INTEGER", "is_nullable": False,
+                        "WHERE table_name = 'edges' AND column_name IN ('n_sources', 'note') ORDER BY column_index") == [
+        {"column_name": "n_sources", "data_type": "INTEGER", "is_nullable": False,
          "comment": "how many sources found the edge"},
         {"column_name": "note", "data_type": "VARCHAR", "is_nullable": True, "comment": None}]
     assert con.execute("SELECT expression FROM duckdb_constraints() WHERE table_name = 'edges' "
-                       "AND constraint_type = 'CHECK' AND constraint_column_names = ['evidence']").fetchone() == (
-        "(evidence >= 1)",)
-    assert con.execute("SELECT list(evidence ORDER BY evidence), count(note) FROM edges WHERE dataset = 'tiny'"
+                       "AND constraint_type = 'CHECK' AND constraint_column_names = ['n_sources']").fetchone() == (
+        "(n_sources >= 1)",)
+    assert con.execute("SELECT list(n_sources ORDER BY n_sources), count(note) FROM edges WHERE dataset = 'tiny'"
                        ).fetchone() == ([1, 2, 3, 4, 5], 0)
     assert con.execute("SELECT count(*) FROM edge_list").fetchone() == (10,)  # marts and checks still run
     con.close()
     # the constraint is enforced
-    bad = DatasetTables("tiny", ds.rows | {"edges": [dict(e, evidence=0) for e in ds.rows["edges"]]})
-    with pytest.raises(duckdb.ConstraintException, match="evidence"):
+    bad = DatasetTables("tiny", ds.rows | {"edges": [dict(e, n_sources=0) for e in ds.rows["edges"]]})
+    with pytest.raises(duckdb.ConstraintException, match="n_sources"):
         build_warehouse(tmp_path / "y.duckdb", [bad], DIM)
 
 

@@ -62,7 +62,10 @@ CORE_TABLES: tuple[Table, ...] = (
           "(build-graph: precondition candidates from the call order of the training runs only, "
           "tasks/graph/call_order_edges.py: `prerequisite` came first in at least the min_consistency share of the "
           "joint training runs, prob = that share, kind 'precondition'; thresholds and counts in edge_lineage, "
-          "support per pair in the view call_order_pairs, split 'train'). kind: what the "
+          "support per pair in the view call_order_pairs, split 'train'), 'stated' (build-graph: the dependent's docs "
+          "name the prerequisite, tasks/graph/stated.py: an input's description as its value's source, or its own "
+          "description as a step to take first; prob 1, evidence = the sentence; the discriminator's edges take "
+          "them too). kind: what the "
           "dependency is, 'data' (an output of the prerequisite feeds an input of the dependent) or 'precondition' "
           "(the prerequisite must run first, no value passed); NULL when the source does not say (gold links that "
           "follow call order, a tool-level discriminator edge, transition and predicted edges).", (
@@ -73,7 +76,7 @@ CORE_TABLES: tuple[Table, ...] = (
         Column("prob", "DOUBLE", check="prob BETWEEN 0 AND 1"),
         Column("predicted_class", "TINYINT", check="predicted_class IN (0, 2)", comment="class on the pair <a, b>"),
         Column("source", "VARCHAR", check="source IN ('discriminator', 'manual', 'schema', 'fused', 'transition', "
-                                            "'predicted', 'call_order')"),
+                                            "'predicted', 'call_order', 'stated')"),
         Column("kind", "VARCHAR", null=True, check="kind IN ('data', 'precondition')",
                comment="dependency kind (schemas.toolset.DEPENDENCY_KINDS); NULL: not known"),
         Column("p_direction", "DOUBLE", null=True, check="p_direction BETWEEN 0 AND 1"),
@@ -81,6 +84,8 @@ CORE_TABLES: tuple[Table, ...] = (
         Column("fused_from", "VARCHAR[]", null=True),
         Column("weight", "DOUBLE", null=True, check="weight BETWEEN 0 AND 1", comment="transition edges: Eq. 5 weight"),
         Column("n_transitions", "BIGINT", null=True, check="n_transitions >= 0", comment="transition edges: its count"),
+        Column("evidence", "VARCHAR", null=True,
+               comment="stated edges: the sentence of the dependent's docs that names the prerequisite"),
     ), primary_key=("dataset", "source", "dependent", "prerequisite"),
         checks=("(source = 'transition') = (weight IS NOT NULL AND n_transitions IS NOT NULL)",)),
 
@@ -89,7 +94,7 @@ CORE_TABLES: tuple[Table, ...] = (
           "param_edges.jsonl, probability 1), 'schema' (the parameter-match rule behind the 'schema' edges: one row per "
           "input of the dependent whose normalised name is one of the edge's matched_params, probability 1; "
           "producer_output NULL when the prerequisite declares no outputs and the rule matched the output its name "
-          "implies), 'discriminator' (the parameter-level scorer, build-graph --param-discriminator: each input whose p(takes the prerequisite's output) reaches the calibrated cut, probability = that p; producer_output NULL). Macro producers_of.", (
+          "implies), 'discriminator' (the parameter-level scorer, build-graph --param-discriminator: each input whose p(takes the prerequisite's output) reaches the calibrated cut, probability = that p; producer_output NULL), 'stated' (the input's description names the prerequisite as its value's source, probability 1). Macro producers_of.", (
         Column("dataset", "VARCHAR"),
         Column("dependent", "VARCHAR", comment="the consumer (tool_id)"),
         Column("prerequisite", "VARCHAR", comment="the producer (tool_id)"),
@@ -97,7 +102,7 @@ CORE_TABLES: tuple[Table, ...] = (
         Column("producer_output", "VARCHAR", null=True,
                comment="the prerequisite's output, as its doc names it; NULL: not known or not declared"),
         Column("probability", "DOUBLE", null=True, check="probability BETWEEN 0 AND 1"),
-        Column("source", "VARCHAR", check="source IN ('manual', 'schema', 'discriminator')"),
+        Column("source", "VARCHAR", check="source IN ('manual', 'schema', 'discriminator', 'stated')"),
     ), primary_key=("dataset", "source", "dependent", "prerequisite", "consumer_param")),
 
     Table("scored_pairs", "Every pair the tool-level cross-encoder scored (after candidate pruning; with two levels only the "

@@ -16,6 +16,7 @@ from tasks.graph.call_order_edges import CallOrderEdge
 from tasks.graph.pruning import PruningResult
 from tasks.graph.schema_rule import SchemaEdge, schema_parameter_edges
 from tasks.graph.scoring import EdgeDecision, PredictedEdge
+from tasks.graph.stated import STATED_PROB, StatedDependency, stated_edges, stated_parameter_edges
 from warehouse.build import DatasetTables, arrow_columns
 
 
@@ -79,12 +80,15 @@ def dataset_tables(
     decision: EdgeDecision | None = None,
     scored_parameters: Sequence[tuple[ParameterEdge, float]] = (),
     call_order: Sequence[CallOrderEdge] = (),
+    stated: Sequence[StatedDependency] = (),
 ) -> DatasetTables:
     """All warehouse rows of one tool set (the columns: warehouse/tables.py). ``parameter_edges``: the
     tool set's gold ones (source 'manual'), the schema edges' (``schema_parameter_edges``) and the
     parameter-level scorer's kept ones with their probability (``scored_parameters``, source
     'discriminator': ``tasks.graph.param_scoring.parameter_edges``). ``call_order``: precondition edges from the
-    training runs' call order (source 'call_order', prob = the share of joint runs with the prerequisite first)."""
+    training runs' call order (source 'call_order', prob = the share of joint runs with the prerequisite first).
+    ``stated``: the dependencies the tools' docs state (source 'stated', with the sentence as ``evidence``; an
+    input's statement a parameter edge too)."""
     import json
 
     ds, tools = toolset.name, toolset.tools
@@ -92,7 +96,7 @@ def dataset_tables(
     def edge_row(e: DependencyEdge, prob: float, cls: int, source: str, **extra: Any) -> dict:
         return {"dataset": ds, "tool_group": e.group, "dependent": e.dependent, "prerequisite": e.prerequisite,
                 "prob": prob, "predicted_class": cls, "source": source, "kind": e.kind, "p_direction": None,
-                "matched_params": None, "fused_from": None} | extra
+                "matched_params": None, "fused_from": None, "evidence": None} | extra
 
     def param_row(e: ParameterEdge, source: str, probability: float | None = 1.0) -> dict:
         return {"dataset": ds, "dependent": e.dependent, "prerequisite": e.prerequisite,
@@ -109,7 +113,8 @@ def dataset_tables(
                       "discriminator": discriminator, "built_at": built_at}],
         "parameter_edges": [param_row(e, "manual") for e in toolset.parameter_edges]
         + [param_row(e, "schema") for e in schema_parameter_edges(tools, schema)]
-        + [param_row(e, "discriminator", float(min(max(p, 0.0), 1.0))) for e, p in scored_parameters],
+        + [param_row(e, "discriminator", float(min(max(p, 0.0), 1.0))) for e, p in scored_parameters]
+        + [param_row(e, "stated", STATED_PROB) for e in stated_parameter_edges(tools, stated)],
         "tools": [{"dataset": ds, "tool_id": t.tool_id, "name": t.doc["name"], "tool_group": t.group,
                    "doc_json": canonical_doc_json(t.doc), "embed_text": text}
                   for t, text in zip(tools, embed_texts)],
@@ -125,7 +130,9 @@ def dataset_tables(
         + [edge_row(f.edge, f.prob, f.predicted_class, "fused",
                     matched_params=list(f.matched_params) if f.matched_params is not None else None,
                     fused_from=list(f.fused_from)) for f in fused]
-        + [edge_row(c.edge, c.prob, LABEL_A_DEPENDS_ON_B, "call_order") for c in call_order],
+        + [edge_row(c.edge, c.prob, LABEL_A_DEPENDS_ON_B, "call_order") for c in call_order]
+        + [edge_row(e, STATED_PROB, LABEL_A_DEPENDS_ON_B, "stated", evidence=sentence)
+           for e, sentence in stated_edges(tools, stated)],
         "scored_pairs": [{"dataset": ds, "tool_group": tools[i].group, "tool_a": tools[i].tool_id,
                           "tool_b": tools[j].tool_id, "p_a_depends_on_b": float(p[0]),
                           "p_no_dependency": float(p[1]), "p_b_depends_on_a": float(p[2]),
