@@ -92,10 +92,27 @@ def test_pointers_listings_and_forward_references():
                                                         "c/top, etc...")]),
              tool("Tasks::create_task", "Create a trace task. The result can be obtained after a minute by calling "
                                         "result_task/{id}."),
-             tool("Tasks::result_task/{id}", "The trace", [("id", "")])]
+             tool("Tasks::result_task/{id}", "The trace", [("id", "")]),
+             tool("Food::List of Foods", "Mexican foods with their IDs, which must be provided in the "
+                                         "\"Detailed Recipe by ID\" endpoint to receive the recipe."),
+             tool("Food::Detailed Recipe by ID", "A recipe", [("id", "")]),
+             tool("Giphy::get_gifs", "A multiget version of the translate_gif endpoint, using ids."),
+             tool("Loc::autocomplete", "The Autocomplete API is a variant of the Loc::search API. Requires a key."),
+             tool("Loc::search", "Search places"),
+             tool("Realty::transactions", "To get further detail, use the summary_v2 API."),
+             tool("Realty::summary_v2", "Summary")]
     assert MAX_NAMED < 4
-    assert found(tools) == {  # a see-also names no need; a list of four names is a list; the result comes after
-        ("Tasks::result_task/{id}", "Tasks::create_task", None, "data")}
+    # pointers name no need; a list of four names is a list; the result, and the IDs, go to the tool named after
+    assert found(tools) == {("Tasks::result_task/{id}", "Tasks::create_task", None, "data"),
+                            ("Food::Detailed Recipe by ID", "Food::List of Foods", None, "data")}
+
+
+def test_a_statement_is_of_data_when_it_names_a_value_even_inside_an_identifier():
+    tools = [tool("Gis::get_regions", "Regions"), tool("Gis::get_cities", "- region_code can be fetched from "
+                                                                          "get_regions first."),
+             tool("Deals::get_summary", "Summary"), tool("Deals::get_detail", "It requires to call get_summary first.")]
+    assert found(tools) == {("Gis::get_cities", "Gis::get_regions", None, "data"),
+                            ("Deals::get_detail", "Deals::get_summary", None, "precondition")}
 
 
 def test_the_docs_contradicting_themselves_state_nothing_and_an_inputs_word_wins():
@@ -176,3 +193,11 @@ def test_build_graph_writes_stated_edges_with_their_sentence(discriminator, tiny
                             discriminator=str(tiny_checkpoint) if discriminator else None, threshold=1.0))
     con = connect(off)
     assert con.execute("SELECT count(*) FROM edges WHERE source IN ('stated', 'discriminator')").fetchone()[0] == 0
+
+
+def test_long_prose_and_non_text_descriptions_state_nothing():
+    named = "the id returned by get_regions " * 40  # one "sentence" of 1,240 characters: prose or data, not read
+    tools = [tool("Gis::get_regions", "Regions"), tool("Gis::get_cities", "Cities", [("region", named)]),
+             Tool("Gis::get_towns", "g", {"name": "Gis::get_towns", "description": {"not": "text"},
+                                          "input_params": [{"name": "r", "description": 7}, "junk"]})]
+    assert len(named) > 1000 and found(tools) == set()

@@ -286,9 +286,9 @@ def test_schema_and_fused_edges_calibration_and_pruning_recall_round_trip(tmp_pa
 
 
 def test_an_old_schema_version_is_not_carried_over(warehouse):
-    assert SCHEMA_VERSION == 5  # 4: edges.kind; 5: stated edges
-    update_warehouse(warehouse, lambda con: con.execute("UPDATE schema_version SET version = 4"))
-    with pytest.raises(WarehouseError, match="schema version 4, this code writes 5"):
+    assert SCHEMA_VERSION == 4  # 4: edges.kind
+    update_warehouse(warehouse, lambda con: con.execute("UPDATE schema_version SET version = 3"))
+    with pytest.raises(WarehouseError, match="schema version 3, this code writes 4"):
         build_warehouse(warehouse, [tiny_dataset("new")], DIM)
 
 

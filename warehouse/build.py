@@ -43,9 +43,8 @@ from warehouse.spec import EMBEDDING, Table
 BUILD_MEMORY_LIMIT = os.environ.get("TGR_WAREHOUSE_MEMORY_LIMIT", "256MB")
 STAGED_ROW_GROUP = 32_768  # rows per row group of the staged Parquet
 # 2: schema/fused edges, edge_calibration, pruning recall; 3: ToolNet transitions, lineage; 4: edges.kind (an old
-# file would read every gold edge as of unknown kind, and its prerequisites_of takes no kind); 5: stated edges
-# (source 'stated', edges.evidence)
-SCHEMA_VERSION = 5
+# file would read every gold edge as of unknown kind, and its prerequisites_of takes no kind)
+SCHEMA_VERSION = 4
 
 
 class WarehouseError(RuntimeError):

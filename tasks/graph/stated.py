@@ -9,14 +9,18 @@ The rule is a reading of the text, so it guards its precision:
 - only tools of one provider: the same group and, for a catalog name ``Tool::API``, the same ``Tool`` (a
   ToolBench category holds many providers, and "Search" names one in each);
 - a tool is named by its name or its API part, matched whole (a longer name that holds a shorter one wins:
-  ``products/search`` over ``search``); a plain one-word name only when quoted or followed by "endpoint", "API",
-  "method", "function", "tool" or "call"; a name two tools of the provider share names neither;
+  ``products/search`` over ``search``); a name of plain words ("Get All", "Languages": also a sentence's words)
+  only when quoted or followed by "endpoint", "API", "method", "function", "tool" or "call"; a name two tools of
+  the provider share names neither;
 - the tool's own name is never a mention of another (``/titles`` in ``/titles/series/{seriesId}``);
 - in an input's description any mention is a source of that input's value (kind ``data``); in the tool's own
   description only a sentence that says so ("from", "returned", "first", "before", "requires", "use ... to",
-  ...): ``data`` when it names a value (id, token, key, code...), else ``precondition``;
-- a sentence that says the named tool comes after ("then", "next", "later", "the result ... by calling X") makes
-  the named tool the dependent;
+  ...): ``precondition`` when it states an order (first, before, requires, after...) and names no value (id,
+  token, code, ``region_code``...), else ``data``;
+- a sentence that says the named tool comes after ("and then", "the result ... by calling X", "IDs, which must be
+  provided in the X endpoint") makes the named tool the dependent;
+- a pointer to a related tool ("unlike", "the same algorithm as", "a multiget version of", "to get further
+  details, use X") states no need;
 - a sentence that names more than ``MAX_NAMED`` tools lists them, and states nothing.
 """
 from __future__ import annotations
@@ -28,12 +32,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from schemas.name_rule import identifier_tokens
 from schemas.tdi import LABEL_A_DEPENDS_ON_B, LABEL_B_DEPENDS_ON_A
 from schemas.toolset import DependencyEdge, ParameterEdge, Tool
 from tasks.graph.scoring import PredictedEdge
 
 STATED_PROB = 1.0  # the probability a stated edge carries in the graph: the docs' word, above any model's
 MAX_NAMED = 3  # a sentence naming more tools than this is a list of the provider's endpoints
+MAX_SENTENCE = 1000  # characters: longer "sentences" are not read (and no regex runs over them)
 _ENDPOINT_WORDS = r"(?:endpoint|end-point|api|method|function|tool|call|operation|route|service)s?"
 _QUOTES = "'\"`‘’“”"
 _SOURCE_CUES = re.compile(
@@ -49,10 +55,19 @@ _FORWARD_CUES = re.compile(
 # a pointer to a related tool, not a need of it ("In the case you want real time data check ...", "Unlike ...")
 _SEE_ALSO = re.compile(
     r"\b(?:in (?:the )?case you want|if you (?:want|need|wish|would like)|instead|alternatively|unlike|similar to|"
-    r"see also|compared? (?:to|with)|same (?:\w+ )?as|differs? from|like the)\b", re.IGNORECASE)
-_VALUE_WORDS = re.compile(
-    r"\b(?:ids?|identifiers?|uuids?|tokens?|keys?|values?|codes?|numbers?|names?|handles?|slugs?|urls?|hash|"
-    r"returned|output|results?|fields?)\b", re.IGNORECASE)
+    r"see also|compared? (?:to|with)|same (?:\w+ )?as|differs? from|like the|version of|variant of|"
+    r"(?:to get|for) (?:further|more) (?:details?|information))\b", re.IGNORECASE)
+# right before a name: this tool's values go into the named one ("IDs, which must be provided in the X endpoint")
+_INTO = re.compile(r"\b(?:provided|passed|fed|given|used|entered|supplied)\s+(?:in|into|to|with)\s+(?:the\s+)?"
+                   rf"(?:\.\.\./)?[{_QUOTES}]?$", re.IGNORECASE)
+# a value named (in words or inside identifiers: region_code, APP_IDs, secUid): the statement is of data
+_VALUE_WORDS = frozenset({
+    "id", "ids", "identifier", "identifiers", "uuid", "uid", "token", "tokens", "key", "keys", "value", "values",
+    "code", "codes", "number", "numbers", "name", "names", "handle", "slug", "url", "urls", "hash", "returned",
+    "returns", "output", "result", "results", "field", "fields", "item", "items", "retrieve", "retrieved",
+    "fetch", "fetched", "populated"})
+# an order without a value: the named tool must run first (a precondition)
+_ORDER_WORDS = re.compile(r"\b(?:first|before|prior|requires?|required|must|after)\b", re.IGNORECASE)
 _SENTENCES = re.compile(r"(?<=[.!?])\s+(?=[A-Z*`'\"(])|\n+")
 
 
@@ -96,21 +111,35 @@ def _pattern(name: str) -> re.Pattern[str] | None:
     return re.compile(rf"{quoted}|{whole}(?=\s*[{_QUOTES}]?\s*{_ENDPOINT_WORDS}\b)", re.IGNORECASE)
 
 
-def _named(text: str, patterns: list[tuple[int, re.Pattern[str]]]) -> list[int]:
-    """The tools ``text`` names, each once, a match inside a longer match dropped."""
+def _named(text: str, patterns: list[tuple[int, re.Pattern[str]]]) -> dict[int, int]:
+    """The tools ``text`` names, each with where it is first named, a match inside a longer match dropped."""
     spans = [(m.start(), m.end(), j) for j, p in patterns for m in p.finditer(text)]
     kept = [s for s in spans if not any(o[0] <= s[0] and s[1] <= o[1] and (o[1] - o[0]) > (s[1] - s[0])
                                         for o in spans)]
-    return list(dict.fromkeys(j for *_, j in sorted(kept)))
+    out: dict[int, int] = {}
+    for start, _, j in sorted(kept):
+        out.setdefault(j, start)
+    return out
 
 
 def _sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENTENCES.split(text or "") if s and s.strip()]
 
 
+def _tokens(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9]+", text.lower())
+
+
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
 def stated_dependencies(tools: Sequence[Tool]) -> list[StatedDependency]:
     """Every dependency the tools' docs state between two tools of one provider (see the module's docstring),
-    one per (dependent, prerequisite): an input's statement before the tool description's."""
+    one per (dependent, prerequisite): an input's statement before the tool description's.
+
+    Linear in the text: a sentence is matched only against the names all of whose words it holds (indexed by
+    their first word), so a provider of 10^4 tools costs what one of ten does per sentence."""
     by_provider: dict[tuple[str, str], list[int]] = defaultdict(list)
     for n, t in enumerate(tools):
         by_provider[provider(t)].append(n)
@@ -120,27 +149,41 @@ def stated_dependencies(tools: Sequence[Tool]) -> list[StatedDependency]:
             continue
         names = {n: api_name(tools[n]) for n in members}
         shared = Counter(name.lower() for name in names.values())
-        patterns = [(n, p) for n, name in names.items() if shared[name.lower()] == 1 and (p := _pattern(name))]
+        patterns = {n: p for n, name in names.items() if shared[name.lower()] == 1 and (p := _pattern(name))}
         if not patterns:
             continue
+        words_of = {n: frozenset(_tokens(names[n])) for n in patterns}
+        by_first: dict[str, list[int]] = defaultdict(list)
+        for n in patterns:
+            by_first[_tokens(names[n])[0]].append(n)
         for n in members:
-            own = _pattern(names[n]) if shared[names[n].lower()] == 1 else None
-            others = [(j, p) for j, p in patterns if j != n]
-            texts = [(q.get("name"), q.get("description") or "") for q in tools[n].doc.get("input_params") or []
+            own = patterns.get(n)
+            texts = [(q.get("name"), _text(q.get("description"))) for q in tools[n].doc.get("input_params") or []
                      if isinstance(q, dict)]
-            for param, text in [*texts, (None, tools[n].doc.get("description") or "")]:
+            for param, text in [*texts, (None, _text(tools[n].doc.get("description")))]:
                 for sentence in _sentences(text):
+                    if len(sentence) > MAX_SENTENCE:
+                        continue  # a statement of where a value comes from is short; this is prose or data
+                    words = set(_tokens(sentence))
+                    others = [(j, patterns[j]) for j in sorted({j for w in words for j in by_first.get(w, ())})
+                              if j != n and words_of[j] <= words]
+                    if not others:
+                        continue
                     plain = own.sub(" ", sentence) if own is not None else sentence
                     named = _named(plain, others)
                     if not named or len(named) > MAX_NAMED or _SEE_ALSO.search(plain):
                         continue
-                    forward = bool(_FORWARD_CUES.search(plain))
-                    if param is None and not forward and not _SOURCE_CUES.search(plain):
+                    said_after = bool(_FORWARD_CUES.search(plain))
+                    ordered = bool(_ORDER_WORDS.search(plain))
+                    valued = bool(_VALUE_WORDS & set(identifier_tokens(plain)))
+                    if param is None and not said_after and not _SOURCE_CUES.search(plain) and not any(
+                            _INTO.search(plain[:at]) for at in named.values()):
                         continue  # a tool description that names another tool without saying why
-                    for j in named:
+                    for j, at in named.items():
+                        forward = said_after or bool(_INTO.search(plain[max(0, at - 60):at]))
                         dep, pre = (j, n) if forward else (n, j)
                         via = None if forward else param
-                        kind = "data" if via is not None or _VALUE_WORDS.search(plain) else "precondition"
+                        kind = "precondition" if via is None and ordered and not valued else "data"
                         found.setdefault((dep, pre), StatedDependency(dep, pre, via, kind, sentence[:300]))
     return sorted(_one_direction(found).values(), key=lambda s: (s.dependent, s.prerequisite))
 
