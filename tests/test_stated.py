@@ -65,7 +65,8 @@ def test_a_tools_own_name_and_longer_names_win():
 
 
 def test_a_name_two_tools_share_names_neither():
-    tools = [tool("check_out", "Check out of a hotel", group="hotel"), tool("check_out", "Check out a cart", group="hotel"),
+    tools = [tool("check_out", "Check out of a hotel", group="hotel"),
+             tool("check_out", "Check out a cart", group="hotel"),
              tool("pay", "Pay", [("cart", "the cart after check_out")], group="hotel")]
     assert found(tools) == set()
 
@@ -131,8 +132,8 @@ def _stated_tools():
 def test_with_stated_replaces_the_models_edge_between_the_two_tools():
     tools = _stated_tools()
     stated = stated_dependencies(tools)
-    model = [PredictedEdge(DependencyEdge("g", "Shop::products/search", "Shop::products/detail", "discriminator", "data"),
-                           0.9, LABEL_A_DEPENDS_ON_B, 0.8),  # the wrong direction
+    wrong_way = DependencyEdge("g", "Shop::products/search", "Shop::products/detail", "discriminator", "data")
+    model = [PredictedEdge(wrong_way, 0.9, LABEL_A_DEPENDS_ON_B, 0.8),
              PredictedEdge(DependencyEdge("g", "Shop::cart", "Shop::products/detail", "discriminator", None),
                            0.7, LABEL_A_DEPENDS_ON_B, 0.6)]
     out = with_stated(tools, model, stated)

@@ -156,11 +156,11 @@ def test_bad_definitions_stop_the_read_naming_file_and_entry(tmp_path, content, 
 
 
 def test_a_file_of_another_kind_is_named_as_such(tmp_path):
-    other = tmp_path / "tools.yaml"
-    other.write_text("- name: x\n")
+    other = tmp_path / "tools.toml"
+    other.write_text("[[tools]]\nname = 'x'\n")
     with pytest.raises(ValueError, match=r"a file, but neither a tool set folder nor a file of tool definitions"):
         check_toolsets([str(other)], tmp_path, "--toolset")
-    with pytest.raises(ValueError, match=r"nor a file of tool definitions \(\.json, \.jsonl\)"):
+    with pytest.raises(ValueError, match=r"nor a file of tool definitions \(\.json, \.jsonl, \.yaml, \.yml\)"):
         load_toolset_spec(other)
     # where a set with gold edges is asked for (train-discriminator), tool definitions are no answer
     definitions = write(tmp_path / "my_agent.json", chat_tools(LOOKUP))

@@ -27,7 +27,8 @@ BENCHMARK_SOURCES: dict[str, BenchmarkSource] = {
                                 "https://github.com/hhan1018/NesTools @fb617f3 (data/test_data.jsonl)", "Apache-2.0"),
 }
 TOOLS_FILE = "tools.jsonl"  # both folder layouts (docs/toolsets.md) have it
-TOOL_SPEC_SUFFIXES = (".json", ".jsonl")  # an agent's tool definitions (tasks/toolsets/tool_specs.py)
+# an agent's tool definitions, or an OpenAPI description (tasks/toolsets/tool_specs.py, tasks/toolsets/openapi.py)
+TOOL_SPEC_SUFFIXES = (".json", ".jsonl", ".yaml", ".yml")
 
 
 def tool_spec_problem(path: Path, flag: str) -> str | None:
@@ -55,8 +56,8 @@ def missing_benchmark(name: str, folder: Path, flag: str = "", root_flag: str = 
 
 
 def is_tool_spec_file(path: str | Path) -> bool:
-    """Whether ``path`` is a file of an agent's tool definitions by its name: a .json or .jsonl file, except a
-    folder layout's own ``tools.jsonl``."""
+    """Whether ``path`` is a file of an agent's tool definitions by its name: a .json, .jsonl, .yaml or .yml file,
+    except a folder layout's own ``tools.jsonl``."""
     path = Path(path)
     return path.is_file() and path.suffix.lower() in TOOL_SPEC_SUFFIXES and path.name != TOOLS_FILE
 

@@ -9,9 +9,10 @@ One file is one tool set, named after the file (``my_agent.json`` -> ``my_agent`
 - MCP tools (``tools/list``) ``{"name", "description", "inputSchema", "outputSchema"?}``: the one format that
   declares outputs, so its producers feed by their output fields; the others' outputs are read from the tool's
   name by the parameter rule (``GetUserToken`` -> ``user_token``), as for any doc without outputs.
-A ``.json`` file holds a list of entries, or an object with them under ``tools`` (an MCP ``tools/list`` result, an
-OpenAI, Anthropic or Gemini request body), ``functions``, ``functionDeclarations``, or ``result.tools`` (the
-JSON-RPC reply); a ``.jsonl`` file one entry a line. An entry's optional ``group`` (a string; not part of those
+A ``.json`` (or ``.yaml``) file holds a list of entries, or an object with them under ``tools`` (an MCP
+``tools/list`` result, an OpenAI, Anthropic or Gemini request body), ``functions``, ``functionDeclarations``, or
+``result.tools`` (the JSON-RPC reply); a ``.jsonl`` file one entry a line. An OpenAPI 3 description (JSON or YAML)
+is read by ``tasks.toolsets.openapi``: each operation a tool, its response links the set's gold edges. An entry's optional ``group`` (a string; not part of those
 formats) puts it in a group of its own; otherwise every tool is in one group named after the set.
 
 The parameters are the schema's top-level ``properties`` in their order: type from ``type`` (a list is joined:
@@ -28,6 +29,7 @@ from typing import Any
 
 from schemas.toolset import Tool, ToolSet
 from tasks.toolsets.doc_import import ImportReport, ToolSetFormatError, json_file, make_doc, numbered_rows
+from tasks.toolsets.openapi import is_openapi, read_openapi, yaml_file
 
 SCHEMA_KEYS = ("parameters", "input_schema", "inputSchema")  # OpenAI, Anthropic, MCP
 OUTPUT_SCHEMA_KEYS = ("outputSchema", "output_schema")  # MCP (2025-06-18 and later)
@@ -37,19 +39,27 @@ MAX_LISTED = 8  # enum values or object fields named in a description
 MAX_NESTING = 4  # a type read this many references or item levels down is "any" (a recursive schema ends here)
 
 
-def _entries(path: Path) -> list[tuple[str, Any]]:
+YAML_SUFFIXES = (".yaml", ".yml")
+
+
+def _document(path: Path) -> Any:
+    """The parsed value of a .json or .yaml file (a .jsonl file is read a line at a time instead: None)."""
+    suffix = path.suffix.lower()
+    return None if suffix == ".jsonl" else yaml_file(path) if suffix in YAML_SUFFIXES else json_file(path)
+
+
+def _entries(path: Path, data: Any) -> list[tuple[str, Any]]:
     """(where, entry) for each tool definition of the file; a Gemini tool's declarations each an entry."""
     out = []
-    for where, entry in _file_entries(path):
+    for where, entry in _file_entries(path, data):
         key = next((k for k in DECLARATION_KEYS if isinstance(entry, dict) and isinstance(entry.get(k), list)), None)
         out += [(f"{where}.{key}[{n}]", e) for n, e in enumerate(entry[key])] if key else [(where, entry)]
     return out
 
 
-def _file_entries(path: Path) -> list[tuple[str, Any]]:
+def _file_entries(path: Path, data: Any) -> list[tuple[str, Any]]:
     if path.suffix.lower() == ".jsonl":
         return [(f"{path}:{lineno}", entry) for lineno, entry in numbered_rows(path)]
-    data = json_file(path)
     if isinstance(data, dict) and isinstance(data.get("result"), dict):
         data = data["result"]  # a JSON-RPC reply to tools/list
     if isinstance(data, dict):
@@ -178,10 +188,13 @@ def read_tool_specs(path: str | Path, name: str | None = None) -> tuple[ToolSet,
     """The tool set of one file of tool definitions (module doc), and what its docs needed to fit."""
     path = Path(path)
     name = name or path.stem
+    data = _document(path)
+    if is_openapi(data):
+        return read_openapi(data, path, name, _params)
     report = ImportReport(dataset=name)
     tools: list[Tool] = []
     seen: dict[str, str] = {}
-    for where, entry in _entries(path):
+    for where, entry in _entries(path, data):
         spec = _definition(entry, where)
         tool_id = spec.get("name")
         if not isinstance(tool_id, str) or not tool_id.strip():
