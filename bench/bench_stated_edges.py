@@ -66,9 +66,11 @@ def main() -> None:
     print(json.dumps(out, indent=2))
     if args.sample:
         rows = random.Random(args.seed).sample(drawn, min(args.sample, len(drawn)))
-        lines = ["| # | set | dependent | needs first | input | kind | the docs say | verdict |", "|---|---|---|---|---|---|---|---|"]
+        lines = ["| # | set | dependent | needs first | input | kind | the docs say | verdict |",
+                 "|---|---|---|---|---|---|---|---|"]
         for n, (name, dep, pre, s) in enumerate(rows, 1):
-            said = s.sentence.replace("|", "\\\\|").replace("\n", " ")[:240]
+            said = s.sentence.replace("|", "\\|").replace("\n", " ")[:240]
+            dep, pre = (t.replace("|", "\\|") for t in (dep, pre))
             lines.append(f"| {n} | {name} | {dep} | {pre} | {s.param or ''} | {s.kind} | {said} | |")
         table = "\n".join(lines)
         if args.sample_out:

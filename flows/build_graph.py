@@ -716,8 +716,8 @@ def lineage_rows(toolset: ToolSet, folder: Path | None, sources: set[str], cfg: 
                                       edge_files),
         "schema": lambda: lineage_row(toolset.name, "schema", "parameter-match rule (schemas.name_rule)", built_at,
                                       run_id, params={"max_producers": cfg.max_producers}),
-        "stated": lambda: lineage_row(toolset.name, "stated", "dependencies the tools' docs state (tasks/graph/stated.py)",
-                                      built_at, run_id, params={"max_named": MAX_NAMED}),
+        "stated": lambda: lineage_row(toolset.name, "stated", "dependencies the tools' docs state "
+                                      "(tasks/graph/stated.py)", built_at, run_id, params={"max_named": MAX_NAMED}),
         "discriminator": lambda: lineage_row(toolset.name, "discriminator", "dependency discriminator", built_at,
                                              run_id, params=disc, checkpoint=checkpoint, threshold=threshold),
         "fused": lambda: lineage_row(toolset.name, "fused", "union of discriminator and schema edges", built_at,

@@ -638,8 +638,9 @@ def two_level_scores(scorer: Path, test_sets: list[tuple[ToolSet, list[PairExamp
         gated = nearest_check_pairs(toolset, check_partners) if "checks" in preconditions and check_partners else None
         said = stated_dependencies(toolset.tools) if stated else []
         for p in preconditions:
-            out[p].append(stated_probs(ordered, two_level_probs(toolset.tools, ordered, cross_probs[start:start + len(pairs)],
-                                                                cross_cut, scores, cut, p, gated), said))
+            decided = two_level_probs(toolset.tools, ordered, cross_probs[start:start + len(pairs)], cross_cut, scores,
+                                      cut, p, gated)
+            out[p].append(stated_probs(ordered, decided, said))
         start += len(pairs)
     return [np.concatenate(parts) if parts else np.zeros((0, 3)) for parts in out.values()]
 

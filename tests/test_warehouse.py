@@ -390,7 +390,8 @@ def test_one_declaration_adds_a_column_with_its_type_constraint_and_comment(tmp_
     build_warehouse(path, [ds, other], DIM)  # rebuilding every dataset is fine
     con = connect(path)
     assert rows_of(con, "SELECT column_name, data_type, is_nullable, comment FROM duckdb_columns() "
-                        "WHERE table_name = 'edges' AND column_name IN ('n_sources', 'note') ORDER BY column_index") == [
+                        "WHERE table_name = 'edges' AND column_name IN ('n_sources', 'note') "
+                        "ORDER BY column_index") == [
         {"column_name": "n_sources", "data_type": "INTEGER", "is_nullable": False,
          "comment": "how many sources found the edge"},
         {"column_name": "note", "data_type": "VARCHAR", "is_nullable": True, "comment": None}]

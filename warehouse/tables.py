@@ -94,7 +94,10 @@ CORE_TABLES: tuple[Table, ...] = (
           "param_edges.jsonl, probability 1), 'schema' (the parameter-match rule behind the 'schema' edges: one row per "
           "input of the dependent whose normalised name is one of the edge's matched_params, probability 1; "
           "producer_output NULL when the prerequisite declares no outputs and the rule matched the output its name "
-          "implies), 'discriminator' (the parameter-level scorer, build-graph --param-discriminator: each input whose p(takes the prerequisite's output) reaches the calibrated cut, probability = that p; producer_output NULL), 'stated' (the input's description names the prerequisite as its value's source, probability 1). Macro producers_of.", (
+          "implies), 'discriminator' (the parameter-level scorer, build-graph --param-discriminator: each input whose "
+          "p(takes the prerequisite's output) reaches the calibrated cut, probability = that p; producer_output NULL), "
+          "'stated' (the input's description names the prerequisite as its value's source, probability 1). Macro "
+          "producers_of.", (
         Column("dataset", "VARCHAR"),
         Column("dependent", "VARCHAR", comment="the consumer (tool_id)"),
         Column("prerequisite", "VARCHAR", comment="the producer (tool_id)"),

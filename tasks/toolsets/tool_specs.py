@@ -12,8 +12,9 @@ One file is one tool set, named after the file (``my_agent.json`` -> ``my_agent`
 A ``.json`` (or ``.yaml``) file holds a list of entries, or an object with them under ``tools`` (an MCP
 ``tools/list`` result, an OpenAI, Anthropic or Gemini request body), ``functions``, ``functionDeclarations``, or
 ``result.tools`` (the JSON-RPC reply); a ``.jsonl`` file one entry a line. An OpenAPI 3 description (JSON or YAML)
-is read by ``tasks.toolsets.openapi``: each operation a tool, its response links the set's gold edges. An entry's optional ``group`` (a string; not part of those
-formats) puts it in a group of its own; otherwise every tool is in one group named after the set.
+is read by ``tasks.toolsets.openapi``: each operation a tool, its response links the set's gold edges. An entry's
+optional ``group`` (a string; not part of those formats) puts it in a group of its own; otherwise every tool is in
+one group named after the set.
 
 The parameters are the schema's top-level ``properties`` in their order: type from ``type`` (a list is joined:
 ``string | null``), ``anyOf``/``oneOf``, ``enum``/``const`` or a local ``$ref``; an array says its items' type
