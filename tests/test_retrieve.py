@@ -10,8 +10,8 @@ import pytest
 from tests.test_tool_specs import LOOKUP, SEND, chat_tools
 
 NOTIFY = {"name": "notify_followers", "description": "Tell a user's followers about the message just sent.",
-          "parameters": {"type": "object", "properties": {"message_id": {"type": "string"}},
-                         "required": ["message_id"]}}
+          "parameters": {"type": "object", "properties": {"message_id": {
+              "type": "string", "description": "The id returned by send_message."}}, "required": ["message_id"]}}
 WEATHER = {"name": "get_weather", "description": "Weather forecast for a city.",
            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
 # as an MCP server lists it: the one format that declares outputs
@@ -58,6 +58,12 @@ def test_hits_carry_their_prerequisites_and_the_missed_ones_are_listed(warehouse
     text = as_text(result)
     assert "needs first: send_message, get_user_id (then send_message)" in text
     assert "not in the top 1, but needed first:" in text
+    # the docs state the first need: its sentence beside it (the edge of the schema graph, stated in the docs too)
+    assert hit.prerequisites[0].said == "The id returned by send_message." and hit.prerequisites[1].said is None
+    assert "as the docs say:\n     notify_followers needs send_message: 'The id returned by send_message.'" in text
+    stated = retrieve(con, "my_agent", "tell my followers", k=1, graph="stated",
+                      encode=own_embedding(con, "notify_followers"))
+    assert [(p.tool_id, p.depth, p.kind) for p in stated.hits[0].prerequisites] == [("send_message", 1, "data")]
     # --depth 1: the hit's own prerequisites only
     shallow = retrieve(con, "my_agent", "x", k=1, depth=1, encode=own_embedding(con, "notify_followers"))
     assert [p.tool_id for p in shallow.hits[0].prerequisites] == ["send_message"]

@@ -7,7 +7,8 @@ The request is encoded by the encoder the dataset was built with (``datasets.enc
 ``tool_top_k`` macro over ``--embedding`` (``base``, the default: the encoder's own embeddings; ``tgr_<source>``:
 TGR's, which eval-retrieval measures against it). Each hit's prerequisites come from the ``--graph`` edges through
 ``prerequisites_of`` (up to ``--depth`` calls back): the tools a call of the hit needs first, which a semantic search
-alone leaves out. Those outside the top k are listed after the hits, each with the hits that need it. Read-only.
+alone leaves out. Those outside the top k are listed after the hits, each with the hits that need it, and where
+the tools' docs state a need (a ``stated`` edge), the sentence that says so. Read-only.
 """
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ class Prerequisite:
     depth: int  # calls back from the hit: 1 = the hit's own prerequisite
     kind: str | None  # of the edge it feeds: data, precondition, or None (the source does not say)
     then: list[str] = field(default_factory=list)  # the tools called after it and before the hit, in order
+    said: str | None = None  # where the docs state this need (a 'stated' edge): the sentence that says so
 
 
 @dataclass
@@ -87,11 +89,14 @@ def retrieve(con: duckdb.DuckDBPyConnection, dataset: str, query: str, k: int = 
         for hit in hits:
             # call_order runs from the prerequisite to the hit: its second tool is the one the edge feeds
             rows = con.execute(
-                "SELECT p.prerequisite, p.depth, e.kind, p.call_order FROM prerequisites_of(?, ?, ?) p "
+                "SELECT p.prerequisite, p.depth, e.kind, p.call_order, s.evidence FROM prerequisites_of(?, ?, ?) p "
                 "LEFT JOIN edges e ON e.dataset = ? AND e.source = ? AND e.prerequisite = p.prerequisite "
-                "AND e.dependent = p.call_order[2] WHERE p.depth <= ? ORDER BY p.depth, p.prerequisite",
-                [dataset, source, hit.tool_id, dataset, source, depth]).fetchall()
-            hit.prerequisites = [Prerequisite(t, int(d), kind, list(order[1:-1])) for t, d, kind, order in rows]
+                "AND e.dependent = p.call_order[2] "
+                "LEFT JOIN edges s ON s.dataset = ? AND s.source = 'stated' AND s.prerequisite = p.prerequisite "
+                "AND s.dependent = p.call_order[2] WHERE p.depth <= ? ORDER BY p.depth, p.prerequisite",
+                [dataset, source, hit.tool_id, dataset, source, dataset, depth]).fetchall()
+            hit.prerequisites = [Prerequisite(t, int(d), kind, list(order[1:-1]), said)
+                                 for t, d, kind, order, said in rows]
             for p in hit.prerequisites:
                 if p.tool_id not in in_top:
                     also.setdefault(p.tool_id, []).append(hit.tool_id)
@@ -108,7 +113,15 @@ def as_text(r: Retrieved) -> str:
     if r.also_needed:
         lines.append(f"not in the top {len(r.hits)}, but needed first:")
         lines += [f"     {t:<{width}}  by {', '.join(by)}" for t, by in r.also_needed.items()]
+    said = {(h.tool_id, p.tool_id): p.said for h in r.hits for p in h.prerequisites if p.said and p.depth == 1}
+    if said:
+        lines.append("as the docs say:")
+        lines += [f"     {hit} needs {tool}: {shorter(text)!r}" for (hit, tool), text in said.items()]
     return "\n".join(lines)
+
+
+def shorter(text: str, limit: int = 100) -> str:
+    return text if len(text) <= limit else text[:limit - 3].rstrip() + "..."
 
 
 def main(argv: Sequence[str] | None = None) -> int:
