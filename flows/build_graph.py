@@ -843,10 +843,7 @@ def build_graph(cfg: GraphConfig | None = None) -> dict:
         if cfg.discriminator or cfg.param_discriminator:  # one cap and one graph, over both levels' edges
             predicted = cap_prerequisites(predicted, cfg.max_prerequisites)
             if stated:  # the docs' word over the models', and past the cap (it bounds what the models add)
-                joined = {frozenset((p.edge.dependent, p.edge.prerequisite)) for p in predicted}
-                log.info(describe_stated(toolset.name, stated, sum(
-                    frozenset((toolset.tools[s.dependent].tool_id, toolset.tools[s.prerequisite].tool_id)) in joined
-                    for s in stated)))
+                log.info(describe_stated(toolset.name, toolset.tools, stated, predicted))
                 predicted = with_stated(toolset.tools, predicted, stated)
             embeddings["tgr_discriminator"] = graph(p.edge for p in predicted)
             if cfg.schema_edges:

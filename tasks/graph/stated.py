@@ -199,11 +199,15 @@ def _one_direction(found: dict[tuple[int, int], StatedDependency]) -> dict[tuple
     return out
 
 
+def _pair(tools: Sequence[Tool], s: StatedDependency) -> frozenset[str]:
+    return frozenset((tools[s.dependent].tool_id, tools[s.prerequisite].tool_id))
+
+
 def with_stated(tools: Sequence[Tool], predicted: Sequence[PredictedEdge],
                 stated: Sequence[StatedDependency]) -> list[PredictedEdge]:
     """The decided edges with what the docs state: a stated dependency replaces the models' edge between the same
     two tools (either direction) and carries ``STATED_PROB``; its kind is the statement's."""
-    said = {frozenset((tools[s.dependent].tool_id, tools[s.prerequisite].tool_id)) for s in stated}
+    said = {_pair(tools, s) for s in stated}
     kept = [p for p in predicted if frozenset((p.edge.dependent, p.edge.prerequisite)) not in said]
     return kept + [PredictedEdge(DependencyEdge(tools[s.dependent].group, tools[s.dependent].tool_id,
                                                 tools[s.prerequisite].tool_id, "discriminator", s.kind),
@@ -235,7 +239,11 @@ def stated_parameter_edges(tools: Sequence[Tool], stated: Sequence[StatedDepende
             for s in stated if s.param is not None]
 
 
-def describe(name: str, stated: Sequence[StatedDependency], replaced: int) -> str:
+def describe(name: str, tools: Sequence[Tool], stated: Sequence[StatedDependency],
+             predicted: Sequence[PredictedEdge]) -> str:
+    """The build log's line: how many statements, where, and how many join tools the models' ``predicted`` join."""
+    joined = {frozenset((p.edge.dependent, p.edge.prerequisite)) for p in predicted}
+    replaced = sum(_pair(tools, s) in joined for s in stated)
     inputs = sum(s.param is not None for s in stated)
     return (f"{name}: {len(stated)} dependencies stated in the tools' docs ({inputs} in an input's description, "
             f"{len(stated) - inputs} in a tool's), {replaced} of them between tools the models had joined")

@@ -1,10 +1,12 @@
 """What every importer of tool docs shares: the API doc built from a source's fields (overlong fields cut to the
 schema's limits, an empty description or type replaced), every change written to an ``ImportReport``, and the
-error a file that breaks its format raises. The benchmark readers (``tasks.toolsets.readers``) and the reader of an
-agent's tool definitions (``tasks.toolsets.tool_specs``) both build their docs here.
+error a file that breaks its format raises, and JSON and YAML files parsed as hostile files write them. The benchmark
+readers (``tasks.toolsets.readers``) and the reader of an agent's tool definitions (``tasks.toolsets.tool_specs``,
+with ``tasks.toolsets.openapi``) all build their docs here.
 """
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass, field
@@ -116,13 +118,28 @@ def json_value(text: str, where: str) -> Any:
     except (ValueError, RecursionError) as exc:  # an integer over 4300 digits; nesting too deep
         raise ToolSetFormatError(f"{where}: not valid JSON ({type(exc).__name__}: {exc})") from None
     if _SURROGATE_ESCAPE.search(text):  # \ud800-style escapes decode to lone surrogates
-        try:
-            json.dumps(value, ensure_ascii=False).encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise ToolSetFormatError(
-                f"{where}: a \\u escape decodes to a lone surrogate "
-                f"({exc.object[exc.start:exc.end]!r}), not a character; text must be valid Unicode") from None
+        _storable(value, where, "a \\u escape")
     return value
+
+
+def _storable(value: Any, where: str, escape: str) -> None:
+    """A ``ToolSetFormatError`` where ``value`` holds a lone surrogate (an ``escape`` decoded to one): no warehouse
+    could store it."""
+    try:
+        json.dumps(value, ensure_ascii=False, default=str).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ToolSetFormatError(f"{where}: {escape} decodes to a lone surrogate ({exc.object[exc.start:exc.end]!r}), "
+                                 "not a character; text must be valid Unicode") from None
+
+
+def _utf8_text(file: Path, kind: str) -> str:
+    """``file``'s text; bytes that are not UTF-8 name their offset."""
+    raw = Path(file).read_bytes()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ToolSetFormatError(f"{file}: not UTF-8 (byte {raw[exc.start:exc.start + 1]!r} at offset {exc.start}); "
+                                 f"{kind} files must be UTF-8") from None
 
 
 def numbered_rows(file: Path) -> Iterable[tuple[int, Any]]:
@@ -141,10 +158,43 @@ def numbered_rows(file: Path) -> Iterable[tuple[int, Any]]:
 
 def json_file(file: Path) -> Any:
     """The one JSON value of ``file``, with ``json_value``'s errors; bytes that are not UTF-8 name their offset."""
-    raw = Path(file).read_bytes()
+    return json_value(_utf8_text(file, "JSON"), str(file))
+
+
+@functools.cache
+def _yaml_loader() -> type:
+    """PyYAML's safe loader, refusing anchors and aliases (a document that expands them can be made arbitrarily
+    large). Made on first use: most runs read no YAML."""
+    import yaml
+
+    class NoAliases(yaml.SafeLoader):
+        def compose_node(self, parent, index):  # noqa: ANN001  (yaml's own signature)
+            event = self.peek_event()
+            if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+                raise ToolSetFormatError(f"{self.name}: line {event.start_mark.line + 1}: YAML anchors and aliases "
+                                         "are not read (a document that expands them can be made arbitrarily large)")
+            return super().compose_node(parent, index)
+
+    return NoAliases
+
+
+def yaml_file(file: Path) -> Any:
+    """The one YAML document of ``file`` (safe types only; no anchors or aliases), with the JSON readers' errors for
+    the same hostile forms: bytes that are not UTF-8, nesting too deep to parse, an integer over 4300 digits, a
+    lone surrogate."""
+    import yaml
+
+    loader = _yaml_loader()(_utf8_text(file, "YAML"))
+    loader.name = str(file)
     try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ToolSetFormatError(f"{file}: not UTF-8 (byte {raw[exc.start:exc.start + 1]!r} at offset {exc.start}); "
-                                 "JSON files must be UTF-8") from None
-    return json_value(text, str(file))
+        value = loader.get_single_data()
+    except ToolSetFormatError:  # an anchor or alias (``_yaml_loader``): said as it is
+        raise
+    except yaml.YAMLError as exc:
+        raise ToolSetFormatError(f"{file}: not YAML: {str(exc).splitlines()[0]}") from None
+    except (ValueError, RecursionError) as exc:  # an integer over 4300 digits; nesting too deep
+        raise ToolSetFormatError(f"{file}: not read as YAML ({type(exc).__name__}: {str(exc)[:200]})") from None
+    finally:
+        loader.dispose()
+    _storable(value, str(file), "an escape")
+    return value

@@ -15,18 +15,18 @@ as response ``links`` its gold edges.
   parameter edge (``userId`` takes ``id``). A link to an operation the file does not have stops the read; one
   that names its target by ``operationRef`` is left out, in the report.
 
-OpenAPI 2 (``swagger: "2.0"``) is refused with a pointer to a converter. A YAML file may not use anchors or
-aliases (a document that expands them can be made arbitrarily large); its hostile forms (nesting too deep to
-parse, an integer over 4300 digits, a lone surrogate) stop the read as the JSON readers' do.
+OpenAPI 2 (``swagger: "2.0"``) is refused with a pointer to a converter. The file is parsed by
+``tasks.toolsets.tool_specs`` (``doc_import.json_file`` or ``yaml_file``: no YAML anchors or aliases, the hostile
+forms refused as the JSON readers refuse them); the schemas' properties are read by ``tasks.toolsets.json_schema``.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from schemas.toolset import DependencyEdge, ParameterEdge, Tool, ToolSet
 from tasks.toolsets.doc_import import ImportReport, ToolSetFormatError, make_doc
+from tasks.toolsets.json_schema import object_properties
 
 HTTP_METHODS = ("get", "put", "post", "delete", "patch", "head", "options", "trace")
 JSON_MEDIA = ("application/json", "application/*+json", "*/*")
@@ -35,36 +35,6 @@ JSON_MEDIA = ("application/json", "application/*+json", "*/*")
 def is_openapi(data: Any) -> bool:
     """Whether a parsed file is an OpenAPI (or Swagger) description rather than a list of tool definitions."""
     return isinstance(data, dict) and ("openapi" in data or "swagger" in data) and "paths" in data
-
-
-def yaml_file(file: Path) -> Any:
-    """The one YAML document of ``file`` (safe types only; no anchors or aliases)."""
-    import yaml
-
-    class NoAliases(yaml.SafeLoader):
-        def compose_node(self, parent, index):  # noqa: ANN001  (yaml's own signature)
-            if self.check_event(yaml.AliasEvent) or getattr(self.peek_event(), "anchor", None):
-                event = self.peek_event()
-                raise ToolSetFormatError(f"{file}: line {event.start_mark.line + 1}: YAML anchors and aliases are "
-                                         "not read (a document that expands them can be made arbitrarily large)")
-            return super().compose_node(parent, index)
-
-    try:
-        text = Path(file).read_bytes().decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ToolSetFormatError(f"{file}: not UTF-8 (offset {exc.start}); YAML files must be UTF-8") from None
-    try:
-        value = yaml.load(text, Loader=NoAliases)  # noqa: S506  (NoAliases is a SafeLoader)
-    except yaml.YAMLError as exc:
-        raise ToolSetFormatError(f"{file}: not YAML: {str(exc).splitlines()[0]}") from None
-    except (ValueError, RecursionError) as exc:  # an integer over 4300 digits; nesting too deep
-        raise ToolSetFormatError(f"{file}: not read as YAML ({type(exc).__name__}: {str(exc)[:200]})") from None
-    try:  # a "\ud800" escape decodes to a lone surrogate, which no warehouse could store
-        json.dumps(value, ensure_ascii=False, default=str).encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise ToolSetFormatError(f"{file}: an escape decodes to a lone surrogate ({exc.object[exc.start:exc.end]!r}), "
-                                 "not a character; text must be valid Unicode") from None
-    return value
 
 
 def _resolve(node: Any, root: dict, where: str, depth: int = 0) -> Any:
@@ -111,7 +81,7 @@ def _operations(doc: dict, where: str) -> list[tuple[str, str, dict, list]]:
     return out
 
 
-def _inputs(op: dict, shared: list, root: dict, where: str, schema_params) -> list[tuple[str, str, str]]:
+def _inputs(op: dict, shared: list, root: dict, where: str) -> list[tuple[str, str, str]]:
     """(name, type, description) of the operation's parameters and its JSON body's properties."""
     params: dict[tuple[str, str], dict] = {}
     for n, p in enumerate([*shared, *(op.get("parameters") or [])]):
@@ -125,17 +95,16 @@ def _inputs(op: dict, shared: list, root: dict, where: str, schema_params) -> li
         wrapped = {"type": "object", "properties": {p["name"]: dict(schema, description=p.get("description")
                                                                      or (schema or {}).get("description", ""))},
                    "required": [p["name"]] if p.get("required") or p["in"] == "path" else []}
-        out += schema_params(wrapped | {"components": root.get("components", {})}, where, "parameter", True)
+        out += object_properties(wrapped, where, "parameter", True, root)
     body = _resolve(op.get("requestBody"), root, where)
     if isinstance(body, dict):
         schema = _json_schema(body.get("content"), root, f"{where}.requestBody")
         if isinstance(schema, dict) and isinstance(schema.get("properties"), dict):
-            out += schema_params(dict(schema, components=root.get("components", {})), f"{where}.requestBody",
-                                 "requestBody", True)
+            out += object_properties(schema, f"{where}.requestBody", "requestBody", True, root)
     return out
 
 
-def _outputs(op: dict, root: dict, where: str, schema_params) -> list[tuple[str, str, str]]:
+def _outputs(op: dict, root: dict, where: str) -> list[tuple[str, str, str]]:
     responses = op.get("responses") or {}
     for code, response in responses.items() if isinstance(responses, dict) else []:
         if not str(code).startswith("2"):
@@ -145,8 +114,7 @@ def _outputs(op: dict, root: dict, where: str, schema_params) -> list[tuple[str,
         if isinstance(schema, dict) and schema.get("type") == "array":
             schema = _resolve(schema.get("items"), root, where)
         if isinstance(schema, dict) and isinstance(schema.get("properties"), dict):
-            return schema_params(dict(schema, components=root.get("components", {})), f"{where}.responses.{code}",
-                                 "response", False)
+            return object_properties(schema, f"{where}.responses.{code}", "response", False, root)
         return []
     return []
 
@@ -171,9 +139,8 @@ def _body_field(expression: Any) -> str | None:
     return None
 
 
-def read_openapi(doc: dict, path: Path, name: str, schema_params) -> tuple[ToolSet, ImportReport]:
-    """The tool set of an OpenAPI description (module doc). ``schema_params``: the tool-definition reader's
-    (name, type, description) of an object schema's properties (``tool_specs._params``)."""
+def read_openapi(doc: dict, path: Path, name: str) -> tuple[ToolSet, ImportReport]:
+    """The tool set of an OpenAPI description (module doc)."""
     where = str(path)
     if "swagger" in doc and "openapi" not in doc:
         raise ToolSetFormatError(f"{where}: OpenAPI 2 (swagger {doc.get('swagger')!r}) is not read; convert it to "
@@ -189,8 +156,8 @@ def read_openapi(doc: dict, path: Path, name: str, schema_params) -> tuple[ToolS
         if tool_id in by_operation_id:
             raise ToolSetFormatError(f"{at}: duplicate operation name {tool_id!r}; operationIds are unique")
         text = " ".join(str(op.get(k) or "").strip() for k in ("summary", "description")).strip()
-        doc_json = make_doc(tool_id, text or f"{method.upper()} {route}", _inputs(op, shared, doc, at, schema_params),
-                            _outputs(op, doc, at, schema_params), report)
+        doc_json = make_doc(tool_id, text or f"{method.upper()} {route}", _inputs(op, shared, doc, at),
+                            _outputs(op, doc, at), report)
         by_operation_id[tool_id] = len(tools)
         tools.append(Tool(tool_id=tool_id, group=name, doc=doc_json))
         links += [(tool_id, at, link_name, link) for link_name, link in _links(op, doc)]

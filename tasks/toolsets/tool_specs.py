@@ -24,20 +24,18 @@ and the entry (``ToolSetFormatError``); what is cut to fit the API doc schema is
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from schemas.toolset import Tool, ToolSet
-from tasks.toolsets.doc_import import ImportReport, ToolSetFormatError, json_file, make_doc, numbered_rows
-from tasks.toolsets.openapi import is_openapi, read_openapi, yaml_file
+from tasks.toolsets.doc_import import ImportReport, ToolSetFormatError, json_file, make_doc, numbered_rows, yaml_file
+from tasks.toolsets.json_schema import object_properties
+from tasks.toolsets.openapi import is_openapi, read_openapi
 
 SCHEMA_KEYS = ("parameters", "input_schema", "inputSchema")  # OpenAI, Anthropic, MCP
 OUTPUT_SCHEMA_KEYS = ("outputSchema", "output_schema")  # MCP (2025-06-18 and later)
 LIST_KEYS = ("tools", "functions")
 DECLARATION_KEYS = ("functionDeclarations", "function_declarations")  # Gemini: a tool entry holding functions
-MAX_LISTED = 8  # enum values or object fields named in a description
-MAX_NESTING = 4  # a type read this many references or item levels down is "any" (a recursive schema ends here)
 
 
 YAML_SUFFIXES = (".yaml", ".yml")
@@ -75,104 +73,6 @@ def _file_entries(path: Path, data: Any) -> list[tuple[str, Any]]:
     raise ToolSetFormatError(f"{path}: expected a list of tool definitions, got {type(data).__name__}")
 
 
-def _resolve(schema: Any, root: dict) -> Any:
-    """A local ``$ref`` (``#/$defs/Address``, ``#/definitions/Address``) replaced by what it names, one level."""
-    ref = schema.get("$ref") if isinstance(schema, dict) else None
-    if not isinstance(ref, str) or not ref.startswith("#/"):
-        return schema
-    target: Any = root
-    for part in ref[2:].split("/"):
-        target = target.get(part) if isinstance(target, dict) else None
-    return target if isinstance(target, dict) else schema
-
-
-def _kind(schema: dict) -> Any:
-    """The schema's ``type``, lower case (Gemini writes OpenAPI's ``STRING``, ``OBJECT``)."""
-    kind = schema.get("type")
-    return kind.lower() if isinstance(kind, str) else kind
-
-
-def _type_name(schema: Any, root: dict, depth: int = 0) -> str:
-    """A JSON schema's type as the API doc writes one (free text the parameter rule reads by its head word)."""
-    if not isinstance(schema, dict) or not schema or depth > MAX_NESTING:
-        return "any"  # true, {}, or a recursive schema's deep end
-    ref = schema.get("$ref")
-    resolved = _resolve(schema, root)
-    if resolved is not schema:
-        kind = _type_name(resolved, root, depth + 1)
-        return str(ref).rsplit("/", 1)[-1] if kind in ("object", "any") else kind
-    kind = _kind(schema)
-    if isinstance(kind, list):
-        return " | ".join(str(k).lower() for k in kind) or "any"
-    if kind == "array":
-        items = schema.get("items")
-        return f"array of {_type_name(items, root, depth + 1)}" if isinstance(items, dict) and items else "array"
-    if isinstance(kind, str) and kind:
-        return kind
-    for key in ("anyOf", "oneOf"):
-        if isinstance(schema.get(key), list):
-            names = list(dict.fromkeys(_type_name(s, root, depth + 1) for s in schema[key]))
-            return " | ".join(names) or "any"
-    values = schema.get("enum") if isinstance(schema.get("enum"), list) else (
-        [schema["const"]] if "const" in schema else None)
-    if values:
-        names = list(dict.fromkeys({str: "string", bool: "boolean", int: "integer", float: "number"}.get(
-            type(v), "any") for v in values))
-        return " | ".join(names)
-    return "object" if isinstance(schema.get("properties"), dict) else "any"
-
-
-def _listed(values: list[Any]) -> str:
-    shown = ", ".join(json.dumps(v) if not isinstance(v, str) else v for v in values[:MAX_LISTED])
-    return shown + (f", ... ({len(values)} in all)" if len(values) > MAX_LISTED else "")
-
-
-def _description(schema: Any, root: dict) -> str:
-    if not isinstance(schema, dict):
-        return ""
-    resolved = _resolve(schema, root)
-    text = str(schema.get("description") or resolved.get("description") or schema.get("title") or "").strip()
-    extras = []
-    enum = schema.get("enum", resolved.get("enum"))
-    if isinstance(enum, list) and enum:
-        extras.append(f"one of: {_listed(enum)}")
-    fields = resolved.get("properties")
-    if not isinstance(fields, dict) and _kind(resolved) == "array":
-        items = _resolve(resolved.get("items"), root)
-        fields = items.get("properties") if isinstance(items, dict) else None
-    if isinstance(fields, dict) and fields:
-        extras.append(f"fields: {_listed(list(fields))}")
-    return "; ".join([text, *extras]) if text else "; ".join(extras)
-
-
-def _params(schema: Any, where: str, what: str, optional_marked: bool) -> list[tuple[str, str, str]]:
-    """(name, type, description) of the top-level properties of the object schema ``schema``."""
-    if schema is None:
-        return []
-    if not isinstance(schema, dict):
-        raise ToolSetFormatError(f"{where}: {what} must be a JSON schema object, got {type(schema).__name__}")
-    root = schema
-    schema = _resolve(schema, root)
-    if _kind(schema) not in (None, "object"):
-        raise ToolSetFormatError(f"{where}: {what} must describe an object (type 'object'), got "
-                                 f"{schema.get('type')!r}")
-    properties = schema.get("properties", {})
-    if not isinstance(properties, dict):
-        raise ToolSetFormatError(f"{where}: {what}.properties must be an object, got {type(properties).__name__}")
-    required = schema.get("required", [])
-    if not isinstance(required, list):
-        raise ToolSetFormatError(f"{where}: {what}.required must be a list, got {type(required).__name__}")
-    out = []
-    for name, prop in properties.items():
-        if not isinstance(prop, (dict, bool)):
-            raise ToolSetFormatError(f"{where}: {what}.properties.{name} must be a schema, got {type(prop).__name__}")
-        text = _description(prop, root)
-        if optional_marked and name not in required:
-            text = f"(optional) {text}".strip()
-        out.append((name, _type_name(prop, root), text))
-    return out
-
-
 def _definition(entry: Any, where: str) -> dict:
     """The function's own object of an entry (Chat Completions nests it under ``function``)."""
     if not isinstance(entry, dict):
@@ -191,7 +91,7 @@ def read_tool_specs(path: str | Path, name: str | None = None) -> tuple[ToolSet,
     name = name or path.stem
     data = _document(path)
     if is_openapi(data):
-        return read_openapi(data, path, name, _params)
+        return read_openapi(data, path, name)
     report = ImportReport(dataset=name)
     tools: list[Tool] = []
     seen: dict[str, str] = {}
@@ -213,8 +113,8 @@ def read_tool_specs(path: str | Path, name: str | None = None) -> tuple[ToolSet,
         schema = next((spec[k] for k in SCHEMA_KEYS if k in spec), None)
         outputs = next((spec[k] for k in OUTPUT_SCHEMA_KEYS if k in spec), None)
         doc = make_doc(tool_id, description or spec.get("title"),
-                       _params(schema, where, "parameters", optional_marked=True),
-                       _params(outputs, where, "outputSchema", optional_marked=False), report)
+                       object_properties(schema, where, "parameters", optional_marked=True),
+                       object_properties(outputs, where, "outputSchema", optional_marked=False), report)
         tools.append(Tool(tool_id=tool_id, group=group, doc=doc))
     if not tools:
         raise ToolSetFormatError(f"{path}: no tool definitions")
