@@ -1,7 +1,7 @@
 """Tool sets: real tools with API docs, labelled dependency edges and retrieval queries.
 
 On disk a tool set is a folder of JSON Lines files (see docs/toolsets.md):
-  tools.jsonl    {"tool_id", "group", "doc": <api_doc>}
+  tools.jsonl    {"tool_id", "group", "doc": <api_doc>, "returns_nothing"?: true}
   edges.jsonl    {"group", "dependent", "prerequisite", "source", "kind"?}   dependent depends on prerequisite;
                  kind "data" (an output of the prerequisite feeds an input of the dependent), "precondition"
                  (the prerequisite must run first, no value passed) or absent/null (the source does not say)
@@ -23,6 +23,9 @@ class Tool:
     tool_id: str
     group: str
     doc: dict[str, Any]  # validates against schemas/api_doc.schema.json
+    # the catalog says the tool returns no value (an OpenAPI operation whose success has no body), so it feeds no
+    # input; False: it returns its output_params, or the catalog does not say (no outputs declared is not "none")
+    returns_nothing: bool = False
 
 
 

@@ -83,6 +83,27 @@ def test_a_json_description_and_operations_without_an_id(tmp_path):
     assert [(e.consumer_param, e.producer_output) for e in ts.parameter_edges] == [("item_id", "id")]
 
 
+def test_a_body_without_fields_is_one_result_and_no_body_returns_nothing(tmp_path):
+    def answering(content=None, code="200"):
+        return {code: {"description": "what comes back"} | ({"content": content} if content else {})}
+
+    data = spec({"/a": {"get": {"operationId": "count", "responses": answering(
+                    {"application/json": {"schema": {"type": "integer"}}})},
+                        "put": {"operationId": "names", "responses": answering(
+                    {"application/json": {"schema": {"type": "array", "items": {"type": "string"}}}})},
+                        "post": {"operationId": "download", "responses": answering({"text/csv": {}})},
+                        "delete": {"operationId": "remove", "responses": answering(code="204")},
+                        "patch": {"operationId": "untold", "responses": {"default": {"description": "error"}}}}})
+    ts, _ = read_tool_specs(write(tmp_path, data))
+    outputs = {t.tool_id: [(p["name"], p["type"], p["description"]) for p in t.doc["output_params"]]
+               for t in ts.tools}
+    assert outputs == {"count": [("result", "integer", "what comes back")],
+                       "names": [("result", "array of string", "what comes back")],
+                       "download": [("result", "text/csv", "what comes back")], "remove": [], "untold": []}
+    # a success without a body says the operation returns nothing; no success response says nothing at all
+    assert [t.tool_id for t in ts.tools if t.returns_nothing] == ["remove"]
+
+
 def test_links_that_pass_nothing_or_name_by_reference_are_reported(tmp_path):
     data = spec({"/a": {"get": op("a", {"same": {"operationId": "a", "parameters": {"x": "$response.body#/id"}},
                                         "copy": {"operationId": "b", "parameters": {"x": "$request.query.x"}},

@@ -3,6 +3,7 @@ in-batch contrastive loss, the training loop's best-checkpoint rule, the retriev
 train-retriever flow end to end on a tiny encoder; build-graph's --retrieval-encoder."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -734,6 +735,10 @@ def test_build_graph_scores_parameters_with_a_retriever_head(tiny_encoder, tmp_p
         (0, 1, "user_id"), (0, 1, "limit"), (1, 0, "email"), (0, 2, "customer"), (2, 0, "email")}
     kept = {(s.producer, s.consumer, s.param) for s in scores if s.prob >= param_threshold(folder)}
     assert kept == {(0, 1, "user_id")}
+    # a producer that returns nothing feeds no input: its units are not scored
+    quiet = [dataclasses.replace(shop[0], returns_nothing=True), *shop[1:]]
+    assert {(s.producer, s.consumer, s.param) for s in score_parameters(folder, quiet, [(0, 1), (0, 2)])} == {
+        (1, 0, "email"), (2, 0, "email")}
 
 
 def test_build_graph_scores_parameters_through_the_embedding_cache(tiny_encoder, tmp_path, prefect_harness,

@@ -125,6 +125,14 @@ def test_every_parameter_is_kept_or_its_drop_reported(tmp_path):
     toolset, report = read_tool_specs(write(tmp_path / "wide.json", [many]))
     assert [p["name"] for p in toolset.tools[0].doc["input_params"]] == [f"p{n}" for n in range(12)]
     assert report.fixes == ["wide input: kept the first 12 of 15 parameters, dropped ['p12', 'p13', 'p14']"]
+    # past the cap the required inputs stay, wherever the schema declares them; the order stays the schema's
+    late = {"name": "late", "description": "Its key comes last.", "parameters": {
+        "type": "object", "properties": {f"p{n}": {"type": "string"} for n in range(15)}, "required": ["p14", "p1"]}}
+    toolset, report = read_tool_specs(write(tmp_path / "late.json", [late]))
+    inputs = toolset.tools[0].doc["input_params"]
+    assert [p["name"] for p in inputs] == [f"p{n}" for n in range(11)] + ["p14"]
+    assert [p["name"] for p in inputs if not p["description"].startswith("(optional)")] == ["p1", "p14"]
+    assert report.fixes == ["late input: kept 12 of 15 parameters (the required first), dropped ['p11', 'p12', 'p13']"]
     bare = {"name": "ping", "parameters": {"type": "object", "properties": {}}}
     toolset, report = read_tool_specs(write(tmp_path / "bare.json", [bare]))
     assert toolset.tools[0].doc["description"] == "ping" and report.fixes == [

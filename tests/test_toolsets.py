@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -133,6 +134,11 @@ def test_write_then_read_toolset_dir_round_trips(tmp_path):
     toolset = _toy_toolset()
     back = read_toolset_dir(write_toolset_dir(toolset, tmp_path / "toy"))
     assert back == toolset
+    # a tool the catalog says returns nothing keeps saying so
+    quiet = replace(toolset, tools=[replace(toolset.tools[0], returns_nothing=True), *toolset.tools[1:]])
+    folder = write_toolset_dir(quiet, tmp_path / "quiet" / "toy")
+    assert read_toolset_dir(folder) == quiet and read_toolset_dir(folder).tools[0].returns_nothing
+    assert '"returns_nothing": true' in (folder / "tools.jsonl").read_text().splitlines()[0]
 
 
 @pytest.mark.parametrize(
@@ -143,6 +149,11 @@ def test_write_then_read_toolset_dir_round_trips(tmp_path):
         ("tools.jsonl", json.dumps({"tool_id": "x", "group": "g", "doc": {"name": "x"}}), "fails the API doc schema"),
         ("tools.jsonl", json.dumps({"tool_id": "login", "group": "g", "doc": {"name": "l", "description": "d",
                                     "input_params": [], "output_params": []}}), "duplicate tool_id"),
+        ("tools.jsonl", json.dumps({"tool_id": "y", "group": "g", "returns_nothing": "yes", "doc": {
+            "name": "y", "description": "d", "input_params": [], "output_params": []}}), "true or false, got 'yes'"),
+        ("tools.jsonl", json.dumps({"tool_id": "y", "group": "g", "returns_nothing": True, "doc": {
+            "name": "y", "description": "d", "input_params": [], "output_params": [
+                {"name": "o", "type": "string", "description": ""}]}}), "returns nothing but its doc declares outputs"),
         ("edges.jsonl", json.dumps({"group": "g", "dependent": "ghost", "prerequisite": "login"}), "not a tool"),
         ("edges.jsonl", json.dumps({"group": "g", "dependent": "other", "prerequisite": "login"}), "in group 'h'"),
         ("queries.jsonl", json.dumps({"query_id": "q2", "text": "t", "gold_tools": ["ghost"]}), "gold tools not in"),

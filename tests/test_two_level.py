@@ -4,6 +4,7 @@ passes; the evaluation's probabilities decide as build-graph's edges do."""
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -55,6 +56,27 @@ def test_inputs_are_decided_by_the_parameter_scorer_and_the_rest_by_the_cross_en
     assert probs[1, LABEL_A_DEPENDS_ON_B] == pytest.approx(rescale(0.9 + 0.0, 0.7))  # the mass p0 + p2
     # below the cuts the mass still ranks: Audit's input score, rescaled (the cross-encoder is not asked for Audit)
     assert probs[2, LABEL_B_DEPENDS_ON_A] == pytest.approx(rescale(0.2, 0.6))
+
+
+def test_a_producer_that_returns_nothing_makes_no_data_edge():
+    # DeleteAccount returns nothing (an OpenAPI operation answering 204): whatever the cross-encoder says of it
+    # before Notify (no inputs), no value of it can pass; a check that returns nothing may still gate an action
+    tools = [replace(_tool("DeleteAccount", ["account_id"]), returns_nothing=True), _tool("Notify", []),
+             replace(_tool("VerifyAccount", ["account_id"]), returns_nothing=True), _tool("CloseAccount", ["x"])]
+    cross = np.array([[0.0, 0.1, 0.9], [0.0, 0.1, 0.9]])  # Notify depends on DeleteAccount; CloseAccount on Verify
+    ordered = [(0, 1), (2, 3)]
+    for preconditions, expected in (("off", [LABEL_NO_DEPENDENCY] * 2),
+                                    ("checks", [LABEL_NO_DEPENDENCY, LABEL_B_DEPENDS_ON_A])):
+        probs = two_level_probs(tools, ordered, cross, 0.7, [], 0.6, preconditions)
+        assert decide(probs, TWO_LEVEL_CUT).tolist() == expected
+        fallback = edges_from_probabilities(tools, ordered, cross, threshold=0.7)
+        edges = param_tool_edges(tools, ordered, [], 0.6, fallback, preconditions)
+        assert [(e.predicted.edge.prerequisite, e.predicted.edge.kind) for e in edges] == (
+            [("VerifyAccount", "precondition")] if preconditions == "checks" else [])
+    # the same tools returning their outputs: the cross-encoder decides Notify
+    plain = [replace(t, returns_nothing=False) for t in tools]
+    assert decide(two_level_probs(plain, ordered, cross, 0.7, [], 0.6), TWO_LEVEL_CUT).tolist()[0] == \
+        LABEL_B_DEPENDS_ON_A
 
 
 def test_the_decisions_are_build_graphs_two_level_edges_on_random_pairs():

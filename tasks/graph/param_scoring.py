@@ -44,13 +44,15 @@ def score_parameters(checkpoint: str | Path, tools: Sequence[Tool], pairs: Seque
     train-retriever --reranker), by the reranker over the candidate units only (each input's top-k producers,
     or a name-rule match: the others are not scored, so they make no edge).
 
+    A producer that returns nothing (``Tool.returns_nothing``) feeds no input: its units are not scored.
+
     ``encode``: the retriever's own encodings of texts, from elsewhere (build-graph's embedding cache, where its
     pruning has already encoded most of these texts with the same retriever); None: the retriever is loaded
     here and encodes them all."""
     from models.discriminator import load_calibration, load_discriminator, trained_max_length
     from tasks.training.param_scorer import PARAM_MAX_LENGTH, score_param_examples
 
-    units = parameter_units(tools, pairs)
+    units = [u for u in parameter_units(tools, pairs) if not tools[u[0]].returns_nothing]  # it feeds no input
     if not units:
         return []
     if (Path(checkpoint) / RETRIEVER_FILE).is_file() and not (Path(checkpoint) / HEAD_FILE).is_file():
@@ -61,7 +63,7 @@ def score_parameters(checkpoint: str | Path, tools: Sequence[Tool], pairs: Seque
             from models.sentence_encoder import EncoderConfig, SentenceEncoder
 
             encode = SentenceEncoder(EncoderConfig(str(checkpoint), batch_size=batch_size, device=device)).encode
-        ordered = {(p, c) for i, j in pairs for p, c in ((i, j), (j, i))}
+        ordered = {(p, c) for i, j in pairs for p, c in ((i, j), (j, i)) if not tools[p].returns_nothing}
         if ParamReranker.present(checkpoint):
             scored, probs = ParamReranker(Path(checkpoint) / RERANKER_DIR).score(tools, encode, ordered)
         else:
@@ -106,7 +108,9 @@ def param_tool_edges(tools: Sequence[Tool], pairs: Sequence[tuple[int, int]], sc
     most: the direction with the higher p. A pair whose tools declare no inputs on either side keeps the
     tool-level edge of ``fallback`` (today's discriminator), if any; so does a direction whose
     consumer has no inputs when the other direction was not kept. Kind: "data" for an edge through an
-    input, the fallback's own kind otherwise (``tasks.graph.kinds.dependency_kind``).
+    input, the fallback's own kind otherwise (``tasks.graph.kinds.dependency_kind``). A producer that returns
+    nothing (``Tool.returns_nothing``) has no parameter scores (``score_parameters``) and its fallback edge stands
+    only as a precondition, below.
 
     ``preconditions`` ("all", or "checks": where the prerequisite is a check that may gate the dependent,
     ``tasks.graph.checks.precondition_open``): a ``fallback`` edge whose consumer declares inputs is kept too, as
@@ -136,7 +140,7 @@ def param_tool_edges(tools: Sequence[Tool], pairs: Sequence[tuple[int, int]], sc
         f = by_pair.get(frozenset((i, j)))
         if f is None:
             continue
-        if not has_inputs[index[f.edge.dependent]]:
+        if not has_inputs[index[f.edge.dependent]] and not tools[index[f.edge.prerequisite]].returns_nothing:
             out.append(ParamToolEdge(f, None))
         elif frozenset((i, j)) not in valued and precondition_open(
                 preconditions, said, index[f.edge.prerequisite], index[f.edge.dependent]):

@@ -104,9 +104,9 @@ def two_level_probs(tools: Sequence[Tool], ordered: Sequence[tuple[int, int]], c
         param = [(rescale(best[(b, a)], param_cut), LABEL_A_DEPENDS_ON_B)] if (b, a) in best else []
         param += [(rescale(best[(a, b)], param_cut), LABEL_B_DEPENDS_ON_A)] if (a, b) in best else []
         kept = [o for o in param if o[0] >= 0.5]
-        # the cross-encoder decides a consumer without inputs; with preconditions, one with inputs too where no
-        # value passes by name (the parameter level has found none either)
-        cross_open = not has_inputs[cross_consumer] or (
+        # the cross-encoder decides a consumer without inputs (unless its producer returns nothing); with
+        # preconditions, one with inputs too where no value passes by name (the parameter level found none either)
+        cross_open = (not has_inputs[cross_consumer] and not tools[a + b - cross_consumer].returns_nothing) or (
             frozenset((a, b)) not in valued and precondition_open(preconditions, said, a + b - cross_consumer,
                                                                   cross_consumer, gated))
         if kept:

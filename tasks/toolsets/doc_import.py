@@ -22,6 +22,7 @@ MAX_PARAMS = _SCHEMA["properties"]["input_params"]["maxItems"]
 MAX_PARAM_NAME = _SCHEMA["$defs"]["param"]["properties"]["name"]["maxLength"]
 MAX_PARAM_TYPE = _SCHEMA["$defs"]["param"]["properties"]["type"]["maxLength"]
 MAX_PARAM_DESCRIPTION = _SCHEMA["$defs"]["param"]["properties"]["description"]["maxLength"]
+OPTIONAL = "(optional)"  # opens the description of an input a tool does not require
 
 
 class ToolSetFormatError(ValueError):
@@ -67,12 +68,23 @@ def _param(name: Any, ptype: Any, description: Any, what: str, report: ImportRep
     }
 
 
+def optional(description: str) -> str:
+    """An input's description marked as not required: what every reader writes for one."""
+    return f"{OPTIONAL} {description}".strip()
+
+
 def _params(items: Iterable[tuple[Any, Any, Any]], what: str, report: ImportReport) -> list[dict]:
+    """The parameters, at most ``MAX_PARAMS``: past the cap the required ones are kept first (a required input is
+    the one a dependency feeds; catalogs declare optional ones anywhere), in their declared order."""
     params = [p for p in (_param(n, t, d, what, report) for n, t, d in items) if p is not None]
     if len(params) > MAX_PARAMS:
-        dropped = [p["name"] for p in params[MAX_PARAMS:]]
-        report.fixes.append(f"{what}: kept the first {MAX_PARAMS} of {len(params)} parameters, dropped {dropped}")
-        params = params[:MAX_PARAMS]
+        ranked = sorted(range(len(params)), key=lambda n: (params[n]["description"].startswith(OPTIONAL), n))
+        kept = sorted(ranked[:MAX_PARAMS])
+        dropped = [params[n]["name"] for n in sorted(ranked[MAX_PARAMS:])]
+        first = "the first " if kept == list(range(MAX_PARAMS)) else ""
+        ahead = "" if first else " (the required first)"
+        report.fixes.append(f"{what}: kept {first}{MAX_PARAMS} of {len(params)} parameters{ahead}, dropped {dropped}")
+        params = [params[n] for n in kept]
     return params
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tasks.toolsets.doc_import import ToolSetFormatError
+from tasks.toolsets.doc_import import ToolSetFormatError, optional
 
 MAX_LISTED = 8  # enum values or object fields named in a description
 MAX_NESTING = 4  # a type read this many references or item levels down is "any" (a recursive schema ends here)
@@ -31,26 +31,26 @@ def _kind(schema: dict) -> Any:
     return kind.lower() if isinstance(kind, str) else kind
 
 
-def _type_name(schema: Any, root: dict, depth: int = 0) -> str:
+def type_name(schema: Any, root: dict, depth: int = 0) -> str:
     """A JSON schema's type as the API doc writes one (free text the parameter rule reads by its head word)."""
     if not isinstance(schema, dict) or not schema or depth > MAX_NESTING:
         return "any"  # true, {}, or a recursive schema's deep end
     ref = schema.get("$ref")
     resolved = _resolve(schema, root)
     if resolved is not schema:
-        kind = _type_name(resolved, root, depth + 1)
+        kind = type_name(resolved, root, depth + 1)
         return str(ref).rsplit("/", 1)[-1] if kind in ("object", "any") else kind
     kind = _kind(schema)
     if isinstance(kind, list):
         return " | ".join(str(k).lower() for k in kind) or "any"
     if kind == "array":
         items = schema.get("items")
-        return f"array of {_type_name(items, root, depth + 1)}" if isinstance(items, dict) and items else "array"
+        return f"array of {type_name(items, root, depth + 1)}" if isinstance(items, dict) and items else "array"
     if isinstance(kind, str) and kind:
         return kind
     for key in ("anyOf", "oneOf"):
         if isinstance(schema.get(key), list):
-            names = list(dict.fromkeys(_type_name(s, root, depth + 1) for s in schema[key]))
+            names = list(dict.fromkeys(type_name(s, root, depth + 1) for s in schema[key]))
             return " | ".join(names) or "any"
     values = schema.get("enum") if isinstance(schema.get("enum"), list) else (
         [schema["const"]] if "const" in schema else None)
@@ -109,6 +109,6 @@ def object_properties(schema: Any, where: str, what: str, optional_marked: bool,
             raise ToolSetFormatError(f"{where}: {what}.properties.{name} must be a schema, got {type(prop).__name__}")
         text = _description(prop, root)
         if optional_marked and name not in required:
-            text = f"(optional) {text}".strip()
-        out.append((name, _type_name(prop, root), text))
+            text = optional(text)
+        out.append((name, type_name(prop, root), text))
     return out

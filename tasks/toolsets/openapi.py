@@ -6,7 +6,9 @@ as response ``links`` its gold edges.
 - Inputs: its parameters (path, query, header, cookie; the path item's, overridden by the operation's own of the
   same name and place), then the properties of its JSON request body. An input not ``required`` is marked
   ``(optional)``, as in the other tool-definition files.
-- Outputs: the properties of the first 2xx response's JSON body (of its items, for an array).
+- Outputs: the properties of the first 2xx response's JSON body (of its items, for an array); any other body (a
+  count, a list of strings, a file) is one output, ``result``. A 2xx response without a body (``204``) says the
+  operation returns nothing (``Tool.returns_nothing``): build-graph makes no data edge from it.
 - ``$ref`` into the document (``#/components/schemas/Pet``, ``#/components/parameters/limit``) is followed.
 - One group, named after the file: an API's operations depend on each other across its tags.
 - ``links`` (``responses.201.links.GetUserById: {operationId: getUser, parameters: {userId: $response.body#/id}}``):
@@ -26,7 +28,7 @@ from typing import Any
 
 from schemas.toolset import DependencyEdge, ParameterEdge, Tool, ToolSet
 from tasks.toolsets.doc_import import ImportReport, ToolSetFormatError, make_doc
-from tasks.toolsets.json_schema import object_properties
+from tasks.toolsets.json_schema import object_properties, type_name
 
 HTTP_METHODS = ("get", "put", "post", "delete", "patch", "head", "options", "trace")
 JSON_MEDIA = ("application/json", "application/*+json", "*/*")
@@ -104,19 +106,28 @@ def _inputs(op: dict, shared: list, root: dict, where: str) -> list[tuple[str, s
     return out
 
 
-def _outputs(op: dict, root: dict, where: str) -> list[tuple[str, str, str]]:
+def _outputs(op: dict, root: dict, where: str) -> tuple[list[tuple[str, str, str]], bool]:
+    """The outputs of the first 2xx response, and whether it declares no body (the operation returns nothing).
+    Fields of a JSON object (of an array's items); any other body (a count, a list of strings, free-form JSON, a
+    file) is one output, ``result``. No 2xx response declared: no outputs, and nothing said."""
     responses = op.get("responses") or {}
     for code, response in responses.items() if isinstance(responses, dict) else []:
         if not str(code).startswith("2"):
             continue
         response = _resolve(response, root, f"{where}.responses.{code}")
-        schema = _json_schema(response.get("content") if isinstance(response, dict) else None, root, where)
-        if isinstance(schema, dict) and schema.get("type") == "array":
-            schema = _resolve(schema.get("items"), root, where)
-        if isinstance(schema, dict) and isinstance(schema.get("properties"), dict):
-            return object_properties(schema, f"{where}.responses.{code}", "response", False, root)
-        return []
-    return []
+        content = _resolve(response.get("content"), root, where) if isinstance(response, dict) else None
+        if not content or not isinstance(content, dict):
+            return [], True
+        schema = _json_schema(content, root, where)
+        item = _resolve(schema.get("items"), root, where) if isinstance(schema, dict) and \
+            schema.get("type") == "array" else schema
+        if isinstance(item, dict) and isinstance(item.get("properties"), dict) and item["properties"]:
+            return object_properties(item, f"{where}.responses.{code}", "response", False, root), False
+        said = str(response.get("description") or "").strip()
+        if schema is None:  # a body that is no JSON: a file, text, an image
+            return [("result", next(iter(content)), said)], False
+        return [("result", type_name(schema, root), said)], False
+    return [], False
 
 
 def _links(op: dict, root: dict) -> list[tuple[str, dict]]:
@@ -156,10 +167,11 @@ def read_openapi(doc: dict, path: Path, name: str) -> tuple[ToolSet, ImportRepor
         if tool_id in by_operation_id:
             raise ToolSetFormatError(f"{at}: duplicate operation name {tool_id!r}; operationIds are unique")
         text = " ".join(str(op.get(k) or "").strip() for k in ("summary", "description")).strip()
-        doc_json = make_doc(tool_id, text or f"{method.upper()} {route}", _inputs(op, shared, doc, at),
-                            _outputs(op, doc, at), report)
+        outputs, returns_nothing = _outputs(op, doc, at)
+        doc_json = make_doc(tool_id, text or f"{method.upper()} {route}", _inputs(op, shared, doc, at), outputs,
+                            report)
         by_operation_id[tool_id] = len(tools)
-        tools.append(Tool(tool_id=tool_id, group=name, doc=doc_json))
+        tools.append(Tool(tool_id=tool_id, group=name, doc=doc_json, returns_nothing=returns_nothing))
         links += [(tool_id, at, link_name, link) for link_name, link in _links(op, doc)]
     if not tools:
         raise ToolSetFormatError(f"{where}: no operations under 'paths'")

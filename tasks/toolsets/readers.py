@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable, Sequence
 from schemas.docs import schema_errors
 from schemas.toolset import DependencyEdge, ParameterEdge, Query, Tool, ToolSet, dependency_kind_problem
 from tasks.toolsets.doc_import import (ImportReport, ToolSetFormatError, make_doc,  # importers read them here too
-                                       numbered_rows)
+                                       numbered_rows, optional)
 
 log = logging.getLogger(__name__)
 
@@ -137,7 +137,7 @@ def toolbench_tool(rec: Any, where: str, report: ImportReport) -> tuple[str, lis
     tool_id = _as_id(_first_field(rec, ("name",), where), "name", where)
     inputs = [(p.get("name"), p.get("type"), p.get("description")) for p in rec.get("required_parameters") or []]
     inputs += [
-        (p.get("name"), p.get("type"), ("(optional) " + (p.get("description") or "")).strip())
+        (p.get("name"), p.get("type"), optional(p.get("description") or ""))
         for p in rec.get("optional_parameters") or []
     ]
     template = rec.get("template_response")
@@ -359,7 +359,7 @@ def load_benchmark_with_report(
     if layout is None and is_toolset_dir(folder):
         toolset, report = read_toolset_dir_with_report(folder, name)
         if grouping == "dataset":
-            toolset.tools = [Tool(t.tool_id, name, t.doc) for t in toolset.tools]
+            toolset.tools = [replace(t, group=name) for t in toolset.tools]
             toolset.edges = [replace(e, group=name) for e in toolset.edges]
         return toolset, report
     layout = layout or default_layout
@@ -499,7 +499,12 @@ def read_toolset_dir_with_report(path: Path, name: str | None = None) -> tuple[T
         if row["tool_id"] in group_of:
             raise ToolSetFormatError(f"{where}: duplicate tool_id {row['tool_id']!r}")
         group_of[row["tool_id"]] = row["group"]
-        tools.append(Tool(tool_id=row["tool_id"], group=row["group"], doc=row["doc"]))
+        nothing = row.get("returns_nothing", False)
+        if not isinstance(nothing, bool):
+            raise ToolSetFormatError(f"{where}: returns_nothing must be true or false, got {nothing!r}")
+        if nothing and row["doc"]["output_params"]:
+            raise ToolSetFormatError(f"{where}: {row['tool_id']!r} returns nothing but its doc declares outputs")
+        tools.append(Tool(tool_id=row["tool_id"], group=row["group"], doc=row["doc"], returns_nothing=nothing))
     if not tools:
         raise ToolSetFormatError(f"{tools_file}: no tools (a tool set needs at least one line)")
 
@@ -619,7 +624,8 @@ def write_toolset_dir(toolset: ToolSet, path: Path) -> Path:
             for row in rows:
                 fh.write(json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n")
 
-    dump("tools.jsonl", ({"tool_id": t.tool_id, "group": t.group, "doc": t.doc} for t in toolset.tools))
+    dump("tools.jsonl", ({"tool_id": t.tool_id, "group": t.group, "doc": t.doc}
+                         | ({"returns_nothing": True} if t.returns_nothing else {}) for t in toolset.tools))
     dump("edges.jsonl", ({"group": e.group, "dependent": e.dependent, "prerequisite": e.prerequisite,
                           "source": e.source} | ({"kind": e.kind} if e.kind is not None else {})
                          for e in toolset.edges))
