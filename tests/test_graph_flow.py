@@ -15,7 +15,7 @@ from schemas.toolset import DependencyEdge, Query, Tool, ToolSet
 from tasks.graph.edges import fuse_edges
 from tasks.graph.pruning import (DEFAULT_PRUNING, ONE_GROUP_WARNING, log_groups, log_pruning, param_compatible,
                                  prune_candidates, pruning_rules, same_group_pairs, text_compatible)
-from tasks.graph.schema_rule import group_common_names, schema_edges
+from tasks.graph.schema_rule import group_common_names, named_types, schema_edges, types_agree
 from tasks.graph.scoring import cap_prerequisites, check_label_order, edge_decision, edges_from_probabilities, score_pairs
 from schemas.name_rule import normalise_param_name, schema_rule_label
 
@@ -306,6 +306,27 @@ def test_schema_edges_ignore_names_that_many_tools_of_a_group_produce():
     everything = {(s.edge.dependent, s.edge.prerequisite) for s in schema_edges(catalogue, max_producers=None)}
     assert everything == {("quote::get", "tickers::search")} | {("quote::get", f"svc{k}::list") for k in range(3)}
     assert {(s.edge.dependent, s.edge.prerequisite) for s in schema_edges(catalogue, max_producers=3)} == everything
+
+
+def test_schema_edges_need_one_value_by_type_where_both_sides_name_schema_types():
+    def typed(name, inputs, outputs):
+        return {"name": name, "description": name,
+                "input_params": [{"name": n, "type": t, "description": ""} for n, t in inputs],
+                "output_params": [{"name": n, "type": t, "description": ""} for n, t in outputs]}
+
+    api = [Tool("read_settings", "api", typed("read_settings", [], [("deployments", "DeploymentsSettings")])),
+           Tool("read_deployments", "api", typed("read_deployments", [("deployments", "DeploymentFilter | null")],
+                                                 [("schedules", "array of DeploymentSchedule-Output")])),
+           Tool("set_schedules", "api", typed("set_schedules", [("schedules", "array of DeploymentSchedule-Input")],
+                                              [("total_runs", "integer")])),
+           Tool("count_all", "api", typed("count_all", [("total_runs", "string")], []))]
+    # settings of deployments are no filter of them; one model's -Input and -Output halves, or a primitive, agree
+    found = {(s.edge.dependent, s.edge.prerequisite) for s in schema_edges(api)}
+    assert found == {("set_schedules", "read_deployments"), ("count_all", "set_schedules")}
+    assert named_types("array of FlowRunSlotSummary | null") == {"FlowRunSlotSummary"}
+    assert named_types("Optional[Path]") == {"Path"} and named_types("Union[List[dict], dict]") is None
+    assert named_types("DATE (YYYY-MM-DD)") is None and named_types("NoneType") is None
+    assert types_agree(None, "Pet") and types_agree("array of Pet", "Pet") and not types_agree("Pet", "Owner")
 
 
 def test_fused_graph_is_the_union_with_schema_direction_on_conflicts():

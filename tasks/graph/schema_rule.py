@@ -2,6 +2,7 @@
 (the per-group names too common to be evidence: ``schemas.name_rule.group_common_names``)."""
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -20,6 +21,30 @@ from tasks.graph.pruning import iter_same_group_pairs
 from tasks.toolsets.call_order import name_rule_evidence
 
 
+# words of a type's text that wrap or qualify the type it names: "array of Repository", "Pet | null"
+_TYPE_WRAPPERS = frozenset({"array", "of", "list", "null", "none", "optional", "nullable"})
+# Python's generic names: CamelCase, yet no schema's
+_GENERIC_TYPES = frozenset({"Any", "Optional", "Union", "List", "Dict", "Tuple", "Set", "FrozenSet", "Sequence",
+                            "Mapping", "Iterable", "Iterator", "Literal", "Type", "Callable", "NoneType"})
+
+
+def named_types(type_text: str) -> frozenset[str] | None:
+    """The schema types a parameter's type names (``array of FlowRunSlotSummary`` -> FlowRunSlotSummary; pydantic's
+    ``-Input`` / ``-Output`` halves of one model read as the model), or None where it names a primitive type (any
+    value of that kind may be the one) or nothing."""
+    words = re.findall(r"[A-Za-z_][A-Za-z0-9_]*", re.sub(r"-(Input|Output)\b", "", type_text))
+    named = {w for w in words if w[0].isupper() and not w.isupper() and w not in _GENERIC_TYPES}
+    primitive = [w for w in words if w not in named and w not in _GENERIC_TYPES and w.lower() not in _TYPE_WRAPPERS]
+    return frozenset(named) if named and not primitive else None
+
+
+def types_agree(output_type: str | None, input_type: str | None) -> bool:
+    """Whether an output and an input of one name may carry one value by their types: not when both name schema
+    types and share none (``DeploymentsSettings`` is no ``DeploymentFilter``, though both are ``deployments``)."""
+    out, into = named_types(output_type or ""), named_types(input_type or "")
+    return out is None or into is None or bool(out & into)
+
+
 @dataclass(frozen=True)
 class SchemaEdge:
     edge: DependencyEdge
@@ -34,15 +59,24 @@ def schema_edges(tools: Sequence[Tool], pairs: Sequence[tuple[int, int]] | None 
     Per pair: b's outputs feeding a's inputs makes a depend on b (class 0), the reverse class 2; when
     both directions match, the one with more matching names wins, a tie is no edge (same rule as
     ``schema_rule_label``, computed from per-tool name sets so ToolBench's 161k pairs take a second).
-    Names that more than ``max_producers`` tools of the group output are no evidence (None: all are).
-    Every edge is found through a parameter, so its kind is "data" (``tasks.graph.kinds``).
+    Names that more than ``max_producers`` tools of the group output are no evidence (None: all are); nor is a
+    name whose output and input both name schema types that differ (``types_agree``: an HTTP API's ``deployments``
+    settings are no ``deployments`` filter). Every edge is found through a parameter, so its kind is "data"
+    (``tasks.graph.kinds``).
     """
     common = group_common_names(tools, max_producers)
     outs = [output_names(t.doc, derive=True, ignore=common[t.group]) for t in tools]
     ins = [input_names(t.doc) for t in tools]
+    out_types = [_types(t.doc, "output_params") for t in tools]
+    in_types = [_types(t.doc, "input_params") for t in tools]
+
+    def fed(producer: int, consumer: int) -> set[str]:
+        return {n for n in outs[producer] & ins[consumer]
+                if any(types_agree(out_types[producer].get(n, [None])[0], t) for t in in_types[consumer][n])}
+
     found = []
     for i, j in iter_same_group_pairs(tools) if pairs is None else pairs:
-        a_needs_b, b_needs_a = outs[j] & ins[i], outs[i] & ins[j]
+        a_needs_b, b_needs_a = fed(j, i), fed(i, j)
         if len(a_needs_b) == len(b_needs_a):
             continue
         if len(a_needs_b) > len(b_needs_a):
@@ -52,6 +86,14 @@ def schema_edges(tools: Sequence[Tool], pairs: Sequence[tuple[int, int]] | None 
         edge = DependencyEdge(tools[i].group, tools[dep].tool_id, tools[pre].tool_id, "schema",
                               dependency_kind(through_parameter=True))
         found.append(SchemaEdge(edge, cls, tuple(sorted(names))))
+    return found
+
+
+def _types(doc: dict, side: str) -> dict[str, list[str]]:
+    """Normalised parameter name -> the types declared under it, in order."""
+    found: dict[str, list[str]] = {}
+    for p in doc.get(side) or []:
+        found.setdefault(normalise_param_name(p["name"]), []).append(str(p.get("type") or ""))
     return found
 
 
