@@ -104,6 +104,34 @@ def test_a_body_without_fields_is_one_result_and_no_body_returns_nothing(tmp_pat
     assert [t.tool_id for t in ts.tools if t.returns_nothing] == ["remove"]
 
 
+def test_an_object_that_extends_another_reads_with_its_fields(tmp_path):
+    new_pet = {"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}, "tag": {}}}
+    pet = {"allOf": [{"$ref": "#/components/schemas/NewPet"},
+                     {"required": ["id"], "properties": {"id": {"type": "integer", "description": "the pet's id"}}}]}
+    body = {"allOf": [{"$ref": "#/components/schemas/NewPet"}, {"type": "object", "required": ["owner_id"],
+                                                                "properties": {"owner_id": {"type": "string"}}}]}
+    listing = {"type": "array", "items": {"$ref": "#/components/schemas/Pet"}}
+    data = spec({"/pets": {
+        "post": {"operationId": "addPet", "requestBody": {"content": {"application/json": {"schema": body}}},
+                 "responses": {"201": {"description": "made", "content": {"application/json": {"schema": {
+                     "$ref": "#/components/schemas/Pet"}}}}}},
+        "get": {"operationId": "listPets", "responses": {"200": {"description": "all", "content": {
+            "application/json": {"schema": listing}}}}}}},
+        {"schemas": {"NewPet": new_pet, "Pet": pet, "Owner": {"type": "object", "properties": {
+            "pets": {"type": "array", "items": {"$ref": "#/components/schemas/Pet"}}}}}})
+    ts, _ = read_tool_specs(write(tmp_path, data))
+    tools = {t.tool_id: t for t in ts.tools}
+    assert inputs(tools["addPet"]) == [("name", "string", ""), ("tag", "any", "(optional)"), ("owner_id", "string", "")]
+    fields = [("name", "string", ""), ("tag", "any", ""), ("id", "integer", "the pet's id")]
+    assert [(p["name"], p["type"], p["description"]) for p in tools["addPet"].doc["output_params"]] == fields
+    assert [(p["name"], p["type"], p["description"]) for p in tools["listPets"].doc["output_params"]] == fields
+    from tasks.toolsets.json_schema import type_name
+
+    # a reference to an extended object is named by the reference; an array of them says so
+    assert type_name({"$ref": "#/components/schemas/Pet"}, data) == "Pet"
+    assert type_name(data["components"]["schemas"]["Owner"]["properties"]["pets"], data) == "array of Pet"
+
+
 def test_links_that_pass_nothing_or_name_by_reference_are_reported(tmp_path):
     data = spec({"/a": {"get": op("a", {"same": {"operationId": "a", "parameters": {"x": "$response.body#/id"}},
                                         "copy": {"operationId": "b", "parameters": {"x": "$request.query.x"}},

@@ -25,6 +25,28 @@ def _resolve(schema: Any, root: dict) -> Any:
     return target if isinstance(target, dict) else schema
 
 
+def merged_object(schema: Any, root: dict, depth: int = 0) -> Any:
+    """``schema`` with the properties and ``required`` of its ``allOf`` members (local ``$ref``s followed, nested
+    ``allOf`` too) merged in before its own: how OpenAPI writes an object that extends another (``allOf: [{$ref:
+    Pet}, {properties: {...}}]``). Anything else comes back as it is."""
+    schema = _resolve(schema, root)
+    members = schema.get("allOf") if isinstance(schema, dict) else None
+    if not isinstance(members, list) or depth > MAX_NESTING:
+        return schema
+    properties: dict[str, Any] = {}
+    required: list[Any] = []
+    for member in [*members, {k: v for k, v in schema.items() if k != "allOf"}]:
+        member = merged_object(member, root, depth + 1)
+        if isinstance(member, dict):
+            properties.update(member.get("properties") if isinstance(member.get("properties"), dict) else {})
+            required += member.get("required") if isinstance(member.get("required"), list) else []
+    kinds = [_kind(r) for r in (_resolve(m, root) for m in members) if isinstance(r, dict) and _kind(r)]
+    out = {k: v for k, v in schema.items() if k != "allOf"} | {"properties": properties, "required": required}
+    if "type" not in out and properties:
+        out["type"] = kinds[0] if kinds else "object"
+    return out
+
+
 def _kind(schema: dict) -> Any:
     """The schema's ``type``, lower case (Gemini writes OpenAPI's ``STRING``, ``OBJECT``)."""
     kind = schema.get("type")
@@ -39,7 +61,8 @@ def type_name(schema: Any, root: dict, depth: int = 0) -> str:
     resolved = _resolve(schema, root)
     if resolved is not schema:
         kind = type_name(resolved, root, depth + 1)
-        return str(ref).rsplit("/", 1)[-1] if kind in ("object", "any") else kind
+        named = kind in ("object", "any") or isinstance(resolved, dict) and "allOf" in resolved
+        return str(ref).rsplit("/", 1)[-1] if named else kind
     kind = _kind(schema)
     if isinstance(kind, list):
         return " | ".join(str(k).lower() for k in kind) or "any"
@@ -52,6 +75,10 @@ def type_name(schema: Any, root: dict, depth: int = 0) -> str:
         if isinstance(schema.get(key), list):
             names = list(dict.fromkeys(type_name(s, root, depth + 1) for s in schema[key]))
             return " | ".join(names) or "any"
+    if isinstance(schema.get("allOf"), list):  # an object that extends others: the ones it names
+        names = [n for n in dict.fromkeys(type_name(s, root, depth + 1) for s in schema["allOf"])
+                 if n not in ("object", "any")]
+        return " & ".join(names) or "object"
     values = schema.get("enum") if isinstance(schema.get("enum"), list) else (
         [schema["const"]] if "const" in schema else None)
     if values:
@@ -75,9 +102,9 @@ def _description(schema: Any, root: dict) -> str:
     enum = schema.get("enum", resolved.get("enum"))
     if isinstance(enum, list) and enum:
         extras.append(f"one of: {_listed(enum)}")
-    fields = resolved.get("properties")
+    fields = merged_object(resolved, root).get("properties")
     if not isinstance(fields, dict) and _kind(resolved) == "array":
-        items = _resolve(resolved.get("items"), root)
+        items = merged_object(resolved.get("items"), root)
         fields = items.get("properties") if isinstance(items, dict) else None
     if isinstance(fields, dict) and fields:
         extras.append(f"fields: {_listed(list(fields))}")
@@ -93,7 +120,7 @@ def object_properties(schema: Any, where: str, what: str, optional_marked: bool,
     if not isinstance(schema, dict):
         raise ToolSetFormatError(f"{where}: {what} must be a JSON schema object, got {type(schema).__name__}")
     root = schema if root is None else root
-    schema = _resolve(schema, root)
+    schema = merged_object(schema, root)
     if _kind(schema) not in (None, "object"):
         raise ToolSetFormatError(f"{where}: {what} must describe an object (type 'object'), got "
                                  f"{schema.get('type')!r}")

@@ -9,7 +9,8 @@ as response ``links`` its gold edges.
 - Outputs: the properties of the first 2xx response's JSON body (of its items, for an array); any other body (a
   count, a list of strings, a file) is one output, ``result``. A 2xx response without a body (``204``) says the
   operation returns nothing (``Tool.returns_nothing``): build-graph makes no data edge from it.
-- ``$ref`` into the document (``#/components/schemas/Pet``, ``#/components/parameters/limit``) is followed.
+- ``$ref`` into the document (``#/components/schemas/Pet``, ``#/components/parameters/limit``) is followed, and an
+  object written as ``allOf`` its parts has their fields (``tasks.toolsets.json_schema.merged_object``).
 - One group, named after the file: an API's operations depend on each other across its tags.
 - ``links`` (``responses.201.links.GetUserById: {operationId: getUser, parameters: {userId: $response.body#/id}}``):
   the target operation depends on this one, a gold edge of kind ``data``, where the link passes a value of the
@@ -28,7 +29,7 @@ from typing import Any
 
 from schemas.toolset import DependencyEdge, ParameterEdge, Tool, ToolSet
 from tasks.toolsets.doc_import import ImportReport, ToolSetFormatError, make_doc
-from tasks.toolsets.json_schema import object_properties, type_name
+from tasks.toolsets.json_schema import merged_object, object_properties, type_name
 
 HTTP_METHODS = ("get", "put", "post", "delete", "patch", "head", "options", "trace")
 JSON_MEDIA = ("application/json", "application/*+json", "*/*")
@@ -100,7 +101,7 @@ def _inputs(op: dict, shared: list, root: dict, where: str) -> list[tuple[str, s
         out += object_properties(wrapped, where, "parameter", True, root)
     body = _resolve(op.get("requestBody"), root, where)
     if isinstance(body, dict):
-        schema = _json_schema(body.get("content"), root, f"{where}.requestBody")
+        schema = merged_object(_json_schema(body.get("content"), root, f"{where}.requestBody"), root)
         if isinstance(schema, dict) and isinstance(schema.get("properties"), dict):
             out += object_properties(schema, f"{where}.requestBody", "requestBody", True, root)
     return out
@@ -119,8 +120,8 @@ def _outputs(op: dict, root: dict, where: str) -> tuple[list[tuple[str, str, str
         if not content or not isinstance(content, dict):
             return [], True
         schema = _json_schema(content, root, where)
-        item = _resolve(schema.get("items"), root, where) if isinstance(schema, dict) and \
-            schema.get("type") == "array" else schema
+        item = merged_object(_resolve(schema.get("items"), root, where) if isinstance(schema, dict) and
+                             schema.get("type") == "array" else schema, root)
         if isinstance(item, dict) and isinstance(item.get("properties"), dict) and item["properties"]:
             return object_properties(item, f"{where}.responses.{code}", "response", False, root), False
         said = str(response.get("description") or "").strip()
