@@ -8,6 +8,14 @@ from typing import Any
 from schemas.name_rule import name_derived_output, normalise_param_name
 
 
+OPTIONAL = "(optional)"  # opens the description of an input a tool does not require (every importer writes it)
+
+
+def is_optional(param: dict[str, Any]) -> bool:
+    """Whether an input's description marks it as not required."""
+    return str(param.get("description") or "").startswith(OPTIONAL)
+
+
 def input_param_names(doc: dict[str, Any]) -> list[str]:
     """The names a ``consumer_param`` may take: the doc's input parameters, as it spells them."""
     return [p["name"] for p in doc.get("input_params") or []]

@@ -648,7 +648,13 @@ def test_lexical_columns_weigh_the_input_words_a_producer_offers_by_their_idf(ca
     # words no producer offers still count in the input's weight: "topic", "what" -> nothing found
     assert all(f[(p, 0, "topic")]["lexical_overlap"] == 0.0 for p in (1, 2, 3))
     lexical = {"lexical_overlap", "lexical_maker_inverse_rank", "lexical_maker_margin"}
-    assert set(FEATURES[-3:]) == lexical <= set(HEAD_FEATURES)
+    assert set(FEATURES[-4:-1]) == lexical <= set(HEAD_FEATURES)
+    # the last column says whether the input is optional: none of these is
+    assert FEATURES[-1] == "input_optional" in HEAD_FEATURES and not any(row["input_optional"] for row in f.values())
+    chosen = [auth[0], Tool("set_topic", "auth", doc("set_topic", [("token", "(optional) the user's token")]))]
+    units, x = unit_features([*auth[1:2], *chosen], encode)
+    assert {u[1:]: row[-1] for u, row in zip(units, x)} == {(0, "password"): 0.0, (1, "token"): 0.0,
+                                                           (1, "topic"): 0.0, (2, "token"): 1.0}
 
 
 def test_value_columns_read_the_input_without_the_tool_that_asks():

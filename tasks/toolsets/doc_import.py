@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from schemas.docs import load_schema, schema_errors
+from schemas.parameters import OPTIONAL
 
 _SCHEMA = load_schema("api_doc")
 MAX_NAME = _SCHEMA["properties"]["name"]["maxLength"]
@@ -22,7 +23,6 @@ MAX_PARAMS = _SCHEMA["properties"]["input_params"]["maxItems"]
 MAX_PARAM_NAME = _SCHEMA["$defs"]["param"]["properties"]["name"]["maxLength"]
 MAX_PARAM_TYPE = _SCHEMA["$defs"]["param"]["properties"]["type"]["maxLength"]
 MAX_PARAM_DESCRIPTION = _SCHEMA["$defs"]["param"]["properties"]["description"]["maxLength"]
-OPTIONAL = "(optional)"  # opens the description of an input a tool does not require
 
 
 class ToolSetFormatError(ValueError):

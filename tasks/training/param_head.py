@@ -20,7 +20,7 @@ import numpy as np
 from schemas.dependency_text import parameter_query, producer_text, tool_query, value_query
 from schemas.name_rule import (identifier_tokens, name_words, normalise_param_name, output_names, partial_match,
                                raw_output_names)
-from schemas.parameters import doc_without_outputs, output_param_names
+from schemas.parameters import doc_without_outputs, is_optional, output_param_names
 from schemas.toolset import Tool, ToolSet
 from tasks.common.progress import EVERY_S, stage_progress
 from tasks.training.metrics import choose_probability_cut
@@ -29,7 +29,7 @@ from tasks.training.param_examples import rule_over_outputs
 FEATURES = ("cosine", "inverse_rank", "margin", "best_input", "inverse_column_rank", "tool_cosine", "exact", "partial",
             "token_overlap", "type_match", "declares_outputs", "producer_takes_it", "producer_takes_it_partly",
             "maker_inverse_rank", "maker_margin", "value_cosine", "value_maker_inverse_rank", "value_maker_margin",
-            "lexical_overlap", "lexical_maker_inverse_rank", "lexical_maker_margin")
+            "lexical_overlap", "lexical_maker_inverse_rank", "lexical_maker_margin", "input_optional")
 # What a new head is fitted on: rank and margin among the possible makers replace rank and margin among all the
 # group's producers (bench/RESULTS.md, "Rank among makers"); heads saved before still read their own columns.
 HEAD_FEATURES = tuple(f for f in FEATURES if f not in ("inverse_rank", "margin"))
@@ -124,7 +124,10 @@ def unit_features(tools: Sequence[Tool], encode: Callable[[list[str]], np.ndarra
     - the lexical overlap: the share of the bare value's words (IDF-weighted over ``tools``' producer texts) found
       in the producer's name and outputs, and its rank (ties broken by the cosine) and margin among the makers:
       words a cosine blurs ("The URL of the post" / "Create a blog post"), the hybrid retrieval's second view
-      (bench/RESULTS.md, "A lexical view in the parameter head").
+      (bench/RESULTS.md, "A lexical view in the parameter head");
+    - whether the input is optional (its description opens with ``(optional)``, as every importer marks one the
+      tool does not require): a setting the caller chooses is seldom another tool's output (NesTools: 10% of the
+      inputs, 2% of the gold ones; bench/RESULTS.md, "Optional inputs in the parameter head").
 
     A pass that runs ``progress_every_s`` or longer (a 10^3-tool catalog: a minute and more) says its count of
     (input, producer) pairs, rate and time left."""
@@ -150,6 +153,8 @@ def unit_features(tools: Sequence[Tool], encode: Callable[[list[str]], np.ndarra
     out_types = [{_type(o.get("type")) for o in t.doc.get("output_params") or [] if _type(o.get("type"))}
                  for t in tools]
     in_types = {(c, q["name"]): _type(q.get("type")) for c, t in enumerate(tools) for q in t.doc.get("input_params") or []}
+    optional_in = {(c, q["name"]) for c, t in enumerate(tools) for q in t.doc.get("input_params") or []
+                   if is_optional(q)}
     own_inputs = [[q["name"] for q in t.doc.get("input_params") or []] for t in tools]
     own_input_keys = [{normalise_param_name(n) for n in inputs} for inputs in own_inputs]
     words = functools.lru_cache(maxsize=1 << 16)(name_words)
@@ -224,7 +229,8 @@ def unit_features(tools: Sequence[Tool], encode: Callable[[list[str]], np.ndarra
                              *producer_takes(p, r, taken[col[p]]), 1.0 / maker_ranks[col[p]], maker_margin,
                              value_cos, 1.0 / value_ranks[col[p]], _maker_margin(value_cos, value_makers, value_top, col[p]),
                              float(lexical[i, col[p]]), 1.0 / lexical_ranks[col[p]],
-                             _maker_margin(float(lexical[i, col[p]]), lexical_makers, lexical_top, col[p])))
+                             _maker_margin(float(lexical[i, col[p]]), lexical_makers, lexical_top, col[p]),
+                             float((c, names[r]) in optional_in)))
     return units, np.asarray(rows, dtype=np.float32).reshape(-1, len(FEATURES))
 
 
