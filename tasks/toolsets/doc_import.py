@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from schemas.docs import load_schema, schema_errors
-from schemas.parameters import OPTIONAL
+from schemas.parameters import OPTIONAL, is_optional
 
 _SCHEMA = load_schema("api_doc")
 MAX_NAME = _SCHEMA["properties"]["name"]["maxLength"]
@@ -78,7 +78,7 @@ def _params(items: Iterable[tuple[Any, Any, Any]], what: str, report: ImportRepo
     the one a dependency feeds; catalogs declare optional ones anywhere), in their declared order."""
     params = [p for p in (_param(n, t, d, what, report) for n, t, d in items) if p is not None]
     if len(params) > MAX_PARAMS:
-        ranked = sorted(range(len(params)), key=lambda n: (params[n]["description"].startswith(OPTIONAL), n))
+        ranked = sorted(range(len(params)), key=lambda n: (is_optional(params[n]), n))
         kept = sorted(ranked[:MAX_PARAMS])
         dropped = [params[n]["name"] for n in sorted(ranked[MAX_PARAMS:])]
         first = "the first " if kept == list(range(MAX_PARAMS)) else ""
