@@ -202,6 +202,9 @@ def test_build_graph_takes_an_openapi_file_and_its_links_as_the_gold(tmp_path, p
     con = connect(target)
     manual = "SELECT count(*) FROM edges WHERE dataset = 'code_review' AND source = 'manual'"
     assert con.execute(manual).fetchone()[0] == 4
+    # the merge answers 204: the warehouse says it returns nothing, and the rest return their outputs
+    assert con.execute("SELECT tool_id FROM tools WHERE dataset = 'code_review' AND returns_nothing").fetchall() == [
+        ("mergePullRequest",)]
     assert con.execute("SELECT producer FROM producers_of('code_review', 'mergePullRequest', 'pid') "
                        "WHERE source = 'manual' ORDER BY producer").fetchall() == [("createPullRequest",),
                                                                                     ("listPullRequests",)]

@@ -31,6 +31,8 @@ CORE_TABLES: tuple[Table, ...] = (
         Column("tool_group", "VARCHAR", comment="API-Bank level folder, ToolBench category"),
         Column("doc_json", "JSON", comment="schemas.docs.canonical_doc_json"),
         Column("embed_text", "VARCHAR", comment="the text the sentence encoder saw"),
+        Column("returns_nothing", "BOOLEAN", default="false",
+               comment="the catalog says it returns no value (an OpenAPI 204): no data edge starts at it"),
     ), primary_key=("dataset", "tool_id")),
 
     Table("queries", "The queries of each tool set.", (

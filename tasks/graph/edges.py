@@ -116,7 +116,7 @@ def dataset_tables(
         + [param_row(e, "discriminator", float(min(max(p, 0.0), 1.0))) for e, p in scored_parameters]
         + [param_row(e, "stated", STATED_PROB) for e in stated_parameter_edges(tools, stated)],
         "tools": [{"dataset": ds, "tool_id": t.tool_id, "name": t.doc["name"], "tool_group": t.group,
-                   "doc_json": canonical_doc_json(t.doc), "embed_text": text}
+                   "doc_json": canonical_doc_json(t.doc), "embed_text": text, "returns_nothing": t.returns_nothing}
                   for t, text in zip(tools, embed_texts)],
         "queries": [{"dataset": ds, "query_id": q.query_id, "query_text": q.text,
                      "query_group": q.query_id.split("/")[0] if "/" in q.query_id else None}
