@@ -63,7 +63,7 @@ def score_parameters(checkpoint: str | Path, tools: Sequence[Tool], pairs: Seque
             from models.sentence_encoder import EncoderConfig, SentenceEncoder
 
             encode = SentenceEncoder(EncoderConfig(str(checkpoint), batch_size=batch_size, device=device)).encode
-        ordered = {(p, c) for i, j in pairs for p, c in ((i, j), (j, i)) if not tools[p].returns_nothing}
+        ordered = {(p, c) for p, c, _ in units}
         if ParamReranker.present(checkpoint):
             scored, probs = ParamReranker(Path(checkpoint) / RERANKER_DIR).score(tools, encode, ordered)
         else:
@@ -98,6 +98,13 @@ def parameter_edges(tools: Sequence[Tool], scores: Sequence[ParamScore], thresho
     producer's output is not named by the scorer) with their probability."""
     return [(ParameterEdge(tools[s.consumer].tool_id, tools[s.producer].tool_id, s.param, None, "discriminator"), s.prob)
             for s in scores if s.prob >= threshold]
+
+
+def cross_encoder_alone(tools: Sequence[Tool], has_inputs: Sequence[bool], producer: int, consumer: int) -> bool:
+    """Whether the cross-encoder's edge ``consumer`` needs ``producer`` stands on its own: the consumer declares no
+    inputs (the parameter level has nothing to score) and the producer may return something (not
+    ``Tool.returns_nothing``). Otherwise only as a precondition, where ``precondition_open`` allows one."""
+    return not has_inputs[consumer] and not tools[producer].returns_nothing
 
 
 def param_tool_edges(tools: Sequence[Tool], pairs: Sequence[tuple[int, int]], scores: Sequence[ParamScore],
@@ -140,7 +147,7 @@ def param_tool_edges(tools: Sequence[Tool], pairs: Sequence[tuple[int, int]], sc
         f = by_pair.get(frozenset((i, j)))
         if f is None:
             continue
-        if not has_inputs[index[f.edge.dependent]] and not tools[index[f.edge.prerequisite]].returns_nothing:
+        if cross_encoder_alone(tools, has_inputs, index[f.edge.prerequisite], index[f.edge.dependent]):
             out.append(ParamToolEdge(f, None))
         elif frozenset((i, j)) not in valued and precondition_open(
                 preconditions, said, index[f.edge.prerequisite], index[f.edge.dependent]):

@@ -86,7 +86,8 @@ def two_level_probs(tools: Sequence[Tool], ordered: Sequence[tuple[int, int]], c
     scores: ``precondition_open``). Below the cuts, the
     pair's dependency mass is the best of those scores, each rescaled to put its own cut at 0.5 (a ranking for
     precision-recall curves)."""
-    from tasks.graph.schema_rule import value_pairs  # here: this module stays light (numpy only)
+    from tasks.graph.param_scoring import cross_encoder_alone  # here: this module stays light (numpy only)
+    from tasks.graph.schema_rule import value_pairs
 
     best: dict[tuple[int, int], float] = {}
     for s in scores:
@@ -106,7 +107,7 @@ def two_level_probs(tools: Sequence[Tool], ordered: Sequence[tuple[int, int]], c
         kept = [o for o in param if o[0] >= 0.5]
         # the cross-encoder decides a consumer without inputs (unless its producer returns nothing); with
         # preconditions, one with inputs too where no value passes by name (the parameter level found none either)
-        cross_open = (not has_inputs[cross_consumer] and not tools[a + b - cross_consumer].returns_nothing) or (
+        cross_open = cross_encoder_alone(tools, has_inputs, a + b - cross_consumer, cross_consumer) or (
             frozenset((a, b)) not in valued and precondition_open(preconditions, said, a + b - cross_consumer,
                                                                   cross_consumer, gated))
         if kept:
