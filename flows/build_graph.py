@@ -55,6 +55,7 @@ from tasks.graph.call_order_edges import CallOrderEdges, call_order_edges, with_
 from tasks.common.memory import release_free_memory
 from tasks.graph.checks import DEFAULT_CHECK_PARTNERS, PreconditionScope, check_pairs
 from tasks.graph.candidates import DEFAULT_RETRIEVAL_K, RETRIEVAL_RANKS, retrieval_candidates, retrieval_recall
+from tasks.graph import lifecycle
 from tasks.graph.edges import dataset_tables, fuse_edges
 from tasks.graph.metrics import describe as describe_edge_metrics, edge_metrics
 from tasks.graph.plots import (CANDIDATE_RECALL_PLOT, curve_settings, curve_strategies, operating_point,
@@ -176,6 +177,11 @@ class GraphConfig:
         "the dependencies the tools' own docs state (an input's description names another tool of the same provider "
         "as its source: 'the id returned by .../products/search'; tasks/graph/stated.py) as edge source 'stated', "
         "and in the discriminator's decision above any model's edge between the two tools")] = True
+    lifecycle_direction: Annotated[bool, Help(
+        "between two tools that both declare no inputs, the cross-encoder's edge takes the direction their names' "
+        "lifecycle says where it says one (a search before what acts on its object, then create, change, remove: "
+        "flight_search before book_flight; tasks/graph/lifecycle.py): there the model tells that two tools depend "
+        "far better than which way. Whether they depend stays the model's")] = True
     param_discriminator: Annotated[str | None, Help(
         "parameter-level scorer: a cross-encoder checkpoint (train-discriminator --param-level: <run>/param/best) or a "
         "dependency retriever with its parameter head (train-retriever: <run>/best, fast): each candidate pair's "
@@ -703,6 +709,7 @@ def lineage_rows(toolset: ToolSet, folder: Path | None, sources: set[str], cfg: 
             "scoring_precision": resolved_precision(cfg.scoring_precision, cfg.device),
             "min_prob": cfg.min_prob, "max_prerequisites": cfg.max_prerequisites,
             "rule": decision.rule if decision else None, "stated_edges": cfg.stated_edges,
+            "lifecycle_direction": cfg.lifecycle_direction,
             "threshold_source": decision.threshold_source if decision else None,
             "kind_threshold": (decision.calibration or {}).get("kind_threshold") if decision else None}
     if cfg.param_discriminator:  # the tool edges came from the parameter-level scorer
@@ -799,7 +806,7 @@ def build_graph(cfg: GraphConfig | None = None) -> dict:
         log.info(f"{toolset.name}: {len(schema)} schema edges" if cfg.schema_edges else f"{toolset.name}: no schema edges")
         if schema:
             embeddings["tgr_schema"] = graph(s.edge for s in schema)
-        pairs, probs, predicted, fused = [], np.zeros((0, 3)), [], []
+        pairs, probs, predicted, fused, named = [], np.zeros((0, 3)), [], [], np.zeros(0, dtype=bool)
         candidates, gated = pruning.candidates, None
         if cfg.discriminator and cfg.param_discriminator and cfg.cross_encoder_preconditions == "checks":
             # pruning keeps few preconditions: each check is scored with the tools it may gate most like it, those
@@ -822,6 +829,10 @@ def build_graph(cfg: GraphConfig | None = None) -> dict:
                 probs, p_precondition = score(cfg.discriminator, quote(toolset), quote(pairs), cfg)
             else:
                 probs, p_precondition = score_on_cluster(cfg.discriminator, toolset, pairs, cfg)
+            if cfg.lifecycle_direction and pairs:  # the names give the direction where both tools declare nothing
+                before = np.asarray(probs, dtype=np.float64).reshape(-1, 3)
+                probs, named = lifecycle.orient(before, lifecycle.pair_orders(toolset.tools, pairs))
+                log.info(lifecycle.describe(toolset.name, before, probs, named, decision.threshold))
             predicted = edges_from_probabilities(toolset.tools, pairs, probs, cfg.min_prob, decision.threshold,
                                                  p_precondition, decision.kind_threshold)
         scored_parameters = []
@@ -896,7 +907,7 @@ def build_graph(cfg: GraphConfig | None = None) -> dict:
         log.info(f"{toolset.name}: warehouse rows ({len(embeddings)} embedding kinds x {len(toolset.tools)} tools)")
         table = dataset_tables(toolset, style, texts, cfg.encoder, cfg.discriminator, embeddings, queries,
                                pruning, pairs, probs, predicted, built_at, schema, fused, decision,
-                               scored_parameters, order.edges if order else (), stated)
+                               scored_parameters, order.edges if order else (), stated, named)
         if built is not None:
             extra = toolnet_rows(toolset, runs, built, cfg)
             table.rows["edges"] += extra.pop("edges")
@@ -911,7 +922,7 @@ def build_graph(cfg: GraphConfig | None = None) -> dict:
         summary[toolset.name] = {
             "tools": len(toolset.tools), "queries": len(toolset.queries), "manual_edges": len(toolset.edges),
             "schema_edges": len(schema), "stated_edges": len(stated), "scored_pairs": len(pairs),
-            "discriminator_edges": len(predicted),
+            "discriminator_edges": len(predicted), "pairs_directed_by_names": int(np.sum(named)),
             "check_pairs_added": len(candidates) - len(pruning.candidates),
             "precondition_edges": sum(p.edge.kind == "precondition" for p in predicted),
             "fused_edges": len(fused), "pruning": pruning.as_row(toolset.name), "edge_metrics": metrics,

@@ -39,6 +39,7 @@ from models.discriminator_defaults import DEFAULT_MAX_LENGTH, POOLED, POOLINGS, 
 from schemas.tdi import LABEL_A_DEPENDS_ON_B, LABEL_NO_DEPENDENCY
 from schemas.toolset import ToolSet
 from tasks.graph.checks import DEFAULT_CHECK_PARTNERS, PreconditionScope
+from tasks.graph.lifecycle import example_orders, orient
 from tasks.toolsets.readers import BENCHMARKS, load_benchmark, read_toolset_dir
 from tasks.training.doc_views import EXTRA_VIEWS, METHOD_DOCS, drop_parameters, shown_as, trained_method_docs
 from tasks.training.examples import (
@@ -54,8 +55,9 @@ from tasks.training.examples import (
     training_pairs,
     with_both_orders,
 )
-from tasks.training.metrics import (CALIBRATION_CRITERIA, at_prior, choose_kind_cut, choose_threshold, evaluate_with_rules,
-                                    format_beyond_rule, format_comparison, format_kind_table)
+from tasks.training.metrics import (CALIBRATION_CRITERIA, at_prior, choose_kind_cut, choose_threshold,
+                                    direction_accuracy, evaluate_with_rules, format_beyond_rule, format_comparison,
+                                    format_kind_table)
 from tasks.training.strict_json import write_json
 from tasks.common.atomic import replace_dir, restore_dir
 from tasks.common.cli import Help, checking_inputs, parse_config
@@ -694,9 +696,17 @@ def score_examples(checkpoint: Path, examples: list[PairExample], max_length: in
 def report(examples: list[PairExample], probs, threshold: float | None, p_precondition=None,
            kind_threshold: float | None = None) -> dict[str, Any]:
     """Discriminator (argmax, calibrated, direction, beyond-rule recall, P/R/F1 per kind with a kind head) and
-    both parameter-match rules on the same pairs."""
-    return {**evaluate_with_rules(examples, probs, threshold, p_precondition, kind_threshold),
-            "counts": label_counts(examples)}
+    both parameter-match rules on the same pairs; where the names of two tools without inputs order some pair,
+    ``names_direction`` too: the calibrated decision as build-graph makes it (``--lifecycle-direction``)."""
+    out = {**evaluate_with_rules(examples, probs, threshold, p_precondition, kind_threshold),
+           "counts": label_counts(examples)}
+    orders = example_orders(examples)
+    if threshold is not None and any(o is not None for o in orders):
+        oriented, named = orient(probs, orders)
+        out["names_direction"] = {**evaluate_with_rules(examples, oriented, threshold)["calibrated"],
+                                  "pairs_ordered": int(named.sum()),
+                                  "direction": direction_accuracy([e.label for e in examples], oriented)}
+    return out
 
 
 def with_prior(section: dict[str, Any], examples: list[PairExample], probs, threshold: float, prior: float | None
@@ -706,6 +716,10 @@ def with_prior(section: dict[str, Any], examples: list[PairExample], probs, thre
     catalog's every pair would show stands beside the subsampled split's."""
     if prior:
         section["at_prior"] = at_prior([e.label for e in examples], probs, threshold, none_weights(examples, prior), prior)
+        if "names_direction" in section:
+            section["names_direction"]["at_prior"] = at_prior(
+                [e.label for e in examples], orient(probs, example_orders(examples))[0], threshold,
+                none_weights(examples, prior), prior)
     return section
 
 
@@ -713,6 +727,13 @@ def prior_line(figures: dict[str, Any]) -> str:
     """One printed line for a section's ``at_prior``."""
     return (f"at calibration's none prior ({figures['none_per_dependency']:.1f} none per dependency), cut "
             f"{figures['threshold']:.3f}: P {figures['precision']:.3f} R {figures['recall']:.3f} F1 {figures['f1']:.3f}")
+
+
+def prior_lines(section: dict[str, Any]) -> list[str]:
+    """``prior_line`` of a section's ``at_prior``, and of its names' direction where it has one."""
+    lines = [prior_line(section["at_prior"])] if section.get("at_prior") else []
+    named = (section.get("names_direction") or {}).get("at_prior")
+    return lines + ([f"{prior_line(named)} (the direction from the names' lifecycle)"] if named else [])
 
 
 def by_set_reports(examples: list[PairExample], probs, threshold: float, prior: float | None = None) -> dict[str, Any]:
@@ -731,6 +752,8 @@ def by_set_reports(examples: list[PairExample], probs, threshold: float, prior: 
 
 
 TWO_LEVEL_ROW = "discriminator, two levels (inputs by the parameter scorer)"
+# between two tools without inputs build-graph takes the direction their names' lifecycle says (tasks/graph/lifecycle.py)
+NAMES_DIRECTION_ROW = "discriminator, calibrated, direction from the names' lifecycle (build-graph's default)"
 # build-graph --cross-encoder-preconditions beside two levels: metrics.json key and row title per scope
 PRECONDITION_ROWS: dict[PreconditionScope, tuple[str, str]] = {
     "checks": ("test_two_level_check_preconditions",
@@ -791,6 +814,8 @@ def comparison_rows(section: dict[str, Any], summary: dict[str, Any] | None = No
     rows = {"discriminator, argmax": section["argmax"]}
     if "calibrated" in section:
         rows[f"discriminator, calibrated (cut {section['calibrated']['threshold']:.3f})"] = section["calibrated"]
+    if "names_direction" in section:
+        rows[NAMES_DIRECTION_ROW] = section["names_direction"]
     for key, title in (("test_two_level", TWO_LEVEL_ROW), *PRECONDITION_ROWS.values(), CLOSURE_ROW):
         if summary.get(key) is not None:
             rows[title] = summary[key]["calibrated"]
@@ -817,6 +842,11 @@ def model_card(cfg: TrainDiscriminatorConfig, summary: dict[str, Any]) -> str:
         rows.append((f"validation ({name}): discriminator, calibrated", section.get("calibrated", section["argmax"])["dependency"]))
         if section.get("at_prior"):
             rows.append((f"validation ({name}): discriminator, calibrated, at calibration's none prior", section["at_prior"]))
+        if section.get("names_direction"):  # build-graph's decision between tools without inputs
+            rows.append((f"validation ({name}): {NAMES_DIRECTION_ROW}", section["names_direction"]["dependency"]))
+            if section["names_direction"].get("at_prior"):
+                rows.append((f"validation ({name}): the same, at calibration's none prior",
+                             section["names_direction"]["at_prior"]))
         rows.append((f"validation ({name}): parameter-match rule", section["schema_rule"]["dependency"]))
     for name, section in (summary.get("validation_by_set") or {}).items():
         rows.append((f"validation (finetune, held-out part of {name}): discriminator, calibrated",
@@ -1106,7 +1136,9 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
     kind_threshold = (summary.get("calibration") or {}).get("kind_threshold")
     scorer, two_level, with_preconditions = parameter_scorer_of(ckpt), None, []
     if scorer is not None:  # the checkpoint's two levels: inputs scored one by one, the rest by the cross-encoder
-        two_level, *with_preconditions = two_level_scores(scorer, quote(test_sets), quote(test_probs), threshold,
+        # the cross-encoder's pairs as build-graph reads them: two tools without inputs in the names' direction
+        graph_probs = orient(test_probs, example_orders(test_pairs))[0]
+        two_level, *with_preconditions = two_level_scores(scorer, quote(test_sets), quote(graph_probs), threshold,
                                                           ("off", *PRECONDITION_ROWS), cfg.check_partners,
                                                           cfg.stated_edges)
         if cfg.stated_edges:
@@ -1131,12 +1163,12 @@ def train_discriminator(cfg: TrainDiscriminatorConfig = TrainDiscriminatorConfig
         kinds = format_kind_table(comparison_rows(section), f"{title}, P/R/F1 per dependency kind")
         if kinds:
             print(kinds)
-        if section.get("at_prior"):
-            print(prior_line(section["at_prior"]))
+        for line in prior_lines(section):
+            print(line)
     for name, section in (summary.get("validation_by_set") or {}).items():
         print(format_comparison(comparison_rows(section), f"validation: the held-out part of {name} ({section['counts']})"))
-        if section.get("at_prior"):
-            print(prior_line(section["at_prior"]))
+        for line in prior_lines(section):
+            print(line)
     test_rows = comparison_rows(summary["test"], summary)
     print(format_comparison({**test_rows, "paper Table 3": {"dependency": PAPER_TABLE_3}},
                             f"test ({', '.join(cfg.test)}; {summary['test']['counts']})"))

@@ -87,7 +87,8 @@ CORE_TABLES: tuple[Table, ...] = (
         Column("weight", "DOUBLE", null=True, check="weight BETWEEN 0 AND 1", comment="transition edges: Eq. 5 weight"),
         Column("n_transitions", "BIGINT", null=True, check="n_transitions >= 0", comment="transition edges: its count"),
         Column("evidence", "VARCHAR", null=True,
-               comment="stated edges: the sentence of the dependent's docs that names the prerequisite"),
+               comment="stated edges: the sentence of the dependent's docs that names the prerequisite; "
+                       "discriminator edges whose direction the names' lifecycle gave: which stages of which object"),
     ), primary_key=("dataset", "source", "dependent", "prerequisite"),
         checks=("(source = 'transition') = (weight IS NOT NULL AND n_transitions IS NOT NULL)",)),
 
@@ -121,6 +122,10 @@ CORE_TABLES: tuple[Table, ...] = (
         Column("p_b_depends_on_a", "DOUBLE"),
         Column("predicted_class", "TINYINT", check="predicted_class IN (0, 1, 2)",
                comment="by the edge rule (edge_calibration)"),
+        Column("direction_from_names", "BOOLEAN", default="false",
+               comment="both tools declare no inputs and their names' lifecycle orders them (a search first, "
+                       "then create, change, remove: tasks/graph/lifecycle.py): the two directions' probabilities "
+                       "are the cross-encoder's, swapped where it said the other way"),
     ), primary_key=("dataset", "tool_a", "tool_b")),
 
     Table("candidate_pruning", "What candidate pruning kept, per dataset and strategy, with the gold-edge recall.", (

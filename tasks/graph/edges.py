@@ -81,6 +81,7 @@ def dataset_tables(
     scored_parameters: Sequence[tuple[ParameterEdge, float]] = (),
     call_order: Sequence[CallOrderEdge] = (),
     stated: Sequence[StatedDependency] = (),
+    named_directions: Sequence[bool] = (),
 ) -> DatasetTables:
     """All warehouse rows of one tool set (the columns: warehouse/tables.py). ``parameter_edges``: the
     tool set's gold ones (source 'manual'), the schema edges' (``schema_parameter_edges``) and the
@@ -88,8 +89,12 @@ def dataset_tables(
     'discriminator': ``tasks.graph.param_scoring.parameter_edges``). ``call_order``: precondition edges from the
     training runs' call order (source 'call_order', prob = the share of joint runs with the prerequisite first).
     ``stated``: the dependencies the tools' docs state (source 'stated', with the sentence as ``evidence``; an
-    input's statement a parameter edge too)."""
+    input's statement a parameter edge too). ``named_directions``: per scored pair, whether its direction is the one
+    the two names' lifecycle says (``tasks.graph.lifecycle.orient``; scored_pairs' ``direction_from_names``, and that
+    discriminator edge's ``evidence``)."""
     import json
+
+    from tasks.graph.lifecycle import reason
 
     ds, tools = toolset.name, toolset.tools
 
@@ -103,6 +108,7 @@ def dataset_tables(
                 "consumer_param": e.consumer_param, "producer_output": e.producer_output,
                 "probability": probability, "source": source}
 
+    named = {frozenset((tools[i].tool_id, tools[j].tool_id)) for (i, j), m in zip(pairs, named_directions) if m}
     labels = None
     if len(probs):
         from models.discriminator import decide
@@ -124,7 +130,9 @@ def dataset_tables(
         "query_gold_tools": [{"dataset": ds, "query_id": q.query_id, "tool_id": t}
                              for q in toolset.queries for t in dict.fromkeys(q.gold_tools)],
         "edges": [edge_row(e, 1.0, LABEL_A_DEPENDS_ON_B, "manual") for e in toolset.edges]
-        + [edge_row(p.edge, p.prob, p.predicted_class, "discriminator", p_direction=p.p_direction)
+        + [edge_row(p.edge, p.prob, p.predicted_class, "discriminator", p_direction=p.p_direction,
+                    evidence=reason(p.edge.prerequisite, p.edge.dependent)
+                    if frozenset((p.edge.dependent, p.edge.prerequisite)) in named else None)
            for p in predicted_edges]
         + [edge_row(s.edge, 1.0, s.predicted_class, "schema", matched_params=list(s.matched_params)) for s in schema]
         + [edge_row(f.edge, f.prob, f.predicted_class, "fused",
@@ -136,7 +144,8 @@ def dataset_tables(
         "scored_pairs": [{"dataset": ds, "tool_group": tools[i].group, "tool_a": tools[i].tool_id,
                           "tool_b": tools[j].tool_id, "p_a_depends_on_b": float(p[0]),
                           "p_no_dependency": float(p[1]), "p_b_depends_on_a": float(p[2]),
-                          "predicted_class": int(labels[n])} for n, ((i, j), p) in enumerate(zip(pairs, probs))],
+                          "predicted_class": int(labels[n]), "direction_from_names": bool(named_directions[n])
+                          if len(named_directions) else False} for n, ((i, j), p) in enumerate(zip(pairs, probs))],
         "candidate_pruning": [pruning.as_row(ds)] if pruning is not None else [],
         "edge_calibration": [] if decision is None else [{
             "dataset": ds, "discriminator": discriminator, "decision_rule": decision.rule,
