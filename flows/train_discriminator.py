@@ -752,7 +752,7 @@ def by_set_reports(examples: list[PairExample], probs, threshold: float, prior: 
 
 
 TWO_LEVEL_ROW = "discriminator, two levels (inputs by the parameter scorer)"
-# between two tools without inputs build-graph takes the direction their names' lifecycle says (tasks/graph/lifecycle.py)
+# two tools without inputs: build-graph's direction is their names' lifecycle's (tasks/graph/lifecycle.py)
 NAMES_DIRECTION_ROW = "discriminator, calibrated, direction from the names' lifecycle (build-graph's default)"
 # build-graph --cross-encoder-preconditions beside two levels: metrics.json key and row title per scope
 PRECONDITION_ROWS: dict[PreconditionScope, tuple[str, str]] = {
