@@ -50,6 +50,10 @@ def test_the_head_word_is_the_first_when_it_names_a_stage_else_the_last_that_doe
     ("flight_ticket_cancel", "flight_search", A),
     ("book_flight", "hotel_search", None),          # no object in common
     ("book_flight", "currency_converter", None),    # a name without a stage
+    ("Flights::search", "Flights::book flight", None),  # no object: "search" alone finds nothing named
+    ("Flights::search flights", "Flights::book flight", B),
+    ("Air::search flights", "Trips::book flight", None),  # two providers
+    ("Units::Get a List of All Units", "QR::List All QR Codes", None),
 ])
 def test_first_of_orders_two_stages_of_one_object(a, b, expected):
     assert first_of(a, b) == expected

@@ -44,7 +44,7 @@ BEFORE = frozenset({("find", "read"), ("find", "create"), ("find", "change"), ("
 STAGE_OF_WORD = {word: name for name, words in STAGES.items() for word in words}
 # words that name no object a tool acts on
 NOT_OBJECTS = frozenset("tool tools api apis info information service services system manager management the a an "
-                        "of for to by and or with from in on my".split())
+                        "of for to by and or with from in on at my your its all each every any some".split())
 IRREGULAR = {"people": "person", "children": "child", "men": "man", "women": "woman", "news": "news",
              "series": "series"}
 
@@ -89,7 +89,10 @@ def action(name: str) -> Action | None:
 
 def first_of(name_a: str, name_b: str) -> int | None:
     """The class of the pair <a, b> the names' lifecycle says (``LABEL_A_DEPENDS_ON_B`` when b comes first,
-    ``LABEL_B_DEPENDS_ON_A`` when a does), or None: a name without a stage, no common object, or one stage."""
+    ``LABEL_B_DEPENDS_ON_A`` when a does), or None: a name without a stage, no common object, two stages ``BEFORE``
+    does not order, or ``Tool::API`` names of two providers."""
+    if "::" in name_a and "::" in name_b and name_a.split("::")[0] != name_b.split("::")[0]:
+        return None  # ``Tool::API`` names of two providers: no object of one service's life
     a, b = action(name_a), action(name_b)
     if a is None or b is None or not a.objects & b.objects:
         return None
